@@ -1,0 +1,38 @@
+"""The FastAPI application: routers, error handlers, and the scheduler loop in its lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import FastAPI
+
+from corral import __version__
+from corral.api import jobs, nodes
+from corral.api.errors import install_error_handlers
+from corral.server.service import JobService
+
+
+def create_app(service: JobService, *, home: str, on_started: Callable[[], None] = lambda: None) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        loop_task = asyncio.create_task(service.run(), name="corral-scheduler")
+        on_started()
+        try:
+            yield
+        finally:
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+
+    app = FastAPI(
+        title="corral", version=__version__, lifespan=lifespan,
+        description="Submit, queue, run and watch GPU training jobs.",
+    )
+    app.state.service = service
+    app.state.home = home
+    install_error_handlers(app)
+    app.include_router(jobs.router)
+    app.include_router(nodes.router)
+    return app

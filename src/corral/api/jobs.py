@@ -1,0 +1,97 @@
+"""Routes for jobs: submit, list, show, cancel, wait, logs."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
+from corral.server.service import JobService
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+
+MAX_PAGE = 10_000
+
+
+def _service(request: Request) -> JobService:
+    return request.app.state.service
+
+
+def _json(data: object, status: int = 200) -> Response:
+    return Response(json.dumps(data), status_code=status, media_type="application/json")
+
+
+@router.post("", response_model=JobOut, status_code=201, summary="Submit a job")
+async def submit_job(body: JobRequest, request: Request) -> Response:
+    job = await _service(request).submit(body.model_dump(exclude_none=True))
+    view = job.to_dict()
+    view["warnings"] = list(job.spec.warnings)
+    return _json(view, 201)
+
+
+@router.get("", response_model=JobList, summary="List jobs: the queue, or finished ones")
+async def list_jobs(
+    request: Request,
+    scope: Literal["active", "finished"] = Query("active", description="active: pending and running; finished: history"),
+    state: list[str] = Query([], description="Only these states (repeatable)."),
+    name: str | None = None,
+    limit: int = Query(1000, ge=1, le=MAX_PAGE),
+    after: int = Query(0, ge=0, description="active: ids after this one"),
+    before: int | None = Query(None, ge=1, description="finished: ids before this one"),
+) -> Response:
+    service = _service(request)
+    _check_states(state)
+    if scope == "active":
+        jobs = service.list_active(states=state, limit=limit, after_id=after)
+        if name is not None:
+            jobs = [j for j in jobs if j.spec.name == name]
+        cursor = jobs[-1].id if len(jobs) == limit else None
+    else:
+        jobs = service.list_finished(states=state, limit=limit, before_id=before, name=name)
+        cursor = jobs[-1].id if len(jobs) == limit else None
+    return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
+
+
+@router.get("/{job_id}", response_model=JobOut, summary="Show one job")
+async def get_job(job_id: int, request: Request) -> Response:
+    return _json(_service(request).get(job_id).to_dict())
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")
+async def cancel_job(job_id: int, request: Request) -> Response:
+    job = await _service(request).cancel(job_id)
+    return _json(job.to_dict())
+
+
+@router.get("/{job_id}/wait", response_model=JobOut, summary="Wait (long poll) until the job ends")
+async def wait_job(job_id: int, request: Request, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
+    job = await _service(request).wait(job_id, timeout)
+    return _json(job.to_dict())
+
+
+@router.get(
+    "/{job_id}/logs", summary="Read a job's stdout or stderr",
+    response_class=Response, responses={200: {"content": {"application/octet-stream": {}}}},
+)
+async def job_logs(
+    job_id: int, request: Request, stream: str = "stdout", offset: int = Query(0, ge=0),
+    limit: int = Query(1 << 20, ge=1, le=1 << 20), tail: int | None = Query(None, ge=0, le=100_000),
+) -> Response:
+    """Bytes from `offset`; the `X-Corral-Offset` header is where the next read starts,
+    and `X-Corral-State` the job's state (follow until it is final and no bytes come)."""
+    data, next_offset, job = _service(request).read_log(job_id, stream, offset, limit, tail)
+    headers = {"X-Corral-Offset": str(next_offset), "X-Corral-State": job.state.value}
+    return Response(data, media_type="application/octet-stream", headers=headers)
+
+
+def _check_states(states: list[str]) -> None:
+    from corral.core.states import JobState
+    from corral.errors import InvalidRequest
+
+    known = {s.value for s in JobState}
+    for s in states:
+        if s not in known:
+            raise InvalidRequest("state", f"unknown state {s!r}", f"use one of {', '.join(sorted(known))}")

@@ -1,0 +1,25 @@
+"""Routes for the machine: nodes and their GPUs, server info."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from corral import __version__
+from corral.api.schemas import NodeOut
+
+router = APIRouter(prefix="/api/v1", tags=["cluster"])
+
+
+@router.get("/nodes", response_model=list[NodeOut], summary="Nodes, their GPUs, and which job holds each")
+async def list_nodes(request: Request) -> Response:
+    return Response(json.dumps(request.app.state.service.nodes_view()), media_type="application/json")
+
+
+@router.get("/health", summary="Liveness and identity of the server")
+async def health(request: Request) -> dict[str, object]:
+    import os
+
+    return {"ok": True, "version": __version__, "pid": os.getpid(), "home": request.app.state.home}

@@ -1,0 +1,106 @@
+"""Request and response shapes, for validation of types and for the OpenAPI document.
+
+Meaning (ranges, units, conflicts between fields) is checked by `corral.core.spec`,
+the same code that checks CLI and script input.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JobRequest(BaseModel):
+    """A job to submit. Give `command` (argv) or `script` (a batch script's text, `#SBATCH` lines honoured)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[str] | None = Field(None, examples=[["python", "train.py", "--lr", "3e-4"]])
+    script: str | None = Field(None, description="A batch script; its #SBATCH lines set defaults for other fields.")
+    script_args: list[str] | None = None
+    script_name: str | None = Field(None, description="The script's file name; the job's default name.")
+    name: str | None = None
+    gpus: int | str | None = Field(None, description="A count, or TYPE:COUNT.", examples=[2, "a100:2"])
+    gres: str | None = Field(None, description="Slurm style: gpu:N or gpu:TYPE:N.")
+    gpu_type: str | None = None
+    gpu_mem: int | str | None = Field(None, description="Minimum memory per GPU: 40G, or MB.")
+    gpu_mem_mb: int | None = None
+    cpus: int | None = None
+    mem: int | str | None = Field(None, description="Host memory: 16G, or MB. Exceeding it ends the job OUT_OF_MEMORY.")
+    mem_mb: int | None = None
+    mem_per_cpu: int | str | None = None
+    mem_per_gpu: int | str | None = None
+    time: int | str | None = Field(None, description="Time limit in Slurm syntax: 90, 1:30:00, 2-00:00:00, 2h.")
+    time_limit_s: int | None = None
+    env: dict[str, str] | None = None
+    export: str | None = Field(None, description="ALL (default), NONE, or a list such as ALL,VAR=value.")
+    environment: dict[str, str] | None = Field(None, description="The submitter's environment, for --export.")
+    labels: dict[str, str] | None = None
+    workdir: str | None = None
+    stdout: str | None = Field(None, description="Path pattern: %j id, %x name, %A/%a array job/task, %u user.")
+    stderr: str | None = None
+    nice: int | None = None
+
+
+class JobOut(BaseModel):
+    id: int
+    name: str
+    user: str
+    state: str
+    reason: str | None
+    exit_code: int | None
+    signal: int | None
+    command: list[str]
+    script: str | None = None
+    script_args: list[str]
+    gpus: int
+    gpu_type: str | None
+    gpu_mem_mb: int | None
+    gpu_ids: list[int]
+    cpus: int
+    mem_mb: int
+    time_limit_s: int | None
+    nice: int
+    node: str | None
+    workdir: str
+    labels: dict[str, str]
+    submit_time: str
+    start_time: str | None
+    end_time: str | None
+    stdout_path: str
+    stderr_path: str
+    warnings: list[str] = []
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]
+    next_cursor: int | None = Field(None, description="Pass as `after` (active) or `before` (finished) for the next page.")
+
+
+class GpuOut(BaseModel):
+    index: int
+    type: str
+    mem_mb: int
+    uuid: str | None
+    job_id: int | None
+    job_name: str | None
+    user: str | None
+
+
+class NodeOut(BaseModel):
+    name: str
+    cpus: int
+    cpus_alloc: int
+    mem_mb: int
+    mem_alloc_mb: int
+    gpus: list[GpuOut]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    hint: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody

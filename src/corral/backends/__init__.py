@@ -1,0 +1,1 @@
+"""Where jobs run: `local` (this machine, corral schedules) behind the `Backend` interface."""

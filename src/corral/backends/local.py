@@ -1,0 +1,114 @@
+"""The local backend: each job under its own supervisor process on this machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from corral.backends.base import Recovered, Recovery
+from corral.core.job import Job
+from corral.core.resources import Allocation
+from corral.executor import files
+from corral.executor.environment import job_environment
+from corral.executor.launch import (
+    Outcome, kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
+)
+
+LIVENESS_CHECK_S = 2.0
+
+
+class LocalBackend:
+    def __init__(
+        self, home: str, *, kill_grace_s: float, server_env: Mapping[str, str], server_url: Callable[[], str | None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.jobs_dir = os.path.join(home, "jobs")
+        self.checkpoints_dir = os.path.join(home, "checkpoints")
+        self.kill_grace_s = kill_grace_s
+        self.server_env = server_env
+        self.server_url = server_url
+        self.clock = clock
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
+        self._last_liveness: dict[int, float] = {}
+
+    def job_dir(self, job_id: int) -> str:
+        return os.path.join(self.jobs_dir, str(job_id))
+
+    def start(self, job: Job, allocation: Allocation) -> None:
+        job_dir = self.job_dir(job.id)
+        os.makedirs(job_dir, exist_ok=True)
+        for stale in (files.RESULT, files.STARTED, files.CANCEL):
+            try:
+                os.unlink(os.path.join(job_dir, stale))
+            except FileNotFoundError:
+                pass
+        checkpoint_dir = os.path.join(self.checkpoints_dir, str(job.id))
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        if job.spec.script is not None:
+            script_path = os.path.join(job_dir, files.SCRIPT)
+            with open(script_path, "w") as f:
+                f.write(job.spec.script)
+            os.chmod(script_path, 0o700)
+            argv = [script_path, *job.spec.script_args]
+        else:
+            argv = list(job.spec.command)
+        stdout = job.log_path("stdout")
+        config = {
+            "argv": argv,
+            "env": job_environment(
+                job, allocation, server_env=self.server_env, checkpoint_dir=checkpoint_dir,
+                server_url=self.server_url(),
+            ),
+            "cwd": job.spec.workdir,
+            "stdout": stdout,
+            "stderr": job.log_path("stderr") if job.spec.stderr is not None else stdout,
+            "time_limit_s": job.spec.time_limit_s,
+            "mem_limit_mb": job.spec.mem_mb,
+            "kill_grace_s": self.kill_grace_s,
+        }
+        self._children[job.id] = spawn_supervisor(job_dir, config)
+
+    def cancel(self, job: Job) -> None:
+        request_cancel(self.job_dir(job.id))
+
+    def poll(self, running: Iterable[Job]) -> list[tuple[Job, Outcome]]:
+        ended = []
+        now = self.clock()
+        for job in running:
+            job_dir = self.job_dir(job.id)
+            outcome = read_outcome(job_dir)
+            if outcome is None and now - self._last_liveness.get(job.id, 0.0) >= LIVENESS_CHECK_S:
+                self._last_liveness[job.id] = now
+                child = self._children.get(job.id)
+                if (child is None or child.poll() is not None) and not supervisor_alive(job_dir):
+                    outcome = read_outcome(job_dir) or self._lost(job_dir, now)
+            if outcome is not None:
+                ended.append((job, outcome))
+                self._last_liveness.pop(job.id, None)
+                child = self._children.pop(job.id, None)
+                if child is not None:
+                    self._exiting.append(child)
+        self._exiting = [c for c in self._exiting if c.poll() is None]
+        return ended
+
+    def recover(self, job: Job) -> Recovery:
+        job_dir = self.job_dir(job.id)
+        outcome = read_outcome(job_dir)
+        if outcome is not None:
+            return Recovery(Recovered.ENDED, outcome)
+        if supervisor_alive(job_dir):
+            return Recovery(Recovered.RUNNING)
+        outcome = read_outcome(job_dir)  # it may have finished between the two looks
+        if outcome is not None:
+            return Recovery(Recovered.ENDED, outcome)
+        if not was_started(job_dir):
+            return Recovery(Recovered.NEVER_STARTED)
+        return Recovery(Recovered.LOST, self._lost(job_dir, self.clock()))
+
+    def _lost(self, job_dir: str, now: float) -> Outcome:
+        kill_orphaned_job(job_dir)
+        return Outcome("NODE_FAIL", None, None, now, "the job's supervisor died without recording an outcome")
+

@@ -1,0 +1,108 @@
+"""Tables and views for the terminal, Slurm-like."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from corral.core.units import format_duration, format_memory
+
+
+def parse_iso(text: str | None) -> float | None:
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def local_time(text: str | None) -> str:
+    ts = parse_iso(text)
+    return "-" if ts is None else dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def elapsed(job: dict[str, Any], now: float | None = None) -> str:
+    start = parse_iso(job.get("start_time"))
+    if start is None:
+        return "0:00"
+    end = parse_iso(job.get("end_time")) or (now or time.time())
+    return format_duration(end - start)
+
+
+def gpus_cell(job: dict[str, Any]) -> str:
+    if not job["gpus"]:
+        return "-"
+    text = f"{job['gpu_type']}:{job['gpus']}" if job.get("gpu_type") else str(job["gpus"])
+    if job.get("gpu_ids"):
+        text += f" ({','.join(str(i) for i in job['gpu_ids'])})"
+    return text
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
+    now = time.time()
+    rows = []
+    for job in jobs:
+        where = job["node"] if job["state"] == "RUNNING" else f"({job.get('reason') or 'None'})"
+        rows.append([
+            str(job["id"]), job["name"][:24], job["user"], job["state"], elapsed(job, now),
+            format_duration(job["time_limit_s"]), gpus_cell(job), str(job["cpus"]), format_memory(job["mem_mb"]), where,
+        ])
+    return table(["JOBID", "NAME", "USER", "STATE", "TIME", "TIME_LIMIT", "GPUS", "CPUS", "MEM", "NODE(REASON)"], rows)
+
+
+def history_table(jobs: Sequence[dict[str, Any]]) -> str:
+    rows = []
+    for job in jobs:
+        code = "-" if job["exit_code"] is None else str(job["exit_code"])
+        if job.get("signal"):
+            code += f" (signal {job['signal']})"
+        rows.append([
+            str(job["id"]), job["name"][:24], job["user"], job["state"], code, local_time(job["start_time"]),
+            elapsed(job), gpus_cell(job),
+        ])
+    return table(["JOBID", "NAME", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS"], rows)
+
+
+def job_view(job: dict[str, Any]) -> str:
+    command = " ".join(job["command"]) if job["command"] else "(batch script) " + " ".join(job.get("script_args") or [])
+    fields = [
+        ("JobId", job["id"]), ("Name", job["name"]), ("User", job["user"]), ("State", job["state"]),
+        ("Reason", job.get("reason") or "None"),
+        ("ExitCode", "-" if job["exit_code"] is None else job["exit_code"]),
+        ("Signal", job.get("signal") or "-"),
+        ("Command", command.strip()), ("WorkDir", job["workdir"]),
+        ("GPUs", gpus_cell(job)), ("GPUMem", format_memory(job.get("gpu_mem_mb"))),
+        ("CPUs", job["cpus"]), ("Mem", format_memory(job["mem_mb"])),
+        ("TimeLimit", format_duration(job["time_limit_s"])), ("Nice", job["nice"]), ("Node", job["node"] or "-"),
+        ("SubmitTime", local_time(job["submit_time"])), ("StartTime", local_time(job["start_time"])),
+        ("EndTime", local_time(job["end_time"])), ("Elapsed", elapsed(job)),
+        ("StdOut", job["stdout_path"]), ("StdErr", job["stderr_path"]),
+        ("Labels", ",".join(f"{k}={v}" for k, v in job["labels"].items()) or "-"),
+    ]
+    width = max(len(k) for k, _ in fields)
+    return "\n".join(f"{k.rjust(width)}: {v}" for k, v in fields)
+
+
+def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
+    rows = []
+    for node in nodes:
+        for gpu in node["gpus"]:
+            holder = f"{gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
+            rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]), holder])
+    summary = [
+        f"{n['name']}: CPUs {n['cpus_alloc']}/{n['cpus']} allocated, memory {format_memory(n['mem_alloc_mb']) if n['mem_alloc_mb'] else 0}"
+        f"/{format_memory(n['mem_mb'])} allocated, GPUs {sum(1 for g in n['gpus'] if g['job_id'])}/{len(n['gpus'])} busy"
+        for n in nodes
+    ]
+    if not rows:
+        return "\n".join(summary + ["(no GPUs)"])
+    return "\n".join(summary) + "\n\n" + table(["NODE", "GPU", "TYPE", "MEMORY", "JOB"], rows)

@@ -1,0 +1,349 @@
+"""`corral`: the command line, shaped after Slurm's (sbatch, squeue, scontrol show job, scancel, sacct).
+
+Each command parses its options and makes one call to the client or the server;
+heavy modules are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from corral.errors import CorralError
+
+if TYPE_CHECKING:
+    from corral.client import Client
+
+
+class CorralGroup(click.Group):
+    """Turns corral's errors into one line on stderr and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CorralError as exc:
+            click.echo(f"corral: error: {exc.message}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=CorralGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", envvar="CORRAL_HOME", help="The server's state directory [default: ~/.corral].")
+@click.option("--url", envvar="CORRAL_URL", help="Talk to the server at this URL instead of the home's.")
+@click.version_option(package_name="corral")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None, url: str | None) -> None:
+    """Run GPU training jobs: submit, queue, run on the right GPUs, watch, stop."""
+    ctx.obj = {"home": home, "url": url}
+
+
+def _client(ctx: click.Context) -> Client:
+    from corral.client import Client
+
+    return Client(ctx.obj["url"], home=ctx.obj["home"])
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
+        out[key] = value
+    return out
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--home", "up_home", help="State directory (overrides the global --home).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port; 0 picks a free one.")
+@click.option("--db", help="Database URL, e.g. postgresql://user@host/db [default: SQLite in the home].")
+@click.option("--gpus", type=int, help="Declare N GPUs instead of detecting them with NVML.")
+@click.option("--gpu-type", help="Type of the declared GPUs, e.g. A100.")
+@click.option("--gpu-mem", help="Memory of each declared GPU, e.g. 80G.")
+@click.option("--cpus", type=int, help="CPUs to schedule [default: those this process may use].")
+@click.option("--mem", help="Memory to schedule, e.g. 256G [default: the machine's].")
+@click.option("--kill-grace", type=float, default=10.0, show_default=True,
+              help="Seconds between SIGTERM and SIGKILL on cancel and time limit.")
+@click.option("--detach", is_flag=True, help="Run in the background; logs go to <home>/server.log.")
+@click.pass_context
+def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) -> None:
+    """Start the server (API, scheduler and executor) for a home."""
+    from corral.home import resolve_home
+
+    home = resolve_home(up_home or ctx.obj["home"])
+    if detach:
+        from corral.cli.daemon import start_detached
+
+        info = start_detached(home, _up_args(ctx, home, options))
+        click.echo(f"corral server running at {info['url']} (pid {info['pid']}, home {home})")
+        return
+    from corral.executor.gpus import DeclaredInventory
+    from corral.server.main import ServerOptions, load_config, serve
+
+    explicit = {
+        name for name in options
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+        or ctx.get_parameter_source(name) is click.core.ParameterSource.ENVIRONMENT
+    }
+    inventory = DeclaredInventory(
+        gpus=options["gpus"], gpu_type=options["gpu_type"], gpu_mem=options["gpu_mem"], cpus=options["cpus"],
+        mem=options["mem"],
+    )
+    server_options = ServerOptions(
+        home=home, host=options["host"], port=options["port"], db=options["db"], kill_grace_s=options["kill_grace"],
+        inventory=inventory,
+    )
+    serve(load_config(server_options, {"kill_grace_s" if n == "kill_grace" else n for n in explicit}))
+
+
+def _up_args(ctx: click.Context, home: str, options: dict[str, Any]) -> list[str]:
+    args = ["up", "--home", home]
+    for name, value in options.items():
+        source = ctx.get_parameter_source(name)
+        if value is None or source is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    return args
+
+
+@cli.command()
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for it to exit.")
+@click.pass_context
+def down(ctx: click.Context, timeout: float) -> None:
+    """Stop the server. Running jobs keep running and are picked up by the next `corral up`."""
+    from corral.cli.daemon import stop_server
+    from corral.home import resolve_home
+
+    home = resolve_home(ctx.obj["home"])
+    pid = stop_server(home, timeout)
+    click.echo(f"corral server stopped (pid {pid})" if pid else f"no corral server was running for home {home}")
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+
+class SubmitCommand(click.Command):
+    """Everything after `--` is the job's command, untouched by option parsing."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta["corral.command"] = args[cut + 1:]
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+@cli.command(cls=SubmitCommand, context_settings={"allow_interspersed_args": False})
+@click.option("-J", "--job-name", "name", help="Job name [default: the script's or program's name].")
+@click.option("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT.")
+@click.option("--gres", help="Slurm style GPU request: gpu:N or gpu:TYPE:N.")
+@click.option("--gpu-type", help="GPU type, e.g. A100.")
+@click.option("--gpu-mem", help="Minimum memory of each GPU, e.g. 40G.")
+@click.option("-c", "--cpus-per-task", "cpus", type=int, help="CPUs [default: 1].")
+@click.option("--mem", help="Host memory, e.g. 16G; the job is killed past it [default: no limit].")
+@click.option("--mem-per-cpu", help="Host memory per CPU.")
+@click.option("--mem-per-gpu", help="Host memory per GPU.")
+@click.option("-t", "--time", help="Time limit: minutes, HH:MM:SS, D-HH:MM:SS, 30m, 2h.")
+@click.option("-o", "--output", "stdout", help="Stdout file pattern (%j id, %x name, %A/%a array job/task).")
+@click.option("-e", "--error", "stderr", help="Stderr file pattern [default: with --output, the same file].")
+@click.option("-D", "--chdir", "workdir", help="Working directory [default: the current one].")
+@click.option("--export", help="Environment to pass: ALL (default), NONE, or NAMES / ALL,VAR=value.")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Set a variable (repeatable).")
+@click.option("--label", "label_pairs", multiple=True, metavar="KEY=VALUE", help="Attach a label (repeatable).")
+@click.option("--nice", type=int, help="Lower the job's priority by this much.")
+@click.option("--wrap", help="Run this shell command line (sh -c).")
+@click.option("--parsable", is_flag=True, help="Print only the job id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")
+@click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tuple[str, ...],
+           label_pairs: tuple[str, ...], wrap: str | None, parsable: bool, as_json: bool, **fields: Any) -> None:
+    """Submit a job: `submit [options] SCRIPT [ARGS]`, `submit [options] -- CMD [ARGS]`, or `--wrap "CMD"`."""
+    command = ctx.meta.get("corral.command")
+    body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+    if wrap is not None:
+        command = ["/bin/sh", "-c", wrap]
+        body.setdefault("name", "wrap")
+    if command is not None:
+        if script_and_args:
+            raise click.UsageError("give a script or a command after --, not both")
+        if not command:
+            raise click.UsageError("nothing after --: give the command to run, e.g. -- python train.py")
+        body["command"] = command
+    elif script_and_args:
+        path = script_and_args[0]
+        try:
+            with open(path) as f:
+                body["script"] = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not a text file"
+            raise CorralError(f"cannot read script {path}: {reason}") from None
+        body["script_name"] = os.path.basename(path)
+        body["script_args"] = list(script_and_args[1:])
+    elif not sys.stdin.isatty():
+        body["script"] = sys.stdin.read()
+    else:
+        raise click.UsageError("give a batch script, a command after --, or --wrap")
+    body.setdefault("workdir", os.getcwd())
+    body["environment"] = dict(os.environ)
+    if env_pairs:
+        body["env"] = _key_values(env_pairs, "--env")
+    if label_pairs:
+        body["labels"] = _key_values(label_pairs, "--label")
+    job = _client(ctx).submit(**body)
+    for warning in job.get("warnings", []):
+        click.echo(f"corral: warning: {warning}", err=True)
+    if as_json:
+        _print_json(job)
+    elif parsable:
+        click.echo(job["id"])
+    else:
+        click.echo(f"Submitted batch job {job['id']}")
+
+
+@cli.command()
+@click.option("-t", "--state", "states", multiple=True, help="Only jobs in this state (repeatable).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def queue(ctx: click.Context, states: tuple[str, ...], as_json: bool) -> None:
+    """Pending and running jobs, with the reason each pending one waits."""
+    from corral.cli.format import queue_table
+
+    jobs = _client(ctx).queue(states=[s.upper() for s in states])
+    click.echo(json.dumps(jobs, indent=2) if as_json else queue_table(jobs))
+
+
+@cli.command()
+@click.argument("job_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Everything about one job."""
+    from corral.cli.format import job_view
+
+    job = _client(ctx).get(job_id)
+    click.echo(json.dumps(job, indent=2) if as_json else job_view(job))
+
+
+@cli.command()
+@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def cancel(ctx: click.Context, job_ids: tuple[int, ...], as_json: bool) -> None:
+    """Cancel jobs: pending ones leave the queue, running ones get SIGTERM, a grace period, then SIGKILL."""
+    client = _client(ctx)
+    results, failed = [], False
+    for job_id in job_ids:
+        try:
+            job = client.cancel(job_id)
+        except CorralError as exc:
+            click.echo(f"corral: error: {exc.message}", err=True)
+            failed = True
+            continue
+        results.append(job)
+        if not as_json:
+            click.echo(f"job {job_id}: {job['state']}")
+    if as_json:
+        _print_json(results)
+    if failed:
+        ctx.exit(1)
+
+
+@cli.command()
+@click.argument("job_id", type=int)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing as the job writes, until it ends.")
+@click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr instead of stdout.")
+@click.option("-n", "--tail", type=int, help="Only the last N lines.")
+@click.pass_context
+def logs(ctx: click.Context, job_id: int, follow: bool, use_stderr: bool, tail: int | None) -> None:
+    """A job's output."""
+    client = _client(ctx)
+    stream = "stderr" if use_stderr else "stdout"
+    out = sys.stdout.buffer
+    if tail is not None:
+        data, offset, state = client.logs(job_id, stream=stream, tail=tail)
+        out.write(data)
+        out.flush()
+        if not follow:
+            return
+    else:
+        offset = 0
+    import time
+
+    from corral.client import TERMINAL
+
+    while True:
+        data, offset, state = client.logs(job_id, stream=stream, offset=offset)
+        if data:
+            out.write(data)
+            out.flush()
+            continue
+        if not follow or state in TERMINAL:
+            return
+        time.sleep(0.25)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def nodes(ctx: click.Context, as_json: bool) -> None:
+    """Each node's GPUs: type, memory, and which job holds each."""
+    from corral.cli.format import nodes_table
+
+    data = _client(ctx).nodes()
+    click.echo(json.dumps(data, indent=2) if as_json else nodes_table(data))
+
+
+@cli.command()
+@click.option("-t", "--state", "states", multiple=True, help="Only jobs that ended in this state (repeatable).")
+@click.option("-n", "--limit", type=int, default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def history(ctx: click.Context, states: tuple[str, ...], limit: int, as_json: bool) -> None:
+    """Finished jobs, newest first, with exit codes (like sacct)."""
+    from corral.cli.format import history_table
+
+    jobs = _client(ctx).history(states=[s.upper() for s in states], limit=limit)
+    click.echo(json.dumps(jobs, indent=2) if as_json else history_table(jobs))
+
+
+@cli.command()
+@click.argument("job_id", type=int)
+@click.option("--timeout", type=float, help="Give up after this many seconds (exit status 124).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def wait(ctx: click.Context, job_id: int, timeout: float | None, as_json: bool) -> None:
+    """Wait for a job to end; exit with its exit code."""
+    from corral.client import TERMINAL
+
+    job = _client(ctx).wait(job_id, timeout=timeout)
+    if as_json:
+        _print_json(job)
+    if job["state"] not in TERMINAL:
+        click.echo(f"corral: job {job_id} is still {job['state']} after {timeout} s", err=True)
+        ctx.exit(124)
+    if not as_json:
+        click.echo(f"job {job_id} {job['state']} (exit code {job['exit_code']})", err=True)
+    ctx.exit(exit_status(job))
+
+
+def exit_status(job: dict[str, Any]) -> int:
+    if job["exit_code"] is not None:
+        return min(int(job["exit_code"]), 255)
+    return 0 if job["state"] == "COMPLETED" else 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="corral")
+

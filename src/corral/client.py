@@ -1,0 +1,179 @@
+"""The Python client for a corral server (what the CLI uses too).
+
+    from corral import Client
+    client = Client()                      # finds the server of ~/.corral (or $CORRAL_URL)
+    job = client.submit(["python", "train.py"], gpus=2, time="2h")
+    client.wait(job["id"])
+
+Plain `http.client` underneath: the CLI imports this on every call and must start fast.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from corral.errors import ERROR_TYPES, CorralError, InvalidRequest, ServerUnavailable
+from corral.home import read_server_info, resolve_home
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
+
+
+def find_server(url: str | None = None, home: str | None = None) -> str:
+    """The server's URL: `url`, else `$CORRAL_URL`, else the address file in the home.
+
+    Raises:
+        ServerUnavailable: no server has announced itself in the home.
+    """
+    if url or os.environ.get("CORRAL_URL"):
+        return (url or os.environ["CORRAL_URL"]).rstrip("/")
+    resolved = resolve_home(home)
+    info = read_server_info(resolved)
+    if info is None:
+        raise ServerUnavailable(_no_server(resolved))
+    return str(info["url"])
+
+
+def _no_server(home: str) -> str:
+    return f"no corral server is running for home {home}; start one with `corral up --detach --home {home}`"
+
+
+class Client:
+    """A connection to one corral server. Methods return the API's JSON (dicts)."""
+
+    def __init__(self, url: str | None = None, *, home: str | None = None, timeout: float = 60.0) -> None:
+        self.home = resolve_home(home)
+        self.url = find_server(url, home)
+        parts = urllib.parse.urlsplit(self.url)
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or 80
+        self._timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
+
+    # -- jobs -------------------------------------------------------------------------------------
+
+    def submit(self, command: Sequence[str] | None = None, *, script: str | None = None, **fields: Any) -> dict[str, Any]:
+        """Submit a job; `fields` are the API's (gpus, cpus, mem, time, env, name, ...)."""
+        body = {k: v for k, v in fields.items() if v is not None}
+        if command is not None:
+            body["command"] = list(command)
+        if script is not None:
+            body["script"] = script
+        return self._request("POST", "/api/v1/jobs", body)
+
+    def get(self, job_id: int) -> dict[str, Any]:
+        return self._request("GET", f"/api/v1/jobs/{int(job_id)}")
+
+    def queue(self, *, states: Sequence[str] = (), limit: int = 10_000) -> list[dict[str, Any]]:
+        return self._list("active", states, limit)
+
+    def history(self, *, states: Sequence[str] = (), limit: int = 100) -> list[dict[str, Any]]:
+        return self._list("finished", states, limit)
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/jobs/{int(job_id)}/cancel")
+
+    def wait(self, job_id: int, timeout: float | None = None, poll: float = 30.0) -> dict[str, Any]:
+        """Block until the job ends (or `timeout` seconds pass); returns the job."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
+            job = self._request("GET", f"/api/v1/jobs/{int(job_id)}/wait?timeout={left:.3f}")
+            if job["state"] in TERMINAL or (deadline is not None and time.monotonic() >= deadline):
+                return job
+
+    def logs(self, job_id: int, *, stream: str = "stdout", offset: int = 0, tail: int | None = None) -> tuple[bytes, int, str]:
+        """One chunk of a log: (bytes, next offset, job state)."""
+        query = {"stream": stream, "offset": offset}
+        if tail is not None:
+            query["tail"] = tail
+        status, headers, body = self._raw("GET", f"/api/v1/jobs/{int(job_id)}/logs?{urllib.parse.urlencode(query)}")
+        if status >= 400:
+            raise _error_from(status, body)
+        return body, int(headers["x-corral-offset"]), headers["x-corral-state"]
+
+    def follow(self, job_id: int, *, stream: str = "stdout", interval: float = 0.25) -> Iterator[bytes]:
+        """Yield a log's bytes as they are written, until the job has ended and all is read."""
+        offset = 0
+        while True:
+            data, offset, state = self.logs(job_id, stream=stream, offset=offset)
+            if data:
+                yield data
+                continue
+            if state in TERMINAL:
+                return
+            time.sleep(interval)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/api/v1/nodes")
+
+    def health(self) -> dict[str, Any]:
+        return self._request("GET", "/api/v1/health")
+
+    # -- transport --------------------------------------------------------------------------------
+
+    def _list(self, scope: str, states: Sequence[str], limit: int) -> list[dict[str, Any]]:
+        query = urllib.parse.urlencode([("scope", scope), ("limit", limit), *[("state", s) for s in states]])
+        return self._request("GET", f"/api/v1/jobs?{query}")["jobs"]
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        status, _, data = self._raw(method, path, body)
+        if status >= 400:
+            raise _error_from(status, data)
+        return json.loads(data) if data else None
+
+    def _raw(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            try:
+                self._conn.request(method, path, body=payload, headers=headers)
+                response = self._conn.getresponse()
+                data = response.read()
+                return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+            except (ConnectionRefusedError, FileNotFoundError) as exc:
+                self.close()
+                raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {exc.strerror}. "
+                                        + _no_server(self.home)) from None
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                # a kept-alive connection the server closed: one fresh try (only if nothing was answered)
+                self.close()
+                if attempt == 2 or method != "GET":
+                    raise ServerUnavailable(f"the corral server at {self.url} closed the connection") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _error_from(status: int, data: bytes) -> CorralError:
+    try:
+        body = json.loads(data)["error"]
+    except (ValueError, KeyError, TypeError):
+        error = CorralError(f"the server answered HTTP {status}: {data[:200]!r}")
+        error.status = status
+        return error
+    cls = ERROR_TYPES.get(body.get("code", ""), CorralError)
+    if issubclass(cls, InvalidRequest):
+        error = cls(body.get("field") or "", "", None)
+    else:
+        error = cls("")
+    error.message = body.get("message", "")
+    error.args = (error.message,)
+    error.status = status
+    return error

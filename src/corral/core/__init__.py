@@ -1,0 +1,1 @@
+"""Pure domain: job spec, states, resources and scheduling policy. No I/O here."""

@@ -1,0 +1,81 @@
+"""A job: its frozen spec plus the state the server tracks for it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from corral.core.paths import expand_pattern
+from corral.core.resources import Request
+from corral.core.spec import JobSpec
+from corral.core.states import JobState
+
+
+@dataclass(slots=True)
+class Job:
+    id: int
+    spec: JobSpec
+    state: JobState
+    submit_time: float
+    reason: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    node: str | None = None
+    gpu_ids: tuple[int, ...] | None = None
+
+    @property
+    def request(self) -> Request:
+        return self.spec.request
+
+    def log_path(self, stream: str) -> str:
+        """The file a stream goes to (`stdout` or `stderr`), with its pattern filled in."""
+        pattern = self.spec.stdout if stream == "stdout" or self.spec.stderr is None else self.spec.stderr
+        s = self.spec
+        return expand_pattern(pattern, job_id=self.id, name=s.name, user=s.user, node=self.node or "", workdir=s.workdir)
+
+    def to_dict(self, detail: bool = True) -> dict[str, Any]:
+        """The job as the API, the CLI's --json and the client show it.
+
+        Listings leave out the script's text (`detail=False`); the environment is
+        never shown, since it may hold secrets and the queue is visible to all.
+        """
+        s = self.spec
+        view = {
+            "id": self.id,
+            "name": s.name,
+            "user": s.user,
+            "state": self.state.value,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "command": list(s.command),
+            "script_args": list(s.script_args),
+            "gpus": s.gpus,
+            "gpu_type": s.gpu_type,
+            "gpu_mem_mb": s.gpu_mem_mb,
+            "gpu_ids": list(self.gpu_ids) if self.gpu_ids is not None else [],
+            "cpus": s.cpus,
+            "mem_mb": s.mem_mb,
+            "time_limit_s": s.time_limit_s,
+            "nice": s.nice,
+            "node": self.node,
+            "workdir": s.workdir,
+            "labels": dict(s.labels),
+            "submit_time": _iso(self.submit_time),
+            "start_time": _iso(self.start_time),
+            "end_time": _iso(self.end_time),
+            "stdout_path": self.log_path("stdout"),
+            "stderr_path": self.log_path("stderr"),
+        }
+        if detail:
+            view["script"] = s.script
+        return view
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,371 @@
+"""The job spec: frozen data built from a request, validated in one place.
+
+A request comes from the CLI, the REST API, the Python client or a script's
+`#SBATCH` header; all of them end up in `build_spec`, so each field is checked
+once and every mistake is reported the same way, naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral.core import sbatch
+from corral.core.paths import check_pattern
+from corral.core.resources import Request
+from corral.core.units import parse_duration_s, parse_memory_mb
+from corral.errors import InvalidRequest
+
+MAX_GPUS = 1024
+MAX_CPUS = 100_000
+MAX_TIME_S = 365 * 86400
+MAX_NICE = 10_000
+MAX_NAME = 200
+MAX_ENV_BYTES = 1 << 20
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,62}$")
+_GPU_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+_INTERPRETERS = {"python", "python3", "bash", "sh", "zsh", "torchrun", "uv", "accelerate", "deepspeed", "srun"}
+# What a job started with --export=NONE still needs to find programs and its home.
+MINIMAL_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "SHELL", "TMPDIR")
+
+REQUEST_FIELDS = frozenset({
+    "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
+    "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
+    "labels", "workdir", "stdout", "stderr", "nice", "script_name",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What to run and what it needs. Immutable once accepted."""
+
+    name: str
+    user: str
+    command: tuple[str, ...]
+    """argv; empty when `script` is set."""
+    script: str | None
+    script_args: tuple[str, ...]
+    gpus: int
+    gpu_type: str | None
+    gpu_mem_mb: int | None
+    """Each GPU must have at least this much memory."""
+    cpus: int
+    mem_mb: int
+    """Host memory; 0 asks for none and sets no limit."""
+    time_limit_s: int | None
+    env: Mapping[str, str]
+    inherit_env: bool
+    """Start from the server's environment (True) or from `env` alone (False)."""
+    labels: Mapping[str, str]
+    workdir: str
+    stdout: str
+    """Path pattern (`%j`, `%x`, `%A`, `%a`, ...), relative to `workdir` unless absolute."""
+    stderr: str | None
+    """None: stderr goes to the stdout file, as in sbatch with --output alone."""
+    nice: int = 0
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def request(self) -> Request:
+        """The resources it needs, as the scheduler sees them."""
+        return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb)
+
+
+def build_spec(
+    request: Mapping[str, Any], *, user: str, log_dir: str, default_workdir: str, server_env: Mapping[str, str]
+) -> JobSpec:
+    """Validate a submit request and turn it into a JobSpec.
+
+    Script directives (`#SBATCH`) apply first; fields set in the request override them.
+
+    Raises:
+        InvalidRequest: naming the first bad field and how to fix it.
+    """
+    unknown = set(request) - REQUEST_FIELDS
+    if unknown:
+        raise InvalidRequest(sorted(unknown)[0], "unknown field", f"known fields: {', '.join(sorted(REQUEST_FIELDS))}")
+    given = {k: v for k, v in request.items() if v is not None}
+    command, script, script_args = _command(given)
+    warnings: list[str] = []
+    fields: dict[str, Any] = {}
+    if script is not None:
+        directives = sbatch.parse_script(script)
+        warnings.extend(directives.warnings)
+        fields.update(directives.fields)
+    fields.update(given)
+
+    gpu_type, gpus = _gpus(fields)
+    cpus = _int_in(fields.get("cpus", 1), "cpus", 1, MAX_CPUS)
+    mem_mb = _mem(fields, cpus, gpus)
+    gpu_mem_mb = _size_or_none(fields, "gpu_mem", "gpu_mem_mb")
+    time_limit_s = _time_limit(fields)
+    nice = _int_in(fields.get("nice", 0), "nice", -MAX_NICE, MAX_NICE)
+    env, inherit_env = _environment(fields, server_env)
+    workdir = _workdir(fields.get("workdir", default_workdir))
+    stdout, stderr = _log_patterns(fields, log_dir)
+    return JobSpec(
+        name=_name(fields.get("name"), command, fields.get("script_name") if script is not None else None),
+        user=user,
+        command=command,
+        script=script,
+        script_args=script_args,
+        gpus=gpus,
+        gpu_type=gpu_type,
+        gpu_mem_mb=gpu_mem_mb,
+        cpus=cpus,
+        mem_mb=mem_mb,
+        time_limit_s=time_limit_s,
+        env=env,
+        inherit_env=inherit_env,
+        labels=_labels(fields.get("labels", {})),
+        workdir=workdir,
+        stdout=stdout,
+        stderr=stderr,
+        nice=nice,
+        warnings=tuple(warnings),
+    )
+
+
+def _command(given: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:
+    command = given.get("command")
+    script = given.get("script")
+    if (command is None) == (script is None):
+        raise InvalidRequest("command", "give exactly one of command (an argv list) or script (a batch script's text)")
+    args = _str_list(given.get("script_args", []), "script_args")
+    if script is not None:
+        if not isinstance(script, str) or not script.strip():
+            raise InvalidRequest("script", "must be the non-empty text of a batch script")
+        if "\0" in script:
+            raise InvalidRequest("script", "must be text, found a NUL byte")
+        sbatch.check_shebang(script)
+        return (), script, args
+    argv = _str_list(command, "command")
+    if not argv or not argv[0]:
+        raise InvalidRequest("command", "must not be empty", 'give the program and its arguments, e.g. ["python", "train.py"]')
+    if args:
+        raise InvalidRequest("script_args", "only applies to a script", "append the arguments to command instead")
+    return argv, None, ()
+
+
+def _str_list(value: Any, name: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise InvalidRequest(name, "must be a list of strings", 'e.g. ["python", "train.py", "--lr", "0.1"]')
+    for item in value:
+        if not isinstance(item, str):
+            raise InvalidRequest(name, f"must be a list of strings, found {item!r}")
+        if "\0" in item:
+            raise InvalidRequest(name, "an argument contains a NUL byte")
+    return tuple(value)
+
+
+def _int_in(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool):
+        raise InvalidRequest(name, f"must be a whole number, got {value!r}")
+    if isinstance(value, str):
+        value = value.strip()
+        if not re.fullmatch(r"-?\d+", value):
+            raise InvalidRequest(name, f"must be a whole number, got {value!r}")
+        value = int(value)
+    if not isinstance(value, int):
+        raise InvalidRequest(name, f"must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise InvalidRequest(name, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def parse_gpu_request(text: str, name: str) -> tuple[str | None, int]:
+    """`2` -> (None, 2); `a100:2` -> ("a100", 2); `gpu:a100:2` (gres) -> ("a100", 2)."""
+    parts = [p.strip() for p in str(text).split(":")]
+    if name == "gres":
+        if parts[0] != "gpu":
+            raise InvalidRequest("gres", f"only gpu resources are supported, got {text!r}", "write gpu:N or gpu:TYPE:N")
+        parts = parts[1:] or ["1"]
+    if len(parts) == 1 and not parts[0].isdigit():
+        parts = [parts[0], "1"]  # `gpu:a100` and `--gpus=a100` mean one of that type
+    if len(parts) > 2 or not parts[-1].isdigit():
+        hint = "write gpu:N or gpu:TYPE:N" if name == "gres" else "write N or TYPE:N"
+        raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
+    gpu_type = parts[0] if len(parts) == 2 else None
+    return gpu_type, _int_in(int(parts[-1]), name, 0, MAX_GPUS)
+
+
+def _gpus(fields: Mapping[str, Any]) -> tuple[str | None, int]:
+    gpu_type: str | None = None
+    gpus = 0
+    if "gres" in fields:
+        gres = str(fields["gres"])
+        if "," in gres:
+            raise InvalidRequest("gres", f"only one gpu resource is supported, got {gres!r}", "write gpu:N or gpu:TYPE:N")
+        gpu_type, gpus = parse_gpu_request(gres, "gres")
+    if "gpus" in fields:
+        raw = fields["gpus"]
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            gpus = _int_in(raw, "gpus", 0, MAX_GPUS)
+            gpu_type = gpu_type if "gres" in fields else None
+        else:
+            typed, gpus = parse_gpu_request(str(raw), "gpus")
+            gpu_type = typed or gpu_type
+    if "gpu_type" in fields:
+        gpu_type = str(fields["gpu_type"]).strip()
+    if gpu_type is not None and not _GPU_TYPE.match(gpu_type):
+        raise InvalidRequest("gpu_type", f"{gpu_type!r} is not a GPU type name", "e.g. A100, H100, a100-80g")
+    if gpus == 0 and gpu_type is not None:
+        raise InvalidRequest("gpu_type", "is set but no GPUs were requested", "add --gpus N")
+    return gpu_type, gpus
+
+
+def _size_or_none(fields: Mapping[str, Any], text_key: str, mb_key: str) -> int | None:
+    if text_key in fields and mb_key in fields:
+        raise InvalidRequest(text_key, f"give {text_key} or {mb_key}, not both")
+    if mb_key in fields:
+        return _int_in(fields[mb_key], mb_key, 0, 1 << 40)
+    if text_key in fields:
+        return parse_memory_mb(fields[text_key], field=text_key)
+    return None
+
+
+def _mem(fields: Mapping[str, Any], cpus: int, gpus: int) -> int:
+    given = [k for k in ("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu") if k in fields]
+    if len(given) > 1:
+        raise InvalidRequest(given[1], f"conflicts with {given[0]}", "give one way of asking for memory")
+    if not given:
+        return 0
+    key = given[0]
+    if key == "mem_mb":
+        return _int_in(fields[key], key, 0, 1 << 40)
+    mb = parse_memory_mb(fields[key], field=key)
+    if key == "mem_per_cpu":
+        return mb * cpus
+    if key == "mem_per_gpu":
+        if gpus == 0:
+            raise InvalidRequest("mem_per_gpu", "needs a GPU request", "use --mem instead, or add --gpus N")
+        return mb * gpus
+    return mb
+
+
+def _time_limit(fields: Mapping[str, Any]) -> int | None:
+    if "time" in fields and "time_limit_s" in fields:
+        raise InvalidRequest("time", "give time or time_limit_s, not both")
+    if "time_limit_s" in fields:
+        seconds = _int_in(fields["time_limit_s"], "time_limit_s", 1, MAX_TIME_S)
+    elif "time" in fields:
+        seconds = parse_duration_s(fields["time"], field="time")
+        if seconds is None:
+            return None
+    else:
+        return None
+    if seconds > MAX_TIME_S:
+        raise InvalidRequest("time", f"must be at most 365 days, got {seconds} s", "use UNLIMITED for no limit")
+    return seconds
+
+
+def _str_map(value: Any, name: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise InvalidRequest(name, "must be an object of string keys and values", '{"KEY": "value"}')
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise InvalidRequest(name, f"entry {k!r} must map a string to a string")
+        out[k] = str(v)
+    return out
+
+
+def _environment(fields: Mapping[str, Any], server_env: Mapping[str, str]) -> tuple[dict[str, str], bool]:
+    """Resolve sbatch's --export against the submitter's environment (or the server's)."""
+    explicit = _str_map(fields.get("env", {}), "env")
+    snapshot = _str_map(fields["environment"], "environment") if "environment" in fields else None
+    source = snapshot if snapshot is not None else server_env
+    export = str(fields.get("export", "ALL")).strip()
+    items = [item.strip() for item in export.split(",") if item.strip()]
+    if not items:
+        raise InvalidRequest("export", "must not be empty", "use ALL, NONE, or a list like ALL,VAR=value")
+    head = items[0].upper()
+    env: dict[str, str] = {}
+    inherit = False
+    if head == "ALL":
+        if snapshot is not None:
+            env.update(snapshot)
+        else:
+            inherit = True
+        items = items[1:]
+    elif head == "NONE":
+        env.update({k: source[k] for k in MINIMAL_ENV_KEYS if k in source})
+        items = items[1:]
+    else:
+        env.update({k: source[k] for k in MINIMAL_ENV_KEYS if k in source})
+    for item in items:
+        key, has_value, value = item.partition("=")
+        if has_value:
+            env[key] = value
+        elif key in source:
+            env[key] = source[key]
+    env.update(explicit)
+    size = 0
+    for key, value in env.items():
+        if not _ENV_KEY.match(key):
+            raise InvalidRequest("env", f"{key!r} is not a variable name", "use letters, digits and _, not starting with a digit")
+        if "\0" in value:
+            raise InvalidRequest("env", f"value of {key} contains a NUL byte")
+        size += len(key) + len(value)
+    if size > MAX_ENV_BYTES:
+        raise InvalidRequest("env", f"is {size} bytes; the limit is {MAX_ENV_BYTES}", "pass large data in a file")
+    return env, inherit
+
+
+def _workdir(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest("workdir", "must be a directory path")
+    if not os.path.isabs(value):
+        raise InvalidRequest("workdir", f"must be an absolute path, got {value!r}")
+    if not os.path.isdir(value):
+        raise InvalidRequest("workdir", f"{value} is not a directory", "create it, or submit from another directory")
+    return os.path.normpath(value)
+
+
+def _log_patterns(fields: Mapping[str, Any], log_dir: str) -> tuple[str, str | None]:
+    stdout = fields.get("stdout")
+    stderr = fields.get("stderr")
+    for name, value in (("stdout", stdout), ("stderr", stderr)):
+        if value is not None:
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidRequest(name, "must be a file path pattern", "e.g. logs/%x-%j.out")
+            check_pattern(value, name)
+    if stdout is None and stderr is None:
+        return os.path.join(log_dir, "%j.out"), os.path.join(log_dir, "%j.err")
+    if stdout is None:
+        return os.path.join(log_dir, "%j.out"), stderr
+    return stdout, stderr
+
+
+def _labels(value: Any) -> dict[str, str]:
+    labels = _str_map(value, "labels")
+    for key, val in labels.items():
+        if not _LABEL_KEY.match(key):
+            raise InvalidRequest("labels", f"{key!r} is not a label key", "use up to 63 letters, digits, _ . - /")
+        if len(val) > 256:
+            raise InvalidRequest("labels", f"value of {key} is longer than 256 characters")
+    return labels
+
+
+def _name(value: Any, command: tuple[str, ...], script_name: Any) -> str:
+    if value is None:
+        if not command:
+            return os.path.basename(str(script_name or "script"))[:MAX_NAME] or "script"
+        name = os.path.basename(command[0])
+        if name in _INTERPRETERS:
+            # `python train.py` is better named train.py; `sh -c "..."` stays sh
+            script = next((a for a in command[1:] if not a.startswith("-")), None)
+            if script and not any(ch.isspace() for ch in script):
+                name = os.path.basename(script)
+        return name[:MAX_NAME] or "job"
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest("name", "must be a non-empty string")
+    if len(value) > MAX_NAME:
+        raise InvalidRequest("name", f"is {len(value)} characters; the limit is {MAX_NAME}")
+    if any(ord(ch) < 32 for ch in value):
+        raise InvalidRequest("name", "must not contain control characters such as newlines")
+    return value

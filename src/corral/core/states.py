@@ -1,0 +1,44 @@
+"""Job states (Slurm's names, in lifecycle order) and pending reasons."""
+
+from __future__ import annotations
+
+import enum
+
+
+class JobState(str, enum.Enum):
+    PENDING = "PENDING"
+    """Accepted and queued; `reason` says what it waits for."""
+    RUNNING = "RUNNING"
+    """Its supervisor has been launched on its GPUs."""
+    COMPLETED = "COMPLETED"
+    """The command exited 0."""
+    FAILED = "FAILED"
+    """The command exited non-zero or was killed by a signal it did not ask for."""
+    CANCELLED = "CANCELLED"
+    """Cancelled by a user, before or while running."""
+    TIMEOUT = "TIMEOUT"
+    """Reached its time limit: SIGTERM, the grace period, then SIGKILL."""
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    """Its process tree used more resident memory than it asked for."""
+    NODE_FAIL = "NODE_FAIL"
+    """Its supervisor died without recording an outcome (killed, or the machine rebooted)."""
+
+    def is_terminal(self) -> bool:
+        return self not in (JobState.PENDING, JobState.RUNNING)
+
+
+ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING)
+TERMINAL_STATES = tuple(s for s in JobState if s.is_terminal())
+
+
+class PendingReason(str, enum.Enum):
+    """Why a pending job is not running yet (Slurm's reason codes)."""
+
+    NONE = "None"
+    """Not yet looked at by a scheduling pass."""
+    RESOURCES = "Resources"
+    """First in line; waiting for GPUs, CPUs or memory to free up."""
+    PRIORITY = "Priority"
+    """A job ahead of it in the queue is waiting; it runs after that one."""
+    BAD_CONSTRAINTS = "BadConstraints"
+    """No node can run it any more (the inventory shrank since it was accepted)."""

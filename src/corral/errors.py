@@ -1,0 +1,73 @@
+"""The errors corral raises, one hierarchy for the server, the CLI and the client.
+
+    CorralError                  base of everything below
+    ├── InvalidRequest           bad input: names the field and the fix (HTTP 422)
+    │   └── Unsatisfiable        a valid request that no node could ever run (HTTP 422)
+    ├── NotFound                 no such job (HTTP 404)
+    ├── Conflict                 the request clashes with the job's state (HTTP 409)
+    └── ServerUnavailable        the client found no server to talk to (CLI only)
+
+`corral.api.errors` turns these into HTTP responses and `corral.client` turns
+those responses back into the same types, so the CLI prints one message for
+one mistake whether it was caught locally or by the server.
+"""
+
+from __future__ import annotations
+
+
+class CorralError(Exception):
+    """Base class; `message` is what a person reads."""
+
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, object]:
+        return {"code": self.code, "message": self.message}
+
+
+class InvalidRequest(CorralError):
+    """Input that cannot be accepted; `field` names it, `hint` says what would be."""
+
+    status = 422
+    code = "invalid"
+
+    def __init__(self, field: str, message: str, hint: str | None = None) -> None:
+        text = f"{field}: {message}" if field else message
+        if hint:
+            text = f"{text} ({hint})"
+        super().__init__(text)
+        self.field = field
+        self.hint = hint
+
+    def to_dict(self) -> dict[str, object]:
+        return {"code": self.code, "message": self.message, "field": self.field, "hint": self.hint}
+
+
+class Unsatisfiable(InvalidRequest):
+    """A well-formed request larger than any node: it would wait forever."""
+
+    code = "unsatisfiable"
+
+
+class NotFound(CorralError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(CorralError):
+    status = 409
+    code = "conflict"
+
+
+class ServerUnavailable(CorralError):
+    status = 503
+    code = "unavailable"
+
+
+ERROR_TYPES: dict[str, type[CorralError]] = {
+    cls.code: cls for cls in (CorralError, InvalidRequest, Unsatisfiable, NotFound, Conflict, ServerUnavailable)
+}

@@ -1,0 +1,75 @@
+"""The environment a job starts with: its own variables, GPU binding, corral's and Slurm's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from corral.core.job import Job
+from corral.core.resources import Allocation
+
+
+def job_environment(
+    job: Job, allocation: Allocation, *, server_env: Mapping[str, str], checkpoint_dir: str, server_url: str | None
+) -> dict[str, str]:
+    spec = job.spec
+    env = {k: v for k, v in server_env.items() if not k.startswith(("SLURM_", "CORRAL_"))} if spec.inherit_env else {}
+    env.update(spec.env)
+    gpu_list = ",".join(str(i) for i in allocation.gpu_ids)
+    # PCI bus order is the order NVML and nvidia-smi number GPUs in; CUDA's default
+    # ("fastest first") may differ, which would pin the job to GPUs it was not given.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_VISIBLE_DEVICES"] = gpu_list
+    env.setdefault("OMP_NUM_THREADS", str(spec.cpus))
+    env.update({
+        "CORRAL_JOB_ID": str(job.id),
+        "CORRAL_JOB_NAME": spec.name,
+        "CORRAL_GPUS": gpu_list,
+        "CORRAL_NUM_GPUS": str(len(allocation.gpu_ids)),
+        "CORRAL_CPUS": str(spec.cpus),
+        "CORRAL_NODE": allocation.node,
+        "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
+    })
+    if server_url:
+        env["CORRAL_URL"] = server_url
+    if spec.script is not None:
+        env.update(slurm_variables(job, allocation))
+    return env
+
+
+def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
+    """What sbatch gives a batch script, so scripts written for Slurm run unchanged."""
+    spec = job.spec
+    gpu_list = ",".join(str(i) for i in allocation.gpu_ids)
+    out = {
+        "SLURM_JOB_ID": str(job.id),
+        "SLURM_JOBID": str(job.id),
+        "SLURM_JOB_NAME": spec.name,
+        "SLURM_JOB_USER": spec.user,
+        "SLURM_SUBMIT_DIR": spec.workdir,
+        "SLURM_SUBMIT_HOST": allocation.node,
+        "SLURM_JOB_NODELIST": allocation.node,
+        "SLURM_NODELIST": allocation.node,
+        "SLURMD_NODENAME": allocation.node,
+        "SLURM_CLUSTER_NAME": "corral",
+        "SLURM_JOB_PARTITION": "local",
+        "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_NNODES": "1",
+        "SLURM_NTASKS": "1",
+        "SLURM_NPROCS": "1",
+        "SLURM_NODEID": "0",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_TASKS_PER_NODE": "1",
+        "SLURM_CPUS_PER_TASK": str(spec.cpus),
+        "SLURM_CPUS_ON_NODE": str(spec.cpus),
+        "SLURM_JOB_CPUS_PER_NODE": str(spec.cpus),
+    }
+    if spec.mem_mb:
+        out["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
+    if allocation.gpu_ids:
+        out["SLURM_JOB_GPUS"] = gpu_list
+        out["SLURM_GPUS_ON_NODE"] = str(len(allocation.gpu_ids))
+        out["SLURM_GPUS"] = str(len(allocation.gpu_ids))
+    if job.spec.time_limit_s:
+        out["SLURM_JOB_END_TIME"] = str(int((job.start_time or 0) + job.spec.time_limit_s))
+    return out

@@ -1,0 +1,91 @@
+"""Atomic JSON files and the layout of a job's directory (shared by the server and the supervisor).
+
+A job directory holds:
+    launch.json   what to run (written by the server before the supervisor starts)
+    lock          flock-ed by the supervisor for as long as it lives
+    started.json  the job's pid and start time (written by the supervisor after fork)
+    cancel        present once a cancel was asked for
+    result.json   the outcome, written by the supervisor as its last act
+    script        the batch script, for script jobs
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+LAUNCH = "launch.json"
+LOCK = "lock"
+STARTED = "started.json"
+CANCEL = "cancel"
+RESULT = "result.json"
+SCRIPT = "script"
+SUPERVISOR_LOG = "supervisor.log"
+
+
+def write_json_atomic(path: str, data: Any, mode: int = 0o644) -> None:
+    """Write, fsync, rename, fsync the directory: readers see the old file or the whole new one."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, json.dumps(data).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_json(path: str) -> Any | None:
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot: with the pid, it names one process for good."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # the command name may hold spaces and parentheses; fields resume after the last ')'
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return int(fields[19])
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of live processes in session `sid` (a job and everything it started)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()
+        if int(fields[3]) == sid and fields[0] != b"Z":
+            members.append(int(entry))
+    return members
+
+
+def session_rss_mb(sid: int) -> float:
+    """Resident memory of every process in the session, summed (what Slurm's jobacct_gather counts)."""
+    page_mb = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+    total = 0
+    for pid in session_members(sid):
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total * page_mb

@@ -1,0 +1,100 @@
+"""Starting a job's supervisor, and reading back what it recorded."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from corral.executor import files
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a supervisor recorded as it finished."""
+
+    state: str
+    exit_code: int | None
+    signal: int | None
+    end_time: float
+    error: str | None = None
+
+
+def spawn_supervisor(job_dir: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """Write launch.json and start the supervisor in its own session, holding the job's lock.
+
+    The lock is taken here and its descriptor handed over, so there is no moment
+    between "the server decided to run it" and "the supervisor owns it" at which
+    a restarted server could find the lock free and run the job a second time.
+    """
+    os.makedirs(job_dir, exist_ok=True)
+    lock_fd = os.open(os.path.join(job_dir, files.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        files.write_json_atomic(os.path.join(job_dir, files.LAUNCH), {**config, "lock_fd": lock_fd}, mode=0o600)
+        with open(os.path.join(job_dir, files.SUPERVISOR_LOG), "ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "corral.executor.supervisor", job_dir],
+                pass_fds=(lock_fd,), start_new_session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                cwd="/",
+            )
+    finally:
+        os.close(lock_fd)
+
+
+def read_outcome(job_dir: str) -> Outcome | None:
+    data = files.read_json(os.path.join(job_dir, files.RESULT))
+    if data is None:
+        return None
+    return Outcome(data["state"], data.get("exit_code"), data.get("signal"), data["end_time"], data.get("error"))
+
+
+def supervisor_alive(job_dir: str) -> bool:
+    """True while some supervisor holds the job's lock."""
+    try:
+        fd = os.open(os.path.join(job_dir, files.LOCK), os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the lock if we took it
+    return False
+
+
+def was_started(job_dir: str) -> bool:
+    return os.path.exists(os.path.join(job_dir, files.STARTED))
+
+
+def request_cancel(job_dir: str) -> None:
+    """Leave the cancel mark (read by the supervisor even if it is not started yet), then wake it."""
+    with open(os.path.join(job_dir, files.CANCEL), "w"):
+        pass
+    started = files.read_json(os.path.join(job_dir, files.STARTED))
+    if started is None:
+        return
+    pid = started["supervisor_pid"]
+    if files.process_start_ticks(pid) == started["supervisor_start"]:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def kill_orphaned_job(job_dir: str) -> None:
+    """After a supervisor died on its own, make sure its job does not keep the GPUs."""
+    started = files.read_json(os.path.join(job_dir, files.STARTED))
+    if started is None:
+        return
+    pid = started["pid"]
+    for member in files.session_members(pid):
+        try:
+            os.kill(member, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,213 @@
+"""The per-job supervisor: `python -m corral.executor.supervisor JOB_DIR`.
+
+It runs one job in its own session and process group, enforces its time and
+memory limits, forwards a cancel, and records the outcome in `result.json`
+itself, so the server may die or restart at any moment without losing an exit
+status. It holds the job directory's lock for its whole life; the server takes
+a free lock to mean "no supervisor is alive".
+
+Only the standard library: it starts for every job and must start fast.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import select
+import signal
+import sys
+import time
+from typing import Any
+
+from corral.executor import files
+
+MEMORY_CHECK_INTERVAL_S = 0.5
+MAX_WAIT_S = 1.0  # re-check the cancel file at least this often, even if a signal was missed
+
+
+class Supervisor:
+    def __init__(self, job_dir: str, config: dict[str, Any]) -> None:
+        self.job_dir = job_dir
+        self.config = config
+        self.cancel_requested = False
+        self.pid = 0
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.job_dir, name)
+
+    def run(self) -> None:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        os.set_blocking(wake_r, False)
+        signal.set_wakeup_fd(wake_w)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_cancel_signal)
+        if os.path.exists(self.path(files.CANCEL)):
+            self.finish("CANCELLED", None, None, started=False)
+            return
+        try:
+            out_fd, err_fd = self.open_logs()
+        except OSError as exc:
+            self.finish("FAILED", None, None, started=False, error=f"cannot open log file: {exc}")
+            return
+        start_time = time.time()
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.exec_job(out_fd, err_fd)
+        os.close(out_fd)
+        if err_fd != out_fd:
+            os.close(err_fd)
+        files.write_json_atomic(self.path(files.STARTED), {
+            "supervisor_pid": os.getpid(),
+            "supervisor_start": files.process_start_ticks(os.getpid()),
+            "pid": self.pid,
+            "start_time": start_time,
+        })
+        state, status = self.watch(wake_r)
+        self.kill_session(signal.SIGKILL)  # Slurm's rule: the job's leftover processes die with it
+        exit_code, sig = _decode(status)
+        if state is None:
+            state = "COMPLETED" if exit_code == 0 else "FAILED"
+        self.finish(state, exit_code, sig, started=True)
+
+    def open_logs(self) -> tuple[int, int]:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        stdout, stderr = self.config["stdout"], self.config["stderr"]
+        os.makedirs(os.path.dirname(stdout), exist_ok=True)
+        out_fd = os.open(stdout, flags, 0o644)
+        if stderr == stdout:
+            return out_fd, out_fd
+        os.makedirs(os.path.dirname(stderr), exist_ok=True)
+        return out_fd, os.open(stderr, flags, 0o644)
+
+    def exec_job(self, out_fd: int, err_fd: int) -> None:
+        """In the forked child: become the job. Never returns."""
+        try:
+            os.setsid()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out_fd, 1)
+            os.dup2(err_fd, 2)
+            os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
+            os.chdir(self.config["cwd"])
+            argv = self.config["argv"]
+            os.execvpe(argv[0], argv, self.config["env"])
+        except OSError as exc:
+            code = 127 if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) else 1
+            os.write(2, f"corral: cannot run {self.config['argv'][0]!r}: {exc.strerror}\n".encode())
+            os._exit(code)
+        except BaseException:  # noqa: BLE001 - nothing may escape the child back into the supervisor
+            os._exit(1)
+
+    def watch(self, wake_r: int) -> tuple[str | None, int]:
+        """Wait for the job to end while enforcing cancel, the time limit and the memory limit."""
+        limit = self.config.get("time_limit_s")
+        grace = float(self.config.get("kill_grace_s", 10))
+        mem_limit = self.config.get("mem_limit_mb") or 0
+        began = time.monotonic()
+        deadline = began + limit if limit else None
+        next_mem_check = began + MEMORY_CHECK_INTERVAL_S if mem_limit else None
+        try:
+            pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        outcome: str | None = None
+        kill_at: float | None = None
+        while True:
+            now = time.monotonic()
+            waits = [MAX_WAIT_S if pidfd is not None else 0.05]
+            for moment in (deadline if outcome is None else None, next_mem_check, kill_at):
+                if moment is not None:
+                    waits.append(max(0.0, moment - now))
+            ready = [fd for fd in (pidfd, wake_r) if fd is not None]
+            try:
+                select.select(ready, [], [], min(waits))
+            except InterruptedError:
+                pass
+            _drain(wake_r)
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done == self.pid:
+                return outcome, status
+            now = time.monotonic()
+            if outcome is None:
+                if self.cancel_requested or os.path.exists(self.path(files.CANCEL)):
+                    outcome = "CANCELLED"
+                elif deadline is not None and now >= deadline:
+                    outcome = "TIMEOUT"
+                if outcome is not None:
+                    self.kill_session(signal.SIGTERM)
+                    kill_at = now + grace
+                    continue
+            if next_mem_check is not None and now >= next_mem_check:
+                next_mem_check = now + MEMORY_CHECK_INTERVAL_S
+                if outcome is None and files.session_rss_mb(self.pid) > mem_limit:
+                    outcome = "OUT_OF_MEMORY"
+                    self.note_stderr(f"corral: job exceeded its memory limit of {mem_limit} MB; killed")
+                    self.kill_session(signal.SIGKILL)
+            if kill_at is not None and now >= kill_at:
+                self.kill_session(signal.SIGKILL)
+                kill_at = None
+
+    def note_stderr(self, message: str) -> None:
+        try:
+            with open(self.config["stderr"], "a") as f:
+                f.write(message + "\n")
+        except OSError:
+            pass
+
+    def kill_session(self, sig: int) -> None:
+        """Signal the job's process group, then any of its session that left the group."""
+        if not self.pid:
+            return
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in files.session_members(self.pid):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def finish(self, state: str, exit_code: int | None, sig: int | None, *, started: bool, error: str | None = None) -> None:
+        files.write_json_atomic(self.path(files.RESULT), {
+            "state": state, "exit_code": exit_code, "signal": sig, "end_time": time.time(),
+            "started": started, "error": error,
+        })
+
+    def _on_cancel_signal(self, signum: int, frame: object) -> None:
+        self.cancel_requested = True
+
+
+def _decode(status: int) -> tuple[int, int | None]:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return 128 + sig, sig
+    return os.waitstatus_to_exitcode(status), None
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    job_dir = argv[1]
+    config = files.read_json(os.path.join(job_dir, files.LAUNCH))
+    lock_fd = int(config["lock_fd"])
+    # The server took the lock and handed us the descriptor; confirm we hold it.
+    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.set_inheritable(lock_fd, False)
+    Supervisor(job_dir, config).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,1 @@
+"""The server process: the job service (state, scheduling loop, executor) and its start-up."""

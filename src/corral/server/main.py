@@ -1,0 +1,144 @@
+"""Starting the server: lock the home, open and migrate the store, settle old jobs, serve."""
+
+from __future__ import annotations
+
+import fcntl
+import getpass
+import logging
+import os
+import socket
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field, replace
+from typing import IO
+
+from corral.errors import Conflict, InvalidRequest
+from corral.executor.gpus import DeclaredInventory
+from corral.home import read_server_info, remove_server_info, write_server_info
+
+log = logging.getLogger("corral.server")
+CONFIG_FILE = "config.toml"
+LOCK_FILE = "server.lock"
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    home: str
+    host: str = "127.0.0.1"
+    port: int = 8765
+    db: str | None = None
+    kill_grace_s: float = 10.0
+    inventory: DeclaredInventory = field(default_factory=DeclaredInventory)
+
+
+def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
+    """Merge `<home>/config.toml` under the command line (flags named in `explicit` win).
+
+    Raises:
+        InvalidRequest: an unreadable file or an unknown key, named.
+    """
+    path = os.path.join(options.home, CONFIG_FILE)
+    try:
+        with open(path, "rb") as f:
+            config = tomllib.load(f)
+    except FileNotFoundError:
+        return options
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidRequest(CONFIG_FILE, f"{path} is not valid TOML: {exc}") from None
+    server = config.pop("server", {})
+    node = config.pop("node", {})
+    if config:
+        raise InvalidRequest(CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}", "known: [server], [node]")
+    server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float)}
+    node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
+    updates: dict[str, object] = {}
+    for section, table, keys in (("server", server, server_keys), ("node", node, node_keys)):
+        for key, value in table.items():
+            if key not in keys:
+                raise InvalidRequest(f"{section}.{key}", f"unknown key in {path}", f"known: {', '.join(keys)}")
+            if not isinstance(value, keys[key]) or isinstance(value, bool):
+                raise InvalidRequest(f"{section}.{key}", f"has the wrong type in {path}: {value!r}")
+            if key not in explicit:
+                updates[key] = value
+    inventory = replace(options.inventory, **{k: v for k, v in updates.items() if k in node_keys})
+    return replace(options, inventory=inventory, **{k: v for k, v in updates.items() if k in server_keys})
+
+
+def acquire_home(home: str) -> IO[str]:
+    """Hold the home's lock for the server's life: one server per home.
+
+    Raises:
+        Conflict: another server already runs on this home.
+    """
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    lock = open(os.path.join(home, LOCK_FILE), "a+")
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        info = read_server_info(home) or {}
+        raise Conflict(
+            f"a corral server already runs for home {home} at {info.get('url', '?')} (pid {info.get('pid', '?')}); "
+            "stop it with `corral down`, or pick another --home"
+        ) from None
+    return lock
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidRequest("port", f"cannot listen on {host}:{port}: {exc.strerror}", "pick another --port, or --port 0") from None
+    sock.listen(2048)
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve(options: ServerOptions) -> None:
+    """Run the server in the foreground until SIGINT or SIGTERM."""
+    import uvicorn
+
+    from corral.api.app import create_app
+    from corral.backends.local import LocalBackend
+    from corral.executor.gpus import build_node
+    from corral.server.service import JobService
+    from corral.store import migrate
+    from corral.store.db import database_url, open_engine
+    from corral.store.jobs import JobStore
+
+    home = options.home
+    lock = acquire_home(home)
+    node = build_node(options.inventory)
+    sock = bind_socket(options.host, options.port)
+    host = "127.0.0.1" if options.host in ("0.0.0.0", "") else options.host
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
+    engine = open_engine(database_url(options.db, home))
+    migrate.upgrade(engine)
+    server_env = dict(os.environ)
+    backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url)
+    service = JobService(
+        store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(), server_env=server_env,
+    )
+    service.recover()
+
+    def announce() -> None:
+        write_server_info(home, {"url": url, "pid": os.getpid(), "started": time.time(), "db": engine.url.render_as_string()})
+        gpus = ", ".join(f"{g.index}:{g.type}" for g in node.gpus) or "none"
+        print(f"corral server at {url} (home {home}; {node.cpus} CPUs, GPUs: {gpus})", file=sys.stderr, flush=True)
+
+    app = create_app(service, home=home, on_started=announce)
+    config = uvicorn.Config(
+        app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        remove_server_info(home, os.getpid())
+        engine.dispose()
+        lock.close()

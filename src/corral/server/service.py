@@ -1,0 +1,315 @@
+"""The job service: the one place that changes job state.
+
+It keeps the unfinished jobs in memory (the scheduler reads them every pass) and
+writes every change through to the store before acknowledging it. All of it runs
+on the server's event loop thread, so changes never interleave; database calls
+are short and synchronous, and submits arriving together share one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from corral.backends.base import Backend, Recovered
+from corral.core.job import Job
+from corral.core.policy import PendingJob, schedule
+from corral.core.resources import Allocation, Node, check_satisfiable
+from corral.core.spec import JobSpec, build_spec
+from corral.core.states import JobState, PendingReason
+from corral.errors import Conflict, InvalidRequest, NotFound
+from corral.executor.launch import Outcome
+from corral.store.jobs import JobStore
+
+log = logging.getLogger("corral.server")
+
+POLL_INTERVAL_S = 0.05
+IDLE_PASS_INTERVAL_S = 5.0
+CANCEL_WAIT_S = 3.0
+MAX_LOG_CHUNK = 1 << 20
+
+
+class JobService:
+    def __init__(
+        self, *, store: JobStore, backend: Backend, nodes: Sequence[Node], home: str, user: str,
+        server_env: Mapping[str, str], clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.nodes = tuple(nodes)
+        self.log_dir = os.path.join(home, "logs")
+        self.user = user
+        self.server_env = server_env
+        self.clock = clock
+        self.active: dict[int, Job] = {}
+        self.allocations: dict[int, Allocation] = {}
+        self._pending_cache: dict[int, PendingJob] = {}
+        self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
+        self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
+        self._flush_scheduled = False
+        self._dirty = True
+        self._wake: asyncio.Event | None = None
+        self._next_pass_at = 0.0
+
+    # -- start-up -------------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Load unfinished jobs and settle the ones that were running when the server stopped."""
+        changed = []
+        for job in self.store.active():
+            if job.state is JobState.RUNNING:
+                recovery = self.backend.recover(job)
+                if recovery.status is Recovered.RUNNING:
+                    self.allocations[job.id] = _allocation_of(job)
+                elif recovery.status is Recovered.NEVER_STARTED:
+                    job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
+                    changed.append(job)
+                else:
+                    assert recovery.outcome is not None
+                    _apply_outcome(job, recovery.outcome)
+                    changed.append(job)
+                    continue
+            self.active[job.id] = job
+        self.store.save_states(changed)
+        log.info("recovered %d unfinished jobs (%d running)", len(self.active), len(self.allocations))
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def submit(self, request: Mapping[str, Any]) -> Job:
+        """Validate, refuse what could never run, persist; the job is acknowledged once committed."""
+        spec = build_spec(
+            request, user=self.user, log_dir=self.log_dir, default_workdir=os.path.expanduser("~"),
+            server_env=self.server_env,
+        )
+        check_satisfiable(spec.request, self.nodes)
+        future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
+        self._inserts.append((spec, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_inserts)
+        return await future
+
+    def _flush_inserts(self) -> None:
+        batch, self._inserts, self._flush_scheduled = self._inserts, [], False
+        try:
+            jobs = self.store.insert([spec for spec, _ in batch], self.clock())
+        except Exception as exc:  # noqa: BLE001 - every waiting submit must hear of the failure
+            log.exception("insert of %d jobs failed", len(batch))
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for job, (_, future) in zip(jobs, batch):
+            job.reason = PendingReason.NONE.value
+            self.active[job.id] = job
+            if not future.done():
+                future.set_result(job)
+        self._mark_dirty()
+
+    def get(self, job_id: int) -> Job:
+        job = self.active.get(job_id) or self.store.get(job_id)
+        if job is None:
+            raise NotFound(f"job {job_id} does not exist")
+        return job
+
+    def list_active(self, *, states: Sequence[str] = (), limit: int = 10_000, after_id: int = 0) -> list[Job]:
+        wanted = {JobState(s) for s in states} if states else None
+        out = []
+        for job in self.active.values():
+            if job.id > after_id and (wanted is None or job.state in wanted):
+                out.append(job)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def list_finished(self, *, states: Sequence[str] = (), limit: int = 100, before_id: int | None = None,
+                      name: str | None = None) -> list[Job]:
+        return self.store.finished(limit=limit, before_id=before_id, states=states, name=name)
+
+    async def cancel(self, job_id: int) -> Job:
+        """Cancel a pending job at once; ask a running one to stop and wait briefly for it."""
+        job = self.get(job_id)
+        if job.state.is_terminal():
+            raise Conflict(f"job {job_id} already ended ({job.state.value}); there is nothing to cancel")
+        if job.state is JobState.PENDING:
+            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
+            self.store.save_state(job)
+            self._forget(job)
+            self._mark_dirty()
+            return job
+        self.backend.cancel(job)
+        self._mark_dirty()
+        try:
+            return await self.wait(job_id, CANCEL_WAIT_S)
+        finally:
+            self._mark_dirty()
+
+    async def wait(self, job_id: int, timeout: float) -> Job:
+        """The job once it has ended, or as it is after `timeout` seconds."""
+        job = self.get(job_id)
+        if job.state.is_terminal() or timeout <= 0:
+            return job
+        future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(job_id, []).append(future)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return self.get(job_id)
+        finally:
+            waiters = self._waiters.get(job_id)
+            if waiters and future in waiters:
+                waiters.remove(future)
+                if not waiters:
+                    del self._waiters[job_id]
+
+    def read_log(self, job_id: int, stream: str, offset: int, limit: int, tail: int | None) -> tuple[bytes, int, Job]:
+        """A chunk of a job's stdout or stderr from `offset` (or its last `tail` lines); returns the next offset."""
+        if stream not in ("stdout", "stderr"):
+            raise InvalidRequest("stream", f"must be stdout or stderr, got {stream!r}")
+        if offset < 0:
+            raise InvalidRequest("offset", "must not be negative")
+        job = self.get(job_id)
+        if job.state is JobState.PENDING:
+            return b"", 0, job
+        limit = max(1, min(limit, MAX_LOG_CHUNK))
+        try:
+            with open(job.log_path(stream), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if tail is not None:
+                    start = max(0, size - MAX_LOG_CHUNK)
+                    f.seek(start)
+                    data = f.read(size - start)
+                    lines = data.splitlines(keepends=True)
+                    return b"".join(lines[-tail:]) if tail > 0 else b"", size, job
+                f.seek(offset)
+                data = f.read(limit)
+        except FileNotFoundError:
+            return b"", offset, job
+        return data, offset + len(data), job
+
+    def nodes_view(self) -> list[dict[str, Any]]:
+        holders = {(a.node, g): self.active.get(a.job_id) for a in self.allocations.values() for g in a.gpu_ids}
+        out = []
+        for node in self.nodes:
+            held = [a for a in self.allocations.values() if a.node == node.name]
+            gpus = []
+            for gpu in node.gpus:
+                job = holders.get((node.name, gpu.index))
+                gpus.append({
+                    "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
+                    "job_id": job.id if job else None, "job_name": job.spec.name if job else None,
+                    "user": job.spec.user if job else None,
+                })
+            out.append({
+                "name": node.name, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
+                "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
+            })
+        return out
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Reap ended jobs and run scheduling passes until cancelled."""
+        self._wake = asyncio.Event()
+        last_full_pass = 0.0
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL_S)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                self.reap()
+                now = time.monotonic()
+                if now - last_full_pass >= IDLE_PASS_INTERVAL_S:
+                    self._dirty = True
+                if self._dirty and now >= self._next_pass_at:
+                    last_full_pass = now
+                    self.schedule_pass()
+                    spent = time.monotonic() - now
+                    # An expensive pass (a long queue) is not repeated at once: scheduling
+                    # takes at most a fifth of the loop, whatever the submit rate.
+                    self._next_pass_at = now + 5 * spent
+            except Exception:  # noqa: BLE001 - the loop must outlive any one bad pass
+                log.exception("scheduler loop iteration failed")
+                await asyncio.sleep(POLL_INTERVAL_S)
+
+    def reap(self) -> None:
+        running = [self.active[job_id] for job_id in self.allocations if job_id in self.active]
+        if not running:
+            return
+        ended = self.backend.poll(running)
+        if not ended:
+            return
+        for job, outcome in ended:
+            _apply_outcome(job, outcome)
+        self.store.save_states([job for job, _ in ended])
+        for job, _ in ended:
+            self._forget(job)
+        self._mark_dirty()
+
+    def schedule_pass(self) -> None:
+        self._dirty = False
+        now = self.clock()
+        pending = []
+        for job in self.active.values():
+            if job.state is JobState.PENDING:
+                cached = self._pending_cache.get(job.id)
+                if cached is None:
+                    cached = self._pending_cache[job.id] = PendingJob(job.id, job.request)
+                pending.append(cached)
+        if not pending:
+            return
+        decisions = schedule(self.nodes, self.allocations.values(), pending, now)
+        for job_id, reason in decisions.reasons.items():
+            self.active[job_id].reason = reason.value
+        if not decisions.starts:
+            return
+        started = []
+        for allocation in decisions.starts:
+            job = self.active[allocation.job_id]
+            job.state, job.reason, job.start_time = JobState.RUNNING, None, now
+            job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
+            self.allocations[job.id] = allocation
+            self._pending_cache.pop(job.id, None)
+            started.append(job)
+        # Recorded as RUNNING before launch: after a crash in between, recovery finds
+        # no supervisor and queues the job again instead of losing or doubling it.
+        self.store.save_states(started)
+        for job in started:
+            try:
+                self.backend.start(job, self.allocations[job.id])
+            except OSError as exc:
+                log.exception("launch of job %d failed", job.id)
+                _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), f"launch failed: {exc}"))
+                self.store.save_state(job)
+                self._forget(job)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def _forget(self, job: Job) -> None:
+        self.active.pop(job.id, None)
+        self.allocations.pop(job.id, None)
+        self._pending_cache.pop(job.id, None)
+        for future in self._waiters.pop(job.id, []):
+            if not future.done():
+                future.set_result(job)
+
+
+def _allocation_of(job: Job) -> Allocation:
+    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), job.spec.cpus, job.spec.mem_mb)
+
+
+def _apply_outcome(job: Job, outcome: Outcome) -> None:
+    job.state = JobState(outcome.state)
+    job.exit_code, job.signal, job.end_time = outcome.exit_code, outcome.signal, outcome.end_time
+    job.reason = outcome.error

@@ -1,0 +1,1 @@
+"""Durable state: SQLAlchemy tables, Alembic migrations, SQLite by default, PostgreSQL by URL."""

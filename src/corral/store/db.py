@@ -1,0 +1,39 @@
+"""Opening the database: SQLite in the home (WAL) or PostgreSQL by URL."""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy import Engine, create_engine, event
+
+from corral.errors import InvalidRequest
+
+
+def database_url(db: str | None, home: str) -> str:
+    """The SQLAlchemy URL for `--db` (None: SQLite in the home); bare postgresql:// uses psycopg 3."""
+    if not db:
+        return "sqlite:///" + os.path.join(os.path.abspath(home), "corral.db")
+    for prefix in ("postgresql://", "postgres://"):
+        if db.startswith(prefix):
+            return "postgresql+psycopg://" + db[len(prefix):]
+    if db.startswith(("sqlite:", "postgresql+")):
+        return db
+    raise InvalidRequest("db", f"unsupported database URL {db!r}", "use postgresql://user@host/dbname, or omit --db for SQLite")
+
+
+def open_engine(url: str) -> Engine:
+    """An engine with corral's settings: for SQLite, WAL and a full sync on commit."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            # FULL: a commit the API has acknowledged survives a power cut, not only a crash.
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=5)

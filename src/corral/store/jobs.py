@@ -1,0 +1,117 @@
+"""Reading and writing jobs. Every method is one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, bindparam, select, update
+
+from corral.core.job import Job
+from corral.core.spec import JobSpec
+from corral.core.states import ACTIVE_STATES, JobState
+from corral.store.schema import jobs
+
+_SPEC_COLUMNS = (
+    "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
+    "time_limit_s", "env", "inherit_env", "labels", "workdir", "stdout", "stderr", "nice",
+)
+
+
+class JobStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def insert(self, specs: Sequence[JobSpec], now: float) -> list[Job]:
+        """Persist new jobs as PENDING in one transaction; returns them with their ids."""
+        rows = [_spec_row(spec) | {"state": JobState.PENDING.value, "submit_time": now} for spec in specs]
+        stmt = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
+        with self.engine.begin() as conn:
+            ids = [row[0] for row in conn.execute(stmt, rows)]
+        return [Job(id=i, spec=spec, state=JobState.PENDING, submit_time=now) for i, spec in zip(ids, specs)]
+
+    def save_state(self, job: Job) -> None:
+        """Write a job's mutable fields (state, reason, times, exit status, placement)."""
+        self.save_states([job])
+
+    def save_states(self, batch: Iterable[Job]) -> None:
+        rows = [_state_row(job) for job in batch]
+        if not rows:
+            return
+        stmt = (
+            update(jobs)
+            .where(jobs.c.id == bindparam("job_id"))
+            .values({k: bindparam(k) for k in rows[0] if k != "job_id"})
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt, rows)
+
+    def save_reasons(self, reasons: Mapping[int, str]) -> None:
+        if not reasons:
+            return
+        stmt = update(jobs).where(jobs.c.id == bindparam("job_id")).values(reason=bindparam("new_reason"))
+        with self.engine.begin() as conn:
+            conn.execute(stmt, [{"job_id": k, "new_reason": v} for k, v in reasons.items()])
+
+    def active(self) -> list[Job]:
+        """Jobs not yet finished, oldest first."""
+        stmt = select(jobs).where(jobs.c.state.in_([s.value for s in ACTIVE_STATES])).order_by(jobs.c.id)
+        with self.engine.connect() as conn:
+            return [_job(row._mapping) for row in conn.execute(stmt)]
+
+    def get(self, job_id: int) -> Job | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+        return _job(row._mapping) if row else None
+
+    def finished(
+        self, *, limit: int, before_id: int | None = None, states: Sequence[str] = (), name: str | None = None
+    ) -> list[Job]:
+        """Finished jobs, newest first."""
+        terminal = [s.value for s in JobState if s.is_terminal()]
+        stmt = select(jobs).where(jobs.c.state.in_([s for s in states if s in terminal] if states else terminal))
+        if before_id is not None:
+            stmt = stmt.where(jobs.c.id < before_id)
+        if name is not None:
+            stmt = stmt.where(jobs.c.name == name)
+        stmt = stmt.order_by(jobs.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [_job(row._mapping) for row in conn.execute(stmt)]
+
+
+def _spec_row(spec: JobSpec) -> dict[str, Any]:
+    row = {name: getattr(spec, name) for name in _SPEC_COLUMNS}
+    row["command"] = list(spec.command)
+    row["script_args"] = list(spec.script_args)
+    row["env"] = dict(spec.env)
+    row["labels"] = dict(spec.labels)
+    return row
+
+
+def _state_row(job: Job) -> dict[str, Any]:
+    return {
+        "job_id": job.id,
+        "state": job.state.value,
+        "reason": job.reason,
+        "exit_code": job.exit_code,
+        "signal": job.signal,
+        "start_time": job.start_time,
+        "end_time": job.end_time,
+        "node": job.node,
+        "gpu_ids": list(job.gpu_ids) if job.gpu_ids is not None else None,
+    }
+
+
+def _job(row: Mapping[str, Any]) -> Job:
+    spec = JobSpec(
+        name=row["name"], user=row["user"], command=tuple(row["command"]), script=row["script"],
+        script_args=tuple(row["script_args"]), gpus=row["gpus"], gpu_type=row["gpu_type"],
+        gpu_mem_mb=row["gpu_mem_mb"], cpus=row["cpus"], mem_mb=row["mem_mb"], time_limit_s=row["time_limit_s"],
+        env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
+        stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
+    )
+    return Job(
+        id=row["id"], spec=spec, state=JobState(row["state"]), submit_time=row["submit_time"], reason=row["reason"],
+        exit_code=row["exit_code"], signal=row["signal"], start_time=row["start_time"], end_time=row["end_time"],
+        node=row["node"], gpu_ids=tuple(row["gpu_ids"]) if row["gpu_ids"] is not None else None,
+    )

@@ -1,0 +1,53 @@
+"""The jobs table.
+
+Revision ID: 0001
+Revises:
+"""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "jobs",
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("user", sa.String(64), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("reason", sa.String(64)),
+        sa.Column("exit_code", sa.Integer),
+        sa.Column("signal", sa.Integer),
+        sa.Column("command", sa.JSON, nullable=False),
+        sa.Column("script", sa.Text),
+        sa.Column("script_args", sa.JSON, nullable=False),
+        sa.Column("gpus", sa.Integer, nullable=False),
+        sa.Column("gpu_type", sa.String(64)),
+        sa.Column("gpu_mem_mb", sa.Integer),
+        sa.Column("cpus", sa.Integer, nullable=False),
+        sa.Column("mem_mb", sa.Integer, nullable=False),
+        sa.Column("time_limit_s", sa.Integer),
+        sa.Column("env", sa.JSON, nullable=False),
+        sa.Column("inherit_env", sa.Boolean, nullable=False),
+        sa.Column("labels", sa.JSON, nullable=False),
+        sa.Column("workdir", sa.Text, nullable=False),
+        sa.Column("stdout", sa.Text, nullable=False),
+        sa.Column("stderr", sa.Text),
+        sa.Column("nice", sa.Integer, nullable=False),
+        sa.Column("submit_time", sa.Float, nullable=False),
+        sa.Column("start_time", sa.Float),
+        sa.Column("end_time", sa.Float),
+        sa.Column("node", sa.String(128)),
+        sa.Column("gpu_ids", sa.JSON),
+        sqlite_autoincrement=True,
+    )
+    op.create_index("ix_jobs_state_id", "jobs", ["state", "id"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_jobs_state_id", "jobs")
+    op.drop_table("jobs")
