@@ -14,7 +14,10 @@ from corral.api.errors import install_error_handlers
 from corral.server.service import JobService
 
 
-def create_app(service: JobService, *, home: str, on_started: Callable[[], None] = lambda: None) -> FastAPI:
+def create_app(
+    service: JobService, *, home: str, on_started: Callable[[], None] = lambda: None,
+    on_stopped: Callable[[], None] = lambda: None,
+) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         loop_task = asyncio.create_task(service.run(), name="corral-scheduler")
@@ -25,6 +28,7 @@ def create_app(service: JobService, *, home: str, on_started: Callable[[], None]
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
+            on_stopped()
 
     app = FastAPI(
         title="corral", version=__version__, lifespan=lifespan,

@@ -21,7 +21,7 @@ def check_pattern(pattern: str, field: str) -> None:
                 field, f"unknown pattern %{match.group(1)} in {pattern!r}",
                 "use %j (job id), %x (name), %A/%a (array job and task), %u (user), %N (node), %% (a %)",
             )
-    if pattern.endswith("%"):
+    if _ESCAPE.sub("", pattern).endswith("%"):  # `%%` at the end is a literal %, not a lone one
         raise InvalidRequest(field, f"{pattern!r} ends with a lone %", "write %% for a literal %")
 
 

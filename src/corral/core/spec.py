@@ -32,6 +32,9 @@ _INTERPRETERS = {"python", "python3", "bash", "sh", "zsh", "torchrun", "uv", "ac
 # What a job started with --export=NONE still needs to find programs and its home.
 MINIMAL_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "SHELL", "TMPDIR")
 
+# Spellings of one setting: a request that uses any of them replaces what the script said in any other.
+_ALTERNATIVES = (("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"), ("time", "time_limit_s"))
+
 REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
@@ -96,6 +99,12 @@ def build_spec(
         directives = sbatch.parse_script(script)
         warnings.extend(directives.warnings)
         fields.update(directives.fields)
+        for group in _ALTERNATIVES:
+            if any(key in given for key in group):
+                for key in group:
+                    fields.pop(key, None)
+        if "gres" in given:
+            fields.pop("gpus", None)  # else the script's --gpus would beat the request's gres in _gpus
     fields.update(given)
 
     gpu_type, gpus = _gpus(fields)
@@ -184,10 +193,12 @@ def parse_gpu_request(text: str, name: str) -> tuple[str | None, int]:
         if parts[0] != "gpu":
             raise InvalidRequest("gres", f"only gpu resources are supported, got {text!r}", "write gpu:N or gpu:TYPE:N")
         parts = parts[1:] or ["1"]
+    hint = "write gpu:N or gpu:TYPE:N" if name == "gres" else "write N or TYPE:N"
     if len(parts) == 1 and not parts[0].isdigit():
+        if not parts[0][:1].isalpha():  # `-1`, `2.5`: a bad count, not a type name
+            raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
         parts = [parts[0], "1"]  # `gpu:a100` and `--gpus=a100` mean one of that type
     if len(parts) > 2 or not parts[-1].isdigit():
-        hint = "write gpu:N or gpu:TYPE:N" if name == "gres" else "write N or TYPE:N"
         raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
     gpu_type = parts[0] if len(parts) == 2 else None
     return gpu_type, _int_in(int(parts[-1]), name, 0, MAX_GPUS)
@@ -203,7 +214,7 @@ def _gpus(fields: Mapping[str, Any]) -> tuple[str | None, int]:
         gpu_type, gpus = parse_gpu_request(gres, "gres")
     if "gpus" in fields:
         raw = fields["gpus"]
-        if isinstance(raw, int) and not isinstance(raw, bool):
+        if isinstance(raw, int):  # a bool too: _int_in refuses it
             gpus = _int_in(raw, "gpus", 0, MAX_GPUS)
             gpu_type = gpu_type if "gres" in fields else None
         else:
@@ -358,9 +369,10 @@ def _name(value: Any, command: tuple[str, ...], script_name: Any) -> str:
         name = os.path.basename(command[0])
         if name in _INTERPRETERS:
             # `python train.py` is better named train.py; `sh -c "..."` stays sh
-            script = next((a for a in command[1:] if not a.startswith("-")), None)
-            if script and not any(ch.isspace() for ch in script):
-                name = os.path.basename(script)
+            args = list(command[1:])
+            index = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+            if index is not None and (index == 0 or args[index - 1] != "-c"):
+                name = os.path.basename(args[index])
         return name[:MAX_NAME] or "job"
     if not isinstance(value, str) or not value.strip():
         raise InvalidRequest("name", "must be a non-empty string")

@@ -131,7 +131,12 @@ def serve(options: ServerOptions) -> None:
         gpus = ", ".join(f"{g.index}:{g.type}" for g in node.gpus) or "none"
         print(f"corral server at {url} (home {home}; {node.cpus} CPUs, GPUs: {gpus})", file=sys.stderr, flush=True)
 
-    app = create_app(service, home=home, on_started=announce)
+    def retire() -> None:
+        # Here, not after run(): uvicorn re-raises SIGTERM once it has shut down, ending the process.
+        remove_server_info(home, os.getpid())
+        engine.dispose()
+
+    app = create_app(service, home=home, on_started=announce, on_stopped=retire)
     config = uvicorn.Config(
         app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
         timeout_graceful_shutdown=5,
@@ -139,6 +144,4 @@ def serve(options: ServerOptions) -> None:
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
-        remove_server_info(home, os.getpid())
-        engine.dispose()
         lock.close()

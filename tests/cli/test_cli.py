@@ -1,0 +1,180 @@
+"""The `corral` command against a live server (in-process with click's CliRunner, or as a real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from corral.cli.main import cli
+from tests.helpers import wait_for
+
+TUTORIAL_SCRIPT = """#!/bin/bash
+#SBATCH --job-name=mnist
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=1G
+#SBATCH --time=00:10:00
+#SBATCH --output=logs/%x-%j.out
+#SBATCH --error=logs/%x-%j.err
+#SBATCH --export=ALL
+
+echo "Job $SLURM_JOB_ID ($SLURM_JOB_NAME) on $SLURM_JOB_NODELIST with GPUs $CUDA_VISIBLE_DEVICES"
+echo "args: $@"
+echo "submit dir: $SLURM_SUBMIT_DIR"
+"""
+
+
+@pytest.fixture
+def run(server_factory):
+    server = server_factory()
+
+    def invoke(*args: str, input: str | None = None):
+        return CliRunner().invoke(cli, ["--home", server.home, *args], input=input, catch_exceptions=False)
+
+    invoke.server = server
+    return invoke
+
+
+def test_an_unchanged_slurm_batch_script_runs_and_reads_its_slurm_variables(run, short_tmp, monkeypatch):
+    path = os.path.join(short_tmp, "train.sh")
+    with open(path, "w") as f:
+        f.write(TUTORIAL_SCRIPT)
+    os.makedirs(os.path.join(short_tmp, "logs"))
+    monkeypatch.chdir(short_tmp)
+    result = run("submit", path, "--epochs", "3")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Submitted batch job ")
+    job_id = result.output.split()[-1]
+    assert run("wait", job_id).exit_code == 0
+    with open(os.path.join(short_tmp, "logs", f"mnist-{job_id}.out")) as f:
+        out = f.read()
+    assert f"Job {job_id} (mnist) on " in out
+    assert "args: --epochs 3" in out
+    assert f"submit dir: {short_tmp}" in out
+
+
+def test_submit_json_and_show_json_carry_the_job_fields(run, short_tmp):
+    result = run("submit", "--json", "-J", "probe", "--gpus", "1", "-c", "1", "--mem", "512M", "-t", "5",
+                 "--label", "team=nlp", "--env", "ALPHA=1", "-D", short_tmp, "--", "sh", "-c", "echo $ALPHA")
+    assert result.exit_code == 0, result.output
+    job = json.loads(result.output)
+    assert (job["name"], job["gpus"], job["mem_mb"], job["time_limit_s"], job["labels"]) == ("probe", 1, 512, 300, {"team": "nlp"})
+    run("wait", str(job["id"]))
+    shown = json.loads(run("show", str(job["id"]), "--json").output)
+    assert shown["state"] == "COMPLETED" and shown["exit_code"] == 0 and len(shown["gpu_ids"]) == 1
+    assert run("logs", str(job["id"])).output == "1\n"
+
+
+def test_submit_takes_the_submitters_environment_like_sbatch(run, monkeypatch):
+    monkeypatch.setenv("CORRAL_TEST_MARK", "from-client")
+    job_id = run("submit", "--parsable", "--", "sh", "-c", "echo $CORRAL_TEST_MARK").output.strip()
+    run("wait", job_id)
+    assert run("logs", job_id).output == "from-client\n"
+    none_id = run("submit", "--parsable", "--export=NONE", "--", "sh", "-c", "echo [$CORRAL_TEST_MARK]").output.strip()
+    run("wait", none_id)
+    assert run("logs", none_id).output == "[]\n"
+
+
+def test_queue_shows_running_jobs_and_why_pending_ones_wait(run):
+    first = run("submit", "--parsable", "--gpus", "4", "--", "sleep", "30").output.strip()
+    second = run("submit", "--parsable", "--gpus", "1", "--", "true").output.strip()
+    wait_for(lambda: json.loads(run("show", second, "--json").output)["reason"] == "Resources")
+    table = run("queue").output
+    lines = {line.split()[0]: line for line in table.splitlines()[1:]}
+    assert "RUNNING" in lines[first] and "PENDING" in lines[second] and "(Resources)" in lines[second]
+    listed = json.loads(run("queue", "--json").output)
+    assert [j["id"] for j in listed] == [int(first), int(second)]
+    nodes = run("nodes").output
+    assert f"{first} (sleep" in nodes and "GPUs 4/4 busy" in nodes
+    result = run("cancel", first, second)
+    assert result.exit_code == 0 and "CANCELLED" in result.output
+    history = run("history").output
+    assert first in history and second in history and "CANCELLED" in history
+
+
+def test_wait_exits_with_the_jobs_exit_code(run):
+    job_id = run("submit", "--parsable", "--", "sh", "-c", "exit 5").output.strip()
+    result = run("wait", job_id)
+    assert result.exit_code == 5
+    assert "FAILED" in result.output
+
+
+def test_logs_follow_prints_everything_until_the_job_ends(run):
+    job_id = run("submit", "--parsable", "--", "sh", "-c", "for i in 1 2 3; do echo tick$i; sleep 0.3; done; echo bad >&2").output.strip()
+    result = run("logs", "-f", job_id)
+    assert result.output == "tick1\ntick2\ntick3\n"
+    assert run("logs", "--stderr", job_id).output == "bad\n"
+
+
+def test_cancelling_a_finished_job_or_an_unknown_one_fails_clearly(run):
+    job_id = run("submit", "--parsable", "--", "true").output.strip()
+    run("wait", job_id)
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "cancel", job_id])
+    assert result.exit_code == 1 and "already ended (COMPLETED)" in result.output
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "show", "4242"])
+    assert result.exit_code == 1 and "job 4242 does not exist" in result.output
+
+
+def test_bad_resources_are_refused_and_nothing_is_queued(run):
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", "--gpus", "9", "--", "true"])
+    assert result.exit_code == 1
+    assert "requested 9 GPUs; the largest node has 4" in result.output
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", "--mem", "-5G", "--", "true"])
+    assert result.exit_code == 1 and "mem" in result.output
+    assert json.loads(run("queue", "--json").output) == []
+    assert json.loads(run("history", "--json").output) == []
+
+
+def test_an_unreadable_script_is_an_error_and_submits_nothing(run, short_tmp):
+    path = os.path.join(short_tmp, "secret.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\ntrue\n")
+    os.chmod(path, 0)
+    missing = CliRunner().invoke(cli, ["--home", run.server.home, "submit", os.path.join(short_tmp, "nope.sh")])
+    assert missing.exit_code == 1 and "cannot read script" in missing.output
+    if os.geteuid() != 0:  # root reads any file
+        result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", path])
+        assert result.exit_code == 1 and "Permission denied" in result.output
+    assert json.loads(run("queue", "--json").output) == []
+
+
+def test_an_unsupported_directive_is_named(run, short_tmp):
+    path = os.path.join(short_tmp, "array.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n#SBATCH --constraint=volta\ntrue\n")
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", path])
+    assert result.exit_code == 1 and "--constraint" in result.output
+
+
+def test_without_a_server_the_cli_says_how_to_start_one(short_tmp):
+    result = subprocess.run([sys.executable, "-m", "corral.cli", "--home", short_tmp, "queue"],
+                            capture_output=True, text=True, env={**os.environ, "CORRAL_URL": ""})
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0
+    assert "no corral server is running" in result.stderr and "corral up" in result.stderr
+
+
+def test_a_second_server_on_the_same_home_is_refused(run):
+    result = subprocess.run([sys.executable, "-m", "corral.cli", "up", "--home", run.server.home, "--port", "0", "--gpus", "1"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "already runs" in result.stderr
+
+
+def test_down_stops_the_server_and_keeps_running_jobs(run, short_tmp):
+    marker = os.path.join(short_tmp, "survived")
+    job_id = run("submit", "--parsable", "--", "sh", "-c", f"sleep 1; touch {marker}").output.strip()
+    wait_for(lambda: json.loads(run("show", job_id, "--json").output)["state"] == "RUNNING")
+    result = run("down")
+    assert result.exit_code == 0 and "stopped" in result.output
+    assert not os.path.exists(os.path.join(run.server.home, "server.json"))
+    wait_for(lambda: os.path.exists(marker), timeout=10)
+    run.server.start()
+    job = json.loads(run("wait", job_id, "--json").output)
+    assert job["state"] == "COMPLETED"

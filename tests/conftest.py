@@ -1,0 +1,130 @@
+"""Shared fixtures: real databases (SQLite and PostgreSQL) and real corral servers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from corral.client import Client
+from corral.home import read_server_info
+
+PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+DATABASES = ["sqlite", "postgresql"]
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
+    import psycopg
+
+    schema = f"corral_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')  # a generated identifier, not user input
+    try:
+        yield f"{PG_ADMIN_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=DATABASES)
+def db_url(request: pytest.FixtureRequest, tmp_path) -> str | None:
+    """None (SQLite in the server's home) or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_schema_url")
+
+
+@dataclass
+class Server:
+    """A real `corral up --detach` process on its own home."""
+
+    home: str
+    db: str | None = None
+    gpus: int = 4
+    extra: list[str] = field(default_factory=list)
+    pid: int = 0
+    url: str = ""
+
+    def start(self) -> Server:
+        args = [sys.executable, "-m", "corral.cli", "up", "--home", self.home, "--port", "0", "--gpus", str(self.gpus),
+                "--gpu-type", "A100", "--gpu-mem", "80G", "--kill-grace", "1", "--detach", *self.extra]
+        if self.db:
+            args += ["--db", self.db]
+        subprocess.run(args, check=True, capture_output=True, timeout=90)
+        info = read_server_info(self.home)
+        assert info is not None
+        self.pid, self.url = info["pid"], info["url"]
+        return self
+
+    def client(self) -> Client:
+        return Client(home=self.home)
+
+    def stop(self) -> None:
+        subprocess.run([sys.executable, "-m", "corral.cli", "--home", self.home, "down"], capture_output=True, timeout=60)
+
+    def kill9(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.02)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[str]:
+    """A short temporary directory (pytest's tmp_path can be long)."""
+    path = tempfile.mkdtemp(prefix="corral-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def server_factory(short_tmp: str) -> Iterator:
+    started: list[Server] = []
+
+    def make(db: str | None = None, gpus: int = 4, extra: list[str] | None = None, home: str | None = None) -> Server:
+        server = Server(home=home or os.path.join(short_tmp, f"home{len(started)}"), db=db, gpus=gpus, extra=extra or [])
+        started.append(server.start())
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+    _kill_leftover_supervisors(short_tmp)
+
+
+def _kill_leftover_supervisors(root: str) -> None:
+    """Jobs outlive servers by design; a test's jobs must not outlive the test."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if b"corral.executor.supervisor" in cmdline and root.encode() in cmdline:
+            try:
+                os.kill(int(entry), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def server(server_factory, db_url) -> Server:
+    """A running server with 4 declared A100s, on SQLite and on PostgreSQL."""
+    return server_factory(db=db_url)

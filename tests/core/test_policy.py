@@ -1,0 +1,315 @@
+"""The scheduling policy: strict submit order with resource fit, as a pure function."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral.core.policy import Decisions, PendingJob, schedule
+from corral.core.resources import Allocation, Gpu, Node, Request, check_satisfiable, gpu_matches
+from corral.core.states import PendingReason
+from corral.errors import Unsatisfiable
+
+G = 1024  # MB per GB
+
+
+def a100s(n: int, mem_mb: int = 80 * G) -> tuple[Gpu, ...]:
+    return tuple(Gpu(i, "A100", mem_mb) for i in range(n))
+
+
+NODE = Node("gpu01", cpus=32, mem_mb=256 * G, gpus=a100s(4))
+
+
+def job(job_id: int, **request) -> PendingJob:
+    return PendingJob(job_id, Request(**request))
+
+
+def run(nodes, running, pending) -> Decisions:
+    return schedule(nodes, running, pending, now=1000.0)
+
+
+def started(decisions: Decisions) -> dict[int, Allocation]:
+    return {a.job_id: a for a in decisions.starts}
+
+
+# -- examples ----------------------------------------------------------------------------------
+
+
+def test_nothing_pending_decides_nothing():
+    decisions = run([NODE], [], [])
+    assert decisions.starts == [] and decisions.reasons == {}
+
+
+def test_a_job_that_fits_starts_with_what_it_asked_for():
+    decisions = run([NODE], [], [job(1, gpus=2, cpus=8, mem_mb=64 * G)])
+    assert decisions.starts == [Allocation(1, "gpu01", (0, 1), 8, 64 * G)]
+    assert decisions.reasons == {}
+
+
+def test_a_cpu_only_job_holds_no_gpus():
+    decisions = run([NODE], [], [job(1, cpus=4)])
+    assert decisions.starts == [Allocation(1, "gpu01", (), 4, 0)]
+
+
+def test_the_lowest_free_gpu_indices_are_chosen():
+    running = [Allocation(10, "gpu01", (0, 2), 1, 0)]
+    decisions = run([NODE], running, [job(1, gpus=2)])
+    assert decisions.starts[0].gpu_ids == (1, 3)
+
+
+def test_jobs_started_in_one_pass_get_distinct_gpus():
+    decisions = run([NODE], [], [job(1, gpus=1), job(2, gpus=2), job(3, gpus=1)])
+    assert [a.gpu_ids for a in decisions.starts] == [(0,), (1, 2), (3,)]
+
+
+def test_a_blocked_head_gets_resources_and_everyone_behind_it_priority():
+    running = [Allocation(10, "gpu01", (0, 1, 2), 1, 0)]
+    # job 2 and 3 would fit on the free GPU, but strict order lets nothing overtake job 1
+    decisions = run([NODE], running, [job(1, gpus=2), job(2, gpus=1), job(3, cpus=1)])
+    assert decisions.starts == []
+    assert decisions.reasons == {1: PendingReason.RESOURCES, 2: PendingReason.PRIORITY, 3: PendingReason.PRIORITY}
+
+
+def test_jobs_ahead_of_the_blocked_one_still_start():
+    decisions = run([NODE], [], [job(1, gpus=3), job(2, gpus=2), job(3, gpus=1)])
+    assert list(started(decisions)) == [1]
+    assert decisions.reasons == {2: PendingReason.RESOURCES, 3: PendingReason.PRIORITY}
+
+
+def test_a_job_no_node_could_ever_fit_gets_bad_constraints_and_does_not_block():
+    decisions = run([NODE], [], [job(1, gpus=5), job(2, gpus=1), job(3, cpus=64), job(4, cpus=2)])
+    assert list(started(decisions)) == [2, 4]
+    assert decisions.reasons == {1: PendingReason.BAD_CONSTRAINTS, 3: PendingReason.BAD_CONSTRAINTS}
+
+
+def test_gpu_type_filter_picks_only_gpus_of_that_type():
+    node = Node("mixed", 16, 64 * G, (Gpu(0, "V100", 16 * G), Gpu(1, "A100", 80 * G), Gpu(2, "V100", 16 * G)))
+    decisions = run([node], [], [job(1, gpus=1, gpu_type="a100"), job(2, gpus=2, gpu_type="V100")])
+    assert started(decisions)[1].gpu_ids == (1,)
+    assert started(decisions)[2].gpu_ids == (0, 2)
+
+
+def test_gpu_type_busy_blocks_even_if_other_types_are_free():
+    node = Node("mixed", 16, 64 * G, (Gpu(0, "V100", 16 * G), Gpu(1, "A100", 80 * G)))
+    running = [Allocation(10, "mixed", (1,), 1, 0)]
+    decisions = run([node], running, [job(1, gpus=1, gpu_type="A100"), job(2, gpus=1)])
+    assert decisions.starts == []
+    assert decisions.reasons == {1: PendingReason.RESOURCES, 2: PendingReason.PRIORITY}
+
+
+def test_gpu_memory_filter_skips_small_gpus():
+    node = Node("mixed", 16, 64 * G, (Gpu(0, "A100", 40 * G), Gpu(1, "A100", 80 * G)))
+    decisions = run([node], [], [job(1, gpus=1, gpu_mem_mb=80 * G)])
+    assert decisions.starts[0].gpu_ids == (1,)
+
+
+def test_cpus_held_by_running_jobs_are_counted():
+    running = [Allocation(10, "gpu01", (), 30, 0)]
+    decisions = run([NODE], running, [job(1, cpus=4)])
+    assert decisions.reasons == {1: PendingReason.RESOURCES}
+    assert run([NODE], running, [job(1, cpus=2)]).starts[0].cpus == 2
+
+
+def test_memory_held_by_running_jobs_is_counted():
+    running = [Allocation(10, "gpu01", (), 1, 200 * G)]
+    decisions = run([NODE], running, [job(1, mem_mb=64 * G)])
+    assert decisions.reasons == {1: PendingReason.RESOURCES}
+    assert run([NODE], running, [job(1, mem_mb=56 * G)]).starts[0].mem_mb == 56 * G
+
+
+def test_cpus_and_memory_of_jobs_started_in_the_same_pass_are_counted():
+    decisions = run([NODE], [], [job(1, cpus=20, mem_mb=100 * G), job(2, cpus=20), job(3, mem_mb=200 * G)])
+    assert list(started(decisions)) == [1]
+    assert decisions.reasons == {2: PendingReason.RESOURCES, 3: PendingReason.PRIORITY}
+
+
+def test_a_job_goes_to_the_next_node_when_the_first_is_full():
+    other = Node("gpu02", 32, 256 * G, a100s(4))
+    running = [Allocation(10, "gpu01", (0, 1, 2, 3), 1, 0)]
+    decisions = run([NODE, other], running, [job(1, gpus=2)])
+    assert decisions.starts == [Allocation(1, "gpu02", (0, 1), 1, 0)]
+
+
+def test_a_job_never_spans_nodes():
+    other = Node("gpu02", 32, 256 * G, a100s(4))
+    running = [Allocation(10, "gpu01", (0, 1), 1, 0), Allocation(11, "gpu02", (0, 1), 1, 0)]
+    decisions = run([NODE, other], running, [job(1, gpus=3)])
+    assert decisions.starts == []
+    assert decisions.reasons == {1: PendingReason.RESOURCES}
+
+
+# -- properties --------------------------------------------------------------------------------
+
+GPU_TYPES = ("A100", "H100")
+GPU_MEMS = (40 * G, 80 * G)
+
+
+@st.composite
+def nodes_st(draw) -> list[Node]:
+    nodes = []
+    for n in range(draw(st.integers(1, 3))):
+        gpus = tuple(
+            Gpu(i, draw(st.sampled_from(GPU_TYPES)), draw(st.sampled_from(GPU_MEMS)))
+            for i in range(draw(st.integers(0, 4)))
+        )
+        nodes.append(Node(f"n{n}", cpus=draw(st.integers(1, 16)), mem_mb=draw(st.integers(0, 8)) * 8 * G, gpus=gpus))
+    return nodes
+
+
+@st.composite
+def running_st(draw, nodes: list[Node]) -> list[Allocation]:
+    """Allocations a previous pass could have made: within capacity, no GPU held twice."""
+    running = []
+    job_id = 1
+    for node in nodes:
+        free = [g.index for g in node.gpus]
+        cpus, mem = node.cpus, node.mem_mb
+        for _ in range(draw(st.integers(0, 3))):
+            held = tuple(i for i in free if draw(st.booleans()))
+            free = [i for i in free if i not in held]
+            take_cpus = draw(st.integers(0, cpus))
+            take_mem = draw(st.integers(0, mem // G)) * G
+            cpus, mem = cpus - take_cpus, mem - take_mem
+            running.append(Allocation(job_id, node.name, held, take_cpus, take_mem))
+            job_id += 1
+    return running
+
+
+request_st = st.builds(
+    Request,
+    gpus=st.integers(0, 5),
+    gpu_type=st.sampled_from([None, None, "A100", "h100", "B200"]),
+    gpu_mem_mb=st.sampled_from([None, None, 40 * G, 80 * G, 100 * G]),
+    cpus=st.integers(1, 20),
+    mem_mb=st.integers(0, 9).map(lambda n: n * 8 * G),
+)
+
+
+@st.composite
+def scenario_st(draw):
+    nodes = draw(nodes_st())
+    running = draw(running_st(nodes))
+    requests = draw(st.lists(request_st, max_size=8))
+    pending = [PendingJob(1000 + i, r) for i, r in enumerate(requests)]
+    return nodes, running, pending
+
+
+def fits_free(request: Request, node: Node, holders: list[Allocation]) -> bool:
+    """Whether request fits what holders leave free on node (an independent recount)."""
+    mine = [a for a in holders if a.node == node.name]
+    held = {i for a in mine for i in a.gpu_ids}
+    free_gpus = [g for g in node.gpus if g.index not in held and gpu_matches(g, request)]
+    return (
+        request.cpus <= node.cpus - sum(a.cpus for a in mine)
+        and request.mem_mb <= node.mem_mb - sum(a.mem_mb for a in mine)
+        and len(free_gpus) >= request.gpus
+    )
+
+
+PROPERTY = settings(max_examples=200, deadline=None)
+
+
+@PROPERTY
+@given(scenario_st())
+def test_property_starts_never_exceed_capacity_or_share_a_gpu(scenario):
+    nodes, running, pending = scenario
+    decisions = run(nodes, running, pending)
+    requests = {p.job_id: p.request for p in pending}
+    for alloc in decisions.starts:
+        request = requests[alloc.job_id]
+        assert (alloc.cpus, alloc.mem_mb, len(alloc.gpu_ids)) == (request.cpus, request.mem_mb, request.gpus)
+    for node in nodes:
+        holders = [a for a in [*running, *decisions.starts] if a.node == node.name]
+        gpu_ids = [i for a in holders for i in a.gpu_ids]
+        assert len(gpu_ids) == len(set(gpu_ids)), "a GPU was allocated twice"
+        assert set(gpu_ids) <= {g.index for g in node.gpus}
+        assert sum(a.cpus for a in holders) <= node.cpus
+        assert sum(a.mem_mb for a in holders) <= node.mem_mb
+    assert {a.node for a in decisions.starts} <= {n.name for n in nodes}
+
+
+@PROPERTY
+@given(scenario_st())
+def test_property_every_pending_job_either_starts_or_has_a_reason(scenario):
+    nodes, running, pending = scenario
+    decisions = run(nodes, running, pending)
+    started_ids = [a.job_id for a in decisions.starts]
+    assert len(started_ids) == len(set(started_ids))
+    assert set(started_ids).isdisjoint(decisions.reasons)
+    assert set(started_ids) | set(decisions.reasons) == {p.job_id for p in pending}
+    assert PendingReason.NONE not in decisions.reasons.values()
+
+
+@PROPERTY
+@given(scenario_st())
+def test_property_strict_order_nothing_overtakes_a_waiting_job(scenario):
+    nodes, running, pending = scenario
+    decisions = run(nodes, running, pending)
+    starts = started(decisions)
+    waiting = (PendingReason.RESOURCES, PendingReason.PRIORITY)
+    blocked_at = next((k for k, p in enumerate(pending) if decisions.reasons.get(p.job_id) in waiting), None)
+    if blocked_at is None:
+        return
+    head = pending[blocked_at]
+    assert decisions.reasons[head.job_id] == PendingReason.RESOURCES
+    for later in pending[blocked_at + 1:]:
+        assert later.job_id not in starts
+        assert decisions.reasons[later.job_id] == PendingReason.PRIORITY
+    # the head is only held back when it truly does not fit on what is left
+    holders = [*running, *decisions.starts]
+    assert not any(fits_free(head.request, node, holders) for node in nodes)
+
+
+@PROPERTY
+@given(scenario_st())
+def test_property_starts_follow_submit_order(scenario):
+    nodes, running, pending = scenario
+    decisions = run(nodes, running, pending)
+    order = {p.job_id: k for k, p in enumerate(pending)}
+    positions = [order[a.job_id] for a in decisions.starts]
+    assert positions == sorted(positions)
+
+
+@PROPERTY
+@given(scenario_st())
+def test_property_bad_constraints_exactly_when_no_node_could_ever_fit(scenario):
+    nodes, running, pending = scenario
+    decisions = run(nodes, running, pending)
+    for p in pending:
+        reason = decisions.reasons.get(p.job_id)
+        if reason == PendingReason.PRIORITY:
+            continue  # behind a blocked job: not looked at
+        try:
+            check_satisfiable(p.request, nodes)
+            satisfiable = True
+        except Unsatisfiable:
+            satisfiable = False
+        assert (reason == PendingReason.BAD_CONSTRAINTS) == (not satisfiable)
+
+
+@PROPERTY
+@given(scenario_st())
+def test_property_started_gpus_match_the_requested_type_and_memory(scenario):
+    nodes, running, pending = scenario
+    decisions = run(nodes, running, pending)
+    gpus = {(n.name, g.index): g for n in nodes for g in n.gpus}
+    requests = {p.job_id: p.request for p in pending}
+    for alloc in decisions.starts:
+        request = requests[alloc.job_id]
+        for index in alloc.gpu_ids:
+            gpu = gpus[(alloc.node, index)]
+            if request.gpu_type is not None:
+                assert gpu.type.lower() == request.gpu_type.lower()
+            if request.gpu_mem_mb is not None:
+                assert gpu.mem_mb >= request.gpu_mem_mb
+
+
+@PROPERTY
+@given(scenario_st())
+def test_property_an_idle_queue_head_that_fits_starts(scenario):
+    """Work conservation: if the first schedulable job fits on free resources, it starts."""
+    nodes, running, pending = scenario
+    decisions = run(nodes, running, pending)
+    head = next((p for p in pending if decisions.reasons.get(p.job_id) != PendingReason.BAD_CONSTRAINTS), None)
+    if head is not None and any(fits_free(head.request, node, list(running)) for node in nodes):
+        assert head.job_id in started(decisions)

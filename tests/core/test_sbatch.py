@@ -1,0 +1,216 @@
+"""`#SBATCH` headers: what a Slurm user's script asks for, and what corral refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral.core.sbatch import check_shebang, parse_options, parse_script
+from corral.errors import InvalidRequest
+
+TUTORIAL_SCRIPT = """\
+#!/bin/bash
+#SBATCH --job-name=resnet50
+#SBATCH --gres=gpu:a100:2
+#SBATCH --cpus-per-task=8
+#SBATCH --mem=32G
+#SBATCH --time=04:00:00
+#SBATCH --output=logs/%x-%j.out
+#SBATCH --error=logs/%x-%j.err
+#SBATCH --chdir=/home/alice/project
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --export=ALL
+
+module load cuda/12.1
+source .venv/bin/activate
+srun python train.py --epochs 90
+"""
+
+
+def script(*lines: str) -> str:
+    return "\n".join(["#!/bin/bash", *lines, "python train.py", ""])
+
+
+def test_parse_script_reads_a_tutorial_batch_script():
+    directives = parse_script(TUTORIAL_SCRIPT)
+    assert directives.fields == {
+        "name": "resnet50",
+        "gres": "gpu:a100:2",
+        "cpus": "8",
+        "mem": "32G",
+        "time": "04:00:00",
+        "stdout": "logs/%x-%j.out",
+        "stderr": "logs/%x-%j.err",
+        "workdir": "/home/alice/project",
+        "export": "ALL",
+    }
+    assert directives.warnings == []
+
+
+def test_parse_script_reads_short_options():
+    directives = parse_script(script("#SBATCH -J name", "#SBATCH -c 4", "#SBATCH -t 10", "#SBATCH -o out"))
+    assert directives.fields == {"name": "name", "cpus": "4", "time": "10", "stdout": "out"}
+
+
+def test_parse_script_reads_short_options_with_attached_values():
+    directives = parse_script(script("#SBATCH -c4 -Jname -e err.txt -G2 -D /tmp"))
+    assert directives.fields == {"cpus": "4", "name": "name", "stderr": "err.txt", "gpus": "2", "workdir": "/tmp"}
+
+
+def test_parse_script_reads_long_options_with_separate_values():
+    directives = parse_script(script("#SBATCH --job-name train --mem 16G"))
+    assert directives.fields == {"name": "train", "mem": "16G"}
+
+
+def test_parse_script_reads_several_options_on_one_line():
+    directives = parse_script(script("#SBATCH --cpus-per-task=2 --mem=4G --time=30"))
+    assert directives.fields == {"cpus": "2", "mem": "4G", "time": "30"}
+
+
+@pytest.mark.parametrize(
+    ("line", "fields"),
+    [
+        ("#SBATCH --gpus=a100:2", {"gpus": "a100:2"}),
+        ("#SBATCH --gpus-per-node=4", {"gpus": "4"}),
+        ("#SBATCH --gpus-per-task=1", {"gpus": "1"}),
+        ("#SBATCH --mem-per-cpu=4G", {"mem_per_cpu": "4G"}),
+        ("#SBATCH --mem-per-gpu=20G", {"mem_per_gpu": "20G"}),
+        ("#SBATCH --nice=10", {"nice": "10"}),
+        ("#SBATCH --nice", {"nice": "100"}),  # sbatch's bare --nice
+        ("#SBATCH --export=NONE", {"export": "NONE"}),
+        ("#SBATCH -N 1 -n 1", {}),
+        ("#SBATCH --nodes=1-1 --ntasks-per-node=1", {}),
+    ],
+)
+def test_parse_script_maps_each_supported_option_to_its_request_field(line, fields):
+    assert parse_script(script(line)).fields == fields
+
+
+def test_parse_script_keeps_quoted_values_whole():
+    directives = parse_script(script('#SBATCH --job-name="my run" --comment=\'a b\''))
+    assert directives.fields == {"name": "my run"}
+
+
+def test_parse_script_later_directive_wins_over_earlier():
+    directives = parse_script(script("#SBATCH --mem=4G", "#SBATCH --mem=8G"))
+    assert directives.fields["mem"] == "8G"
+
+
+def test_parse_script_ignores_directives_after_the_first_command():
+    text = "#!/bin/bash\n#SBATCH --mem=4G\necho start\n#SBATCH --mem=64G\n#SBATCH --array=0-3\n"
+    directives = parse_script(text)
+    assert directives.fields == {"mem": "4G"}
+
+
+def test_parse_script_reads_past_blank_lines_and_plain_comments():
+    text = "#!/bin/bash\n\n# train the model\n   \n#SBATCH --cpus-per-task=4\n\n#SBATCH -J late\npython x.py\n"
+    assert parse_script(text).fields == {"cpus": "4", "name": "late"}
+
+
+def test_parse_script_ignores_commented_out_directives():
+    # `##SBATCH` and `# SBATCH` are how Slurm users switch a directive off
+    directives = parse_script(script("##SBATCH --array=0-3", "# SBATCH --exclusive", "#SBATCH --cpus-per-task=2"))
+    assert directives.fields == {"cpus": "2"}
+
+
+def test_parse_script_ignores_trailing_comment_on_a_directive_line():
+    directives = parse_script(script("#SBATCH --mem=16G  # plenty for ResNet", "#SBATCH -c 4 # --array=1-3"))
+    assert directives.fields == {"mem": "16G", "cpus": "4"}
+
+
+def test_parse_script_indented_directive_is_read():
+    assert parse_script(script("   #SBATCH --mem=2G")).fields == {"mem": "2G"}
+
+
+@pytest.mark.parametrize("option", ["--partition=gpu", "-p gpu", "--account=ml", "--qos=high", "--mail-type=END",
+                                    "--mail-user=a@b.c", "--requeue", "--get-user-env"])
+def test_parse_script_warns_about_harmless_options_and_goes_on(option):
+    directives = parse_script(script(f"#SBATCH {option}", "#SBATCH --mem=1G"))
+    assert directives.fields == {"mem": "1G"}
+    assert len(directives.warnings) == 1
+    name = option.lstrip("-").split("=")[0].split()[0]
+    assert f"--{name}" in directives.warnings[0]
+    assert "ignored" in directives.warnings[0]
+
+
+def test_parse_script_partition_warning_names_the_value():
+    directives = parse_script(script("#SBATCH --partition=gpu"))
+    assert directives.fields == {}
+    assert directives.warnings == ["#SBATCH --partition=gpu has no effect on corral's local backend; ignored"]
+
+
+@pytest.mark.parametrize(
+    ("option", "name"),
+    [
+        ("--array=0-3", "--array"),
+        ("--dependency=afterok:1", "--dependency"),
+        ("--exclusive", "--exclusive"),
+        ("--hold", "--hold"),
+        ("--constraint=a100", "--constraint"),
+        ("--begin=now+1hour", "--begin"),
+        ("--mem-per-cpu-typo=1", "--mem-per-cpu-typo"),
+    ],
+)
+def test_parse_script_refuses_unsupported_options_naming_them(option, name):
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script(f"#SBATCH {option}"))
+    assert err.value.field == "script"
+    assert name in str(err.value)
+    assert "not supported" in str(err.value)
+
+
+@pytest.mark.parametrize("option", ["--nodes=2", "-N 2", "--ntasks=4", "-n 8", "--ntasks-per-node=2", "--nodes=1-2"])
+def test_parse_script_refuses_multi_node_and_multi_task_jobs_pointing_at_slurm(option):
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script(f"#SBATCH {option}"))
+    assert err.value.field == "script"
+    assert "Slurm backend" in str(err.value)
+
+
+def test_parse_script_refuses_a_script_without_shebang():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script("#SBATCH --mem=1G\npython train.py\n")
+    assert err.value.field == "script"
+    assert "#!" in str(err.value)
+
+
+def test_check_shebang_accepts_any_interpreter():
+    check_shebang("#!/usr/bin/env python3\nprint(1)\n")
+
+
+def test_parse_script_refuses_an_option_missing_its_value():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script("#SBATCH --mem"))
+    assert "--mem" in str(err.value)
+    assert "needs a value" in str(err.value)
+
+
+def test_parse_script_refuses_a_directive_that_is_not_an_option():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script("#SBATCH mem=16G"))
+    assert err.value.field == "script"
+    assert "mem=16G" in str(err.value)
+
+
+def test_parse_script_refuses_an_unreadable_directive_line():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script('#SBATCH --job-name="unclosed'))
+    assert err.value.field == "script"
+    assert "unclosed" in str(err.value)
+
+
+def test_parse_options_reads_a_command_line_style_token_list():
+    directives = parse_options(["--gres=gpu:2", "-c", "4", "--partition", "debug"], source="--sbatch")
+    assert directives.fields == {"gres": "gpu:2", "cpus": "4"}
+    assert directives.warnings == ["--sbatch --partition=debug has no effect on corral's local backend; ignored"]
+
+
+def test_parse_options_error_names_the_source():
+    with pytest.raises(InvalidRequest) as err:
+        parse_options(["--array=1-2"], source="--sbatch")
+    assert "--sbatch option --array" in str(err.value)
+
+
+def test_parse_options_empty_gives_nothing():
+    directives = parse_options([])
+    assert directives.fields == {} and directives.warnings == []

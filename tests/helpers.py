@@ -1,0 +1,27 @@
+"""Small helpers shared by tests."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from corral.core.spec import JobSpec, build_spec
+
+
+def make_spec(workdir: str = "/tmp", log_dir: str = "/tmp/corral-test-logs", **request: Any) -> JobSpec:
+    """A spec built the way the server builds one."""
+    request.setdefault("command", ["true"])
+    return build_spec(request, user="tester", log_dir=log_dir, default_workdir=workdir, server_env=dict(os.environ))
+
+
+def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
+    """Poll until predicate() is truthy; return its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)

@@ -1,0 +1,89 @@
+"""The job store against real SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from sqlalchemy import text
+
+from corral.core.states import JobState
+from corral.store import migrate
+from corral.store.db import database_url, open_engine
+from corral.store.jobs import JobStore
+from tests.helpers import make_spec
+
+
+@pytest.fixture
+def store(db_url, tmp_path):
+    engine = open_engine(database_url(db_url, str(tmp_path)))
+    migrate.upgrade(engine)
+    yield JobStore(engine)
+    engine.dispose()
+
+
+def test_insert_assigns_increasing_ids_and_keeps_the_spec(store):
+    specs = [make_spec(command=["echo", str(i)], gpus=i % 3, labels={"k": str(i)}, env={"A": "1"}) for i in range(5)]
+    jobs = store.insert(specs, now=100.0)
+    ids = [j.id for j in jobs]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    loaded = store.get(ids[3])
+    assert loaded.spec.command == ("echo", "3")
+    assert loaded.spec.gpus == 0 and loaded.spec.labels == {"k": "3"} and loaded.spec.env["A"] == "1"
+    assert loaded.state is JobState.PENDING and loaded.submit_time == 100.0
+
+
+def test_state_changes_persist_and_active_lists_only_unfinished_jobs(store):
+    a, b, c = store.insert([make_spec(), make_spec(), make_spec()], now=1.0)
+    a.state, a.start_time, a.node, a.gpu_ids = JobState.RUNNING, 2.0, "n1", (0, 2)
+    b.state, b.end_time, b.exit_code = JobState.FAILED, 3.0, 7
+    store.save_states([a, b])
+    active = {j.id: j for j in store.active()}
+    assert set(active) == {a.id, c.id}
+    assert active[a.id].gpu_ids == (0, 2) and active[a.id].node == "n1"
+    assert store.get(b.id).exit_code == 7
+
+
+def test_finished_is_newest_first_filtered_and_paged(store):
+    jobs = store.insert([make_spec(name=f"j{i}") for i in range(6)], now=1.0)
+    for i, job in enumerate(jobs):
+        job.state = JobState.COMPLETED if i % 2 == 0 else JobState.FAILED
+        job.end_time = 10.0 + i
+    store.save_states(jobs)
+    newest = store.finished(limit=3)
+    assert [j.id for j in newest] == [jobs[5].id, jobs[4].id, jobs[3].id]
+    older = store.finished(limit=10, before_id=jobs[3].id)
+    assert [j.id for j in older] == [jobs[2].id, jobs[1].id, jobs[0].id]
+    failed = store.finished(limit=10, states=["FAILED"])
+    assert {j.id for j in failed} == {jobs[1].id, jobs[3].id, jobs[5].id}
+    assert [j.id for j in store.finished(limit=10, name="j4")] == [jobs[4].id]
+
+
+def test_unknown_job_is_none(store):
+    assert store.get(424242) is None
+
+
+def test_migrations_run_twice_without_change(store):
+    migrate.upgrade(store.engine)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+
+
+def test_sqlite_uses_wal_and_full_sync(tmp_path):
+    engine = open_engine(database_url(None, str(tmp_path)))
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+    engine.dispose()
+    assert os.path.exists(tmp_path / "corral.db")
+
+
+def test_postgres_url_uses_psycopg3():
+    assert database_url("postgresql://u@h/db", "/x").startswith("postgresql+psycopg://")
+
+
+def test_unsupported_database_url_is_refused_with_the_fix():
+    from corral.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="postgresql://"):
+        database_url("mysql://root@localhost/x", "/x")
