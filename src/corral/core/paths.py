@@ -36,5 +36,6 @@ def expand_pattern(
         "a": str(array_task_id) if array_task_id is not None else "4294967294",  # Slurm's NO_VAL
         "n": "0", "t": "0", "s": "batch", "%": "%",
     }
-    path = _ESCAPE.sub(lambda m: values.get(m.group(1), m.group(0)), pattern)
-    return os.path.normpath(os.path.join(workdir, os.path.expanduser(path)))
+    # `~` is expanded before the fields are filled in: a job named `~` must not reach a home directory
+    path = _ESCAPE.sub(lambda m: values.get(m.group(1), m.group(0)), os.path.expanduser(pattern))
+    return os.path.normpath(os.path.join(workdir, path))

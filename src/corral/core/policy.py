@@ -51,11 +51,11 @@ def schedule(
     decisions = Decisions()
     blocked = False
     for job in pending:
-        if blocked:
-            decisions.reasons[job.job_id] = PendingReason.PRIORITY
-            continue
         if not any(_could_ever_fit(job.request, node) for node in nodes):
             decisions.reasons[job.job_id] = PendingReason.BAD_CONSTRAINTS
+            continue
+        if blocked:
+            decisions.reasons[job.job_id] = PendingReason.PRIORITY
             continue
         allocation = _allocate(job, nodes, free)
         if allocation is None:

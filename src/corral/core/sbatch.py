@@ -98,7 +98,7 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
             if name in _HARMLESS_FLAGS:
                 out.warnings.append(f"{source} --{name} has no effect on corral's local backend; ignored")
                 continue
-            raise InvalidRequest("script", f"{source} option --{name} is not supported by corral", "remove it")
+            raise InvalidRequest("script", f"{source} option {_spelled(token, name)} is not supported by corral", "remove it")
         if not has_value:
             if i >= len(tokens):
                 raise InvalidRequest("script", f"{source} option {token} needs a value")
@@ -116,8 +116,13 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
             out.warnings.append(f"{source} --{name}={value} has no effect on corral's local backend; ignored")
         else:
             raise InvalidRequest(
-                "script", f"{source} option --{name} is not supported by corral",
+                "script", f"{source} option {_spelled(token, name)} is not supported by corral",
                 "remove it; supported: --job-name --gres --gpus --cpus-per-task --mem --time --output --error "
                 "--chdir --export --nice --nodes=1 --ntasks=1",
             )
     return out
+
+
+def _spelled(token: str, name: str) -> str:
+    """The option as the user wrote it: `-a` stays `-a`, `--array=1-3` becomes `--array`."""
+    return f"-{name}" if not token.startswith("--") else f"--{name}"

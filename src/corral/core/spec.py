@@ -261,13 +261,14 @@ def _mem(fields: Mapping[str, Any], cpus: int, gpus: int) -> int:
 def _time_limit(fields: Mapping[str, Any]) -> int | None:
     if "time" in fields and "time_limit_s" in fields:
         raise InvalidRequest("time", "give time or time_limit_s, not both")
+    seconds: int | None
     if "time_limit_s" in fields:
         seconds = _int_in(fields["time_limit_s"], "time_limit_s", 1, MAX_TIME_S)
     elif "time" in fields:
         seconds = parse_duration_s(fields["time"], field="time")
-        if seconds is None:
-            return None
     else:
+        return None
+    if seconds is None:
         return None
     if seconds > MAX_TIME_S:
         raise InvalidRequest("time", f"must be at most 365 days, got {seconds} s", "use UNLIMITED for no limit")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from corral.errors import InvalidRequest
@@ -27,7 +28,8 @@ def parse_memory_mb(value: str | int, *, field: str = "mem") -> int:
         match = _MEMORY.match(str(value))
         if not match:
             raise InvalidRequest(field, f"cannot read {value!r} as a size", "write it like 16G, 512M or 1T")
-        mb = round(float(match.group(1)) * _MB_PER_UNIT[match.group(2).upper()])
+        # rounded up, as Slurm does: --mem=100K must not become 0, which means "no limit"
+        mb = math.ceil(float(match.group(1)) * _MB_PER_UNIT[match.group(2).upper()])
     if mb < 0:
         raise InvalidRequest(field, f"must not be negative, got {value!r}")
     return mb

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Run corral's benchmarks one after another and print a summary table.
+#
+#   bench/run_all.sh            # full sizes: 10,000 submits, 50 latency samples, 30 CLI calls
+#   bench/run_all.sh --quick    # smaller sizes, for a smoke test
+#
+# Each benchmark starts and stops its own server in a temporary home (127.0.0.1, port 0).
+# Their JSON results land in bench/results/ (ignored by git), or in $RESULTS_DIR.
+# Exit status: 0 when all three ran (a figure missing its floor is reported, not an error).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+python="${PYTHON:-$repo/.venv/bin/python}"
+results="${RESULTS_DIR:-$here/results}"
+mkdir -p "$results"
+
+throughput_args=()
+latency_args=()
+cli_args=()
+if [[ "${1:-}" == "--quick" ]]; then
+    throughput_args=(--jobs 2000)
+    latency_args=(--samples 10)
+    cli_args=(--samples 10 --baseline-samples 5)
+elif [[ $# -gt 0 ]]; then
+    echo "usage: $0 [--quick]" >&2
+    exit 2
+fi
+
+status=0
+run() {
+    local name="$1"; shift
+    echo "=== $name ==="
+    rm -f "$results/$name.json"
+    if ! timeout 900 "$python" "$here/$name.py" --json "$results/$name.json" "$@"; then
+        echo "!!! $name failed" >&2
+        status=1
+    fi
+    echo
+}
+
+run submit_throughput ${throughput_args[@]+"${throughput_args[@]}"}
+run submit_latency ${latency_args[@]+"${latency_args[@]}"}
+run cli_submit ${cli_args[@]+"${cli_args[@]}"}
+
+"$python" - "$results" <<'EOF'
+import json, os, sys
+
+results = sys.argv[1]
+
+def load(name):
+    try:
+        with open(os.path.join(results, name + ".json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+rows = []
+t = load("submit_throughput")
+if t:
+    rows.append(("submit throughput", f"{t['submits_per_s']:.0f} submits/s", f">= {t['floor_submits_per_s']:.0f} submits/s",
+                 t["verdict"] + ("" if t["verified"] else " (VERIFY FAILED)"),
+                 f"{t['jobs']} jobs, {t['clients']} clients, {t['wall_s']:.2f} s; "
+                 f"p50 {t['latency_ms']['p50']:.2f} ms, p99 {t['latency_ms']['p99']:.2f} ms"))
+else:
+    rows.append(("submit throughput", "-", ">= 2000 submits/s", "FAILED", ""))
+l = load("submit_latency")
+if l:
+    e = l["latency_ms"]
+    rows.append(("submit->start latency", f"{e['median']:.1f} ms median", f"<= {l['floor_median_ms']:.0f} ms",
+                 l["verdict"], f"p90 {e['p90']:.1f}, max {e['max']:.1f} ms; server start-submit "
+                 f"{l['server_start_minus_submit_ms']['median']:.1f} ms; spawn {l['breakdown_ms']['spawn']['median']:.1f} ms"))
+else:
+    rows.append(("submit->start latency", "-", "<= 50 ms", "FAILED", ""))
+c = load("cli_submit")
+if c:
+    s = c["cli_submit_ms"]
+    rows.append(("corral submit (CLI)", f"{s['median']:.1f} ms median", f"<= {c['floor_median_ms']:.0f} ms", c["verdict"],
+                 f"p90 {s['p90']:.1f} ms; python start-up {c['python_startup_ms']['median']:.1f} ms, "
+                 f"corral --version {c['corral_version_ms']['median']:.1f} ms"))
+else:
+    rows.append(("corral submit (CLI)", "-", "<= 100 ms", "FAILED", ""))
+
+head = ("benchmark", "measured", "floor", "verdict", "detail")
+widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
+print("=== summary ===")
+for r in [head] + rows:
+    print("  ".join(str(x).ljust(w) for x, w in zip(r[:4], widths)) + "  " + r[4])
+EOF
+exit $status

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything and run the demo: a server with 4 declared A100s, a few jobs,
+# the queue while they run, then the finished jobs and their logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+export PATH="$PWD/.venv/bin:$PATH"
+export CORRAL_HOME="${CORRAL_HOME:-$(mktemp -d /tmp/corral-demo.XXXXXX)}"
+trap 'corral down >/dev/null 2>&1 || true' EXIT
+
+step() { local line; printf -v line '%q ' "$@"; printf '\n\033[1m$ %s\033[0m\n' "$line"; "$@"; }
+
+step corral up --detach --port 0 --gpus 4 --gpu-type A100 --gpu-mem 80G
+cd examples
+step corral submit hello_gpu.sh
+step corral submit --gpus 2 --time 2:00 -J train-toy -- python3 train_toy.py --steps 30
+step corral submit --gres=gpu:A100:3 -J big-model --wrap 'echo "3 GPUs: $CUDA_VISIBLE_DEVICES"; sleep 2'
+step corral submit --gpus 1 --mem 64M -J leaky -- python3 -c 'x = bytearray(256 * 2**20); import time; time.sleep(5)'
+step corral submit --gpus 1 -J broken -- sh -c 'echo "about to fail" >&2; exit 3'
+sleep 1
+step corral queue
+step corral nodes
+for id in $(corral queue --json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin)))'); do
+  corral wait "$id" >/dev/null 2>&1 || true
+done
+step corral history
+for id in $(corral history --json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in reversed(json.load(sys.stdin))))'); do
+  printf '\n\033[1m--- job %s: stdout ---\033[0m\n' "$id"; corral logs --tail 5 "$id"
+  printf '\033[1m--- job %s: stderr ---\033[0m\n' "$id"; corral logs --stderr --tail 5 "$id"
+done
+step corral down

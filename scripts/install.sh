@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Create .venv (Python >= 3.11) and install corral with its test tools into it.
+# Re-running is cheap: nothing is reinstalled unless pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "corral needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.corral-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
