@@ -74,7 +74,7 @@ def test_type_and_memory_must_hold_on_the_same_gpu():
 
 def test_gpus_on_a_machine_without_gpus_are_refused():
     err = refusal(Request(gpus=1), [CPU_ONLY])
-    assert err.message == "gpus: requested 1 GPUs; the largest node has 0"
+    assert err.message == "gpus: requested 1 GPU; the largest node has 0"
 
 
 def test_too_many_cpus_says_how_many_the_largest_node_has():

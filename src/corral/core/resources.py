@@ -68,13 +68,13 @@ def check_satisfiable(request: Request, nodes: Sequence[Node]) -> None:
         if matching < request.gpus:
             most = max(len(node.gpus) for node in nodes)
             if request.gpu_type is None and request.gpu_mem_mb is None:
-                raise Unsatisfiable("gpus", f"requested {request.gpus} GPUs; the largest node has {most}")
+                raise Unsatisfiable("gpus", f"requested {_gpus(request.gpus)}; the largest node has {most}")
             types = sorted({f"{g.type} ({format_memory(g.mem_mb)})" for node in nodes for g in node.gpus})
             wanted = request.gpu_type or "any type"
             if request.gpu_mem_mb:
                 wanted += f" with at least {format_memory(request.gpu_mem_mb)}"
             raise Unsatisfiable(
-                "gpus", f"requested {request.gpus} GPUs of {wanted}; the most any node has is {matching}",
+                "gpus", f"requested {_gpus(request.gpus)} of {wanted}; the most any node has is {matching}",
                 f"GPUs here: {', '.join(types) or 'none'}",
             )
     most_cpus = max(node.cpus for node in nodes)
@@ -94,3 +94,7 @@ def _fits_empty(request: Request, node: Node) -> bool:
         and request.mem_mb <= node.mem_mb
         and sum(gpu_matches(g, request) for g in node.gpus) >= request.gpus
     )
+
+
+def _gpus(count: int) -> str:
+    return "1 GPU" if count == 1 else f"{count} GPUs"

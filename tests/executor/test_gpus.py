@@ -1,0 +1,46 @@
+"""The machine's inventory: NVML names, declared GPUs, CPUs and memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral.errors import InvalidRequest
+from corral.executor.gpus import DeclaredInventory, build_node, machine_memory_mb, short_gpu_type
+
+
+@pytest.mark.parametrize("nvml_name, short", [
+    ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("NVIDIA A100-PCIE-40GB", "A100"),
+    ("NVIDIA H100 80GB HBM3", "H100"),
+    ("NVIDIA H200", "H200"),
+    ("NVIDIA GeForce RTX 4090", "RTX-4090"),
+    ("Tesla V100-SXM2-32GB", "V100"),
+    ("NVIDIA L40S", "L40S"),
+])
+def test_nvml_names_become_the_short_types_people_ask_for(nvml_name, short):
+    assert short_gpu_type(nvml_name) == short
+
+
+def test_declared_gpus_replace_detection():
+    node = build_node(DeclaredInventory(gpus=4, gpu_type="A100", gpu_mem="80G", cpus=16, mem="256G"))
+    assert [g.index for g in node.gpus] == [0, 1, 2, 3]
+    assert {(g.type, g.mem_mb) for g in node.gpus} == {("A100", 80 * 1024)}
+    assert (node.cpus, node.mem_mb) == (16, 256 * 1024)
+
+
+def test_cpus_and_memory_are_counted_from_the_machine():
+    node = build_node(DeclaredInventory(gpus=0))
+    assert node.cpus >= 1
+    assert node.mem_mb == machine_memory_mb() > 0
+
+
+@pytest.mark.parametrize("declared, field", [
+    (DeclaredInventory(gpus=-1), "gpus"),
+    (DeclaredInventory(gpu_type="A100"), "gpu_type"),
+    (DeclaredInventory(gpus=2, gpu_mem="lots"), "gpu_mem"),
+    (DeclaredInventory(gpus=1, cpus=0), "cpus"),
+])
+def test_nonsense_declarations_are_refused_by_name(declared, field):
+    with pytest.raises(InvalidRequest) as info:
+        build_node(declared)
+    assert info.value.field == field
