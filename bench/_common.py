@@ -182,10 +182,12 @@ class Server:
             with open(os.path.join(self.home, "server.json")) as f:
                 info = json.load(f)
             self.url, self.pid = info["url"], int(info["pid"])
-        log(f"server pid {self.pid} at {self.url}, home {self.home}" + (f", profiled to {self.profile}" if self.profile else ""))
+        profiled = f", profiled to {self.profile}" if self.profile else ""
+        log(f"server pid {self.pid} at {self.url}, home {self.home}{profiled}")
 
     def _start_profiled(self, up: list[str]) -> None:
         """The server in the foreground under cProfile (SIGINT at stop makes it write the profile)."""
+        assert self.profile is not None
         with open(os.path.join(self.home, "server.log"), "ab") as out:
             self._fg = subprocess.Popen(
                 [sys.executable, "-m", "cProfile", "-o", self.profile, "-m", "corral.cli", *up],
@@ -233,7 +235,7 @@ class Server:
                 log(f"cleanup: server {self.pid} still alive; SIGKILL")
                 _kill(self.pid)
         for pid in _processes_mentioning(self.home):
-            log(f"cleanup: ending {_cmdline(pid)}")
+            log(f"cleanup: ending what the server left running: {_cmdline(pid)}")
             _kill_session(pid)
         if not self.keep_home:
             shutil.rmtree(self.home, ignore_errors=True)
@@ -313,6 +315,13 @@ def machine_busy_s() -> float:
     with open("/proc/stat") as f:
         values = [int(v) for v in f.readline().split()[1:]]
     return (sum(values[:8]) - values[3] - values[4]) / _TICK
+
+
+def background_cores(seconds: float = 1.0) -> float:
+    """How many CPUs other work keeps busy right now (sampled over `seconds` while we sit idle)."""
+    b0, t0 = machine_busy_s(), time.monotonic()
+    time.sleep(seconds)
+    return (machine_busy_s() - b0) / (time.monotonic() - t0)
 
 
 def loadavg() -> float:

@@ -28,19 +28,27 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import CORRAL, Http, Server, add_common_args, emit, log, median, percentile, verdict, wait_state  # noqa: E402
+from _common import (  # noqa: E402
+    CORRAL, Http, Server, add_common_args, emit, log, median, percentile, verdict, wait_state,
+)
 
 FLOOR_MEDIAN_MS = 100.0
 
 
+_deadline = float("inf")
+
+
 def _time_runs(argv: list[str], n: int, warmup: int, env: dict[str, str], check_output: bool = False) -> list[float]:
-    out = []
+    out: list[float] = []
     for i in range(warmup + n):
+        if time.monotonic() > _deadline:
+            raise RuntimeError(f"out of time after {len(out)} runs of {argv[0]}")
         t0 = time.perf_counter()
         proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
         elapsed = time.perf_counter() - t0
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
+            stderr = proc.stderr.decode(errors="replace")[-500:]
+            raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {stderr}")
         if check_output and not proc.stdout.strip().isdigit():
             raise RuntimeError(f"expected a job id from --parsable, got {proc.stdout!r}")
         if i >= warmup:
@@ -57,7 +65,7 @@ def _importtime(argv: list[str], env: dict[str, str], top: int) -> dict[str, Any
     proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"importtime run exited {proc.returncode}: {proc.stderr[-500:]}")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
@@ -79,6 +87,8 @@ def _importtime(argv: list[str], env: dict[str, str], top: int) -> dict[str, Any
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    global _deadline
+    _deadline = time.monotonic() + args.timeout
     with Server(gpus=1, keep_home=args.keep_home, profile=args.profile) as server:
         http = Http(server.url)
         blocker = http.call("POST", "/api/v1/jobs", {"command": ["sleep", "600"], "gpus": 1, "workdir": server.home,
@@ -113,6 +123,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=30, help="Timed submits (default 30).")
     parser.add_argument("--warmup", type=int, default=2, help="Submits run first and not counted (default 2).")
     parser.add_argument("--baseline-samples", type=int, default=10, help="Runs of each baseline (default 10).")
+    parser.add_argument("--timeout", type=float, default=300.0, help="Give up after this many seconds (default 300).")
     parser.add_argument("--top", type=int, default=14, help="Imports to list (default 10).")
     add_common_args(parser)
     args = parser.parse_args()
@@ -133,7 +144,8 @@ def main() -> int:
         ("imports (submit)", f"{imp['total_ms']:.1f} ms self time over {imp['modules']} modules", "(-X importtime)"),
     ]
     for m in imp["by_cumulative_depth_le_2"]:
-        lines.append(("  heaviest imports", f"{m['cumulative_ms']:7.2f} ms cumulative  {'  ' * m['depth']}{m['module']}", ""))
+        indent = "  " * m["depth"]
+        lines.append(("  heaviest imports", f"{m['cumulative_ms']:7.2f} ms cumulative  {indent}{m['module']}", ""))
     for m in imp["by_self"][:5]:
         lines.append(("  costliest self time", f"{m['self_ms']:7.2f} ms  {m['module']}", ""))
     lines += [

@@ -33,7 +33,9 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Http, Server, add_common_args, emit, iso_to_epoch, log, median, percentile, verdict, wait_end  # noqa: E402
+from _common import (  # noqa: E402
+    Http, Server, add_common_args, emit, iso_to_epoch, log, median, percentile, verdict, wait_end,
+)
 
 FLOOR_MEDIAN_MS = 50.0
 
@@ -138,7 +140,8 @@ def main() -> int:
         row("  ack", b["ack"], "  (POST round trip)"),
         row("  spawn", b["spawn"], "  (start_time -> supervisor fork)"),
         row("  exec", b["exec"], "  (supervisor fork -> date runs)"),
-        ("python -c pass", f"median {r['baseline_ms']['python_c_pass']:7.2f}", "ms  (venv interpreter start-up, for scale)"),
+        ("python -c pass", f"median {r['baseline_ms']['python_c_pass']:7.2f}",
+         "ms  (venv interpreter start-up, for scale)"),
         ("python -c 'import supervisor'", f"median {r['baseline_ms']['python_import_supervisor']:7.2f}",
          "ms  (what the supervisor's start costs before it forks)"),
         ("floor", f"median {r['floor_median_ms']:.0f}", "ms"),
