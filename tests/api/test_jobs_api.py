@@ -61,6 +61,10 @@ def test_submit_answers_201_with_the_job_and_it_runs_to_completion(server, short
     ({"command": ["true"], "gpus": 9}, "gpus"),
     ({"command": ["true"], "gpus": 1, "gpu_type": "H100"}, "gpus"),
     ({"command": ["true"], "cpus": 100000}, "cpus"),
+    ({"command": ["true"], "cpus": "four"}, "cpus"),
+    ({"command": ["true"], "labels": "x"}, "labels"),
+    ({"command": ["true"], "name": 5}, "name"),
+    ({"command": ["true"], "gpus": True}, "gpus"),
 ])
 def test_bad_input_is_422_naming_the_field_and_changes_nothing(server, body, field):
     before = call(server, "GET", "/api/v1/jobs?scope=active")[1]["jobs"]
@@ -79,8 +83,9 @@ def test_too_many_gpus_is_refused_with_the_reason(server):
 
 def test_malformed_json_is_a_clear_422(server):
     status, answer, _ = call(server, "POST", "/api/v1/jobs", raw=b"{not json")
-    assert status == 422
-    assert "error" in answer
+    assert status == 422 and answer["error"]["field"] == "body" and "JSON" in answer["error"]["message"]
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", raw=b"[1, 2]")
+    assert status == 422 and "JSON object" in answer["error"]["message"]
 
 
 def test_unknown_job_is_404(server):
@@ -156,7 +161,8 @@ def test_openapi_documents_the_job_endpoints(server):
     status, doc, _ = call(server, "GET", "/openapi.json")
     assert status == 200
     assert {"/api/v1/jobs", "/api/v1/jobs/{job_id}", "/api/v1/jobs/{job_id}/cancel", "/api/v1/nodes"} <= set(doc["paths"])
-    assert "JobRequest" in doc["components"]["schemas"]
+    body = doc["paths"]["/api/v1/jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"command", "script", "gpus", "mem", "time", "workdir"} <= set(body["properties"])
 
 
 def test_script_jobs_honour_sbatch_directives_and_report_warnings(server, short_tmp):

@@ -28,6 +28,7 @@ def create_app(
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
+            service.close()
             on_stopped()
 
     app = FastAPI(

@@ -51,7 +51,7 @@ def schedule(
     decisions = Decisions()
     blocked = False
     for job in pending:
-        if not any(_could_ever_fit(job.request, node) for node in nodes):
+        if not _fits_some_node(job.request, nodes):
             decisions.reasons[job.job_id] = PendingReason.BAD_CONSTRAINTS
             continue
         if blocked:
@@ -79,12 +79,16 @@ def _free_resources(nodes: Sequence[Node], running: Iterable[Allocation]) -> dic
     return free
 
 
-def _could_ever_fit(request: Request, node: Node) -> bool:
-    return (
-        request.cpus <= node.cpus
-        and request.mem_mb <= node.mem_mb
-        and sum(gpu_matches(g, request) for g in node.gpus) >= request.gpus
-    )
+def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
+    """Could the request run on some node if it were empty? (Runs for every pending job: keep it cheap.)"""
+    for node in nodes:
+        if request.cpus > node.cpus or request.mem_mb > node.mem_mb or request.gpus > len(node.gpus):
+            continue
+        if request.gpus == 0 or (request.gpu_type is None and request.gpu_mem_mb is None):
+            return True
+        if sum(gpu_matches(g, request) for g in node.gpus) >= request.gpus:
+            return True
+    return False
 
 
 def _allocate(job: PendingJob, nodes: Sequence[Node], free: dict[str, _Free]) -> Allocation | None:

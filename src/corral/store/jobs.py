@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, select, update
+from sqlalchemy import Engine, bindparam, func, select, update
 
 from corral.core.job import Job
 from corral.core.spec import JobSpec
@@ -25,9 +25,17 @@ class JobStore:
     def insert(self, specs: Sequence[JobSpec], now: float) -> list[Job]:
         """Persist new jobs as PENDING in one transaction; returns them with their ids."""
         rows = [_spec_row(spec) | {"state": JobState.PENDING.value, "submit_time": now} for spec in specs]
-        stmt = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
         with self.engine.begin() as conn:
-            ids = [row[0] for row in conn.execute(stmt, rows)]
+            if self.engine.dialect.name == "sqlite":
+                # SQLite cannot promise RETURNING's row order, so SQLAlchemy would send one
+                # INSERT per row. One executemany instead: under the write lock, with
+                # AUTOINCREMENT, the new ids are the consecutive ones ending at max(id).
+                conn.execute(jobs.insert(), rows)
+                last = conn.execute(select(func.max(jobs.c.id))).scalar_one()
+                ids = list(range(last - len(rows) + 1, last + 1))
+            else:
+                stmt = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
+                ids = [row[0] for row in conn.execute(stmt, rows)]
         return [Job(id=i, spec=spec, state=JobState.PENDING, submit_time=now) for i, spec in zip(ids, specs)]
 
     def save_state(self, job: Job) -> None:
