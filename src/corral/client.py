@@ -18,10 +18,14 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from corral.core.states import TERMINAL_STATES
 from corral.errors import ERROR_TYPES, CorralError, InvalidRequest, ServerUnavailable
 from corral.home import read_server_info, resolve_home
 
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
+TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
+# uvicorn closes a kept-alive connection idle for 30 s; reconnect well before rather than
+# retry a POST that the server might have seen
+IDLE_RECONNECT_S = 20.0
 
 
 def find_server(url: str | None = None, home: str | None = None) -> str:
@@ -49,11 +53,15 @@ class Client:
     def __init__(self, url: str | None = None, *, home: str | None = None, timeout: float = 60.0) -> None:
         self.home = resolve_home(home)
         self.url = find_server(url, home)
+        self._explicit_url = bool(url or os.environ.get("CORRAL_URL"))
         parts = urllib.parse.urlsplit(self.url)
-        self._host = parts.hostname or "127.0.0.1"
+        if parts.scheme != "http" or not parts.hostname:
+            raise InvalidRequest("url", f"cannot use {self.url!r}", "give http://HOST:PORT; for https, put a TLS proxy in front")
+        self._host = parts.hostname
         self._port = parts.port or 80
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
+        self._last_used = 0.0
 
     # -- jobs -------------------------------------------------------------------------------------
 
@@ -130,6 +138,8 @@ class Client:
     def _raw(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         payload = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}
+        if self._conn is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
+            self.close()
         for attempt in (1, 2):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
@@ -137,16 +147,18 @@ class Client:
                 self._conn.request(method, path, body=payload, headers=headers)
                 response = self._conn.getresponse()
                 data = response.read()
+                self._last_used = time.monotonic()
                 return response.status, {k.lower(): v for k, v in response.getheaders()}, data
-            except (ConnectionRefusedError, FileNotFoundError) as exc:
-                self.close()
-                raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {exc.strerror}. "
-                                        + _no_server(self.home)) from None
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                # a kept-alive connection the server closed: one fresh try (only if nothing was answered)
+                # a kept-alive connection the server closed: one fresh try, for reads only
                 self.close()
                 if attempt == 2 or method != "GET":
                     raise ServerUnavailable(f"the corral server at {self.url} closed the connection") from None
+            except OSError as exc:  # refused, unknown host, timeout
+                self.close()
+                reason = exc.strerror or str(exc) or type(exc).__name__
+                advice = "check the URL" if self._explicit_url else _no_server(self.home)
+                raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {reason}; {advice}") from None
         raise AssertionError("unreachable")
 
     def close(self) -> None:

@@ -178,3 +178,36 @@ def test_script_jobs_honour_sbatch_directives_and_report_warnings(server, short_
     assert final["state"] == "COMPLETED"
     with open(final["stdout_path"]) as f:
         assert f.read() == f"job={job['id']} gpus={','.join(map(str, final['gpu_ids']))}\n"
+
+
+def test_a_job_whose_log_cannot_be_opened_fails_with_the_reason_and_the_queue_goes_on(server, short_tmp):
+    blocker = os.path.join(short_tmp, "a-file")
+    open(blocker, "w").close()
+    deep = os.path.join(blocker, "x" * 80, "out.txt")  # under a file: cannot be created
+    status, job, _ = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "stdout": deep})
+    assert status == 201
+    final = call(server, "GET", f"/api/v1/jobs/{job['id']}/wait?timeout=20")[1]
+    assert final["state"] == "FAILED" and "cannot open log file" in final["reason"]
+    after = call(server, "POST", "/api/v1/jobs", {"command": ["true"]})[1]
+    assert call(server, "GET", f"/api/v1/jobs/{after['id']}/wait?timeout=20")[1]["state"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("path", [
+    "/api/v1/jobs/99999999999999999999", "/api/v1/jobs?scope=finished&before=99999999999999999999",
+    "/api/v1/jobs/1/logs?offset=99999999999999999999999",
+])
+def test_out_of_range_numbers_in_urls_are_422_not_500(server, path):
+    status, answer, _ = call(server, "GET", path)
+    assert status == 422, answer
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"command": ["true"], "gpus": 1, "gpu_mem": "99999999999999999999P"}, "gpu_mem"),
+    ({"command": ["true"], "gpu_mem": "40G"}, "gpu_mem"),
+    ({"command": ["true"], "gpus": "\u0663"}, "gpus"),
+    ({"command": ["true"], "time": "\u0663"}, "time"),
+    ({"command": ["true"], "mem_mb": 2**40}, "mem_mb"),
+])
+def test_values_the_database_could_not_hold_are_refused_up_front(server, body, field):
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", body)
+    assert status == 422 and answer["error"]["field"] == field

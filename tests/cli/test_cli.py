@@ -178,3 +178,29 @@ def test_down_stops_the_server_and_keeps_running_jobs(run, short_tmp):
     run.server.start()
     job = json.loads(run("wait", job_id, "--json").output)
     assert job["state"] == "COMPLETED"
+
+
+def test_a_scripts_chdir_is_honoured_and_submit_dir_is_where_it_was_submitted(run, short_tmp, monkeypatch):
+    target = os.path.join(short_tmp, "work")
+    os.makedirs(target)
+    path = os.path.join(short_tmp, "cd.sh")
+    with open(path, "w") as f:
+        f.write(f"#!/bin/sh\n#SBATCH --chdir={target}\npwd\necho $SLURM_SUBMIT_DIR\n")
+    monkeypatch.chdir(short_tmp)
+    job_id = run("submit", "--parsable", path).output.strip()
+    run("wait", job_id)
+    assert run("logs", job_id).output == f"{target}\n{short_tmp}\n"
+
+
+def test_exported_shell_functions_do_not_stop_a_submit(run, monkeypatch):
+    monkeypatch.setenv("BASH_FUNC_module%%", "() {  echo module\n}")
+    result = run("submit", "--parsable", "--", "true")
+    assert result.exit_code == 0, result.output
+    assert run("wait", result.output.strip()).exit_code == 0
+
+
+def test_down_after_a_crash_removes_the_stale_address_and_signals_nobody(run):
+    run.server.kill9()
+    result = run("down")
+    assert result.exit_code == 0 and "no corral server was running" in result.output
+    assert not os.path.exists(os.path.join(run.server.home, "server.json"))

@@ -317,7 +317,7 @@ def test_unknown_field_error_lists_known_fields(build):
 def test_missing_default_workdir_is_refused(build, tmp_path):
     with pytest.raises(InvalidRequest) as err:
         build(cmd(), default_workdir=str(tmp_path / "gone"))
-    assert err.value.field == "workdir"
+    assert err.value.field == "submit_dir"
 
 
 def test_workdir_is_normalised(build, tmp_path):

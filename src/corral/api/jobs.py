@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
@@ -16,6 +16,8 @@ from corral.server.service import JobService
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
 
 MAX_PAGE = 10_000
+MAX_ID = 2**31 - 1
+JobId = Path(ge=1, le=MAX_ID, description="The job's id.")
 
 
 def _service(request: Request) -> JobService:
@@ -49,15 +51,13 @@ async def list_jobs(
     state: list[str] = Query([], description="Only these states (repeatable)."),
     name: str | None = None,
     limit: int = Query(1000, ge=1, le=MAX_PAGE),
-    after: int = Query(0, ge=0, description="active: ids after this one"),
-    before: int | None = Query(None, ge=1, description="finished: ids before this one"),
+    after: int = Query(0, ge=0, le=MAX_ID, description="active: ids after this one"),
+    before: int | None = Query(None, ge=1, le=MAX_ID, description="finished: ids before this one"),
 ) -> Response:
     service = _service(request)
     _check_states(state)
     if scope == "active":
-        jobs = service.list_active(states=state, limit=limit, after_id=after)
-        if name is not None:
-            jobs = [j for j in jobs if j.spec.name == name]
+        jobs = service.list_active(states=state, limit=limit, after_id=after, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
     else:
         jobs = service.list_finished(states=state, limit=limit, before_id=before, name=name)
@@ -66,18 +66,18 @@ async def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Show one job")
-async def get_job(job_id: int, request: Request) -> Response:
+async def get_job(request: Request, job_id: int = JobId) -> Response:
     return _json(_service(request).get(job_id).to_dict())
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")
-async def cancel_job(job_id: int, request: Request) -> Response:
+async def cancel_job(request: Request, job_id: int = JobId) -> Response:
     job = await _service(request).cancel(job_id)
     return _json(job.to_dict())
 
 
 @router.get("/{job_id}/wait", response_model=JobOut, summary="Wait (long poll) until the job ends")
-async def wait_job(job_id: int, request: Request, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
+async def wait_job(request: Request, job_id: int = JobId, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
     job = await _service(request).wait(job_id, timeout)
     return _json(job.to_dict())
 
@@ -87,7 +87,7 @@ async def wait_job(job_id: int, request: Request, timeout: float = Query(30.0, g
     response_class=Response, responses={200: {"content": {"application/octet-stream": {}}}},
 )
 async def job_logs(
-    job_id: int, request: Request, stream: str = "stdout", offset: int = Query(0, ge=0),
+    request: Request, job_id: int = JobId, stream: str = "stdout", offset: int = Query(0, ge=0, le=2**62),
     limit: int = Query(1 << 20, ge=1, le=1 << 20), tail: int | None = Query(None, ge=0, le=100_000),
 ) -> Response:
     """Bytes from `offset`; the `X-Corral-Offset` header is where the next read starts,

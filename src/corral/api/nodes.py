@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -20,6 +21,4 @@ async def list_nodes(request: Request) -> Response:
 
 @router.get("/health", summary="Liveness and identity of the server")
 async def health(request: Request) -> dict[str, object]:
-    import os
-
     return {"ok": True, "version": __version__, "pid": os.getpid(), "home": request.app.state.home}

@@ -35,7 +35,8 @@ class JobRequest(BaseModel):
     export: str | None = Field(None, description="ALL (default), NONE, or a list such as ALL,VAR=value.")
     environment: dict[str, str] | None = Field(None, description="The submitter's environment, for --export.")
     labels: dict[str, str] | None = None
-    workdir: str | None = None
+    workdir: str | None = Field(None, description="Working directory; relative to submit_dir.")
+    submit_dir: str | None = Field(None, description="Where the job was submitted from (default: the server's home).")
     stdout: str | None = Field(None, description="Path pattern: %j id, %x name, %A/%a array job/task, %u user.")
     stderr: str | None = None
     nice: int | None = None
@@ -62,6 +63,7 @@ class JobOut(BaseModel):
     nice: int
     node: str | None
     workdir: str
+    submit_dir: str
     labels: dict[str, str]
     submit_time: str
     start_time: str | None

@@ -7,9 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from corral.core.job import Job
+from corral.core.job import Job, Outcome
 from corral.core.resources import Allocation
-from corral.executor.launch import Outcome
 
 
 class Recovered(enum.Enum):

@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from corral.backends.base import Recovered, Recovery
-from corral.core.job import Job
+from corral.core.job import Job, Outcome
 from corral.core.resources import Allocation
 from corral.executor import files
 from corral.executor.environment import job_environment
 from corral.executor.launch import (
-    Outcome, kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
+    kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
 )
 
 LIVENESS_CHECK_S = 2.0

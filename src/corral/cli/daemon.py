@@ -50,7 +50,8 @@ def stop_server(home: str, timeout: float) -> int | None:
     if info is None:
         return None
     pid = int(info["pid"])
-    if not _alive(pid):
+    if not _home_locked(home) or not _alive(pid):
+        # the server died without cleaning up (kill -9): its pid may belong to another process by now
         remove_server_info(home, pid)
         return None
     os.kill(pid, signal.SIGTERM)
@@ -60,6 +61,23 @@ def stop_server(home: str, timeout: float) -> int | None:
             return pid
         time.sleep(0.05)
     raise CorralError(f"the server (pid {pid}) did not stop within {timeout:.0f} s; `kill -9 {pid}` stops it for good")
+
+
+def _home_locked(home: str) -> bool:
+    """True while a server holds the home's lock (see corral.server.main.acquire_home)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(home, "server.lock"), os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _alive(pid: int) -> bool:

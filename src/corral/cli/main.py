@@ -66,14 +66,14 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
 @cli.command()
 @click.option("--home", "up_home", help="State directory (overrides the global --home).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=int, default=8765, show_default=True, help="Port; 0 picks a free one.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port; 0 picks a free one.")
 @click.option("--db", help="Database URL, e.g. postgresql://user@host/db [default: SQLite in the home].")
-@click.option("--gpus", type=int, help="Declare N GPUs instead of detecting them with NVML.")
+@click.option("--gpus", type=click.IntRange(0, 1024), help="Declare N GPUs instead of detecting them with NVML.")
 @click.option("--gpu-type", help="Type of the declared GPUs, e.g. A100.")
 @click.option("--gpu-mem", help="Memory of each declared GPU, e.g. 80G.")
-@click.option("--cpus", type=int, help="CPUs to schedule [default: those this process may use].")
+@click.option("--cpus", type=click.IntRange(1), help="CPUs to schedule [default: those this process may use].")
 @click.option("--mem", help="Memory to schedule, e.g. 256G [default: the machine's].")
-@click.option("--kill-grace", type=float, default=10.0, show_default=True,
+@click.option("--kill-grace", type=click.FloatRange(0, 3600), default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL on cancel and time limit.")
 @click.option("--detach", is_flag=True, help="Run in the background; logs go to <home>/server.log.")
 @click.pass_context
@@ -195,7 +195,7 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
         body["script"] = sys.stdin.read()
     else:
         raise click.UsageError("give a batch script, a command after --, or --wrap")
-    body.setdefault("workdir", os.getcwd())
+    body["submit_dir"] = os.getcwd()  # the default working directory; a script's --chdir may override it
     body["environment"] = dict(os.environ)
     if env_pairs:
         body["env"] = _key_values(env_pairs, "--env")

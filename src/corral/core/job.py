@@ -12,6 +12,17 @@ from corral.core.spec import JobSpec
 from corral.core.states import JobState
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a job ended, as its supervisor (or the backend) recorded it."""
+
+    state: str
+    exit_code: int | None
+    signal: int | None
+    end_time: float
+    error: str | None = None
+
+
 @dataclass(slots=True)
 class Job:
     id: int
@@ -63,6 +74,7 @@ class Job:
             "nice": s.nice,
             "node": self.node,
             "workdir": s.workdir,
+            "submit_dir": s.submit_dir,
             "labels": dict(s.labels),
             "submit_time": _iso(self.submit_time),
             "start_time": _iso(self.start_time),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from corral.core.resources import Allocation, Node, Request, gpu_matches
+from corral.core.resources import Allocation, Gpu, Node, Request, gpu_matches
 from corral.core.states import PendingReason
 
 
@@ -32,7 +32,7 @@ class Decisions:
 class _Free:
     cpus: int
     mem_mb: int
-    gpus: list  # free Gpu objects, in index order
+    gpus: list[Gpu]  # free, in the node's order
 
 
 def schedule(

@@ -30,7 +30,7 @@ _ONE: dict[str, str] = {"nodes": "nodes", "N": "nodes", "ntasks": "ntasks", "n":
                         "ntasks-per-node": "ntasks-per-node"}
 # accepted and ignored with a warning: they change nothing about where or how the job runs here
 _HARMLESS_VALUED = {
-    "partition", "p", "account", "A", "qos", "q", "mail-type", "mail-user", "comment", "open-mode",
+    "partition", "p", "account", "A", "qos", "q", "mail-type", "mail-user", "comment",
     "hint", "distribution", "m", "tmp", "mem-bind", "cpu-bind", "propagate", "wckey", "licenses", "L",
 }
 _HARMLESS_FLAGS = {"requeue", "no-requeue", "parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
@@ -106,6 +106,9 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
             i += 1
         if name in _VALUED:
             out.fields[_VALUED[name]] = value
+        elif name == "open-mode":
+            if value != "truncate":  # truncate is what corral does anyway
+                raise InvalidRequest("script", f"{source} --open-mode={value} is not supported by corral", "remove it; logs are truncated")
         elif name in _ONE:
             if value.strip() not in ("1", "1-1"):
                 raise InvalidRequest(

@@ -16,7 +16,7 @@ from typing import Any
 from corral.core import sbatch
 from corral.core.paths import check_pattern
 from corral.core.resources import Request
-from corral.core.units import parse_duration_s, parse_memory_mb
+from corral.core.units import is_number, parse_duration_s, parse_memory_mb
 from corral.errors import InvalidRequest
 
 MAX_GPUS = 1024
@@ -25,6 +25,7 @@ MAX_TIME_S = 365 * 86400
 MAX_NICE = 10_000
 MAX_NAME = 200
 MAX_ENV_BYTES = 1 << 20
+MAX_MB = 2**31 - 1  # 2 PiB; the database stores megabytes in 32-bit integers
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,62}$")
 _GPU_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -38,7 +39,7 @@ _ALTERNATIVES = (("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"), ("time", "time
 REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
-    "labels", "workdir", "stdout", "stderr", "nice", "script_name",
+    "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name",
 })
 
 
@@ -65,6 +66,8 @@ class JobSpec:
     """Start from the server's environment (True) or from `env` alone (False)."""
     labels: Mapping[str, str]
     workdir: str
+    submit_dir: str
+    """Where it was submitted from: the default working directory, and SLURM_SUBMIT_DIR."""
     stdout: str
     """Path pattern (`%j`, `%x`, `%A`, `%a`, ...), relative to `workdir` unless absolute."""
     stderr: str | None
@@ -111,10 +114,16 @@ def build_spec(
     cpus = _int_in(fields.get("cpus", 1), "cpus", 1, MAX_CPUS)
     mem_mb = _mem(fields, cpus, gpus)
     gpu_mem_mb = _size_or_none(fields, "gpu_mem", "gpu_mem_mb")
+    if gpu_mem_mb is not None and gpus == 0:
+        raise InvalidRequest("gpu_mem", "is set but no GPUs were requested", "add --gpus N")
     time_limit_s = _time_limit(fields)
     nice = _int_in(fields.get("nice", 0), "nice", -MAX_NICE, MAX_NICE)
     env, inherit_env = _environment(fields, server_env)
-    workdir = _workdir(fields.get("workdir", default_workdir))
+    submit_dir = _directory(fields.get("submit_dir", default_workdir), "submit_dir")
+    workdir_text = fields.get("workdir", submit_dir)
+    if not isinstance(workdir_text, str) or not workdir_text:
+        raise InvalidRequest("workdir", "must be a directory path")
+    workdir = _directory(os.path.join(submit_dir, workdir_text), "workdir")
     stdout, stderr = _log_patterns(fields, log_dir)
     return JobSpec(
         name=_name(fields.get("name"), command, fields.get("script_name") if script is not None else None),
@@ -132,6 +141,7 @@ def build_spec(
         inherit_env=inherit_env,
         labels=_labels(fields.get("labels", {})),
         workdir=workdir,
+        submit_dir=submit_dir,
         stdout=stdout,
         stderr=stderr,
         nice=nice,
@@ -176,7 +186,7 @@ def _int_in(value: Any, name: str, low: int, high: int) -> int:
         raise InvalidRequest(name, f"must be a whole number, got {value!r}")
     if isinstance(value, str):
         value = value.strip()
-        if not re.fullmatch(r"-?\d+", value):
+        if not re.fullmatch(r"-?[0-9]+", value):
             raise InvalidRequest(name, f"must be a whole number, got {value!r}")
         value = int(value)
     if not isinstance(value, int):
@@ -194,11 +204,11 @@ def parse_gpu_request(text: str, name: str) -> tuple[str | None, int]:
             raise InvalidRequest("gres", f"only gpu resources are supported, got {text!r}", "write gpu:N or gpu:TYPE:N")
         parts = parts[1:] or ["1"]
     hint = "write gpu:N or gpu:TYPE:N" if name == "gres" else "write N or TYPE:N"
-    if len(parts) == 1 and not parts[0].isdigit():
+    if len(parts) == 1 and not is_number(parts[0]):
         if not parts[0][:1].isalpha():  # `-1`, `2.5`: a bad count, not a type name
             raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
         parts = [parts[0], "1"]  # `gpu:a100` and `--gpus=a100` mean one of that type
-    if len(parts) > 2 or not parts[-1].isdigit():
+    if len(parts) > 2 or not is_number(parts[-1]):
         raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
     gpu_type = parts[0] if len(parts) == 2 else None
     return gpu_type, _int_in(int(parts[-1]), name, 0, MAX_GPUS)
@@ -233,10 +243,16 @@ def _size_or_none(fields: Mapping[str, Any], text_key: str, mb_key: str) -> int 
     if text_key in fields and mb_key in fields:
         raise InvalidRequest(text_key, f"give {text_key} or {mb_key}, not both")
     if mb_key in fields:
-        return _int_in(fields[mb_key], mb_key, 0, 1 << 40)
+        return _int_in(fields[mb_key], mb_key, 0, MAX_MB)
     if text_key in fields:
-        return parse_memory_mb(fields[text_key], field=text_key)
+        return _bounded_mb(parse_memory_mb(fields[text_key], field=text_key), text_key)
     return None
+
+
+def _bounded_mb(mb: int, name: str) -> int:
+    if mb > MAX_MB:
+        raise InvalidRequest(name, f"{mb} MB is more than any machine has", "ask for at most 2047T")
+    return mb
 
 
 def _mem(fields: Mapping[str, Any], cpus: int, gpus: int) -> int:
@@ -247,15 +263,15 @@ def _mem(fields: Mapping[str, Any], cpus: int, gpus: int) -> int:
         return 0
     key = given[0]
     if key == "mem_mb":
-        return _int_in(fields[key], key, 0, 1 << 40)
+        return _int_in(fields[key], key, 0, MAX_MB)
     mb = parse_memory_mb(fields[key], field=key)
     if key == "mem_per_cpu":
-        return mb * cpus
-    if key == "mem_per_gpu":
+        mb *= cpus
+    elif key == "mem_per_gpu":
         if gpus == 0:
             raise InvalidRequest("mem_per_gpu", "needs a GPU request", "use --mem instead, or add --gpus N")
-        return mb * gpus
-    return mb
+        mb *= gpus
+    return _bounded_mb(mb, key)
 
 
 def _time_limit(fields: Mapping[str, Any]) -> int | None:
@@ -290,6 +306,9 @@ def _environment(fields: Mapping[str, Any], server_env: Mapping[str, str]) -> tu
     """Resolve sbatch's --export against the submitter's environment (or the server's)."""
     explicit = _str_map(fields.get("env", {}), "env")
     snapshot = _str_map(fields["environment"], "environment") if "environment" in fields else None
+    if snapshot is not None:
+        # submitted from inside a Slurm allocation: its SLURM_* describe that job, not this one
+        snapshot = {k: v for k, v in snapshot.items() if not k.startswith("SLURM_")}
     source = snapshot if snapshot is not None else server_env
     export = str(fields.get("export", "ALL")).strip()
     items = [item.strip() for item in export.split(",") if item.strip()]
@@ -311,30 +330,38 @@ def _environment(fields: Mapping[str, Any], server_env: Mapping[str, str]) -> tu
         env.update({k: source[k] for k in MINIMAL_ENV_KEYS if k in source})
     for item in items:
         key, has_value, value = item.partition("=")
+        _check_env_name(key, "export")
         if has_value:
             env[key] = value
         elif key in source:
             env[key] = source[key]
+    for key in explicit:
+        _check_env_name(key, "env")
     env.update(explicit)
+    # Inherited names pass as they are (shells export functions as BASH_FUNC_name%%).
     size = 0
     for key, value in env.items():
-        if not _ENV_KEY.match(key):
-            raise InvalidRequest("env", f"{key!r} is not a variable name", "use letters, digits and _, not starting with a digit")
-        if "\0" in value:
-            raise InvalidRequest("env", f"value of {key} contains a NUL byte")
+        if "\0" in value or "=" in key or "\0" in key:
+            raise InvalidRequest("env", f"variable {key!r} holds a NUL byte or its name an =")
         size += len(key) + len(value)
     if size > MAX_ENV_BYTES:
         raise InvalidRequest("env", f"is {size} bytes; the limit is {MAX_ENV_BYTES}", "pass large data in a file")
     return env, inherit
 
 
-def _workdir(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidRequest("workdir", "must be a directory path")
+def _check_env_name(key: str, field: str) -> None:
+    if not _ENV_KEY.match(key):
+        raise InvalidRequest(field, f"{key!r} is not a variable name", "use letters, digits and _, not starting with a digit")
+
+
+def _directory(value: Any, field: str) -> str:
+    """An existing directory; relative paths have already been joined to the submit directory."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise InvalidRequest(field, "must be a directory path")
     if not os.path.isabs(value):
-        raise InvalidRequest("workdir", f"must be an absolute path, got {value!r}")
+        raise InvalidRequest(field, f"must be an absolute path, got {value!r}")
     if not os.path.isdir(value):
-        raise InvalidRequest("workdir", f"{value} is not a directory", "create it, or submit from another directory")
+        raise InvalidRequest(field, f"{value} is not a directory", "create it, or submit from another directory")
     return os.path.normpath(value)
 
 

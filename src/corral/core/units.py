@@ -7,11 +7,16 @@ import re
 
 from corral.errors import InvalidRequest
 
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
+_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
 _MB_PER_UNIT = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
-_SUFFIX_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day|days)\s*$", re.IGNORECASE)
+_SUFFIX_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h|hr|d|day|days)\s*$", re.IGNORECASE)
 _SECONDS_PER_SUFFIX = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400}
 UNLIMITED = ("unlimited", "infinite", "inf")
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes "٣" and "²"."""
+    return text.isascii() and text.isdigit()
 
 
 def parse_memory_mb(value: str | int, *, field: str = "mem") -> int:
@@ -70,11 +75,11 @@ def _parse_duration_text(text: str, field: str) -> int:
     rest = text
     if "-" in text:
         day_text, rest = text.split("-", 1)
-        if not day_text.isdigit():
+        if not is_number(day_text):
             raise bad
         days = int(day_text)
     parts = rest.split(":")
-    if not all(p.isdigit() for p in parts) or len(parts) > 3:
+    if not all(is_number(p) for p in parts) or len(parts) > 3:
         raise bad
     numbers = [int(p) for p in parts]
     if "-" in text:

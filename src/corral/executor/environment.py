@@ -45,7 +45,7 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         "SLURM_JOBID": str(job.id),
         "SLURM_JOB_NAME": spec.name,
         "SLURM_JOB_USER": spec.user,
-        "SLURM_SUBMIT_DIR": spec.workdir,
+        "SLURM_SUBMIT_DIR": spec.submit_dir,
         "SLURM_SUBMIT_HOST": allocation.node,
         "SLURM_JOB_NODELIST": allocation.node,
         "SLURM_NODELIST": allocation.node,

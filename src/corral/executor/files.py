@@ -61,6 +61,15 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def boot_id() -> str | None:
+    """Changes at every boot: with a pid's start ticks, it tells a process from a later one with its pid."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def session_members(sid: int) -> list[int]:
     """Pids of live processes in session `sid` (a job and everything it started)."""
     members = []

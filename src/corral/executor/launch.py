@@ -7,21 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from typing import Any
 
+from corral.core.job import Outcome
 from corral.executor import files
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What a supervisor recorded as it finished."""
-
-    state: str
-    exit_code: int | None
-    signal: int | None
-    end_time: float
-    error: str | None = None
 
 
 def spawn_supervisor(job_dir: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
@@ -93,6 +82,11 @@ def kill_orphaned_job(job_dir: str) -> None:
     if started is None:
         return
     pid = started["pid"]
+    # After a reboot the old pid may lead someone else's session: kill only the job's own.
+    if started.get("boot_id") != files.boot_id():
+        return
+    if files.process_start_ticks(pid) not in (None, started.get("pid_start")):
+        return
     for member in files.session_members(pid):
         try:
             os.kill(member, signal.SIGKILL)

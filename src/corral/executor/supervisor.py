@@ -44,17 +44,24 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_cancel_signal)
         if os.path.exists(self.path(files.CANCEL)):
-            self.finish("CANCELLED", None, None, started=False)
+            self.finish("CANCELLED", None, None)
             return
         try:
             out_fd, err_fd = self.open_logs()
         except OSError as exc:
-            self.finish("FAILED", None, None, started=False, error=f"cannot open log file: {exc}")
+            self.finish("FAILED", None, None, error=f"cannot open log file: {exc}")
             return
         start_time = time.time()
+        # The child waits at this gate until started.json names it: a supervisor killed
+        # in between leaves a child that never runs the job, so recovery may requeue it.
+        gate_r, gate_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
+            os.close(gate_w)
+            if os.read(gate_r, 1) != b"1":
+                os._exit(1)
             self.exec_job(out_fd, err_fd)
+        os.close(gate_r)
         os.close(out_fd)
         if err_fd != out_fd:
             os.close(err_fd)
@@ -62,14 +69,18 @@ class Supervisor:
             "supervisor_pid": os.getpid(),
             "supervisor_start": files.process_start_ticks(os.getpid()),
             "pid": self.pid,
+            "pid_start": files.process_start_ticks(self.pid),
+            "boot_id": files.boot_id(),
             "start_time": start_time,
         })
+        os.write(gate_w, b"1")
+        os.close(gate_w)
         state, status = self.watch(wake_r)
         self.kill_session(signal.SIGKILL)  # Slurm's rule: the job's leftover processes die with it
         exit_code, sig = _decode(status)
         if state is None:
             state = "COMPLETED" if exit_code == 0 else "FAILED"
-        self.finish(state, exit_code, sig, started=True)
+        self.finish(state, exit_code, sig)
 
     def open_logs(self) -> tuple[int, int]:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
@@ -93,7 +104,11 @@ class Supervisor:
             os.dup2(out_fd, 1)
             os.dup2(err_fd, 2)
             os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
-            os.chdir(self.config["cwd"])
+            try:
+                os.chdir(self.config["cwd"])
+            except OSError as exc:
+                os.write(2, f"corral: cannot enter the working directory {self.config['cwd']}: {exc.strerror}\n".encode())
+                os._exit(1)
             argv = self.config["argv"]
             os.execvpe(argv[0], argv, self.config["env"])
         except OSError as exc:
@@ -173,10 +188,10 @@ class Supervisor:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def finish(self, state: str, exit_code: int | None, sig: int | None, *, started: bool, error: str | None = None) -> None:
+    def finish(self, state: str, exit_code: int | None, sig: int | None, error: str | None = None) -> None:
         files.write_json_atomic(self.path(files.RESULT), {
             "state": state, "exit_code": exit_code, "signal": sig, "end_time": time.time(),
-            "started": started, "error": error,
+            "error": error,
         })
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:

@@ -91,6 +91,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+    except socket.gaierror as exc:
+        sock.close()
+        raise InvalidRequest("host", f"cannot resolve {host!r}: {exc.strerror}", "use an address such as 127.0.0.1") from None
     except OSError as exc:
         sock.close()
         raise InvalidRequest("port", f"cannot listen on {host}:{port}: {exc.strerror}", "pick another --port, or --port 0") from None
@@ -116,6 +119,9 @@ def serve(options: ServerOptions) -> None:
     node = build_node(options.inventory)
     sock = bind_socket(options.host, options.port)
     host = "127.0.0.1" if options.host in ("0.0.0.0", "") else options.host
+    if options.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"corral: warning: listening on {options.host}: the API has no authentication yet, and anyone "
+              "who can reach this port can run commands as this user", file=sys.stderr)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     engine = open_engine(database_url(options.db, home))
     migrate.upgrade(engine)
@@ -139,7 +145,7 @@ def serve(options: ServerOptions) -> None:
     app = create_app(service, home=home, on_started=announce, on_stopped=retire)
     config = uvicorn.Config(
         app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=5, timeout_keep_alive=30,
     )
     try:
         uvicorn.Server(config).run(sockets=[sock])

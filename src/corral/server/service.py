@@ -17,13 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from corral.backends.base import Backend, Recovered
-from corral.core.job import Job
+from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
 from corral.core.resources import Allocation, Node, check_satisfiable
 from corral.core.spec import JobSpec, build_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest, NotFound
-from corral.executor.launch import Outcome
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
@@ -53,6 +52,7 @@ class JobService:
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._insert_in_flight = False
+        self._retry_alone: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
         self._dirty = True
         self._wake: asyncio.Event | None = None
@@ -95,11 +95,12 @@ class JobService:
             self._flush_inserts()
         return await future
 
-    def _flush_inserts(self) -> None:
+    def _flush_inserts(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]] | None = None) -> None:
         """Group commit: one insert runs in the database thread at a time, and the submits
         that arrive meanwhile go together in the next one. The loop keeps serving while
         SQLite (or PostgreSQL) commits."""
-        batch, self._inserts = self._inserts, []
+        if batch is None:
+            batch, self._inserts = self._inserts, []
         self._insert_in_flight = True
         specs = [spec for spec, _ in batch]
         done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.insert, specs, self.clock())
@@ -108,8 +109,11 @@ class JobService:
     def _inserted(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]], result: asyncio.Future[list[Job]]) -> None:
         self._insert_in_flight = False
         error = result.exception()
-        if error is not None:
-            log.error("insert of %d jobs failed: %s", len(batch), error)
+        if error is not None and len(batch) > 1:
+            # One bad row must not fail the others it shared a transaction with: each again, alone.
+            self._retry_alone.extend(batch)
+        elif error is not None:
+            log.error("insert failed: %s", error)
             for _, future in batch:
                 if not future.done():
                     future.set_exception(error)
@@ -119,7 +123,9 @@ class JobService:
                 if not future.done():
                     future.set_result(job)
             self._mark_dirty()
-        if self._inserts:
+        if self._retry_alone:
+            self._flush_inserts([self._retry_alone.pop(0)])
+        elif self._inserts:
             self._flush_inserts()
 
     def close(self) -> None:
@@ -135,11 +141,12 @@ class JobService:
             raise NotFound(f"job {job_id} does not exist")
         return job
 
-    def list_active(self, *, states: Sequence[str] = (), limit: int = 10_000, after_id: int = 0) -> list[Job]:
+    def list_active(self, *, states: Sequence[str] = (), limit: int = 10_000, after_id: int = 0,
+                    name: str | None = None) -> list[Job]:
         wanted = {JobState(s) for s in states} if states else None
         out = []
         for job in self.active.values():
-            if job.id > after_id and (wanted is None or job.state in wanted):
+            if job.id > after_id and (wanted is None or job.state in wanted) and (name is None or job.spec.name == name):
                 out.append(self._current(job))
                 if len(out) >= limit:
                     break
@@ -152,11 +159,18 @@ class JobService:
     async def cancel(self, job_id: int) -> Job:
         """Cancel a pending job at once; ask a running one to stop and wait briefly for it."""
         job = self.get(job_id)
+        if job.id not in self.active and not job.state.is_terminal():
+            job = await self._tracked(job_id)  # committed a moment ago, not yet in memory
         if job.state.is_terminal():
             raise Conflict(f"job {job_id} already ended ({job.state.value}); there is nothing to cancel")
         if job.state is JobState.PENDING:
+            saved = (job.state, job.end_time, job.reason)
             job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
-            self.store.save_state(job)
+            try:
+                self.store.save_state(job)
+            except Exception:
+                job.state, job.end_time, job.reason = saved
+                raise
             self._forget(job)
             self._mark_dirty()
             return job
@@ -166,6 +180,12 @@ class JobService:
             return await self.wait(job_id, CANCEL_WAIT_S)
         finally:
             self._mark_dirty()
+
+    async def _tracked(self, job_id: int) -> Job:
+        deadline = time.monotonic() + 10
+        while job_id not in self.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+        return self.get(job_id)
 
     async def wait(self, job_id: int, timeout: float) -> Job:
         """The job once it has ended, or as it is after `timeout` seconds."""
@@ -290,15 +310,27 @@ class JobService:
             started.append(job)
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
-        self.store.save_states(started)
+        try:
+            self.store.save_states(started)
+        except Exception:
+            self._requeue_unsaved(started)
+            raise
         for job in started:
             try:
                 self.backend.start(job, self.allocations[job.id])
-            except OSError as exc:
+            except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
                 log.exception("launch of job %d failed", job.id)
                 _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), f"launch failed: {exc}"))
                 self.store.save_state(job)
                 self._forget(job)
+
+    def _requeue_unsaved(self, jobs: list[Job]) -> None:
+        """The database refused to record these starts: they were never launched, so they wait again."""
+        for job in jobs:
+            job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
+            self.allocations.pop(job.id, None)
+            self._queue[job.id] = PendingJob(job.id, job.request)
+        self._queue = dict(sorted(self._queue.items()))
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from corral.store.schema import jobs
 
 _SPEC_COLUMNS = (
     "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
-    "time_limit_s", "env", "inherit_env", "labels", "workdir", "stdout", "stderr", "nice",
+    "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
 )
 
 
@@ -53,13 +53,6 @@ class JobStore:
         )
         with self.engine.begin() as conn:
             conn.execute(stmt, rows)
-
-    def save_reasons(self, reasons: Mapping[int, str]) -> None:
-        if not reasons:
-            return
-        stmt = update(jobs).where(jobs.c.id == bindparam("job_id")).values(reason=bindparam("new_reason"))
-        with self.engine.begin() as conn:
-            conn.execute(stmt, [{"job_id": k, "new_reason": v} for k, v in reasons.items()])
 
     def active(self) -> list[Job]:
         """Jobs not yet finished, oldest first."""
@@ -116,6 +109,7 @@ def _job(row: Mapping[str, Any]) -> Job:
         script_args=tuple(row["script_args"]), gpus=row["gpus"], gpu_type=row["gpu_type"],
         gpu_mem_mb=row["gpu_mem_mb"], cpus=row["cpus"], mem_mb=row["mem_mb"], time_limit_s=row["time_limit_s"],
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
+        submit_dir=row["submit_dir"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(
