@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from corral.core.spec import JobSpec, build_spec
 
 
 def make_spec(workdir: str = "/tmp", log_dir: str = "/tmp/corral-test-logs", **request: Any) -> JobSpec:
-    """A spec built the way the server builds one."""
+    """A spec built the way the server builds one, placed in the default partition and QoS."""
     request.setdefault("command", ["true"])
-    return build_spec(request, user="tester", log_dir=log_dir, default_workdir=workdir, server_env=dict(os.environ))
+    spec = build_spec(request, user="tester", log_dir=log_dir, default_workdir=workdir, server_env=dict(os.environ))
+    return replace(spec, partition=spec.partition or "default", qos=spec.qos or "normal")
 
 
 def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):

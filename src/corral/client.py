@@ -86,6 +86,15 @@ class Client:
     def cancel(self, job_id: int) -> dict[str, Any]:
         return self._request("POST", f"/api/v1/jobs/{int(job_id)}/cancel")
 
+    def hold(self, job_id: int) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/jobs/{int(job_id)}/hold")
+
+    def release(self, job_id: int) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/jobs/{int(job_id)}/release")
+
+    def priorities(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/api/v1/priority")
+
     def wait(self, job_id: int, timeout: float | None = None, poll: float = 30.0) -> dict[str, Any]:
         """Block until the job ends (or `timeout` seconds pass); returns the job."""
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -172,7 +172,7 @@ def test_script_jobs_honour_sbatch_directives_and_report_warnings(server, short_
     status, job, _ = call(server, "POST", "/api/v1/jobs", {"script": script, "workdir": short_tmp})
     assert status == 201, job
     assert (job["name"], job["gpus"], job["mem_mb"], job["time_limit_s"]) == ("tutorial", 2, 1024, 300)
-    assert any("--partition" in w for w in job["warnings"])
+    assert any("partition 'gpu' ignored" in w for w in job["warnings"])
     assert job["stdout_path"] == os.path.join(short_tmp, f"tutorial-{job['id']}.out")
     final = call(server, "GET", f"/api/v1/jobs/{job['id']}/wait?timeout=20")[1]
     assert final["state"] == "COMPLETED"

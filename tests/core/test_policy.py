@@ -7,6 +7,9 @@ from hypothesis import strategies as st
 
 from corral.core.policy import Decisions, PendingJob, schedule
 from corral.core.resources import Allocation, Gpu, Node, Request, check_satisfiable, gpu_matches
+from corral.core.schedconfig import Partition as _Partition
+from corral.core.schedconfig import Qos as _Qos
+from corral.core.schedconfig import SchedulerConfig as _Config
 from corral.core.states import PendingReason
 from corral.errors import Unsatisfiable
 
@@ -315,3 +318,43 @@ def test_property_an_idle_queue_head_that_fits_starts(scenario):
     head = next((p for p in pending if decisions.reasons.get(p.job_id) != PendingReason.BAD_CONSTRAINTS), None)
     if head is not None and any(fits_free(head.request, node, list(running)) for node in nodes):
         assert head.job_id in started(decisions)
+
+
+# -- limits (hold, partition time limit, QoS): held-back jobs wait for their own reason and block nobody --
+
+_LIMITS = _Config(
+    partitions={"debug": _Partition("debug", max_time_s=1800), "gpu": _Partition("gpu")}, default_partition="gpu",
+    qos={"normal": _Qos("normal", max_running_per_user=1, max_gpus_per_user=2)}, default_qos="normal",
+)
+_NODE = Node("n1", cpus=16, mem_mb=64_000, gpus=tuple(Gpu(i, "A100", 81920) for i in range(4)))
+
+
+def _job(job_id, gpus=1, user="ada", **kw):
+    return PendingJob(job_id, Request(gpus=gpus), user=user, qos="normal", **kw)
+
+
+def test_a_held_job_waits_as_held_and_the_next_one_starts():
+    decisions = schedule([_NODE], [], [_job(1, held=True), _job(2)], 0.0, _LIMITS)
+    assert decisions.reasons == {1: PendingReason.HELD}
+    assert [a.job_id for a in decisions.starts] == [2]
+
+
+def test_a_time_limit_over_the_partition_max_waits_with_partition_time_limit():
+    jobs = [_job(1, partition="debug", time_limit_s=3600), _job(2, partition="debug", time_limit_s=600)]
+    decisions = schedule([_NODE], [], jobs, 0.0, _LIMITS)
+    assert decisions.reasons == {1: PendingReason.PARTITION_TIME_LIMIT}
+    assert [a.job_id for a in decisions.starts] == [2]
+
+
+def test_qos_limits_count_running_jobs_and_gpus_per_user():
+    running = [Allocation(9, "n1", (0,), 1, 0, "ada", "normal")]
+    decisions = schedule([_NODE], running, [_job(1), _job(2, user="bob", gpus=3), _job(3, user="bob")], 0.0, _LIMITS)
+    assert decisions.reasons[1] == PendingReason.QOS_MAX_JOBS  # ada already runs one
+    assert decisions.reasons[2] == PendingReason.QOS_MAX_GPUS  # 3 GPUs > 2
+    assert [a.job_id for a in decisions.starts] == [3]
+
+
+def test_jobs_started_in_a_pass_count_toward_the_limits():
+    decisions = schedule([_NODE], [], [_job(1), _job(2)], 0.0, _LIMITS)
+    assert [a.job_id for a in decisions.starts] == [1]
+    assert decisions.reasons == {2: PendingReason.QOS_MAX_JOBS}

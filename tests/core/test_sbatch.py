@@ -122,7 +122,7 @@ def test_parse_script_indented_directive_is_read():
     assert parse_script(script("   #SBATCH --mem=2G")).fields == {"mem": "2G"}
 
 
-@pytest.mark.parametrize("option", ["--partition=gpu", "-p gpu", "--account=ml", "--qos=high", "--mail-type=END",
+@pytest.mark.parametrize("option", ["--account=ml", "--mail-type=END",
                                     "--mail-user=a@b.c", "--requeue", "--get-user-env"])
 def test_parse_script_warns_about_harmless_options_and_goes_on(option):
     directives = parse_script(script(f"#SBATCH {option}", "#SBATCH --mem=1G"))
@@ -133,10 +133,13 @@ def test_parse_script_warns_about_harmless_options_and_goes_on(option):
     assert "ignored" in directives.warnings[0]
 
 
-def test_parse_script_partition_warning_names_the_value():
-    directives = parse_script(script("#SBATCH --partition=gpu"))
-    assert directives.fields == {}
-    assert directives.warnings == ["#SBATCH --partition=gpu has no effect on corral's local backend; ignored"]
+@pytest.mark.parametrize("option, fields", [
+    ("--partition=gpu", {"partition": "gpu"}), ("-p gpu", {"partition": "gpu"}),
+    ("--qos=high", {"qos": "high"}), ("-q high", {"qos": "high"}),
+])
+def test_parse_script_reads_partition_and_qos(option, fields):
+    directives = parse_script(script(f"#SBATCH {option}"))
+    assert directives.fields == fields and directives.warnings == []
 
 
 @pytest.mark.parametrize(
@@ -200,9 +203,9 @@ def test_parse_script_refuses_an_unreadable_directive_line():
 
 
 def test_parse_options_reads_a_command_line_style_token_list():
-    directives = parse_options(["--gres=gpu:2", "-c", "4", "--partition", "debug"], source="--sbatch")
+    directives = parse_options(["--gres=gpu:2", "-c", "4", "--account", "ml"], source="--sbatch")
     assert directives.fields == {"gres": "gpu:2", "cpus": "4"}
-    assert directives.warnings == ["--sbatch --partition=debug has no effect on corral's local backend; ignored"]
+    assert directives.warnings == ["--sbatch --account=ml has no effect on corral's local backend; ignored"]
 
 
 def test_parse_options_error_names_the_source():

@@ -153,7 +153,7 @@ def test_script_directives_fill_the_spec(build, workdir):
     assert (spec.stdout, spec.stderr) == ("logs/%x-%j.out", "logs/%x-%j.err")
     assert spec.workdir == workdir
     assert spec.inherit_env is True
-    assert len(spec.warnings) == 1 and "--partition" in spec.warnings[0]
+    assert spec.partition == "gpu" and spec.warnings == ()
 
 
 def test_request_fields_override_script_directives(build, tmp_path):

@@ -32,7 +32,12 @@ def test_no_config_file_changes_nothing(tmp_path):
 @pytest.mark.parametrize("text, field", [
     ("[server]\nprot = 1\n", "server.prot"),
     ("[node]\ngpus = 'four'\n", "node.gpus"),
-    ("[scheduler]\nx = 1\n", "config.toml"),
+    ("[scheduler]\nx = 1\n", "scheduler.x"),
+    ("[bogus]\nx = 1\n", "config.toml"),
+    ("[partitions.debug]\nmax_time = 'soon'\n", "partitions.debug.max_time"),
+    ("[qos.normal]\nmax_gpus_per_user = -1\n", "qos.normal.max_gpus_per_user"),
+    ("[scheduler]\ndefault_partition = 'gpu'\n[partitions.debug]\n", "scheduler.default_partition"),
+    ("[scheduler.weights]\nage = 'lots'\n", "scheduler.weights.age"),
     ("[server\n", "config.toml"),
 ])
 def test_a_bad_config_file_is_an_error_that_names_the_key(tmp_path, text, field):
@@ -40,3 +45,30 @@ def test_a_bad_config_file_is_an_error_that_names_the_key(tmp_path, text, field)
     with pytest.raises(InvalidRequest) as info:
         load_config(ServerOptions(home=str(tmp_path)), set())
     assert info.value.field == field
+
+
+def test_partitions_qos_and_weights_are_read(tmp_path):
+    write_config(str(tmp_path), """
+[scheduler]
+half_life = "2-00:00:00"
+default_partition = "gpu"
+[scheduler.weights]
+fairshare = 5000
+max_age = "1-00:00:00"
+[partitions.debug]
+max_time = "30m"
+tier = 2
+[partitions.gpu]
+default_time = "4h"
+allowed_users = ["ada", "bob"]
+[qos.normal]
+max_running_per_user = 2
+max_gpus_per_user = 4
+""")
+    config = load_config(ServerOptions(home=str(tmp_path)), set()).scheduler
+    assert config.half_life_s == 2 * 86400 and config.weights.fairshare == 5000 and config.weights.max_age_s == 86400
+    assert config.default_partition == "gpu"
+    assert config.partitions["debug"].max_time_s == 1800 and config.partitions["debug"].tier == 2
+    assert config.partitions["gpu"].default_time_s == 4 * 3600
+    assert config.partitions["gpu"].allowed_users == {"ada", "bob"}
+    assert config.qos["normal"].max_running_per_user == 2 and config.qos["normal"].max_gpus_per_user == 4

@@ -76,6 +76,17 @@ async def cancel_job(request: Request, job_id: int = JobId) -> Response:
     return _json(job.to_dict())
 
 
+@router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")
+async def hold_job(request: Request, job_id: int = JobId) -> Response:
+    return _json(_service(request).hold(job_id).to_dict())
+
+
+@router.post("/{job_id}/release", response_model=JobOut, responses={409: {"model": ErrorOut}},
+             summary="Release a held job")
+async def release_job(request: Request, job_id: int = JobId) -> Response:
+    return _json(_service(request).release(job_id).to_dict())
+
+
 @router.get("/{job_id}/wait", response_model=JobOut, summary="Wait (long poll) until the job ends")
 async def wait_job(request: Request, job_id: int = JobId, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
     job = await _service(request).wait(job_id, timeout)

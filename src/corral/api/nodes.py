@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from corral import __version__
-from corral.api.schemas import NodeOut
+from corral.api.schemas import NodeOut, PriorityOut
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
 
@@ -17,6 +17,18 @@ router = APIRouter(prefix="/api/v1", tags=["cluster"])
 @router.get("/nodes", response_model=list[NodeOut], summary="Nodes, their GPUs, and which job holds each")
 async def list_nodes(request: Request) -> Response:
     return Response(json.dumps(request.app.state.service.nodes_view()), media_type="application/json")
+
+
+@router.get("/priority", response_model=list[PriorityOut], summary="Pending jobs' priorities and their factors")
+async def priority(request: Request) -> Response:
+    rows = [
+        {"id": job.id, "name": job.spec.name, "user": job.spec.user, "partition": job.spec.partition,
+         "priority": f.priority, "age": round(f.age, 6), "fairshare": round(f.fairshare, 6),
+         "job_size": round(f.job_size, 6), "partition_factor": round(f.partition, 6), "qos_factor": round(f.qos, 6),
+         "nice": f.nice, "reason": job.reason}
+        for job, f in request.app.state.service.priorities()
+    ]
+    return Response(json.dumps(rows), media_type="application/json")
 
 
 @router.get("/health", summary="Liveness and identity of the server")

@@ -40,6 +40,8 @@ class JobRequest(BaseModel):
     stdout: str | None = Field(None, description="Path pattern: %j id, %x name, %A/%a array job/task, %u user.")
     stderr: str | None = None
     nice: int | None = None
+    partition: str | None = Field(None, description="Partition (default: the configured default).")
+    qos: str | None = Field(None, description="Quality of service (default: the configured default).")
 
 
 class JobOut(BaseModel):
@@ -61,6 +63,9 @@ class JobOut(BaseModel):
     mem_mb: int
     time_limit_s: int | None
     nice: int
+    partition: str
+    qos: str
+    held: bool
     node: str | None
     workdir: str
     submit_dir: str
@@ -95,6 +100,23 @@ class NodeOut(BaseModel):
     mem_mb: int
     mem_alloc_mb: int
     gpus: list[GpuOut]
+
+
+class PriorityOut(BaseModel):
+    """A pending job's priority and its factors (each in [0, 1]), like Slurm's sprio."""
+
+    id: int
+    name: str
+    user: str
+    partition: str
+    priority: int
+    age: float
+    fairshare: float
+    job_size: float
+    partition_factor: float
+    qos_factor: float
+    nice: int
+    reason: str | None
 
 
 class ErrorBody(BaseModel):

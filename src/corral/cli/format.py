@@ -53,10 +53,20 @@ def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
     for job in jobs:
         where = job["node"] if job["state"] == "RUNNING" else f"({job.get('reason') or 'None'})"
         rows.append([
-            str(job["id"]), job["name"][:24], job["user"], job["state"], elapsed(job, now),
+            str(job["id"]), job["partition"], job["name"][:24], job["user"], job["state"], elapsed(job, now),
             format_duration(job["time_limit_s"]), gpus_cell(job), str(job["cpus"]), format_memory(job["mem_mb"]), where,
         ])
-    return table(["JOBID", "NAME", "USER", "STATE", "TIME", "TIME_LIMIT", "GPUS", "CPUS", "MEM", "NODE(REASON)"], rows)
+    headers = ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMIT", "GPUS", "CPUS", "MEM", "NODE(REASON)"]
+    return table(headers, rows)
+
+
+def priority_table(rows: Sequence[dict[str, Any]]) -> str:
+    return table(
+        ["JOBID", "PARTITION", "USER", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE", "REASON"],
+        [[str(r["id"]), r["partition"], r["user"], str(r["priority"]), f"{r['age']:.3f}", f"{r['fairshare']:.3f}",
+          f"{r['job_size']:.3f}", f"{r['partition_factor']:.3f}", f"{r['qos_factor']:.3f}", str(r["nice"]),
+          r.get("reason") or "None"] for r in rows],
+    )
 
 
 def history_table(jobs: Sequence[dict[str, Any]]) -> str:
@@ -82,7 +92,8 @@ def job_view(job: dict[str, Any]) -> str:
         ("Command", command.strip()), ("WorkDir", job["workdir"]),
         ("GPUs", gpus_cell(job)), ("GPUMem", format_memory(job.get("gpu_mem_mb"))),
         ("CPUs", job["cpus"]), ("Mem", format_memory(job["mem_mb"])),
-        ("TimeLimit", format_duration(job["time_limit_s"])), ("Nice", job["nice"]), ("Node", job["node"] or "-"),
+        ("TimeLimit", format_duration(job["time_limit_s"])), ("Nice", job["nice"]), ("Partition", job["partition"]),
+        ("QOS", job["qos"]), ("Node", job["node"] or "-"),
         ("SubmitTime", local_time(job["submit_time"])), ("StartTime", local_time(job["start_time"])),
         ("EndTime", local_time(job["end_time"])), ("Elapsed", elapsed(job)),
         ("StdOut", job["stdout_path"]), ("StdErr", job["stderr_path"]),

@@ -162,6 +162,8 @@ class SubmitCommand(click.Command):
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Set a variable (repeatable).")
 @click.option("--label", "label_pairs", multiple=True, metavar="KEY=VALUE", help="Attach a label (repeatable).")
 @click.option("--nice", type=int, help="Lower the job's priority by this much.")
+@click.option("-p", "--partition", help="Partition [default: the configured default].")
+@click.option("-q", "--qos", help="Quality of service [default: the configured default].")
 @click.option("--wrap", help="Run this shell command line (sh -c).")
 @click.option("--parsable", is_flag=True, help="Print only the job id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")
@@ -242,22 +244,55 @@ def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
 @click.pass_context
 def cancel(ctx: click.Context, job_ids: tuple[int, ...], as_json: bool) -> None:
     """Cancel jobs: pending ones leave the queue, running ones get SIGTERM, a grace period, then SIGKILL."""
+    _each_job(ctx, job_ids, "cancel", as_json)
+
+
+def _each_job(ctx: click.Context, job_ids: tuple[int, ...], action: str, as_json: bool) -> None:
     client = _client(ctx)
     results, failed = [], False
     for job_id in job_ids:
         try:
-            job = client.cancel(job_id)
+            job = getattr(client, action)(job_id)
         except CorralError as exc:
             click.echo(f"corral: error: {exc.message}", err=True)
             failed = True
             continue
         results.append(job)
         if not as_json:
-            click.echo(f"job {job_id}: {job['state']}")
+            click.echo(f"job {job_id}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))
     if as_json:
         _print_json(results)
     if failed:
         ctx.exit(1)
+
+
+@cli.command()
+@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def hold(ctx: click.Context, job_ids: tuple[int, ...], as_json: bool) -> None:
+    """Keep pending jobs from starting (reason JobHeldUser) until released."""
+    _each_job(ctx, job_ids, "hold", as_json)
+
+
+@cli.command()
+@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def release(ctx: click.Context, job_ids: tuple[int, ...], as_json: bool) -> None:
+    """Let held jobs run again."""
+    _each_job(ctx, job_ids, "release", as_json)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def priority(ctx: click.Context, as_json: bool) -> None:
+    """Pending jobs' priorities and the factors they are made of (like sprio)."""
+    from corral.cli.format import priority_table
+
+    rows = _client(ctx).priorities()
+    click.echo(json.dumps(rows, indent=2) if as_json else priority_table(rows))
 
 
 @cli.command()

@@ -36,6 +36,7 @@ class Job:
     end_time: float | None = None
     node: str | None = None
     gpu_ids: tuple[int, ...] | None = None
+    held: bool = False
 
     @property
     def request(self) -> Request:
@@ -72,6 +73,9 @@ class Job:
             "mem_mb": s.mem_mb,
             "time_limit_s": s.time_limit_s,
             "nice": s.nice,
+            "partition": s.partition,
+            "qos": s.qos,
+            "held": self.held,
             "node": self.node,
             "workdir": s.workdir,
             "submit_dir": s.submit_dir,

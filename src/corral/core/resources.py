@@ -45,6 +45,8 @@ class Allocation:
     gpu_ids: tuple[int, ...]
     cpus: int
     mem_mb: int
+    user: str = ""
+    qos: str | None = None
 
 
 def gpu_matches(gpu: Gpu, request: Request) -> bool:

@@ -24,13 +24,15 @@ _VALUED: dict[str, str] = {
     "error": "stderr", "e": "stderr",
     "chdir": "workdir", "D": "workdir",
     "export": "export",
+    "partition": "partition", "p": "partition",
+    "qos": "qos", "q": "qos",
 }
 # options that must say "one": corral runs one task on one node
 _ONE: dict[str, str] = {"nodes": "nodes", "N": "nodes", "ntasks": "ntasks", "n": "ntasks",
                         "ntasks-per-node": "ntasks-per-node"}
 # accepted and ignored with a warning: they change nothing about where or how the job runs here
 _HARMLESS_VALUED = {
-    "partition", "p", "account", "A", "qos", "q", "mail-type", "mail-user", "comment",
+    "account", "A", "mail-type", "mail-user", "comment",
     "hint", "distribution", "m", "tmp", "mem-bind", "cpu-bind", "propagate", "wckey", "licenses", "L",
 }
 _HARMLESS_FLAGS = {"requeue", "no-requeue", "parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
@@ -121,7 +123,7 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
             raise InvalidRequest(
                 "script", f"{source} option {_spelled(token, name)} is not supported by corral",
                 "remove it; supported: --job-name --gres --gpus --cpus-per-task --mem --time --output --error "
-                "--chdir --export --nice --nodes=1 --ntasks=1",
+                "--chdir --export --nice --partition --qos --nodes=1 --ntasks=1",
             )
     return out
 

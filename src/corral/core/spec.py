@@ -39,7 +39,7 @@ _ALTERNATIVES = (("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"), ("time", "time
 REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
-    "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name",
+    "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
 })
 
 
@@ -73,6 +73,9 @@ class JobSpec:
     stderr: str | None
     """None: stderr goes to the stdout file, as in sbatch with --output alone."""
     nice: int = 0
+    partition: str | None = None
+    """None until the server fills in its default."""
+    qos: str | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -145,6 +148,8 @@ def build_spec(
         stdout=stdout,
         stderr=stderr,
         nice=nice,
+        partition=_config_name(fields.get("partition"), "partition"),
+        qos=_config_name(fields.get("qos"), "qos"),
         warnings=tuple(warnings),
     )
 
@@ -347,6 +352,14 @@ def _environment(fields: Mapping[str, Any], server_env: Mapping[str, str]) -> tu
     if size > MAX_ENV_BYTES:
         raise InvalidRequest("env", f"is {size} bytes; the limit is {MAX_ENV_BYTES}", "pass large data in a file")
     return env, inherit
+
+
+def _config_name(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _GPU_TYPE.match(value):
+        raise InvalidRequest(field, f"{value!r} is not a {field} name", "use letters, digits, _ . -")
+    return value
 
 
 def _check_env_name(key: str, field: str) -> None:

@@ -51,7 +51,7 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         "SLURM_NODELIST": allocation.node,
         "SLURMD_NODENAME": allocation.node,
         "SLURM_CLUSTER_NAME": "corral",
-        "SLURM_JOB_PARTITION": "local",
+        "SLURM_JOB_PARTITION": spec.partition or "default",
         "SLURM_JOB_NUM_NODES": "1",
         "SLURM_NNODES": "1",
         "SLURM_NTASKS": "1",

@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from typing import IO
 
+from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.errors import Conflict, InvalidRequest
 from corral.executor.gpus import DeclaredInventory
 from corral.home import read_server_info, remove_server_info, write_server_info
@@ -30,6 +31,7 @@ class ServerOptions:
     db: str | None = None
     kill_grace_s: float = 10.0
     inventory: DeclaredInventory = field(default_factory=DeclaredInventory)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -48,8 +50,14 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
         raise InvalidRequest(CONFIG_FILE, f"{path} is not valid TOML: {exc}") from None
     server = config.pop("server", {})
     node = config.pop("node", {})
+    scheduler = parse_scheduler_config(
+        config.pop("scheduler", {}), config.pop("partitions", {}), config.pop("qos", {}), path
+    )
     if config:
-        raise InvalidRequest(CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}", "known: [server], [node]")
+        raise InvalidRequest(
+            CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
+            "known: [server], [node], [scheduler], [partitions.NAME], [qos.NAME]",
+        )
     server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float)}
     node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
     updates: dict[str, object] = {}
@@ -62,7 +70,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
             if key not in explicit:
                 updates[key] = value
     inventory = replace(options.inventory, **{k: v for k, v in updates.items() if k in node_keys})
-    return replace(options, inventory=inventory, **{k: v for k, v in updates.items() if k in server_keys})
+    return replace(options, inventory=inventory, scheduler=scheduler,
+                   **{k: v for k, v in updates.items() if k in server_keys})
 
 
 def acquire_home(home: str) -> IO[str]:
@@ -129,6 +138,7 @@ def serve(options: ServerOptions) -> None:
     backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url)
     service = JobService(
         store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(), server_env=server_env,
+        config=options.scheduler,
     )
     service.recover()
 

@@ -12,14 +12,18 @@ import asyncio
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from corral.backends.base import Backend, Recovered
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
+from corral.core.priority import PriorityFactors, decay, fairshare_factors, job_priority, usage_charge
 from corral.core.resources import Allocation, Node, check_satisfiable
+from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import JobSpec, build_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest, NotFound
@@ -36,7 +40,7 @@ MAX_LOG_CHUNK = 1 << 20
 class JobService:
     def __init__(
         self, *, store: JobStore, backend: Backend, nodes: Sequence[Node], home: str, user: str,
-        server_env: Mapping[str, str], clock: Callable[[], float] = time.time,
+        server_env: Mapping[str, str], config: SchedulerConfig | None = None, clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.backend = backend
@@ -45,7 +49,14 @@ class JobService:
         self.user = user
         self.server_env = server_env
         self.clock = clock
+        self.config = config or SchedulerConfig()
+        self.total_gpus = sum(len(n.gpus) for n in self.nodes)
+        self.total_cpus = sum(n.cpus for n in self.nodes)
         self.active: dict[int, Job] = {}
+        self._active_per_user: Counter[tuple[str, str | None]] = Counter()  # for max_submit_per_user
+        self._usage: dict[str, float] = {}  # decayed GPU-hours of ended jobs, as of _usage_at
+        self._usage_at = clock()
+        self._priorities: dict[int, PriorityFactors] = {}
         self.allocations: dict[int, Allocation] = {}
         self._queue: dict[int, PendingJob] = {}  # pending jobs, in submit order
         self._reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
@@ -62,6 +73,9 @@ class JobService:
 
     def recover(self) -> None:
         """Load unfinished jobs and settle the ones that were running when the server stopped."""
+        now = self.clock()
+        for user, gpus, cpus, start, end in self.store.usage_since(now - 10 * self.config.half_life_s):
+            self._charge(user, usage_charge(gpus, cpus, end - start), end)
         changed = []
         for job in self.store.active():
             if job.state is JobState.RUNNING:
@@ -89,11 +103,52 @@ class JobService:
             server_env=self.server_env,
         )
         check_satisfiable(spec.request, self.nodes)
+        spec = self._place(spec)
+        key = (spec.user, spec.qos)
+        self._active_per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
         future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
         self._inserts.append((spec, future))
         if not self._insert_in_flight:
             self._flush_inserts()
-        return await future
+        try:
+            return await future
+        except BaseException:
+            self._active_per_user[key] -= 1
+            raise
+
+    def _place(self, spec: JobSpec) -> JobSpec:
+        """Fill in the partition, QoS and default time limit, and check the user may submit there.
+
+        Raises:
+            InvalidRequest: an unknown partition or QoS, or one the user may not use.
+            Conflict: the user is at the QoS's limit of submitted jobs.
+        """
+        config = self.config
+        warnings = list(spec.warnings)
+        if spec.partition and "partitions" not in config.configured:
+            warnings.append(f"no partitions are configured here; partition {spec.partition!r} ignored")
+            spec = replace(spec, partition=None)
+        if spec.qos and "qos" not in config.configured:
+            warnings.append(f"no QoS is configured here; QoS {spec.qos!r} ignored")
+            spec = replace(spec, qos=None)
+        partition = spec.partition or config.default_partition
+        if partition not in config.partitions:
+            raise InvalidRequest("partition", f"there is no partition {partition!r}", f"use one of {', '.join(config.partitions)}")
+        part = config.partitions[partition]
+        if part.allowed_users is not None and spec.user not in part.allowed_users:
+            raise InvalidRequest("partition", f"user {spec.user} may not use partition {partition}",
+                                 f"ask an admin, or use another partition ({', '.join(config.partitions)})")
+        qos_name = spec.qos or config.default_qos
+        if qos_name not in config.qos:
+            raise InvalidRequest("qos", f"there is no QoS {qos_name!r}", f"use one of {', '.join(config.qos)}")
+        qos = config.qos[qos_name]
+        if qos.max_submit_per_user is not None and self._active_per_user[(spec.user, qos_name)] >= qos.max_submit_per_user:
+            raise Conflict(f"QOSMaxSubmitJobPerUserLimit: user {spec.user} already has {qos.max_submit_per_user} "
+                           f"unfinished jobs in QoS {qos_name}, its limit; wait for some to end")
+        time_limit = spec.time_limit_s
+        if time_limit is None:
+            time_limit = part.default_time_s or part.max_time_s
+        return replace(spec, partition=partition, qos=qos_name, time_limit_s=time_limit, warnings=tuple(warnings))
 
     def _flush_inserts(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]] | None = None) -> None:
         """Group commit: one insert runs in the database thread at a time, and the submits
@@ -119,7 +174,7 @@ class JobService:
                     future.set_exception(error)
         else:
             for job, (_, future) in zip(result.result(), batch):
-                self._track(job)
+                self._track(job, counted=True)
                 if not future.done():
                     future.set_result(job)
             self._mark_dirty()
@@ -180,6 +235,32 @@ class JobService:
             return await self.wait(job_id, CANCEL_WAIT_S)
         finally:
             self._mark_dirty()
+
+    def hold(self, job_id: int) -> Job:
+        """Keep a pending job from starting until it is released."""
+        return self._set_held(job_id, True)
+
+    def release(self, job_id: int) -> Job:
+        return self._set_held(job_id, False)
+
+    def _set_held(self, job_id: int, held: bool) -> Job:
+        job = self.get(job_id)
+        if job.state is not JobState.PENDING or job.id not in self.active:
+            raise Conflict(f"job {job_id} is {job.state.value}; only pending jobs can be held or released")
+        if job.held == held:
+            raise Conflict(f"job {job_id} is {'already' if held else 'not'} held")
+        job.held = held
+        try:
+            self.store.save_state(job)
+        except Exception:
+            job.held = not held
+            raise
+        self._queue[job.id] = _pending(job)
+        self._reasons.pop(job.id, None)
+        if held:
+            self._reasons[job.id] = PendingReason.HELD
+        self._mark_dirty()
+        return self._current(job)
 
     async def _tracked(self, job_id: int) -> Job:
         deadline = time.monotonic() + 10
@@ -296,7 +377,7 @@ class JobService:
         now = self.clock()
         if not self._queue:
             return
-        decisions = schedule(self.nodes, self.allocations.values(), list(self._queue.values()), now)
+        decisions = schedule(self.nodes, self.allocations.values(), self._by_priority(now), now, self.config)
         self._reasons = decisions.reasons
         if not decisions.starts:
             return
@@ -324,12 +405,60 @@ class JobService:
                 self.store.save_state(job)
                 self._forget(job)
 
+    def _by_priority(self, now: float) -> list[PendingJob]:
+        """The queue in the order the scheduler serves it: partition tier, then priority, then submit order."""
+        config = self.config
+        usage = self.usage(now)
+        fairshare = fairshare_factors(usage, {job.user for job in self._queue.values()}, config.shares)
+        priorities = {}
+        keyed = []
+        for pending in self._queue.values():
+            job = self.active[pending.job_id]
+            spec = job.spec
+            part = config.partition(spec.partition) if spec.partition in config.partitions else config.partition(None)
+            qos = config.qos_of(spec.qos) if spec.qos in config.qos else config.qos_of(None)
+            factors = job_priority(
+                wait_s=now - job.submit_time, fairshare=fairshare.get(spec.user, 1.0), gpus=spec.gpus, cpus=spec.cpus,
+                total_gpus=self.total_gpus, total_cpus=self.total_cpus, partition=part, qos=qos, nice=spec.nice,
+                config=config,
+            )
+            priorities[job.id] = factors
+            keyed.append((-part.tier, -factors.priority, job.id, pending))
+        keyed.sort(key=lambda item: item[:3])
+        self._priorities = priorities
+        return [item[3] for item in keyed]
+
+    def usage(self, now: float) -> dict[str, float]:
+        """Each user's decayed usage in GPU-hours, running jobs included up to `now`."""
+        factor = 0.5 ** (max(0.0, now - self._usage_at) / self.config.half_life_s)
+        self._usage = {user: value * factor for user, value in self._usage.items() if value * factor > 1e-9}
+        self._usage_at = now
+        usage = dict(self._usage)
+        for job_id, allocation in self.allocations.items():
+            job = self.active.get(job_id)
+            if job is not None and job.start_time is not None:
+                charge = usage_charge(len(allocation.gpu_ids), allocation.cpus, now - job.start_time)
+                usage[allocation.user] = usage.get(allocation.user, 0.0) + charge
+        return usage
+
+    def priorities(self) -> list[tuple[Job, PriorityFactors]]:
+        """Pending jobs with their priority factors from the latest pass, highest first."""
+        rows = [(self.active[i], f) for i, f in self._priorities.items() if i in self.active
+                and self.active[i].state is JobState.PENDING]
+        rows.sort(key=lambda row: (-row[1].priority, row[0].id))
+        return [(self._current(job), factors) for job, factors in rows]
+
+    def _charge(self, user: str, gpu_hours: float, at: float) -> None:
+        """Add usage that happened at time `at` (decayed to the present bookkeeping time)."""
+        value = decay(gpu_hours, self._usage_at - at, self.config.half_life_s) if at < self._usage_at else gpu_hours
+        self._usage[user] = self._usage.get(user, 0.0) + value
+
     def _requeue_unsaved(self, jobs: list[Job]) -> None:
         """The database refused to record these starts: they were never launched, so they wait again."""
         for job in jobs:
             job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
             self.allocations.pop(job.id, None)
-            self._queue[job.id] = PendingJob(job.id, job.request)
+            self._queue[job.id] = _pending(job)
         self._queue = dict(sorted(self._queue.items()))
 
     # -- helpers --------------------------------------------------------------------------------
@@ -339,10 +468,12 @@ class JobService:
         if self._wake is not None:
             self._wake.set()
 
-    def _track(self, job: Job) -> None:
+    def _track(self, job: Job, counted: bool = False) -> None:
         self.active[job.id] = job
+        if not counted:
+            self._active_per_user[(job.spec.user, job.spec.qos)] += 1
         if job.state is JobState.PENDING:
-            self._queue[job.id] = PendingJob(job.id, job.request)
+            self._queue[job.id] = _pending(job)
 
     def _current(self, job: Job) -> Job:
         """The job with its pending reason from the latest pass (kept aside: a pass over
@@ -352,16 +483,27 @@ class JobService:
         return job
 
     def _forget(self, job: Job) -> None:
-        self.active.pop(job.id, None)
-        self.allocations.pop(job.id, None)
+        if self.active.pop(job.id, None) is not None:
+            self._active_per_user[(job.spec.user, job.spec.qos)] -= 1
+        allocation = self.allocations.pop(job.id, None)
+        if allocation is not None and job.start_time is not None and job.end_time is not None:
+            self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
+                                                     job.end_time - job.start_time), job.end_time)
         self._queue.pop(job.id, None)
+        self._priorities.pop(job.id, None)
         for future in self._waiters.pop(job.id, []):
             if not future.done():
                 future.set_result(job)
 
 
 def _allocation_of(job: Job) -> Allocation:
-    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), job.spec.cpus, job.spec.mem_mb)
+    spec = job.spec
+    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos)
+
+
+def _pending(job: Job) -> PendingJob:
+    spec = job.spec
+    return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held)
 
 
 def _apply_outcome(job: Job, outcome: Outcome) -> None:

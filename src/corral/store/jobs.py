@@ -15,6 +15,7 @@ from corral.store.schema import jobs
 _SPEC_COLUMNS = (
     "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
+    "partition", "qos",
 )
 
 
@@ -24,7 +25,7 @@ class JobStore:
 
     def insert(self, specs: Sequence[JobSpec], now: float) -> list[Job]:
         """Persist new jobs as PENDING in one transaction; returns them with their ids."""
-        rows = [_spec_row(spec) | {"state": JobState.PENDING.value, "submit_time": now} for spec in specs]
+        rows = [_spec_row(spec) | {"state": JobState.PENDING.value, "submit_time": now, "held": False} for spec in specs]
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # SQLite cannot promise RETURNING's row order, so SQLAlchemy would send one
@@ -65,6 +66,14 @@ class JobStore:
             row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
         return _job(row._mapping) if row else None
 
+    def usage_since(self, since: float) -> list[tuple[str, int, int, float, float]]:
+        """(user, gpus, cpus, start, end) of jobs that ran and ended after `since`: fair share's history."""
+        stmt = select(jobs.c.user, jobs.c.gpus, jobs.c.cpus, jobs.c.start_time, jobs.c.end_time).where(
+            jobs.c.end_time >= since, jobs.c.start_time.is_not(None)
+        )
+        with self.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(stmt)]  # type: ignore[misc]
+
     def finished(
         self, *, limit: int, before_id: int | None = None, states: Sequence[str] = (), name: str | None = None
     ) -> list[Job]:
@@ -100,6 +109,7 @@ def _state_row(job: Job) -> dict[str, Any]:
         "end_time": job.end_time,
         "node": job.node,
         "gpu_ids": list(job.gpu_ids) if job.gpu_ids is not None else None,
+        "held": job.held,
     }
 
 
@@ -109,11 +119,11 @@ def _job(row: Mapping[str, Any]) -> Job:
         script_args=tuple(row["script_args"]), gpus=row["gpus"], gpu_type=row["gpu_type"],
         gpu_mem_mb=row["gpu_mem_mb"], cpus=row["cpus"], mem_mb=row["mem_mb"], time_limit_s=row["time_limit_s"],
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
-        submit_dir=row["submit_dir"],
+        submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(
         id=row["id"], spec=spec, state=JobState(row["state"]), submit_time=row["submit_time"], reason=row["reason"],
         exit_code=row["exit_code"], signal=row["signal"], start_time=row["start_time"], end_time=row["end_time"],
-        node=row["node"], gpu_ids=tuple(row["gpu_ids"]) if row["gpu_ids"] is not None else None,
+        node=row["node"], gpu_ids=tuple(row["gpu_ids"]) if row["gpu_ids"] is not None else None, held=row["held"],
     )

@@ -38,6 +38,9 @@ jobs = Table(
     Column("end_time", Float),
     Column("node", String(128)),
     Column("gpu_ids", JSON),
+    Column("partition", String(64), nullable=False),
+    Column("qos", String(64), nullable=False),
+    Column("held", Boolean, nullable=False),
     Index("ix_jobs_state_id", "state", "id"),
     sqlite_autoincrement=True,
 )

@@ -44,6 +44,9 @@ def upgrade() -> None:
         sa.Column("end_time", sa.Float),
         sa.Column("node", sa.String(128)),
         sa.Column("gpu_ids", sa.JSON),
+        sa.Column("partition", sa.String(64), nullable=False),
+        sa.Column("qos", sa.String(64), nullable=False),
+        sa.Column("held", sa.Boolean, nullable=False),
         sqlite_autoincrement=True,
     )
     op.create_index("ix_jobs_state_id", "jobs", ["state", "id"])

@@ -1,0 +1,86 @@
+"""Multifactor priority (Slurm's priority/multifactor) with classic fair share.
+
+    priority = W_age * age + W_fairshare * fairshare + W_job_size * job_size
+             + W_partition * partition + W_qos * qos - nice
+
+Each factor lies in [0, 1]:
+- age: time waiting, saturating at `max_age_s`;
+- fairshare: classic fair share, F = 2^(-U/S), where U is the user's share of all decayed usage and
+  S the user's share of all shares. A user who used nothing gets 1, one who used exactly their share
+  0.5, twice their share 0.25. Classic rather than Fair Tree: on one machine the accounts are the
+  users themselves (a one-level tree, where Fair Tree's ranking adds nothing), and F is a formula a
+  person can check by hand;
+- job_size: the job's share of the machine's GPUs (or of its CPUs, for a CPU job), favouring big
+  jobs as Slurm does by default, so they are not starved by a stream of small ones;
+- partition and qos: the job's partition `priority_factor` and QoS `priority`, over the largest
+  configured.
+
+Usage is GPU-hours (CPU-hours weighted by `CPU_HOUR_WEIGHT` for CPU jobs), decayed with a half-life:
+a GPU-hour used one half-life ago counts as half a GPU-hour now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from corral.core.schedconfig import Partition, PriorityWeights, Qos, SchedulerConfig
+
+CPU_HOUR_WEIGHT = 0.05  # a CPU-hour costs as much as 1/20 of a GPU-hour
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityFactors:
+    """A job's priority and what it is made of (what `corral priority` shows)."""
+
+    priority: int
+    age: float
+    fairshare: float
+    job_size: float
+    partition: float
+    qos: float
+    nice: int
+
+
+def usage_charge(gpus: int, cpus: int, seconds: float) -> float:
+    """What running `seconds` on these resources adds to a user's usage, in GPU-hours."""
+    return (gpus + (CPU_HOUR_WEIGHT * cpus if gpus == 0 else 0.0)) * max(0.0, seconds) / 3600.0
+
+
+def decay(usage: float, elapsed_s: float, half_life_s: float) -> float:
+    """Usage as it counts `elapsed_s` later."""
+    return usage * 0.5 ** (max(0.0, elapsed_s) / half_life_s)
+
+
+def fairshare_factors(usage: Mapping[str, float], users: set[str], shares: Mapping[str, int]) -> dict[str, float]:
+    """Classic fair share, F = 2^(-U/S), for each of `users` (and everyone with usage)."""
+    everyone = set(users) | set(usage)
+    total_usage = sum(max(0.0, u) for u in usage.values())
+    total_shares = sum(shares.get(user, 1) for user in everyone) or 1
+    out = {}
+    for user in everyone:
+        s = shares.get(user, 1) / total_shares
+        u = max(0.0, usage.get(user, 0.0)) / total_usage if total_usage > 0 else 0.0
+        out[user] = 2.0 ** (-u / s) if s > 0 else 0.0
+    return out
+
+
+def job_priority(
+    *, wait_s: float, fairshare: float, gpus: int, cpus: int, total_gpus: int, total_cpus: int,
+    partition: Partition, qos: Qos, nice: int, config: SchedulerConfig,
+) -> PriorityFactors:
+    weights: PriorityWeights = config.weights
+    age = min(max(0.0, wait_s), weights.max_age_s) / weights.max_age_s if weights.max_age_s else 0.0
+    if gpus and total_gpus:
+        size = min(1.0, gpus / total_gpus)
+    else:
+        size = min(1.0, cpus / total_cpus) if total_cpus else 0.0
+    top_partition = max((p.priority_factor for p in config.partitions.values()), default=0)
+    part = partition.priority_factor / top_partition if top_partition else 0.0
+    top_qos = max((q.priority for q in config.qos.values()), default=0)
+    qos_factor = qos.priority / top_qos if top_qos else 0.0
+    value = (
+        weights.age * age + weights.fairshare * fairshare + weights.job_size * size
+        + weights.partition * part + weights.qos * qos_factor - nice
+    )
+    return PriorityFactors(int(value), age, fairshare, size, part, qos_factor, nice)

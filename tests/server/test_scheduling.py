@@ -1,0 +1,121 @@
+"""Partitions, QoS limits, priorities and holds through a live server configured by config.toml."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from corral.errors import Conflict, InvalidRequest
+from tests.helpers import wait_for
+
+CONFIG = """
+[scheduler]
+default_partition = "gpu"
+
+[partitions.debug]
+max_time = "30m"
+tier = 2
+
+[partitions.gpu]
+default_time = "1h"
+
+[partitions.private]
+allowed_users = ["nobody-else"]
+
+[qos.normal]
+max_running_per_user = 2
+max_gpus_per_user = 3
+max_submit_per_user = 6
+"""
+
+
+@pytest.fixture
+def configured(server_factory, short_tmp):
+    home = os.path.join(short_tmp, "configured")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(CONFIG)
+    return server_factory(home=home)
+
+
+def reason_of(client, job_id: int) -> str:
+    return client.get(job_id)["reason"]
+
+
+def test_a_partition_fills_in_its_default_time_and_refuses_strangers(configured, short_tmp):
+    client = configured.client()
+    job = client.submit(["true"], workdir=short_tmp)
+    assert (job["partition"], job["qos"], job["time_limit_s"]) == ("gpu", "normal", 3600)
+    with pytest.raises(InvalidRequest, match="no partition 'nope'"):
+        client.submit(["true"], partition="nope", workdir=short_tmp)
+    with pytest.raises(InvalidRequest, match="may not use partition private"):
+        client.submit(["true"], partition="private", workdir=short_tmp)
+
+
+def test_a_time_limit_over_the_partitions_waits_with_partition_time_limit(configured, short_tmp):
+    client = configured.client()
+    job = client.submit(["true"], partition="debug", time="2:00:00", workdir=short_tmp)
+    wait_for(lambda: reason_of(client, job["id"]) == "PartitionTimeLimit")
+    ok = client.submit(["true"], partition="debug", time="10", workdir=short_tmp)
+    assert client.wait(ok["id"], timeout=20)["state"] == "COMPLETED"  # the held-back job blocks nobody
+    client.cancel(job["id"])
+
+
+def test_qos_limits_hold_jobs_with_slurms_reasons(configured, short_tmp):
+    client = configured.client()
+    a = client.submit(["sleep", "30"], gpus=1, workdir=short_tmp)
+    b = client.submit(["sleep", "30"], gpus=1, workdir=short_tmp)
+    c = client.submit(["sleep", "30"], gpus=1, workdir=short_tmp)
+    wait_for(lambda: client.get(b["id"])["state"] == "RUNNING")
+    wait_for(lambda: reason_of(client, c["id"]) == "QOSMaxJobsPerUserLimit")
+    client.cancel(a["id"])
+    client.cancel(b["id"])
+    wait_for(lambda: client.get(c["id"])["state"] == "RUNNING")
+    big = client.submit(["sleep", "30"], gpus=3, workdir=short_tmp)
+    wait_for(lambda: reason_of(client, big["id"]) == "QOSMaxGRESPerUser")  # 1 + 3 GPUs > 3
+    client.cancel(c["id"])
+    client.cancel(big["id"])
+
+
+def test_the_submit_limit_refuses_the_job_over_it(configured, short_tmp):
+    client = configured.client()
+    jobs = [client.submit(["sleep", "30"], gpus=3, workdir=short_tmp)]  # the other five wait (GPU limit)
+    jobs += [client.submit(["sleep", "30"], gpus=1, workdir=short_tmp) for _ in range(5)]
+    with pytest.raises(Conflict, match="QOSMaxSubmitJobPerUserLimit"):
+        client.submit(["true"], workdir=short_tmp)
+    assert len(client.queue()) == 6
+    client.cancel(jobs.pop()["id"])
+    jobs.append(client.submit(["sleep", "30"], gpus=1, workdir=short_tmp))  # room again
+    for job in jobs:
+        client.cancel(job["id"])
+
+
+def test_hold_and_release(server, short_tmp):
+    client = server.client()
+    blocker = client.submit(["sleep", "30"], gpus=4, workdir=short_tmp)
+    job = client.submit(["true"], gpus=1, workdir=short_tmp)
+    held = client.hold(job["id"])
+    assert held["held"] is True and held["reason"] == "JobHeldUser" and held["state"] in ("PENDING",)
+    with pytest.raises(Conflict, match="already held"):
+        client.hold(job["id"])
+    client.cancel(blocker["id"])
+    assert client.get(job["id"])["state"] == "PENDING"  # free GPUs, but held
+    assert client.get(job["id"])["reason"] == "JobHeldUser"
+    client.release(job["id"])
+    assert client.wait(job["id"], timeout=20)["state"] == "COMPLETED"
+    with pytest.raises(Conflict, match="only pending jobs"):
+        client.hold(job["id"])
+
+
+def test_priority_shows_every_pending_job_with_its_factors(server, short_tmp):
+    client = server.client()
+    blocker = client.submit(["sleep", "30"], gpus=4, workdir=short_tmp)
+    small = client.submit(["true"], gpus=1, workdir=short_tmp)
+    big = client.submit(["true"], gpus=3, workdir=short_tmp)
+    rows = wait_for(lambda: (r := client.priorities()) and len(r) == 2 and r)
+    assert [r["id"] for r in rows] == [small["id"], big["id"]]  # equal priorities: submit order
+    assert rows[0]["job_size"] == 0.25 and rows[1]["job_size"] == 0.75
+    assert rows[0]["fairshare"] == rows[1]["fairshare"] == 0.5  # one user, who has all the usage: 2^-1
+    assert reason_of(client, small["id"]) == "Resources" and reason_of(client, big["id"]) == "Priority"
+    client.cancel(blocker["id"])
