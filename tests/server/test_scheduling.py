@@ -119,3 +119,24 @@ def test_priority_shows_every_pending_job_with_its_factors(server, short_tmp):
     assert rows[0]["fairshare"] == rows[1]["fairshare"] == 0.5  # one user, who has all the usage: 2^-1
     assert reason_of(client, small["id"]) == "Resources" and reason_of(client, big["id"]) == "Priority"
     client.cancel(blocker["id"])
+
+
+def test_a_short_job_backfills_while_a_big_one_waits_with_an_estimated_start(server, short_tmp):
+    from click.testing import CliRunner
+
+    from corral.cli.main import cli
+
+    client = server.client()
+    blocker = client.submit(["sleep", "30"], gpus=2, time="1", workdir=short_tmp)  # 1 minute
+    wait_for(lambda: client.get(blocker["id"])["state"] == "RUNNING")
+    big = client.submit(["true"], gpus=4, time="5", workdir=short_tmp)
+    small = client.submit(["true"], gpus=1, time="0:10", workdir=short_tmp)
+    assert client.wait(small["id"], timeout=20)["state"] == "COMPLETED"  # ran past the waiting big job
+    waiting = client.get(big["id"])
+    assert waiting["state"] == "PENDING" and waiting["reason"] == "Resources"
+    assert waiting["estimated_start"] is not None
+    table = CliRunner().invoke(cli, ["--home", server.home, "queue", "--start"]).output
+    line = next(row for row in table.splitlines() if row.startswith(str(big["id"])))
+    assert "N/A" not in line and "(Resources)" in line
+    client.cancel(blocker["id"])
+    assert client.wait(big["id"], timeout=20)["state"] == "COMPLETED"

@@ -72,6 +72,7 @@ class JobOut(BaseModel):
     labels: dict[str, str]
     submit_time: str
     start_time: str | None
+    estimated_start: str | None = None
     end_time: str | None
     stdout_path: str
     stderr_path: str

@@ -60,6 +60,13 @@ def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
     return table(headers, rows)
 
 
+def start_table(jobs: Sequence[dict[str, Any]]) -> str:
+    rows = [[str(j["id"]), j["partition"], j["name"][:24], j["user"], j["state"],
+             local_time(j.get("estimated_start")) if j.get("estimated_start") else "N/A",
+             format_duration(j["time_limit_s"]), gpus_cell(j), f"({j.get('reason') or 'None'})"] for j in jobs]
+    return table(["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME", "TIME_LIMIT", "GPUS", "REASON"], rows)
+
+
 def priority_table(rows: Sequence[dict[str, Any]]) -> str:
     return table(
         ["JOBID", "PARTITION", "USER", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE", "REASON"],

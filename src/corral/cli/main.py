@@ -216,14 +216,19 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
 
 @cli.command()
 @click.option("-t", "--state", "states", multiple=True, help="Only jobs in this state (repeatable).")
+@click.option("--start", "starts", is_flag=True, help="Pending jobs with their estimated start (like squeue --start).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def queue(ctx: click.Context, states: tuple[str, ...], as_json: bool) -> None:
+def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bool) -> None:
     """Pending and running jobs, with the reason each pending one waits."""
-    from corral.cli.format import queue_table
+    from corral.cli.format import queue_table, start_table
 
-    jobs = _client(ctx).queue(states=[s.upper() for s in states])
-    click.echo(json.dumps(jobs, indent=2) if as_json else queue_table(jobs))
+    wanted = ["PENDING"] if starts else [s.upper() for s in states]
+    jobs = _client(ctx).queue(states=wanted)
+    if as_json:
+        click.echo(json.dumps(jobs, indent=2))
+    else:
+        click.echo(start_table(jobs) if starts else queue_table(jobs))
 
 
 @cli.command()

@@ -37,6 +37,8 @@ class Job:
     node: str | None = None
     gpu_ids: tuple[int, ...] | None = None
     held: bool = False
+    estimated_start: float | None = None
+    """For a pending job with a reservation: when the scheduler expects it to start (not stored)."""
 
     @property
     def request(self) -> Request:
@@ -82,6 +84,7 @@ class Job:
             "labels": dict(s.labels),
             "submit_time": _iso(self.submit_time),
             "start_time": _iso(self.start_time),
+            "estimated_start": _iso(self.estimated_start) if self.state is JobState.PENDING else None,
             "end_time": _iso(self.end_time),
             "stdout_path": self.log_path("stdout"),
             "stderr_path": self.log_path("stderr"),

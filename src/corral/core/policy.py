@@ -3,10 +3,15 @@
 `schedule` knows nothing of databases, processes or clocks; the server hands it
 the nodes, what running jobs hold and the pending queue in priority order
 (`corral.core.priority` decides that order), and applies what comes back.
-Placement is strict order with resource fit: the first eligible job that does
-not fit blocks everything behind it, so no job is ever overtaken (and starved)
-by smaller ones. Jobs held back by a limit (hold, partition time limit, QoS
-limits) do not block: they wait for their own reason while others run.
+Placement is backfill by time limits (Slurm's sched/backfill): jobs are taken in
+priority order; one that cannot start now gets a reservation at the earliest time
+it will fit (its estimated start), and a lower-priority job starts now only where
+it fits around every reservation made so far, so it can never delay a job ahead
+of it. A waiting job that cannot be given a reservation (what it needs is held by
+jobs without a time limit, or `backfill_depth` reservations are made already)
+stops the pass: nothing behind it starts, so it is never starved. Jobs held back
+by a limit (hold, partition time limit, QoS limits) wait for their own reason and
+block nobody.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from corral.core.resources import Allocation, Gpu, Node, Request, gpu_matches
+from corral.core.backfill import INFINITY, NodeProfile
+from corral.core.resources import Allocation, Node, Request, gpu_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
 
@@ -36,57 +42,72 @@ class PendingJob:
 class Decisions:
     starts: list[Allocation] = field(default_factory=list)
     reasons: dict[int, PendingReason] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Free:
-    cpus: int
-    mem_mb: int
-    gpus: list[Gpu]  # free, in the node's order
+    estimates: dict[int, float] = field(default_factory=dict)
+    """Expected start of each waiting job that holds a reservation."""
 
 
 def schedule(
     nodes: Sequence[Node], running: Iterable[Allocation], pending: Sequence[PendingJob], now: float,
     config: SchedulerConfig = _DEFAULT_CONFIG,
 ) -> Decisions:
-    """Decide which pending jobs start now, and why the others wait.
+    """Decide which pending jobs start now, why the others wait, and when they should start.
 
     Args:
         nodes: the machine's inventory.
-        running: what started jobs hold.
+        running: what started jobs hold, and until when.
         pending: jobs waiting, highest priority first.
-        now: the time of this pass (unused by strict order; later policies age jobs by it).
-        config: partitions and QoS, for their limits.
+        now: the time of this pass.
+        config: partitions and QoS (for their limits), and the backfill depth.
     """
-    del now
-    running = list(running)
-    free = _free_resources(nodes, running)
+    by_node: dict[str, list[Allocation]] = {node.name: [] for node in nodes}
     jobs_of: dict[tuple[str, str | None], int] = {}
     gpus_of: dict[tuple[str, str | None], int] = {}
     for alloc in running:
+        by_node.setdefault(alloc.node, []).append(alloc)
         key = (alloc.user, alloc.qos)
         jobs_of[key] = jobs_of.get(key, 0) + 1
         gpus_of[key] = gpus_of.get(key, 0) + len(alloc.gpu_ids)
+    profiles = [NodeProfile.build(node, by_node[node.name], now) for node in nodes]
     decisions = Decisions()
     reasons = decisions.reasons
-    blocked = False
+    stopped = False  # a waiting job could not be given a reservation: nothing behind it may start
+    waiting = False
     for job in pending:
         reason = _held_back(job, nodes, config, jobs_of, gpus_of)
         if reason is not None:
             reasons[job.job_id] = reason
             continue
-        if blocked:
+        if stopped:
             reasons[job.job_id] = PendingReason.PRIORITY
             continue
-        allocation = _allocate(job, nodes, free)
-        if allocation is None:
-            reasons[job.job_id] = PendingReason.RESOURCES
-            blocked = True
-        else:
-            decisions.starts.append(allocation)
+        duration = job.time_limit_s if job.time_limit_s is not None else INFINITY
+        best: tuple[NodeProfile, float, tuple[int, ...]] | None = None
+        for profile in profiles:
+            found = profile.earliest(job.request, duration)
+            if found is not None and (best is None or found[0] < best[1]):
+                best = (profile, found[0], found[1])
+                if found[0] <= now:
+                    break
+        request = job.request
+        if best is not None and best[1] <= now:
+            profile, _, gpu_ids = best
+            profile.reserve(now, now + duration, request.cpus, request.mem_mb, gpu_ids)
+            decisions.starts.append(Allocation(
+                job.job_id, profile.node.name, gpu_ids, request.cpus, request.mem_mb, job.user, job.qos,
+                now + duration if duration < INFINITY else None,
+            ))
             key = (job.user, job.qos)
             jobs_of[key] = jobs_of.get(key, 0) + 1
-            gpus_of[key] = gpus_of.get(key, 0) + job.request.gpus
+            gpus_of[key] = gpus_of.get(key, 0) + request.gpus
+            continue
+        reasons[job.job_id] = PendingReason.PRIORITY if waiting else PendingReason.RESOURCES
+        waiting = True
+        if best is None or len(decisions.estimates) >= config.backfill_depth:
+            stopped = True
+            continue
+        profile, start, gpu_ids = best
+        profile.reserve(start, start + duration, request.cpus, request.mem_mb, gpu_ids)
+        decisions.estimates[job.job_id] = start
     return decisions
 
 
@@ -114,19 +135,6 @@ def _held_back(
     return None
 
 
-def _free_resources(nodes: Sequence[Node], running: Iterable[Allocation]) -> dict[str, _Free]:
-    free = {n.name: _Free(n.cpus, n.mem_mb, list(n.gpus)) for n in nodes}
-    for alloc in running:
-        slot = free.get(alloc.node)
-        if slot is None:
-            continue
-        slot.cpus -= alloc.cpus
-        slot.mem_mb -= alloc.mem_mb
-        held = set(alloc.gpu_ids)
-        slot.gpus = [g for g in slot.gpus if g.index not in held]
-    return free
-
-
 def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
     """Could the request run on some node if it were empty? (Runs for every pending job: keep it cheap.)"""
     for node in nodes:
@@ -137,21 +145,3 @@ def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
         if sum(gpu_matches(g, request) for g in node.gpus) >= request.gpus:
             return True
     return False
-
-
-def _allocate(job: PendingJob, nodes: Sequence[Node], free: dict[str, _Free]) -> Allocation | None:
-    request = job.request
-    for node in nodes:
-        slot = free[node.name]
-        if request.cpus > slot.cpus or request.mem_mb > slot.mem_mb:
-            continue
-        gpus = [g for g in slot.gpus if gpu_matches(g, request)][: request.gpus]
-        if len(gpus) < request.gpus:
-            continue
-        slot.cpus -= request.cpus
-        slot.mem_mb -= request.mem_mb
-        taken = {g.index for g in gpus}
-        slot.gpus = [g for g in slot.gpus if g.index not in taken]
-        return Allocation(job.job_id, node.name, tuple(g.index for g in gpus), request.cpus, request.mem_mb,
-                          job.user, job.qos)
-    return None

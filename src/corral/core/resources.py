@@ -47,6 +47,8 @@ class Allocation:
     mem_mb: int
     user: str = ""
     qos: str | None = None
+    end_time: float | None = None
+    """When its time limit runs out; None: no limit."""
 
 
 def gpu_matches(gpu: Gpu, request: Request) -> bool:

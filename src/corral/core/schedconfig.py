@@ -55,6 +55,8 @@ class SchedulerConfig:
     weights: PriorityWeights = field(default_factory=PriorityWeights)
     half_life_s: int = 7 * 86400
     """Past usage counts half as much after this long (Slurm's PriorityDecayHalfLife)."""
+    backfill_depth: int = 100
+    """Reservations made per pass at most (Slurm's bf_max_job_test); the queue stops behind the last."""
     shares: Mapping[str, int] = field(default_factory=dict)
     """Fair-share shares by user; users not listed have 1."""
     partitions: Mapping[str, Partition] = field(
@@ -88,7 +90,8 @@ def parse_scheduler_config(
     if "max_age" in weights_table:
         values["max_age_s"] = _duration(weights_table["max_age"], "scheduler.weights.max_age", source)
     weights = PriorityWeights(**values)
-    sched = _known(dict(scheduler), ("weights", "half_life", "shares", "default_partition", "default_qos"), "scheduler", source)
+    sched = _known(dict(scheduler), ("weights", "half_life", "shares", "default_partition", "default_qos",
+                                     "backfill_depth"), "scheduler", source)
     half_life = _duration(sched.get("half_life", "7-0"), "scheduler.half_life", source)
     shares = {str(u): _int(v, f"scheduler.shares.{u}", source, 1) for u, v in dict(sched.get("shares", {})).items()}
 
@@ -107,7 +110,8 @@ def parse_scheduler_config(
         raise InvalidRequest("scheduler.default_qos", f"names no QoS in {source}: {default_qos!r}",
                              f"define [qos.{default_qos}] or pick one of {', '.join(qoses)}")
     configured = frozenset(name for name, table in (("partitions", partitions), ("qos", qos)) if table)
-    return SchedulerConfig(weights=weights, half_life_s=half_life, shares=shares, partitions=parts,
+    depth = _int(sched.get("backfill_depth", 100), "scheduler.backfill_depth", source, 1)
+    return SchedulerConfig(weights=weights, half_life_s=half_life, shares=shares, partitions=parts, backfill_depth=depth,
                            default_partition=default_partition, qos=qoses, default_qos=default_qos,
                            configured=configured)
 

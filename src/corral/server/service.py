@@ -60,6 +60,7 @@ class JobService:
         self.allocations: dict[int, Allocation] = {}
         self._queue: dict[int, PendingJob] = {}  # pending jobs, in submit order
         self._reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
+        self._estimates: dict[int, float] = {}
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._insert_in_flight = False
@@ -379,6 +380,7 @@ class JobService:
             return
         decisions = schedule(self.nodes, self.allocations.values(), self._by_priority(now), now, self.config)
         self._reasons = decisions.reasons
+        self._estimates = decisions.estimates
         if not decisions.starts:
             return
         started = []
@@ -480,6 +482,7 @@ class JobService:
         a long queue should not have to touch every job)."""
         if job.state is JobState.PENDING:
             job.reason = self._reasons.get(job.id, PendingReason.NONE)
+            job.estimated_start = self._estimates.get(job.id)
         return job
 
     def _forget(self, job: Job) -> None:
@@ -498,7 +501,8 @@ class JobService:
 
 def _allocation_of(job: Job) -> Allocation:
     spec = job.spec
-    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos)
+    end = job.start_time + spec.time_limit_s if job.start_time is not None and spec.time_limit_s else None
+    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos, end)
 
 
 def _pending(job: Job) -> PendingJob:
