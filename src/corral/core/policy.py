@@ -36,6 +36,8 @@ class PendingJob:
     qos: str | None = None
     time_limit_s: int | None = None
     held: bool = False
+    submit_time: float = 0.0
+    nice: int = 0
 
 
 @dataclass(slots=True)

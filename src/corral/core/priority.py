@@ -21,10 +21,14 @@ a GPU-hour used one half-life ago counts as half a GPU-hour now.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from corral.core.schedconfig import Partition, PriorityWeights, Qos, SchedulerConfig
+
+if TYPE_CHECKING:
+    from corral.core.policy import PendingJob
 
 CPU_HOUR_WEIGHT = 0.05  # a CPU-hour costs as much as 1/20 of a GPU-hour
 
@@ -84,3 +88,28 @@ def job_priority(
         + weights.partition * part + weights.qos * qos_factor - nice
     )
     return PriorityFactors(int(value), age, fairshare, size, part, qos_factor, nice)
+
+
+def prioritize(
+    pending: Sequence[PendingJob], *, usage: Mapping[str, float], config: SchedulerConfig, now: float,
+    total_gpus: int, total_cpus: int,
+) -> tuple[list[PendingJob], dict[int, PriorityFactors]]:
+    """The queue in the order the scheduler serves it (partition tier, then priority, then submit
+    order), and each job's priority factors."""
+    fairshare = fairshare_factors(usage, {job.user for job in pending}, config.shares)
+    default_partition = config.partition(None)
+    default_qos = config.qos_of(None)
+    factors: dict[int, PriorityFactors] = {}
+    keyed = []
+    for job in pending:
+        partition = config.partitions.get(job.partition or "", default_partition)
+        qos = config.qos.get(job.qos or "", default_qos)
+        f = job_priority(
+            wait_s=now - job.submit_time, fairshare=fairshare.get(job.user, 1.0), gpus=job.request.gpus,
+            cpus=job.request.cpus, total_gpus=total_gpus, total_cpus=total_cpus, partition=partition, qos=qos,
+            nice=job.nice, config=config,
+        )
+        factors[job.job_id] = f
+        keyed.append((-partition.tier, -f.priority, job.submit_time, job.job_id, job))
+    keyed.sort(key=lambda item: item[:4])
+    return [item[4] for item in keyed], factors

@@ -21,7 +21,7 @@ from typing import Any
 from corral.backends.base import Backend, Recovered
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
-from corral.core.priority import PriorityFactors, decay, fairshare_factors, job_priority, usage_charge
+from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
 from corral.core.resources import Allocation, Node, check_satisfiable
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import JobSpec, build_spec
@@ -408,27 +408,11 @@ class JobService:
                 self._forget(job)
 
     def _by_priority(self, now: float) -> list[PendingJob]:
-        """The queue in the order the scheduler serves it: partition tier, then priority, then submit order."""
-        config = self.config
-        usage = self.usage(now)
-        fairshare = fairshare_factors(usage, {job.user for job in self._queue.values()}, config.shares)
-        priorities = {}
-        keyed = []
-        for pending in self._queue.values():
-            job = self.active[pending.job_id]
-            spec = job.spec
-            part = config.partition(spec.partition) if spec.partition in config.partitions else config.partition(None)
-            qos = config.qos_of(spec.qos) if spec.qos in config.qos else config.qos_of(None)
-            factors = job_priority(
-                wait_s=now - job.submit_time, fairshare=fairshare.get(spec.user, 1.0), gpus=spec.gpus, cpus=spec.cpus,
-                total_gpus=self.total_gpus, total_cpus=self.total_cpus, partition=part, qos=qos, nice=spec.nice,
-                config=config,
-            )
-            priorities[job.id] = factors
-            keyed.append((-part.tier, -factors.priority, job.id, pending))
-        keyed.sort(key=lambda item: item[:3])
-        self._priorities = priorities
-        return [item[3] for item in keyed]
+        ordered, self._priorities = prioritize(
+            list(self._queue.values()), usage=self.usage(now), config=self.config, now=now,
+            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
+        )
+        return ordered
 
     def usage(self, now: float) -> dict[str, float]:
         """Each user's decayed usage in GPU-hours, running jobs included up to `now`."""
@@ -507,7 +491,8 @@ def _allocation_of(job: Job) -> Allocation:
 
 def _pending(job: Job) -> PendingJob:
     spec = job.spec
-    return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held)
+    return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
+                      job.submit_time, spec.nice)
 
 
 def _apply_outcome(job: Job, outcome: Outcome) -> None:
