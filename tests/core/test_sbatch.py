@@ -146,7 +146,6 @@ def test_parse_script_reads_partition_and_qos(option, fields):
     ("option", "name"),
     [
         ("--array=0-3", "--array"),
-        ("--dependency=afterok:1", "--dependency"),
         ("--exclusive", "--exclusive"),
         ("--hold", "--hold"),
         ("--constraint=a100", "--constraint"),

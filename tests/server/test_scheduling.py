@@ -140,3 +140,30 @@ def test_a_short_job_backfills_while_a_big_one_waits_with_an_estimated_start(ser
     assert "N/A" not in line and "(Resources)" in line
     client.cancel(blocker["id"])
     assert client.wait(big["id"], timeout=20)["state"] == "COMPLETED"
+
+
+def test_dependencies_chain_jobs_and_a_broken_one_is_cancelled_on_request(server, short_tmp):
+    client = server.client()
+    first = client.submit(["sh", "-c", "sleep 1; exit 3"], workdir=short_tmp)
+    on_ok = client.submit(["true"], dependency=f"afterok:{first['id']}", workdir=short_tmp)
+    on_fail = client.submit(["true"], dependency=f"afternotok:{first['id']}", workdir=short_tmp)
+    doomed = client.submit(["true"], dependency=f"afterok:{first['id']}", kill_on_invalid_dep="yes", workdir=short_tmp)
+    wait_for(lambda: reason_of(client, on_ok["id"]) == "Dependency")
+    assert client.wait(on_fail["id"], timeout=20)["state"] == "COMPLETED"
+    wait_for(lambda: reason_of(client, on_ok["id"]) == "DependencyNeverSatisfied")
+    cancelled = client.wait(doomed["id"], timeout=20)
+    assert (cancelled["state"], cancelled["reason"]) == ("CANCELLED", "DependencyNeverSatisfied")
+    assert client.get(on_ok["id"])["state"] == "PENDING"
+    client.cancel(on_ok["id"])
+    with pytest.raises(InvalidRequest, match="job 99999 does not exist"):
+        client.submit(["true"], dependency="afterok:99999", workdir=short_tmp)
+
+
+def test_singleton_runs_one_job_of_a_name_at_a_time(server, short_tmp):
+    client = server.client()
+    mark = os.path.join(short_tmp, "overlap")
+    body = f"if [ -e {mark}.lock ]; then touch {mark}; fi; touch {mark}.lock; sleep 0.5; rm {mark}.lock"
+    jobs = [client.submit(["sh", "-c", body], name="solo", dependency="singleton", workdir=short_tmp) for _ in range(3)]
+    for job in jobs:
+        assert client.wait(job["id"], timeout=30)["state"] == "COMPLETED"
+    assert not os.path.exists(mark)

@@ -42,6 +42,9 @@ class JobRequest(BaseModel):
     nice: int | None = None
     partition: str | None = Field(None, description="Partition (default: the configured default).")
     qos: str | None = Field(None, description="Quality of service (default: the configured default).")
+    dependency: str | None = Field(None, description="sbatch style: afterok:12:13, afterany:12, after:12, "
+                                   "afternotok:12, singleton; joined by , (all) or ? (any).")
+    kill_on_invalid_dep: bool | str | None = Field(None, description="Cancel the job if its dependency can never hold.")
 
 
 class JobOut(BaseModel):
@@ -66,6 +69,7 @@ class JobOut(BaseModel):
     partition: str
     qos: str
     held: bool
+    dependency: str | None = None
     node: str | None
     workdir: str
     submit_dir: str

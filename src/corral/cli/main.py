@@ -164,6 +164,10 @@ class SubmitCommand(click.Command):
 @click.option("--nice", type=int, help="Lower the job's priority by this much.")
 @click.option("-p", "--partition", help="Partition [default: the configured default].")
 @click.option("-q", "--qos", help="Quality of service [default: the configured default].")
+@click.option("-d", "--dependency", help="Start after other jobs: afterok:ID[:ID], afterany:ID, after:ID, afternotok:ID, "
+              "singleton; join with , (all) or ? (any).")
+@click.option("--kill-on-invalid-dep", "kill_on_invalid_dep", type=click.Choice(["yes", "no"]),
+              help="Cancel the job if its dependency can never be satisfied.")
 @click.option("--wrap", help="Run this shell command line (sh -c).")
 @click.option("--parsable", is_flag=True, help="Print only the job id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")

@@ -78,6 +78,7 @@ class Job:
             "partition": s.partition,
             "qos": s.qos,
             "held": self.held,
+            "dependency": s.dependency,
             "node": self.node,
             "workdir": s.workdir,
             "submit_dir": s.submit_dir,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core import sbatch
+from corral.core.dependency import parse_dependency
 from corral.core.paths import check_pattern
 from corral.core.resources import Request
 from corral.core.units import is_number, parse_duration_s, parse_memory_mb
@@ -40,6 +41,7 @@ REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
+    "dependency", "kill_on_invalid_dep",
 })
 
 
@@ -76,6 +78,9 @@ class JobSpec:
     partition: str | None = None
     """None until the server fills in its default."""
     qos: str | None = None
+    dependency: str | None = None
+    """sbatch's --dependency text, checked by corral.core.dependency."""
+    kill_on_invalid_dep: bool = False
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -150,6 +155,8 @@ def build_spec(
         nice=nice,
         partition=_config_name(fields.get("partition"), "partition"),
         qos=_config_name(fields.get("qos"), "qos"),
+        dependency=_dependency(fields.get("dependency")),
+        kill_on_invalid_dep=_yes_no(fields.get("kill_on_invalid_dep", False), "kill_on_invalid_dep"),
         warnings=tuple(warnings),
     )
 
@@ -352,6 +359,23 @@ def _environment(fields: Mapping[str, Any], server_env: Mapping[str, str]) -> tu
     if size > MAX_ENV_BYTES:
         raise InvalidRequest("env", f"is {size} bytes; the limit is {MAX_ENV_BYTES}", "pass large data in a file")
     return env, inherit
+
+
+def _dependency(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest("dependency", f"must be text such as afterok:12, got {value!r}")
+    parse_dependency(value)
+    return value.strip()
+
+
+def _yes_no(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("yes", "true", "1", "no", "false", "0"):
+        return value.strip().lower() in ("yes", "true", "1")
+    raise InvalidRequest(field, f"must be yes or no, got {value!r}")
 
 
 def _config_name(value: Any, field: str) -> str | None:

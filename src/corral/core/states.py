@@ -50,3 +50,7 @@ class PendingReason(str, enum.Enum):
     """Its user already runs as many jobs as the QoS allows."""
     QOS_MAX_GPUS = "QOSMaxGRESPerUser"
     """Starting it would give its user more GPUs than the QoS allows."""
+    DEPENDENCY = "Dependency"
+    """Waits for the jobs it depends on."""
+    DEPENDENCY_NEVER = "DependencyNeverSatisfied"
+    """What it depends on can no longer happen (cancelled if it asked for --kill-on-invalid-dep)."""

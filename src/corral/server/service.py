@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from corral.backends.base import Backend, Recovered
+from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
 from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
@@ -61,6 +62,8 @@ class JobService:
         self._queue: dict[int, PendingJob] = {}  # pending jobs, in submit order
         self._reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
         self._estimates: dict[int, float] = {}
+        self._dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
+        self._ended_states: dict[int, tuple[JobState, bool]] = {}  # a cache of finished dependency targets
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._insert_in_flight = False
@@ -146,6 +149,10 @@ class JobService:
         if qos.max_submit_per_user is not None and self._active_per_user[(spec.user, qos_name)] >= qos.max_submit_per_user:
             raise Conflict(f"QOSMaxSubmitJobPerUserLimit: user {spec.user} already has {qos.max_submit_per_user} "
                            f"unfinished jobs in QoS {qos_name}, its limit; wait for some to end")
+        if spec.dependency is not None:
+            for target in parse_dependency(spec.dependency).job_ids:
+                if self._state_of(target) is None:
+                    raise InvalidRequest("dependency", f"job {target} does not exist", "depend on jobs that were submitted")
         time_limit = spec.time_limit_s
         if time_limit is None:
             time_limit = part.default_time_s or part.max_time_s
@@ -378,7 +385,9 @@ class JobService:
         now = self.clock()
         if not self._queue:
             return
-        decisions = schedule(self.nodes, self.allocations.values(), self._by_priority(now), now, self.config)
+        waiting = self._check_dependencies()
+        decisions = schedule(self.nodes, self.allocations.values(), self._by_priority(now, waiting), now, self.config)
+        decisions.reasons.update(waiting)
         self._reasons = decisions.reasons
         self._estimates = decisions.estimates
         if not decisions.starts:
@@ -407,9 +416,55 @@ class JobService:
                 self.store.save_state(job)
                 self._forget(job)
 
-    def _by_priority(self, now: float) -> list[PendingJob]:
+    def _check_dependencies(self) -> dict[int, PendingReason]:
+        """Jobs that must wait for others, with their reason; cancels those that asked for it when a
+        dependency can no longer hold. A satisfied dependency stays satisfied and is not checked again."""
+        if not self._dependencies:
+            return {}
+        first_of: dict[tuple[str, str], int] = {}
+        for job in self.active.values():
+            key = (job.spec.name, job.spec.user)
+            if key not in first_of:
+                first_of[key] = job.id  # active is in submit order
+        waiting: dict[int, PendingReason] = {}
+        never: list[Job] = []
+        for job_id, dependency in list(self._dependencies.items()):
+            job = self.active[job_id]
+            verdict = evaluate(dependency, self._state_of, first_of[(job.spec.name, job.spec.user)] == job_id)
+            if verdict is Verdict.SATISFIED:
+                del self._dependencies[job_id]
+            elif verdict is Verdict.WAITING:
+                waiting[job_id] = PendingReason.DEPENDENCY
+            else:
+                waiting[job_id] = PendingReason.DEPENDENCY_NEVER
+                if job.spec.kill_on_invalid_dep:
+                    never.append(job)
+        for job in never:
+            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), PendingReason.DEPENDENCY_NEVER
+            self.store.save_state(job)
+            self._forget(job)
+            waiting.pop(job.id)
+        return waiting
+
+    def _state_of(self, job_id: int) -> tuple[JobState, bool] | None:
+        """A job's state and whether it ever started, for dependencies; None if there is no such job."""
+        job = self.active.get(job_id)
+        if job is not None:
+            return job.state, job.start_time is not None
+        cached = self._ended_states.get(job_id)
+        if cached is None:
+            stored = self.store.get(job_id)
+            if stored is None:
+                return None
+            if len(self._ended_states) > 100_000:
+                self._ended_states.clear()
+            cached = self._ended_states[job_id] = (stored.state, stored.start_time is not None)
+        return cached
+
+    def _by_priority(self, now: float, excluded: Mapping[int, object]) -> list[PendingJob]:
+        eligible = [p for p in self._queue.values() if p.job_id not in excluded] if excluded else list(self._queue.values())
         ordered, self._priorities = prioritize(
-            list(self._queue.values()), usage=self.usage(now), config=self.config, now=now,
+            eligible, usage=self.usage(now), config=self.config, now=now,
             total_gpus=self.total_gpus, total_cpus=self.total_cpus,
         )
         return ordered
@@ -460,6 +515,8 @@ class JobService:
             self._active_per_user[(job.spec.user, job.spec.qos)] += 1
         if job.state is JobState.PENDING:
             self._queue[job.id] = _pending(job)
+            if job.spec.dependency is not None:
+                self._dependencies[job.id] = parse_dependency(job.spec.dependency)
 
     def _current(self, job: Job) -> Job:
         """The job with its pending reason from the latest pass (kept aside: a pass over
@@ -478,6 +535,9 @@ class JobService:
                                                      job.end_time - job.start_time), job.end_time)
         self._queue.pop(job.id, None)
         self._priorities.pop(job.id, None)
+        self._dependencies.pop(job.id, None)
+        if self._dependencies and len(self._ended_states) < 100_000:
+            self._ended_states[job.id] = (job.state, job.start_time is not None)
         for future in self._waiters.pop(job.id, []):
             if not future.done():
                 future.set_result(job)

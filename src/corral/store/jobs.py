@@ -15,7 +15,7 @@ from corral.store.schema import jobs
 _SPEC_COLUMNS = (
     "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
-    "partition", "qos",
+    "partition", "qos", "dependency", "kill_on_invalid_dep",
 )
 
 
@@ -119,7 +119,8 @@ def _job(row: Mapping[str, Any]) -> Job:
         script_args=tuple(row["script_args"]), gpus=row["gpus"], gpu_type=row["gpu_type"],
         gpu_mem_mb=row["gpu_mem_mb"], cpus=row["cpus"], mem_mb=row["mem_mb"], time_limit_s=row["time_limit_s"],
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
-        submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"],
+        submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"], dependency=row["dependency"],
+        kill_on_invalid_dep=row["kill_on_invalid_dep"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(

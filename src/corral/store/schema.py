@@ -41,6 +41,8 @@ jobs = Table(
     Column("partition", String(64), nullable=False),
     Column("qos", String(64), nullable=False),
     Column("held", Boolean, nullable=False),
+    Column("dependency", Text),
+    Column("kill_on_invalid_dep", Boolean, nullable=False),
     Index("ix_jobs_state_id", "state", "id"),
     sqlite_autoincrement=True,
 )

@@ -47,6 +47,8 @@ def upgrade() -> None:
         sa.Column("partition", sa.String(64), nullable=False),
         sa.Column("qos", sa.String(64), nullable=False),
         sa.Column("held", sa.Boolean, nullable=False),
+        sa.Column("dependency", sa.Text),
+        sa.Column("kill_on_invalid_dep", sa.Boolean, nullable=False),
         sqlite_autoincrement=True,
     )
     op.create_index("ix_jobs_state_id", "jobs", ["state", "id"])
