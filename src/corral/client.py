@@ -74,8 +74,8 @@ class Client:
             body["script"] = script
         return self._request("POST", "/api/v1/jobs", body)
 
-    def get(self, job_id: int) -> dict[str, Any]:
-        return self._request("GET", f"/api/v1/jobs/{int(job_id)}")
+    def get(self, job_id: int | str) -> dict[str, Any]:
+        return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 
     def queue(self, *, states: Sequence[str] = (), limit: int = 10_000) -> list[dict[str, Any]]:
         return self._list("active", states, limit)
@@ -83,38 +83,38 @@ class Client:
     def history(self, *, states: Sequence[str] = (), limit: int = 100) -> list[dict[str, Any]]:
         return self._list("finished", states, limit)
 
-    def cancel(self, job_id: int) -> dict[str, Any]:
-        return self._request("POST", f"/api/v1/jobs/{int(job_id)}/cancel")
+    def cancel(self, job_id: int | str) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/cancel")
 
-    def hold(self, job_id: int) -> dict[str, Any]:
-        return self._request("POST", f"/api/v1/jobs/{int(job_id)}/hold")
+    def hold(self, job_id: int | str) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/hold")
 
-    def release(self, job_id: int) -> dict[str, Any]:
-        return self._request("POST", f"/api/v1/jobs/{int(job_id)}/release")
+    def release(self, job_id: int | str) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/release")
 
     def priorities(self) -> list[dict[str, Any]]:
         return self._request("GET", "/api/v1/priority")
 
-    def wait(self, job_id: int, timeout: float | None = None, poll: float = 30.0) -> dict[str, Any]:
+    def wait(self, job_id: int | str, timeout: float | None = None, poll: float = 30.0) -> dict[str, Any]:
         """Block until the job ends (or `timeout` seconds pass); returns the job."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
-            job = self._request("GET", f"/api/v1/jobs/{int(job_id)}/wait?timeout={left:.3f}")
+            job = self._request("GET", f"/api/v1/jobs/{_ref(job_id)}/wait?timeout={left:.3f}")
             if job["state"] in TERMINAL or (deadline is not None and time.monotonic() >= deadline):
                 return job
 
-    def logs(self, job_id: int, *, stream: str = "stdout", offset: int = 0, tail: int | None = None) -> tuple[bytes, int, str]:
+    def logs(self, job_id: int | str, *, stream: str = "stdout", offset: int = 0, tail: int | None = None) -> tuple[bytes, int, str]:
         """One chunk of a log: (bytes, next offset, job state)."""
         query = {"stream": stream, "offset": offset}
         if tail is not None:
             query["tail"] = tail
-        status, headers, body = self._raw("GET", f"/api/v1/jobs/{int(job_id)}/logs?{urllib.parse.urlencode(query)}")
+        status, headers, body = self._raw("GET", f"/api/v1/jobs/{_ref(job_id)}/logs?{urllib.parse.urlencode(query)}")
         if status >= 400:
             raise _error_from(status, body)
         return body, int(headers["x-corral-offset"]), headers["x-corral-state"]
 
-    def follow(self, job_id: int, *, stream: str = "stdout", interval: float = 0.25) -> Iterator[bytes]:
+    def follow(self, job_id: int | str, *, stream: str = "stdout", interval: float = 0.25) -> Iterator[bytes]:
         """Yield a log's bytes as they are written, until the job has ended and all is read."""
         offset = 0
         while True:
@@ -180,6 +180,15 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ref(job_id: int | str) -> str:
+    """A job id or ID_TASK, checked before it goes into a URL."""
+    text = str(job_id)
+    head, _, task = text.partition("_")
+    if not head.isdigit() or not head.isascii() or (task and not (task.isdigit() and task.isascii())):
+        raise InvalidRequest("job_id", f"{text!r} is not a job id", "write 12, or 12_3 for task 3 of array 12")
+    return text
 
 
 def _error_from(status: int, data: bytes) -> CorralError:

@@ -17,7 +17,7 @@ router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"], responses={404: {"model
 
 MAX_PAGE = 10_000
 MAX_ID = 2**31 - 1
-JobId = Path(ge=1, le=MAX_ID, description="The job's id.")
+JobRef = Path(pattern=r"^[0-9]{1,10}(_[0-9]{1,10})?$", description="A job's id, or ID_TASK for a task of an array.")
 
 
 def _service(request: Request) -> JobService:
@@ -66,29 +66,29 @@ async def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Show one job")
-async def get_job(request: Request, job_id: int = JobId) -> Response:
-    return _json(_service(request).get(job_id).to_dict())
+async def get_job(request: Request, job_id: str = JobRef) -> Response:
+    return _json(_service(request).resolve(job_id).to_dict())
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")
-async def cancel_job(request: Request, job_id: int = JobId) -> Response:
+async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
     job = await _service(request).cancel(job_id)
     return _json(job.to_dict())
 
 
 @router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")
-async def hold_job(request: Request, job_id: int = JobId) -> Response:
+async def hold_job(request: Request, job_id: str = JobRef) -> Response:
     return _json(_service(request).hold(job_id).to_dict())
 
 
 @router.post("/{job_id}/release", response_model=JobOut, responses={409: {"model": ErrorOut}},
              summary="Release a held job")
-async def release_job(request: Request, job_id: int = JobId) -> Response:
+async def release_job(request: Request, job_id: str = JobRef) -> Response:
     return _json(_service(request).release(job_id).to_dict())
 
 
 @router.get("/{job_id}/wait", response_model=JobOut, summary="Wait (long poll) until the job ends")
-async def wait_job(request: Request, job_id: int = JobId, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
+async def wait_job(request: Request, job_id: str = JobRef, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
     job = await _service(request).wait(job_id, timeout)
     return _json(job.to_dict())
 
@@ -98,7 +98,7 @@ async def wait_job(request: Request, job_id: int = JobId, timeout: float = Query
     response_class=Response, responses={200: {"content": {"application/octet-stream": {}}}},
 )
 async def job_logs(
-    request: Request, job_id: int = JobId, stream: str = "stdout", offset: int = Query(0, ge=0, le=2**62),
+    request: Request, job_id: str = JobRef, stream: str = "stdout", offset: int = Query(0, ge=0, le=2**62),
     limit: int = Query(1 << 20, ge=1, le=1 << 20), tail: int | None = Query(None, ge=0, le=100_000),
 ) -> Response:
     """Bytes from `offset`; the `X-Corral-Offset` header is where the next read starts,

@@ -45,10 +45,15 @@ class JobRequest(BaseModel):
     dependency: str | None = Field(None, description="sbatch style: afterok:12:13, afterany:12, after:12, "
                                    "afternotok:12, singleton; joined by , (all) or ? (any).")
     kill_on_invalid_dep: bool | str | None = Field(None, description="Cancel the job if its dependency can never hold.")
+    array: str | None = Field(None, description="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 at once.")
 
 
 class JobOut(BaseModel):
     id: int
+    ref: str
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array: str | None = None
     name: str
     user: str
     state: str

@@ -53,7 +53,7 @@ def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
     for job in jobs:
         where = job["node"] if job["state"] == "RUNNING" else f"({job.get('reason') or 'None'})"
         rows.append([
-            str(job["id"]), job["partition"], job["name"][:24], job["user"], job["state"], elapsed(job, now),
+            job["ref"], job["partition"], job["name"][:24], job["user"], job["state"], elapsed(job, now),
             format_duration(job["time_limit_s"]), gpus_cell(job), str(job["cpus"]), format_memory(job["mem_mb"]), where,
         ])
     headers = ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMIT", "GPUS", "CPUS", "MEM", "NODE(REASON)"]
@@ -61,7 +61,7 @@ def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
 
 
 def start_table(jobs: Sequence[dict[str, Any]]) -> str:
-    rows = [[str(j["id"]), j["partition"], j["name"][:24], j["user"], j["state"],
+    rows = [[j["ref"], j["partition"], j["name"][:24], j["user"], j["state"],
              local_time(j.get("estimated_start")) if j.get("estimated_start") else "N/A",
              format_duration(j["time_limit_s"]), gpus_cell(j), f"({j.get('reason') or 'None'})"] for j in jobs]
     return table(["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME", "TIME_LIMIT", "GPUS", "REASON"], rows)
@@ -83,7 +83,7 @@ def history_table(jobs: Sequence[dict[str, Any]]) -> str:
         if job.get("signal"):
             code += f" (signal {job['signal']})"
         rows.append([
-            str(job["id"]), job["name"][:24], job["user"], job["state"], code, local_time(job["start_time"]),
+            job["ref"], job["name"][:24], job["user"], job["state"], code, local_time(job["start_time"]),
             elapsed(job), gpus_cell(job),
         ])
     return table(["JOBID", "NAME", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS"], rows)
@@ -92,7 +92,7 @@ def history_table(jobs: Sequence[dict[str, Any]]) -> str:
 def job_view(job: dict[str, Any]) -> str:
     command = " ".join(job["command"]) if job["command"] else "(batch script) " + " ".join(job.get("script_args") or [])
     fields = [
-        ("JobId", job["id"]), ("Name", job["name"]), ("User", job["user"]), ("State", job["state"]),
+        ("JobId", job["ref"]), ("Name", job["name"]), ("User", job["user"]), ("State", job["state"]),
         ("Reason", job.get("reason") or "None"),
         ("ExitCode", "-" if job["exit_code"] is None else job["exit_code"]),
         ("Signal", job.get("signal") or "-"),

@@ -166,6 +166,7 @@ class SubmitCommand(click.Command):
 @click.option("-q", "--qos", help="Quality of service [default: the configured default].")
 @click.option("-d", "--dependency", help="Start after other jobs: afterok:ID[:ID], afterany:ID, after:ID, afternotok:ID, "
               "singleton; join with , (all) or ? (any).")
+@click.option("-a", "--array", help="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 tasks at once.")
 @click.option("--kill-on-invalid-dep", "kill_on_invalid_dep", type=click.Choice(["yes", "no"]),
               help="Cancel the job if its dependency can never be satisfied.")
 @click.option("--wrap", help="Run this shell command line (sh -c).")
@@ -236,10 +237,10 @@ def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bo
 
 
 @cli.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
+def show(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Everything about one job."""
     from corral.cli.format import job_view
 
@@ -248,15 +249,15 @@ def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.argument("job_ids", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def cancel(ctx: click.Context, job_ids: tuple[int, ...], as_json: bool) -> None:
+def cancel(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
     """Cancel jobs: pending ones leave the queue, running ones get SIGTERM, a grace period, then SIGKILL."""
     _each_job(ctx, job_ids, "cancel", as_json)
 
 
-def _each_job(ctx: click.Context, job_ids: tuple[int, ...], action: str, as_json: bool) -> None:
+def _each_job(ctx: click.Context, job_ids: tuple[str, ...], action: str, as_json: bool) -> None:
     client = _client(ctx)
     results, failed = [], False
     for job_id in job_ids:
@@ -276,19 +277,19 @@ def _each_job(ctx: click.Context, job_ids: tuple[int, ...], action: str, as_json
 
 
 @cli.command()
-@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.argument("job_ids", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def hold(ctx: click.Context, job_ids: tuple[int, ...], as_json: bool) -> None:
+def hold(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
     """Keep pending jobs from starting (reason JobHeldUser) until released."""
     _each_job(ctx, job_ids, "hold", as_json)
 
 
 @cli.command()
-@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.argument("job_ids", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def release(ctx: click.Context, job_ids: tuple[int, ...], as_json: bool) -> None:
+def release(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
     """Let held jobs run again."""
     _each_job(ctx, job_ids, "release", as_json)
 
@@ -305,12 +306,12 @@ def priority(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing as the job writes, until it ends.")
 @click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr instead of stdout.")
 @click.option("-n", "--tail", type=int, help="Only the last N lines.")
 @click.pass_context
-def logs(ctx: click.Context, job_id: int, follow: bool, use_stderr: bool, tail: int | None) -> None:
+def logs(ctx: click.Context, job_id: str, follow: bool, use_stderr: bool, tail: int | None) -> None:
     """A job's output."""
     client = _client(ctx)
     stream = "stderr" if use_stderr else "stdout"
@@ -363,11 +364,11 @@ def history(ctx: click.Context, states: tuple[str, ...], limit: int, as_json: bo
 
 
 @cli.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id")
 @click.option("--timeout", type=float, help="Give up after this many seconds (exit status 124).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def wait(ctx: click.Context, job_id: int, timeout: float | None, as_json: bool) -> None:
+def wait(ctx: click.Context, job_id: str, timeout: float | None, as_json: bool) -> None:
     """Wait for a job to end; exit with its exit code."""
     from corral.client import TERMINAL
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from corral.core.arrays import format_ranges, parse_array
 from corral.core.paths import expand_pattern
 from corral.core.resources import Request
 from corral.core.spec import JobSpec
@@ -37,6 +38,11 @@ class Job:
     node: str | None = None
     gpu_ids: tuple[int, ...] | None = None
     held: bool = False
+    array_job_id: int | None = None
+    """For a task of an array: the array job's id (and `array_task_id` its number)."""
+    array_task_id: int | None = None
+    array_pending: list[int] = field(default_factory=list)
+    """For an array job: the task numbers not started yet."""
     estimated_start: float | None = None
     """For a pending job with a reservation: when the scheduler expects it to start (not stored)."""
 
@@ -48,7 +54,25 @@ class Job:
         """The file a stream goes to (`stdout` or `stderr`), with its pattern filled in."""
         pattern = self.spec.stdout if stream == "stdout" or self.spec.stderr is None else self.spec.stderr
         s = self.spec
-        return expand_pattern(pattern, job_id=self.id, name=s.name, user=s.user, node=self.node or "", workdir=s.workdir)
+        return expand_pattern(
+            pattern, job_id=self.id, name=s.name, user=s.user, node=self.node or "", workdir=s.workdir,
+            array_job_id=self.array_job_id, array_task_id=self.array_task_id,
+        )
+
+    @property
+    def is_array(self) -> bool:
+        """An array job: the record of its tasks, never run itself."""
+        return self.spec.array is not None and self.array_job_id is None
+
+    @property
+    def ref(self) -> str:
+        """How people name it: `12`, a task `12_3`, an array's waiting tasks `12_[4-99%4]`."""
+        if self.array_job_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        if self.is_array and self.array_pending:
+            throttle = parse_array(self.spec.array).throttle
+            return f"{self.id}_[{format_ranges(self.array_pending)}{f'%{throttle}' if throttle else ''}]"
+        return str(self.id)
 
     def to_dict(self, detail: bool = True) -> dict[str, Any]:
         """The job as the API, the CLI's --json and the client show it.
@@ -59,6 +83,10 @@ class Job:
         s = self.spec
         view = {
             "id": self.id,
+            "ref": self.ref,
+            "array_job_id": self.array_job_id,
+            "array_task_id": self.array_task_id,
+            "array": s.array,
             "name": s.name,
             "user": s.user,
             "state": self.state.value,

@@ -27,6 +27,7 @@ _VALUED: dict[str, str] = {
     "partition": "partition", "p": "partition",
     "dependency": "dependency", "d": "dependency",
     "kill-on-invalid-dep": "kill_on_invalid_dep",
+    "array": "array", "a": "array",
     "qos": "qos", "q": "qos",
 }
 # options that must say "one": corral runs one task on one node
@@ -125,7 +126,7 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
             raise InvalidRequest(
                 "script", f"{source} option {_spelled(token, name)} is not supported by corral",
                 "remove it; supported: --job-name --gres --gpus --cpus-per-task --mem --time --output --error "
-                "--chdir --export --nice --partition --qos --dependency --kill-on-invalid-dep --nodes=1 --ntasks=1",
+                "--chdir --export --nice --partition --qos --dependency --kill-on-invalid-dep --array --nodes=1 --ntasks=1",
             )
     return out
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core import sbatch
+from corral.core.arrays import parse_array
 from corral.core.dependency import parse_dependency
 from corral.core.paths import check_pattern
 from corral.core.resources import Request
@@ -41,7 +42,7 @@ REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
-    "dependency", "kill_on_invalid_dep",
+    "dependency", "kill_on_invalid_dep", "array",
 })
 
 
@@ -81,6 +82,8 @@ class JobSpec:
     dependency: str | None = None
     """sbatch's --dependency text, checked by corral.core.dependency."""
     kill_on_invalid_dep: bool = False
+    array: str | None = None
+    """sbatch's --array text for an array job; None for a single job (and for each task)."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -157,6 +160,7 @@ def build_spec(
         qos=_config_name(fields.get("qos"), "qos"),
         dependency=_dependency(fields.get("dependency")),
         kill_on_invalid_dep=_yes_no(fields.get("kill_on_invalid_dep", False), "kill_on_invalid_dep"),
+        array=_array(fields.get("array")),
         warnings=tuple(warnings),
     )
 
@@ -367,6 +371,15 @@ def _dependency(value: Any) -> str | None:
     if not isinstance(value, str):
         raise InvalidRequest("dependency", f"must be text such as afterok:12, got {value!r}")
     parse_dependency(value)
+    return value.strip()
+
+
+def _array(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest("array", f"must be text such as 0-99%4, got {value!r}")
+    parse_array(value)
     return value.strip()
 
 

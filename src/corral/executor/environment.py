@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from corral.core.arrays import parse_array
 from corral.core.job import Job
 from corral.core.resources import Allocation
 
@@ -31,6 +32,9 @@ def job_environment(
     })
     if server_url:
         env["CORRAL_URL"] = server_url
+    if job.array_job_id is not None:
+        env["CORRAL_ARRAY_JOB_ID"] = str(job.array_job_id)
+        env["CORRAL_ARRAY_TASK_ID"] = str(job.array_task_id)
     if spec.script is not None:
         env.update(slurm_variables(job, allocation))
     return env
@@ -70,6 +74,13 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         out["SLURM_JOB_GPUS"] = gpu_list
         out["SLURM_GPUS_ON_NODE"] = str(len(allocation.gpu_ids))
         out["SLURM_GPUS"] = str(len(allocation.gpu_ids))
+    if job.array_job_id is not None and spec.array is not None:
+        tasks = parse_array(spec.array).task_ids
+        out.update({
+            "SLURM_ARRAY_JOB_ID": str(job.array_job_id), "SLURM_ARRAY_TASK_ID": str(job.array_task_id),
+            "SLURM_ARRAY_TASK_COUNT": str(len(tasks)), "SLURM_ARRAY_TASK_MIN": str(tasks[0]),
+            "SLURM_ARRAY_TASK_MAX": str(tasks[-1]),
+        })
     if job.spec.time_limit_s:
         out["SLURM_JOB_END_TIME"] = str(int((job.start_time or 0) + job.spec.time_limit_s))
     return out

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from corral.backends.base import Backend, Recovered
+from corral.core.arrays import parse_array
 from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
@@ -64,6 +65,8 @@ class JobService:
         self._estimates: dict[int, float] = {}
         self._dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
         self._ended_states: dict[int, tuple[JobState, bool]] = {}  # a cache of finished dependency targets
+        self._arrays: dict[int, Job] = {}  # array jobs with tasks waiting or active
+        self._array_tasks: dict[int, set[int]] = {}  # array id -> ids of its tasks not yet ended
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._insert_in_flight = False
@@ -96,6 +99,8 @@ class JobService:
                     continue
             self._track(job)
         self.store.save_states(changed)
+        for array_id in list(self._arrays):
+            self._finish_array_if_done(array_id)  # its last task may have ended while the server was away
         log.info("recovered %d unfinished jobs (%d running)", len(self.active), len(self.allocations))
 
     # -- requests -------------------------------------------------------------------------------
@@ -195,6 +200,32 @@ class JobService:
         """Let an insert in flight finish (its submitters are owed an answer)."""
         self._db_thread.shutdown(wait=True)
 
+    def resolve(self, ref: str) -> Job:
+        """A job by its id (`12`) or an array task by `12_3`.
+
+        Raises:
+            InvalidRequest: not an id; NotFound: no such job or task.
+        """
+        head, _, task = ref.partition("_")
+        if not (head.isascii() and head.isdigit()) or (task and not (task.isascii() and task.isdigit())):
+            raise InvalidRequest("job_id", f"{ref!r} is not a job id", "write 12, or 12_3 for task 3 of array 12")
+        job_id = int(head)
+        if not 0 < job_id < 2**31:
+            raise NotFound(f"job {ref} does not exist")
+        if not task:
+            return self.get(job_id)
+        task_id = int(task)
+        for child_id in self._array_tasks.get(job_id, ()):
+            if self.active[child_id].array_task_id == task_id:
+                return self._current(self.active[child_id])
+        found = self.store.get_task(job_id, task_id) if task_id < 2**31 else None
+        if found is not None:
+            return found
+        array = self.get(job_id)
+        if array.is_array and task_id in array.array_pending:
+            return array
+        raise NotFound(f"job {ref} does not exist")
+
     def get(self, job_id: int) -> Job:
         job = self.active.get(job_id)
         if job is not None:
@@ -209,6 +240,8 @@ class JobService:
         wanted = {JobState(s) for s in states} if states else None
         out = []
         for job in self.active.values():
+            if job.is_array and not job.array_pending:
+                continue  # every task has its own record now
             if job.id > after_id and (wanted is None or job.state in wanted) and (name is None or job.spec.name == name):
                 out.append(self._current(job))
                 if len(out) >= limit:
@@ -219,11 +252,18 @@ class JobService:
                       name: str | None = None) -> list[Job]:
         return self.store.finished(limit=limit, before_id=before_id, states=states, name=name)
 
-    async def cancel(self, job_id: int) -> Job:
-        """Cancel a pending job at once; ask a running one to stop and wait briefly for it."""
-        job = self.get(job_id)
+    async def cancel(self, ref: str | int) -> Job:
+        """Cancel a pending job at once; ask a running one to stop and wait briefly for it.
+        An array cancels all its tasks; `12_3` cancels one."""
+        ref = str(ref)
+        job = self.resolve(ref)
+        job_id = job.id
         if job.id not in self.active and not job.state.is_terminal():
             job = await self._tracked(job_id)  # committed a moment ago, not yet in memory
+        if job.is_array and "_" in ref:
+            return self._cancel_waiting_task(job, int(ref.partition("_")[2]))
+        if job.is_array and not job.state.is_terminal():
+            return await self._cancel_array(job)
         if job.state.is_terminal():
             raise Conflict(f"job {job_id} already ended ({job.state.value}); there is nothing to cancel")
         if job.state is JobState.PENDING:
@@ -244,15 +284,41 @@ class JobService:
         finally:
             self._mark_dirty()
 
-    def hold(self, job_id: int) -> Job:
-        """Keep a pending job from starting until it is released."""
-        return self._set_held(job_id, True)
+    async def _cancel_array(self, array: Job) -> Job:
+        array.array_pending = []
+        array.reason = "CancelledByUser"
+        self.store.save_state(array)
+        for child_id in list(self._array_tasks.get(array.id, ())):
+            child = self.active.get(child_id)
+            if child is not None and not child.state.is_terminal():
+                if child.state is JobState.PENDING:
+                    await self.cancel(child.id)
+                else:
+                    self.backend.cancel(child)
+        self._finish_array_if_done(array.id)
+        self._mark_dirty()
+        return await self.wait(array.id, CANCEL_WAIT_S)
 
-    def release(self, job_id: int) -> Job:
-        return self._set_held(job_id, False)
+    def _cancel_waiting_task(self, array: Job, task_id: int) -> Job:
+        """A task not started yet: it gets a record of its own, cancelled."""
+        spec = replace(array.spec, dependency=None, kill_on_invalid_dep=False)
+        (task,) = self.store.add_tasks(array, spec, [task_id])
+        task.state, task.end_time, task.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
+        self.store.save_state(task)
+        self._finish_array_if_done(array.id)
+        self._mark_dirty()
+        return task
 
-    def _set_held(self, job_id: int, held: bool) -> Job:
-        job = self.get(job_id)
+    def hold(self, ref: str | int) -> Job:
+        """Keep a pending job (or an array's waiting tasks) from starting until it is released."""
+        return self._set_held(str(ref), True)
+
+    def release(self, ref: str | int) -> Job:
+        return self._set_held(str(ref), False)
+
+    def _set_held(self, ref: str, held: bool) -> Job:
+        job = self.resolve(ref)
+        job_id = job.id
         if job.state is not JobState.PENDING or job.id not in self.active:
             raise Conflict(f"job {job_id} is {job.state.value}; only pending jobs can be held or released")
         if job.held == held:
@@ -263,7 +329,8 @@ class JobService:
         except Exception:
             job.held = not held
             raise
-        self._queue[job.id] = _pending(job)
+        if not job.is_array:
+            self._queue[job.id] = _pending(job)
         self._reasons.pop(job.id, None)
         if held:
             self._reasons[job.id] = PendingReason.HELD
@@ -276,9 +343,10 @@ class JobService:
             await asyncio.sleep(0.002)
         return self.get(job_id)
 
-    async def wait(self, job_id: int, timeout: float) -> Job:
+    async def wait(self, ref: str | int, timeout: float) -> Job:
         """The job once it has ended, or as it is after `timeout` seconds."""
-        job = self.get(job_id)
+        job = self.resolve(str(ref))
+        job_id = job.id
         if job.state.is_terminal() or timeout <= 0:
             return job
         future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
@@ -294,13 +362,13 @@ class JobService:
                 if not waiters:
                     del self._waiters[job_id]
 
-    def read_log(self, job_id: int, stream: str, offset: int, limit: int, tail: int | None) -> tuple[bytes, int, Job]:
+    def read_log(self, ref: str, stream: str, offset: int, limit: int, tail: int | None) -> tuple[bytes, int, Job]:
         """A chunk of a job's stdout or stderr from `offset` (or its last `tail` lines); returns the next offset."""
         if stream not in ("stdout", "stderr"):
             raise InvalidRequest("stream", f"must be stdout or stderr, got {stream!r}")
         if offset < 0:
             raise InvalidRequest("offset", "must not be negative")
-        job = self.get(job_id)
+        job = self.resolve(ref)
         if job.state is JobState.PENDING:
             return b"", 0, job
         limit = max(1, min(limit, MAX_LOG_CHUNK))
@@ -383,9 +451,10 @@ class JobService:
     def schedule_pass(self) -> None:
         self._dirty = False
         now = self.clock()
-        if not self._queue:
+        if not self._queue and not self._arrays:
             return
         waiting = self._check_dependencies()
+        self._add_array_tasks(waiting)
         decisions = schedule(self.nodes, self.allocations.values(), self._by_priority(now, waiting), now, self.config)
         decisions.reasons.update(waiting)
         self._reasons = decisions.reasons
@@ -415,6 +484,45 @@ class JobService:
                 _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), f"launch failed: {exc}"))
                 self.store.save_state(job)
                 self._forget(job)
+
+    def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
+        """Give array tasks records of their own as they get a chance to run: as many as the free
+        GPUs (or CPUs) could take now, at least one to hold the array's place, within its throttle."""
+        if not self._arrays:
+            return
+        free_gpus = self.total_gpus - sum(len(a.gpu_ids) for a in self.allocations.values())
+        free_cpus = self.total_cpus - sum(a.cpus for a in self.allocations.values())
+        for array in list(self._arrays.values()):
+            if not array.array_pending or array.held or array.id in waiting:
+                continue
+            tasks = self._array_tasks.setdefault(array.id, set())
+            waiting_tasks = sum(1 for t in tasks if self.active[t].state is JobState.PENDING)
+            throttle = parse_array(array.spec.array or "").throttle
+            room = throttle - len(tasks) if throttle else len(array.array_pending)
+            spec = array.spec
+            fit = free_gpus // spec.gpus if spec.gpus else free_cpus // max(1, spec.cpus)
+            wanted = min(len(array.array_pending), room, max(1, fit)) - waiting_tasks
+            if wanted <= 0:
+                continue
+            task_spec = replace(spec, dependency=None, kill_on_invalid_dep=False)
+            for task in self.store.add_tasks(array, task_spec, array.array_pending[:wanted]):
+                self._track(task)
+
+    def _finish_array_if_done(self, array_id: int) -> None:
+        """An array ends when its last task does: COMPLETED if all did, else FAILED, else CANCELLED."""
+        array = self._arrays.get(array_id)
+        if array is None or array.array_pending or self._array_tasks.get(array_id):
+            return
+        states = set(self.store.task_states(array_id))
+        if states <= {JobState.COMPLETED} and states:
+            array.state = JobState.COMPLETED
+        elif states - {JobState.COMPLETED, JobState.CANCELLED}:
+            array.state = JobState.FAILED
+        else:
+            array.state = JobState.CANCELLED
+        array.end_time = self.clock()
+        self.store.save_state(array)
+        self._forget(array)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
         """Jobs that must wait for others, with their reason; cancels those that asked for it when a
@@ -511,12 +619,18 @@ class JobService:
 
     def _track(self, job: Job, counted: bool = False) -> None:
         self.active[job.id] = job
-        if not counted:
-            self._active_per_user[(job.spec.user, job.spec.qos)] += 1
-        if job.state is JobState.PENDING:
+        if job.array_job_id is not None:
+            self._array_tasks.setdefault(job.array_job_id, set()).add(job.id)
+        elif not counted:
+            self._active_per_user[(job.spec.user, job.spec.qos)] += 1  # an array counts once
+        if job.state is not JobState.PENDING:
+            return
+        if job.spec.dependency is not None:
+            self._dependencies[job.id] = parse_dependency(job.spec.dependency)
+        if job.is_array:
+            self._arrays[job.id] = job
+        else:
             self._queue[job.id] = _pending(job)
-            if job.spec.dependency is not None:
-                self._dependencies[job.id] = parse_dependency(job.spec.dependency)
 
     def _current(self, job: Job) -> Job:
         """The job with its pending reason from the latest pass (kept aside: a pass over
@@ -524,11 +638,24 @@ class JobService:
         if job.state is JobState.PENDING:
             job.reason = self._reasons.get(job.id, PendingReason.NONE)
             job.estimated_start = self._estimates.get(job.id)
+            if job.is_array and job.id not in self._reasons:
+                job.reason = self._array_reason(job)
         return job
 
+    def _array_reason(self, array: Job) -> str:
+        if array.held:
+            return PendingReason.HELD
+        tasks = [self.active[t] for t in self._array_tasks.get(array.id, ())]
+        throttle = parse_array(array.spec.array or "").throttle
+        if throttle and len(tasks) >= throttle:
+            return "JobArrayTaskLimit"
+        waiting = [t for t in tasks if t.state is JobState.PENDING]
+        return self._reasons.get(waiting[0].id, PendingReason.NONE) if waiting else PendingReason.NONE
+
     def _forget(self, job: Job) -> None:
-        if self.active.pop(job.id, None) is not None:
+        if self.active.pop(job.id, None) is not None and job.array_job_id is None:
             self._active_per_user[(job.spec.user, job.spec.qos)] -= 1
+        self._arrays.pop(job.id, None)
         allocation = self.allocations.pop(job.id, None)
         if allocation is not None and job.start_time is not None and job.end_time is not None:
             self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
@@ -541,6 +668,13 @@ class JobService:
         for future in self._waiters.pop(job.id, []):
             if not future.done():
                 future.set_result(job)
+        if job.array_job_id is not None:
+            tasks = self._array_tasks.get(job.array_job_id)
+            if tasks is not None:
+                tasks.discard(job.id)
+                if not tasks:
+                    del self._array_tasks[job.array_job_id]
+            self._finish_array_if_done(job.array_job_id)
 
 
 def _allocation_of(job: Job) -> Allocation:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, func, select, update
+from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
+from corral.core.arrays import format_ranges, parse_array, parse_ranges
 from corral.core.job import Job
 from corral.core.spec import JobSpec
 from corral.core.states import ACTIVE_STATES, JobState
@@ -15,7 +16,7 @@ from corral.store.schema import jobs
 _SPEC_COLUMNS = (
     "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
-    "partition", "qos", "dependency", "kill_on_invalid_dep",
+    "partition", "qos", "dependency", "kill_on_invalid_dep", "array",
 )
 
 
@@ -25,19 +26,47 @@ class JobStore:
 
     def insert(self, specs: Sequence[JobSpec], now: float) -> list[Job]:
         """Persist new jobs as PENDING in one transaction; returns them with their ids."""
-        rows = [_spec_row(spec) | {"state": JobState.PENDING.value, "submit_time": now, "held": False} for spec in specs]
         with self.engine.begin() as conn:
-            if self.engine.dialect.name == "sqlite":
-                # SQLite cannot promise RETURNING's row order, so SQLAlchemy would send one
-                # INSERT per row. One executemany instead: under the write lock, with
-                # AUTOINCREMENT, the new ids are the consecutive ones ending at max(id).
-                conn.execute(jobs.insert(), rows)
-                last = conn.execute(select(func.max(jobs.c.id))).scalar_one()
-                ids = list(range(last - len(rows) + 1, last + 1))
-            else:
-                stmt = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
-                ids = [row[0] for row in conn.execute(stmt, rows)]
-        return [Job(id=i, spec=spec, state=JobState.PENDING, submit_time=now) for i, spec in zip(ids, specs)]
+            return self._insert(conn, specs, now, None, ())
+
+    def add_tasks(self, array: Job, spec: JobSpec, task_ids: Sequence[int]) -> list[Job]:
+        """Make records for some of an array's tasks and take them off its waiting list, in one
+        transaction: a crash leaves each task either waiting in the array or a job of its own."""
+        remaining = [t for t in array.array_pending if t not in set(task_ids)]
+        with self.engine.begin() as conn:
+            tasks = self._insert(conn, [spec] * len(task_ids), array.submit_time, array.id, task_ids)
+            conn.execute(update(jobs).where(jobs.c.id == array.id).values(array_pending=format_ranges(remaining)))
+        array.array_pending = remaining
+        return tasks
+
+    def _insert(self, conn: Connection, specs: Sequence[JobSpec], now: float, array_job_id: int | None,
+                task_ids: Sequence[int]) -> list[Job]:
+        rows = [
+            _spec_row(spec) | {
+                "state": JobState.PENDING.value, "submit_time": now, "held": False,
+                "array_pending": (format_ranges(parse_array(spec.array).task_ids)
+                                  if spec.array and array_job_id is None else None),
+                "array_job_id": array_job_id, "array_task_id": task_ids[i] if array_job_id is not None else None,
+            }
+            for i, spec in enumerate(specs)
+        ]
+        if not rows:
+            return []
+        if self.engine.dialect.name == "sqlite":
+            # SQLite cannot promise RETURNING's row order, so SQLAlchemy would send one
+            # INSERT per row. One executemany instead: under the write lock, with
+            # AUTOINCREMENT, the new ids are the consecutive ones ending at max(id).
+            conn.execute(jobs.insert(), rows)
+            last = conn.execute(select(func.max(jobs.c.id))).scalar_one()
+            ids = list(range(last - len(rows) + 1, last + 1))
+        else:
+            stmt = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
+            ids = [row[0] for row in conn.execute(stmt, rows)]
+        return [
+            Job(id=i, spec=spec, state=JobState.PENDING, submit_time=now, array_job_id=array_job_id,
+                array_task_id=row["array_task_id"], array_pending=parse_ranges(row["array_pending"] or ""))
+            for i, spec, row in zip(ids, specs, rows)
+        ]
 
     def save_state(self, job: Job) -> None:
         """Write a job's mutable fields (state, reason, times, exit status, placement)."""
@@ -60,6 +89,18 @@ class JobStore:
         stmt = select(jobs).where(jobs.c.state.in_([s.value for s in ACTIVE_STATES])).order_by(jobs.c.id)
         with self.engine.connect() as conn:
             return [_job(row._mapping) for row in conn.execute(stmt)]
+
+    def get_task(self, array_job_id: int, task_id: int) -> Job | None:
+        stmt = select(jobs).where(jobs.c.array_job_id == array_job_id, jobs.c.array_task_id == task_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(stmt.order_by(jobs.c.id.desc())).first()
+        return _job(row._mapping) if row else None
+
+    def task_states(self, array_job_id: int) -> list[JobState]:
+        """The states of an array's tasks that were started (or cancelled after materializing)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(jobs.c.state).where(jobs.c.array_job_id == array_job_id))
+            return [JobState(row[0]) for row in rows]
 
     def get(self, job_id: int) -> Job | None:
         with self.engine.connect() as conn:
@@ -110,6 +151,7 @@ def _state_row(job: Job) -> dict[str, Any]:
         "node": job.node,
         "gpu_ids": list(job.gpu_ids) if job.gpu_ids is not None else None,
         "held": job.held,
+        "array_pending": format_ranges(job.array_pending) if job.is_array else None,
     }
 
 
@@ -120,11 +162,13 @@ def _job(row: Mapping[str, Any]) -> Job:
         gpu_mem_mb=row["gpu_mem_mb"], cpus=row["cpus"], mem_mb=row["mem_mb"], time_limit_s=row["time_limit_s"],
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
         submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"], dependency=row["dependency"],
-        kill_on_invalid_dep=row["kill_on_invalid_dep"],
+        kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(
         id=row["id"], spec=spec, state=JobState(row["state"]), submit_time=row["submit_time"], reason=row["reason"],
         exit_code=row["exit_code"], signal=row["signal"], start_time=row["start_time"], end_time=row["end_time"],
         node=row["node"], gpu_ids=tuple(row["gpu_ids"]) if row["gpu_ids"] is not None else None, held=row["held"],
+        array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
+        array_pending=parse_ranges(row["array_pending"] or ""),
     )

@@ -43,6 +43,11 @@ jobs = Table(
     Column("held", Boolean, nullable=False),
     Column("dependency", Text),
     Column("kill_on_invalid_dep", Boolean, nullable=False),
+    Column("array", Text),
+    Column("array_pending", Text),
+    Column("array_job_id", Integer),
+    Column("array_task_id", Integer),
     Index("ix_jobs_state_id", "state", "id"),
+    Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,
 )

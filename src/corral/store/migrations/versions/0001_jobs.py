@@ -49,11 +49,17 @@ def upgrade() -> None:
         sa.Column("held", sa.Boolean, nullable=False),
         sa.Column("dependency", sa.Text),
         sa.Column("kill_on_invalid_dep", sa.Boolean, nullable=False),
+        sa.Column("array", sa.Text),
+        sa.Column("array_pending", sa.Text),
+        sa.Column("array_job_id", sa.Integer),
+        sa.Column("array_task_id", sa.Integer),
         sqlite_autoincrement=True,
     )
     op.create_index("ix_jobs_state_id", "jobs", ["state", "id"])
+    op.create_index("ix_jobs_array", "jobs", ["array_job_id", "array_task_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_jobs_array", "jobs")
     op.drop_index("ix_jobs_state_id", "jobs")
     op.drop_table("jobs")

@@ -1,0 +1,74 @@
+"""Job arrays, as sbatch's --array writes them: `0-99`, `1,3,5-9`, `0-20:4`, and a throttle `%4`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from corral.errors import InvalidRequest
+
+MAX_TASK_ID = 4_000_000
+MAX_TASKS = 100_000
+_RANGE = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySpec:
+    task_ids: tuple[int, ...]
+    """Sorted, without repeats."""
+    throttle: int | None = None
+    """At most this many tasks run at once."""
+
+
+def parse_array(text: str) -> ArraySpec:
+    """Read sbatch's --array.
+
+    Raises:
+        InvalidRequest: naming what cannot be read and the forms that can.
+    """
+    hint = "write e.g. 0-99, 1,3,5-9, 0-20:4, and %4 at the end to run at most 4 at once"
+    raw = str(text).strip()
+    body, _, throttle_text = raw.partition("%")
+    throttle = None
+    if throttle_text:
+        if not (throttle_text.isascii() and throttle_text.isdigit()) or int(throttle_text) < 1:
+            raise InvalidRequest("array", f"throttle {throttle_text!r} is not a positive number", hint)
+        throttle = int(throttle_text)
+    ids: set[int] = set()
+    for part in body.split(","):
+        match = _RANGE.match(part.strip())
+        if not match:
+            raise InvalidRequest("array", f"cannot read {part.strip()!r} in {raw!r}", hint)
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        step = int(match.group(3)) if match.group(3) is not None else 1
+        if last < first or step < 1:
+            raise InvalidRequest("array", f"{part.strip()!r} is an empty range", hint)
+        if last > MAX_TASK_ID:
+            raise InvalidRequest("array", f"task ids go up to {MAX_TASK_ID}, got {last}")
+        if (last - first) // step + 1 + len(ids) > MAX_TASKS:
+            raise InvalidRequest("array", f"more than {MAX_TASKS} tasks", "split it into several arrays")
+        ids.update(range(first, last + 1, step))
+    return ArraySpec(tuple(sorted(ids)), throttle)
+
+
+def format_ranges(task_ids: Sequence[int]) -> str:
+    """`[0, 1, 2, 5, 7, 8]` -> `0-2,5,7-8` (what the queue shows for tasks not yet started)."""
+    parts = []
+    ids = sorted(task_ids)
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_ranges(text: str) -> list[int]:
+    """The inverse of format_ranges."""
+    if not text:
+        return []
+    return list(parse_array(text).task_ids)

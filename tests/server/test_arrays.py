@@ -1,0 +1,60 @@
+"""Job arrays through a live server: one record until tasks start, throttles, %A/%a, cancelling."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from corral.errors import NotFound
+from tests.helpers import wait_for
+
+
+def test_an_array_runs_every_task_within_its_throttle(server, short_tmp):
+    client = server.client()
+    script = (
+        "#!/bin/sh\n#SBATCH --array=0-5%2\n#SBATCH --output=" + short_tmp + "/%A_%a.out\n"
+        f"n=$(ls {short_tmp}/running.* 2>/dev/null | wc -l); echo $n >> {short_tmp}/concurrency\n"
+        f"touch {short_tmp}/running.$SLURM_ARRAY_TASK_ID; sleep 0.3; rm {short_tmp}/running.$SLURM_ARRAY_TASK_ID\n"
+        "echo task=$SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID count=$SLURM_ARRAY_TASK_COUNT corral=$CORRAL_ARRAY_TASK_ID\n"
+    )
+    array = client.submit(script=script, workdir=short_tmp)
+    assert array["array"] == "0-5%2" and array["ref"] == f"{array['id']}_[0-5%2]"
+    assert [j["ref"] for j in client.queue() if j["id"] == array["id"]]  # one record in the queue
+    final = client.wait(array["id"], timeout=60)
+    assert final["state"] == "COMPLETED"
+    for task in range(6):
+        with open(os.path.join(short_tmp, f"{array['id']}_{task}.out")) as f:
+            assert f.read() == f"task={task} of {array['id']} count=6 corral={task}\n"
+    with open(os.path.join(short_tmp, "concurrency")) as f:
+        assert max(int(line) for line in f) < 2  # never more than 2 at once: at most 1 other was running
+    task = client.get(f"{array['id']}_3")
+    assert (task["array_job_id"], task["array_task_id"], task["state"]) == (array["id"], 3, "COMPLETED")
+    assert client.queue() == []
+
+
+def test_cancel_one_waiting_task_then_the_whole_array(server, short_tmp):
+    client = server.client()
+    blocker = client.submit(["sleep", "30"], gpus=4, workdir=short_tmp)
+    array = client.submit(["true"], gpus=1, array="0-9", workdir=short_tmp)
+    wait_for(lambda: client.get(array["id"])["reason"] == "Resources")  # its first task waits for GPUs
+    cancelled = client.cancel(f"{array['id']}_7")
+    assert (cancelled["ref"], cancelled["state"]) == (f"{array['id']}_7", "CANCELLED")
+    assert "7" not in client.get(array["id"])["ref"].split("[")[1].split(",")
+    whole = client.cancel(array["id"])
+    assert whole["state"] == "CANCELLED"
+    assert [j["id"] for j in client.queue()] == [blocker["id"]]
+    with pytest.raises(NotFound):
+        client.get(f"{array['id']}_42")
+    client.cancel(blocker["id"])
+
+
+def test_a_failing_task_fails_the_array_and_afterok_on_it_never_holds(server, short_tmp):
+    client = server.client()
+    array = client.submit(["sh", "-c", 'exit $(( CORRAL_ARRAY_TASK_ID == 2 ))'], array="0-3", workdir=short_tmp)
+    after = client.submit(["true"], dependency=f"afterok:{array['id']}", workdir=short_tmp)
+    assert client.wait(array["id"], timeout=30)["state"] == "FAILED"
+    assert client.get(f"{array['id']}_2")["exit_code"] == 1
+    assert client.get(f"{array['id']}_1")["state"] == "COMPLETED"
+    wait_for(lambda: client.get(after["id"])["reason"] == "DependencyNeverSatisfied")
+    client.cancel(after["id"])
