@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Run corral's benchmarks one after another and print a summary table.
 #
-#   bench/run_all.sh            # full sizes: 10,000 submits, 50 latency samples, 30 CLI calls
+#   bench/run_all.sh            # full sizes: 10,000 submits, 50 latency samples, 30 CLI calls, 5 passes
 #   bench/run_all.sh --quick    # smaller sizes, for a smoke test
 #
-# Each benchmark starts and stops its own server in a temporary home (127.0.0.1, port 0).
+# Each benchmark starts and stops its own server in a temporary home (127.0.0.1, port 0),
+# except schedule_pass, which calls the scheduler in-process.
 # Their JSON results land in bench/results/ (ignored by git), or in $RESULTS_DIR.
-# Exit status: 0 when all three ran (a figure missing its floor is reported, not an error).
+# Exit status: 0 when all four ran (a figure missing its floor is reported, not an error).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,10 +19,12 @@ mkdir -p "$results"
 throughput_args=()
 latency_args=()
 cli_args=()
+pass_args=()
 if [[ "${1:-}" == "--quick" ]]; then
     throughput_args=(--jobs 2000)
     latency_args=(--samples 10)
     cli_args=(--samples 10 --baseline-samples 5)
+    pass_args=(--runs 2)
 elif [[ $# -gt 0 ]]; then
     echo "usage: $0 [--quick]" >&2
     exit 2
@@ -42,6 +45,7 @@ run() {
 run submit_throughput ${throughput_args[@]+"${throughput_args[@]}"}
 run submit_latency ${latency_args[@]+"${latency_args[@]}"}
 run cli_submit ${cli_args[@]+"${cli_args[@]}"}
+run schedule_pass ${pass_args[@]+"${pass_args[@]}"}
 
 "$python" - "$results" <<'EOF'
 import json, os, sys
@@ -80,6 +84,15 @@ if c:
                  f"corral --version {c['corral_version_ms']['median']:.1f} ms"))
 else:
     rows.append(("corral submit (CLI)", "-", "<= 100 ms", "FAILED", ""))
+p = load("schedule_pass")
+if p:
+    for sc in p["scenarios"]:
+        rows.append((f"scheduling pass, {sc['pending']:,} pending", f"{sc['pass_ms']['median']:.1f} ms median",
+                     f"<= {sc['floor_ms']:.0f} ms", sc["verdict"],
+                     f"prioritize {sc['prioritize_ms']:.1f} ms, schedule {sc['schedule_ms']:.1f} ms; "
+                     f"{sc['started']} started, {sc['reservations']} reservations"))
+else:
+    rows.append(("scheduling pass", "-", "<= 100 ms / 1 s", "FAILED", ""))
 
 head = ("benchmark", "measured", "floor", "verdict", "detail")
 widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]

@@ -86,6 +86,10 @@ class Client:
     def cancel(self, job_id: int | str) -> dict[str, Any]:
         return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/cancel")
 
+    def update(self, job_id: int | str, **changes: Any) -> dict[str, Any]:
+        """Change a pending job: time, nice, partition, qos, gpus, cpus, mem, name, preemptible."""
+        return self._request("PATCH", f"/api/v1/jobs/{_ref(job_id)}", {k: v for k, v in changes.items() if v is not None})
+
     def hold(self, job_id: int | str) -> dict[str, Any]:
         return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/hold")
 

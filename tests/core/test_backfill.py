@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.core.backfill import NodeProfile
+from corral.core.backfill import NodeProfile, ProfileIndex
 from corral.core.policy import PendingJob, schedule
 from corral.core.resources import Allocation, Gpu, Node, Request
 from corral.core.states import PendingReason
@@ -99,3 +101,71 @@ def test_gpus_are_never_promised_twice_at_any_moment(queue):
         for b in spans:
             if a[3] < b[3] and a[0] < (b[1] or 1e18) and b[0] < (a[1] or 1e18):
                 assert not (a[2] & b[2])
+
+
+# -- the index over all nodes: the same answer as asking every node ------------------------------
+
+MIXED = (("A100", 81920), ("A100", 40960), ("H100", 81920))
+
+
+@st.composite
+def machine_st(draw):
+    """Nodes of 0 to 4 GPUs of mixed kinds, and running jobs on them that end at various times (or never)."""
+    nodes, running = [], []
+    for n in range(draw(st.integers(1, 5))):
+        kinds = [draw(st.sampled_from(MIXED)) for _ in range(draw(st.integers(0, 4)))]
+        node = Node(f"n{n}", cpus=draw(st.sampled_from([2, 4, 32])), mem_mb=draw(st.sampled_from([0, 64_000])),
+                    gpus=tuple(Gpu(i, t, m) for i, (t, m) in enumerate(kinds)))
+        nodes.append(node)
+        free = list(range(len(kinds)))
+        for i in range(draw(st.integers(0, 3))):
+            held = tuple(g for g in free if draw(st.booleans()))
+            free = [g for g in free if g not in held]
+            end = draw(st.sampled_from([None, NOW, NOW + 10, NOW + 60, NOW + 60, NOW + 500]))
+            running.append(Allocation(100 * n + i, node.name, held, draw(st.integers(0, 2)), 0, end_time=end))
+    return nodes, running
+
+
+request_st = st.builds(
+    Request, gpus=st.integers(0, 5), gpu_type=st.sampled_from([None, None, "a100", "H100"]),
+    gpu_mem_mb=st.sampled_from([None, None, 81920]), cpus=st.integers(1, 4), mem_mb=st.sampled_from([0, 0, 32_000]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(machine=machine_st(), asks=st.lists(st.tuples(request_st, st.sampled_from([5, 60, 600, math.inf])), max_size=10))
+def test_the_index_finds_what_a_scan_of_every_node_finds(machine, asks):
+    nodes, running = machine
+    profiles = [NodeProfile.build(n, [a for a in running if a.node == n.name], NOW) for n in nodes]
+    index = ProfileIndex(profiles)
+    for request, duration in asks:
+        scan = [(found[0], k, found[1]) for k, p in enumerate(profiles) if (found := p.earliest(request, duration))]
+        expected = min(scan, default=None)  # the earliest start; among equals, the lowest node index
+        for k, profile in enumerate(profiles):
+            found = profile.earliest(request, duration)
+            if found is not None:  # the bound the index ranks by never promises too late
+                assert profile.first_free()[request.gpus] <= found[0]
+        got = index.earliest(request, duration)
+        assert got == (None if expected is None else (expected[1], expected[0], expected[2]))
+        if got is not None:  # reserve it, as a pass does, and ask again on what is left
+            k, start, gpu_ids = got
+            index.reserve(k, start, start + duration, request.cpus, request.mem_mb, gpu_ids)
+
+
+def test_among_nodes_free_equally_early_the_index_picks_the_lowest_index():
+    # n0's GPU comes back at +60; n1 has a GPU free now but not the CPUs until +60: both fit at +60
+    n0 = Node("n0", cpus=8, mem_mb=0, gpus=(Gpu(0, "A100", 81920),))
+    n1 = Node("n1", cpus=8, mem_mb=0, gpus=(Gpu(0, "A100", 81920),))
+    running = [Allocation(1, "n0", (0,), 1, 0, end_time=NOW + 60), Allocation(2, "n1", (), 8, 0, end_time=NOW + 60)]
+    profiles = [NodeProfile.build(n, [a for a in running if a.node == n.name], NOW) for n in (n0, n1)]
+    assert ProfileIndex(profiles).earliest(Request(gpus=1, cpus=4), 100) == (0, NOW + 60, (0,))
+    decisions = schedule([n0, n1], running, [PendingJob(3, Request(gpus=1, cpus=4), time_limit_s=100)], NOW)
+    assert decisions.estimates == {3: NOW + 60}
+
+
+def test_first_free_is_when_each_gpu_count_is_first_free():
+    running = [holder(1, (0,), NOW + 10), holder(2, (1, 2), NOW + 30), holder(3, (3,), None)]
+    profile = NodeProfile.build(NODE, running, NOW)
+    assert profile.first_free() == [NOW, NOW + 10, NOW + 30, NOW + 30, math.inf]
+    profile.reserve(NOW + 30, NOW + 50, 1, 0, (0,))  # GPU 0 is taken again for a while
+    assert profile.first_free() == [NOW, NOW + 10, NOW + 30, NOW + 50, math.inf]

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
+from corral.core.spec import UPDATE_FIELDS
 from corral.core.states import JobState
 from corral.errors import InvalidRequest
 from corral.server.service import JobService
@@ -74,6 +75,15 @@ async def get_job(request: Request, job_id: str = JobRef) -> Response:
 async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
     job = await _service(request).cancel(job_id)
     return _json(job.to_dict())
+
+
+@router.patch("/{job_id}", response_model=JobOut, responses={409: {"model": ErrorOut}},
+              summary="Change a pending job: time limit, nice, partition, QoS, resources",
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                  "type": "object", "properties": {k: {} for k in sorted(UPDATE_FIELDS)}}}}}})
+async def update_job(request: Request, job_id: str = JobRef) -> Response:
+    body = await _json_object(request)
+    return _json(_service(request).update(job_id, body).to_dict())
 
 
 @router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")

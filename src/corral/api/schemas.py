@@ -46,6 +46,8 @@ class JobRequest(BaseModel):
                                    "afternotok:12, singleton; joined by , (all) or ? (any).")
     kill_on_invalid_dep: bool | str | None = Field(None, description="Cancel the job if its dependency can never hold.")
     array: str | None = Field(None, description="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 at once.")
+    preemptible: bool | str | None = Field(None, description="Jobs of higher priority may preempt and requeue it.")
+    signal: str | None = Field(None, description="sbatch --signal: USR1@90 warns 90 s before the time limit.")
 
 
 class JobOut(BaseModel):
@@ -54,6 +56,9 @@ class JobOut(BaseModel):
     array_job_id: int | None = None
     array_task_id: int | None = None
     array: str | None = None
+    preemptible: bool = False
+    warn_signal: str | None = None
+    restarts: int = 0
     name: str
     user: str
     state: str

@@ -35,6 +35,9 @@ class Backend(Protocol):
     def cancel(self, job: Job) -> None:
         """Ask a running job to stop (SIGTERM, grace, SIGKILL); its outcome arrives through `poll`."""
 
+    def preempt(self, job: Job) -> None:
+        """Stop a running job to make room (warning signal, grace, SIGKILL); it ends PREEMPTED."""
+
     def poll(self, running: Iterable[Job]) -> list[tuple[Job, Outcome]]:
         """Jobs among `running` that have ended, with their outcomes."""
 

@@ -40,7 +40,7 @@ class LocalBackend:
     def start(self, job: Job, allocation: Allocation) -> None:
         job_dir = self.job_dir(job.id)
         os.makedirs(job_dir, exist_ok=True)
-        for stale in (files.RESULT, files.STARTED, files.CANCEL):
+        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT):
             try:
                 os.unlink(os.path.join(job_dir, stale))
             except FileNotFoundError:
@@ -69,10 +69,17 @@ class LocalBackend:
             "mem_limit_mb": job.spec.mem_mb,
             "kill_grace_s": self.kill_grace_s,
         }
+        if job.spec.warn_signal:
+            from corral.core.spec import parse_signal
+
+            config["warn_signal"], config["warn_before_s"] = parse_signal(job.spec.warn_signal)
         self._children[job.id] = spawn_supervisor(job_dir, config)
 
     def cancel(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id))
+
+    def preempt(self, job: Job) -> None:
+        request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
 
     def poll(self, running: Iterable[Job]) -> list[tuple[Job, Outcome]]:
         ended = []

@@ -167,6 +167,8 @@ class SubmitCommand(click.Command):
 @click.option("-d", "--dependency", help="Start after other jobs: afterok:ID[:ID], afterany:ID, after:ID, afternotok:ID, "
               "singleton; join with , (all) or ? (any).")
 @click.option("-a", "--array", help="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 tasks at once.")
+@click.option("--signal", help="Warn the job before its time limit (and on preemption): SIG@SECONDS, e.g. USR1@90.")
+@click.option("--preemptible", is_flag=True, default=None, help="Let jobs of higher priority preempt (and requeue) it.")
 @click.option("--kill-on-invalid-dep", "kill_on_invalid_dep", type=click.Choice(["yes", "no"]),
               help="Cancel the job if its dependency can never be satisfied.")
 @click.option("--wrap", help="Run this shell command line (sh -c).")
@@ -292,6 +294,24 @@ def hold(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
 def release(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
     """Let held jobs run again."""
     _each_job(ctx, job_ids, "release", as_json)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("-t", "--time", help="New time limit.")
+@click.option("--nice", type=int, help="New nice value.")
+@click.option("-p", "--partition", help="Move to this partition.")
+@click.option("-q", "--qos", help="New quality of service.")
+@click.option("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT.")
+@click.option("-c", "--cpus-per-task", "cpus", type=int, help="CPUs.")
+@click.option("--mem", help="Host memory, e.g. 16G.")
+@click.option("-J", "--job-name", "name", help="New name.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def update(ctx: click.Context, job_id: str, as_json: bool, **changes: Any) -> None:
+    """Change a pending job's time limit, nice, partition, QoS or resources (like scontrol update)."""
+    job = _client(ctx).update(job_id, **changes)
+    click.echo(json.dumps(job, indent=2) if as_json else f"job {job['ref']} updated")
 
 
 @cli.command()

@@ -4,18 +4,25 @@ Backfill asks one question of it: the earliest moment a request fits for its who
 time limit. Asked at the present, the answer says whether a job may start now without
 touching anything reserved for a job ahead of it; asked of a job that must wait, it
 gives the job's estimated start, which then becomes that job's reservation.
+
+`ProfileIndex` asks it of a whole machine: the node where a request fits first (the
+lowest-index one among equals). It keeps, for each GPU count g, the nodes ordered by
+the first moment they have g GPUs free, a bound on when anything needing g GPUs could
+start there, so a pass asks only the few nodes that could win instead of all of them.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+import operator
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from corral.core.resources import Allocation, Node, Request, gpu_matches
 
 INFINITY = math.inf
+_moment = operator.itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -27,54 +34,96 @@ class NodeProfile:
     cpus: list[int]
     mem: list[int]
     gpus: list[frozenset[int]]
+    matching: dict[tuple[str | None, int | None], tuple[int, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The node's GPUs that match a (type, memory) requirement, in the node's order (a cache)."""
 
     @classmethod
     def build(cls, node: Node, running: Iterable[Allocation], now: float) -> NodeProfile:
         """The node as running jobs leave it: held now, back at their end (never, without a time limit)."""
         cpus, mem, gpus = node.cpus, node.mem_mb, {g.index for g in node.gpus}
-        releases: dict[float, tuple[int, int, set[int]]] = {}
+        ending: list[tuple[float, Allocation]] = []
         for alloc in running:
             cpus -= alloc.cpus
             mem -= alloc.mem_mb
-            gpus -= set(alloc.gpu_ids)
-            end = alloc.end_time if alloc.end_time is not None else INFINITY
-            if end < INFINITY:
-                c, m, g = releases.get(max(end, now), (0, 0, set()))
-                releases[max(end, now)] = (c + alloc.cpus, m + alloc.mem_mb, g | set(alloc.gpu_ids))
+            gpus.difference_update(alloc.gpu_ids)
+            end = alloc.end_time
+            if end is not None and end < INFINITY:
+                ending.append((max(end, now), alloc))
         profile = cls(node, [now], [cpus], [mem], [frozenset(gpus)])
-        for moment in sorted(releases):
-            c, m, g = releases[moment]
-            cpus, mem, gpus = cpus + c, mem + m, gpus | g
-            if moment == profile.times[-1]:
-                profile.cpus[-1], profile.mem[-1], profile.gpus[-1] = cpus, mem, frozenset(gpus)
-            else:
-                profile.times.append(moment)
-                profile.cpus.append(cpus)
-                profile.mem.append(mem)
-                profile.gpus.append(frozenset(gpus))
+        times, free_cpus, free_mem, free_gpus = profile.times, profile.cpus, profile.mem, profile.gpus
+        ending.sort(key=_moment)
+        for moment, alloc in ending:
+            cpus += alloc.cpus
+            mem += alloc.mem_mb
+            gpus.update(alloc.gpu_ids)
+            if moment != times[-1]:
+                times.append(moment)
+                free_cpus.append(cpus)
+                free_mem.append(mem)
+                free_gpus.append(frozenset(gpus))
+            else:  # released together (or already over): one segment
+                free_cpus[-1], free_mem[-1], free_gpus[-1] = cpus, mem, frozenset(gpus)
         return profile
 
     def earliest(self, request: Request, duration: float) -> tuple[float, tuple[int, ...]] | None:
-        """The first moment the request fits here for `duration`, and the GPUs it would get; None: never."""
-        matching = [g.index for g in self.node.gpus if gpu_matches(g, request)] if request.gpus else []
-        if len(matching) < request.gpus:
-            return None
-        times = self.times
-        for k, start in enumerate(times):
-            end = start + duration
-            cpus, mem = self.cpus[k], self.mem[k]
-            gpus = self.gpus[k]
-            j = k + 1
-            while cpus >= request.cpus and mem >= request.mem_mb and j < len(times) and times[j] < end:
-                cpus, mem = min(cpus, self.cpus[j]), min(mem, self.mem[j])
-                gpus = gpus & self.gpus[j]
-                j += 1
-            if cpus < request.cpus or mem < request.mem_mb:
+        """The first moment the request fits here for `duration`, and the GPUs it would get; None: never.
+
+        The GPUs are the lowest in the node's order among those that match and stay free throughout.
+        """
+        need = request.gpus
+        matching: tuple[int, ...] = ()
+        if need:
+            key = (request.gpu_type, request.gpu_mem_mb)
+            cached = self.matching.get(key)
+            if cached is None:
+                cached = self.matching[key] = tuple(g.index for g in self.node.gpus if gpu_matches(g, request))
+            matching = cached
+            if len(matching) < need:
+                return None
+        want_cpus, want_mem = request.cpus, request.mem_mb
+        times, cpus, mem, gpus = self.times, self.cpus, self.mem, self.gpus
+        n = len(times)
+        for k in range(n):
+            # A window can only fit where its first segment does: most starts end here.
+            if cpus[k] < want_cpus or mem[k] < want_mem or len(gpus[k]) < need:
                 continue
-            chosen = [i for i in matching if i in gpus][: request.gpus]
-            if len(chosen) == request.gpus:
-                return start, tuple(chosen)
+            free = gpus[k]
+            end = times[k] + duration
+            j = k + 1
+            while j < n and times[j] < end:
+                if cpus[j] < want_cpus or mem[j] < want_mem:
+                    break
+                if need:
+                    free = free & gpus[j]
+                    if len(free) < need:
+                        break
+                j += 1
+            else:
+                if not need:
+                    return times[k], ()
+                chosen = [i for i in matching if i in free][:need]
+                if len(chosen) == need:
+                    return times[k], tuple(chosen)
         return None
+
+    def first_free(self) -> list[float]:
+        """For each g from 0 to the node's GPU count, the first moment g GPUs are free (INFINITY: never).
+
+        Nothing needing g GPUs can start here before it: a lower bound on `earliest`.
+        """
+        out = [INFINITY] * (len(self.node.gpus) + 1)
+        most = -1
+        for moment, free in zip(self.times, self.gpus):
+            count = len(free)
+            if count > most:
+                for g in range(most + 1, min(count, len(out) - 1) + 1):
+                    out[g] = moment
+                most = count
+                if most >= len(out) - 1:
+                    break
+        return out
 
     def reserve(self, start: float, end: float, cpus: int, mem: int, gpus: tuple[int, ...]) -> None:
         """Take resources away during [start, end)."""
@@ -97,3 +146,57 @@ class NodeProfile:
         self.gpus.insert(k + 1, self.gpus[k])
         return k + 1
 
+
+class ProfileIndex:
+    """The profiles of all nodes, and where a request fits first among them.
+
+    For each GPU count g it keeps (first moment g GPUs are free, node index) of every node
+    that ever has g GPUs free, in order. A request for g GPUs is asked of nodes in that
+    order, and the search ends at the first node whose bound is past the best start found:
+    the answer is the one a scan of every node gives, at a fraction of the cost.
+    """
+
+    __slots__ = ("profiles", "_bounds", "_order")
+
+    def __init__(self, profiles: Sequence[NodeProfile]) -> None:
+        self.profiles = list(profiles)
+        self._bounds = [profile.first_free() for profile in self.profiles]
+        most = max((len(b) for b in self._bounds), default=0)
+        self._order: list[list[tuple[float, int]]] = [
+            sorted((b[g], k) for k, b in enumerate(self._bounds) if g < len(b) and b[g] < INFINITY)
+            for g in range(most)
+        ]
+
+    def earliest(self, request: Request, duration: float) -> tuple[int, float, tuple[int, ...]] | None:
+        """The node (by index) where the request fits first for `duration`, when, and the GPUs it would get.
+
+        Among nodes where it fits equally early, the lowest index; None: it fits nowhere, ever.
+        """
+        need = request.gpus
+        if need >= len(self._order):
+            return None
+        best: tuple[int, float, tuple[int, ...]] | None = None
+        best_start, best_k = INFINITY, -1
+        profiles = self.profiles
+        for bound, k in self._order[need]:
+            if bound > best_start or (bound == best_start and k > best_k):
+                break
+            found = profiles[k].earliest(request, duration)
+            if found is not None and (found[0] < best_start or (found[0] == best_start and k < best_k)):
+                best_start, best_k = found[0], k
+                best = (k, found[0], found[1])
+        return best
+
+    def reserve(self, k: int, start: float, end: float, cpus: int, mem: int, gpus: tuple[int, ...]) -> None:
+        """Take resources away from node `k` during [start, end), and re-rank it."""
+        self.profiles[k].reserve(start, end, cpus, mem, gpus)
+        old, new = self._bounds[k], self.profiles[k].first_free()
+        self._bounds[k] = new
+        for g, (before, after) in enumerate(zip(old, new)):
+            if before == after:
+                continue
+            order = self._order[g]
+            if before < INFINITY:
+                del order[bisect.bisect_left(order, (before, k))]
+            if after < INFINITY:
+                bisect.insort(order, (after, k))

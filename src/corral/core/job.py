@@ -38,6 +38,8 @@ class Job:
     node: str | None = None
     gpu_ids: tuple[int, ...] | None = None
     held: bool = False
+    restarts: int = 0
+    """How many times it was preempted (or lost its node) and queued again."""
     array_job_id: int | None = None
     """For a task of an array: the array job's id (and `array_task_id` its number)."""
     array_task_id: int | None = None
@@ -106,6 +108,9 @@ class Job:
             "partition": s.partition,
             "qos": s.qos,
             "held": self.held,
+            "preemptible": s.preemptible,
+            "warn_signal": s.warn_signal,
+            "restarts": self.restarts,
             "dependency": s.dependency,
             "node": self.node,
             "workdir": s.workdir,

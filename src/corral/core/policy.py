@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from corral.core.backfill import INFINITY, NodeProfile
+from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
 from corral.core.resources import Allocation, Node, Request, gpu_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
@@ -69,72 +69,98 @@ def schedule(
         key = (alloc.user, alloc.qos)
         jobs_of[key] = jobs_of.get(key, 0) + 1
         gpus_of[key] = gpus_of.get(key, 0) + len(alloc.gpu_ids)
-    profiles = [NodeProfile.build(node, by_node[node.name], now) for node in nodes]
+    index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now) for node in nodes])
+    limits = _Limits(nodes, config, jobs_of, gpus_of)
+    held_back = limits.reason
     decisions = Decisions()
     reasons = decisions.reasons
+    estimates = decisions.estimates
+    depth = config.backfill_depth
     stopped = False  # a waiting job could not be given a reservation: nothing behind it may start
     waiting = False
     for job in pending:
-        reason = _held_back(job, nodes, config, jobs_of, gpus_of)
+        reason = held_back(job)
         if reason is not None:
             reasons[job.job_id] = reason
             continue
         if stopped:
             reasons[job.job_id] = PendingReason.PRIORITY
             continue
-        duration = job.time_limit_s if job.time_limit_s is not None else INFINITY
-        best: tuple[NodeProfile, float, tuple[int, ...]] | None = None
-        for profile in profiles:
-            found = profile.earliest(job.request, duration)
-            if found is not None and (best is None or found[0] < best[1]):
-                best = (profile, found[0], found[1])
-                if found[0] <= now:
-                    break
         request = job.request
+        duration = job.time_limit_s if job.time_limit_s is not None else INFINITY
+        best = index.earliest(request, duration)
         if best is not None and best[1] <= now:
-            profile, _, gpu_ids = best
-            profile.reserve(now, now + duration, request.cpus, request.mem_mb, gpu_ids)
+            k, _, gpu_ids = best
+            index.reserve(k, now, now + duration, request.cpus, request.mem_mb, gpu_ids)
             decisions.starts.append(Allocation(
-                job.job_id, profile.node.name, gpu_ids, request.cpus, request.mem_mb, job.user, job.qos,
+                job.job_id, nodes[k].name, gpu_ids, request.cpus, request.mem_mb, job.user, job.qos,
                 now + duration if duration < INFINITY else None,
             ))
-            key = (job.user, job.qos)
-            jobs_of[key] = jobs_of.get(key, 0) + 1
-            gpus_of[key] = gpus_of.get(key, 0) + request.gpus
+            limits.started(job)
             continue
         reasons[job.job_id] = PendingReason.PRIORITY if waiting else PendingReason.RESOURCES
         waiting = True
-        if best is None or len(decisions.estimates) >= config.backfill_depth:
+        if best is None or len(estimates) >= depth:
             stopped = True
             continue
-        profile, start, gpu_ids = best
-        profile.reserve(start, start + duration, request.cpus, request.mem_mb, gpu_ids)
-        decisions.estimates[job.job_id] = start
+        k, start, gpu_ids = best
+        index.reserve(k, start, start + duration, request.cpus, request.mem_mb, gpu_ids)
+        estimates[job.job_id] = start
     return decisions
 
 
-def _held_back(
-    job: PendingJob, nodes: Sequence[Node], config: SchedulerConfig,
-    jobs_of: dict[tuple[str, str | None], int], gpus_of: dict[tuple[str, str | None], int],
-) -> PendingReason | None:
-    """The reason a job may not start whatever is free, or None."""
-    if job.held:
-        return PendingReason.HELD
-    if not _fits_some_node(job.request, nodes):
-        return PendingReason.BAD_CONSTRAINTS
-    partition = config.partitions.get(job.partition or config.default_partition)
-    if partition is None:
-        return PendingReason.BAD_CONSTRAINTS
-    if partition.max_time_s is not None and (job.time_limit_s is None or job.time_limit_s > partition.max_time_s):
-        return PendingReason.PARTITION_TIME_LIMIT
-    qos = config.qos.get(job.qos or config.default_qos)
-    if qos is not None:
+class _Limits:
+    """What holds a job back whatever is free: hold, constraints no node meets, partition and QoS limits.
+
+    Runs for every pending job, so the lookups are bound once per pass and the node scan is
+    remembered per request.
+    """
+
+    __slots__ = ("nodes", "partitions", "default_partition", "qoses", "default_qos", "jobs_of", "gpus_of", "fits")
+
+    def __init__(
+        self, nodes: Sequence[Node], config: SchedulerConfig,
+        jobs_of: dict[tuple[str, str | None], int], gpus_of: dict[tuple[str, str | None], int],
+    ) -> None:
+        self.nodes = nodes
+        self.partitions = config.partitions
+        self.default_partition = config.default_partition
+        self.qoses = config.qos
+        self.default_qos = config.default_qos
+        self.jobs_of = jobs_of
+        self.gpus_of = gpus_of
+        self.fits: dict[tuple[int, int, int, str | None, int | None], bool] = {}  # by request shape
+
+    def reason(self, job: PendingJob) -> PendingReason | None:
+        """The reason a job may not start whatever is free, or None."""
+        if job.held:
+            return PendingReason.HELD
+        request = job.request
+        shape = (request.gpus, request.cpus, request.mem_mb, request.gpu_type, request.gpu_mem_mb)
+        fits = self.fits.get(shape)
+        if fits is None:
+            fits = self.fits[shape] = _fits_some_node(request, self.nodes)
+        if not fits:
+            return PendingReason.BAD_CONSTRAINTS
+        partition = self.partitions.get(job.partition or self.default_partition)
+        if partition is None:
+            return PendingReason.BAD_CONSTRAINTS
+        if partition.max_time_s is not None and (job.time_limit_s is None or job.time_limit_s > partition.max_time_s):
+            return PendingReason.PARTITION_TIME_LIMIT
+        qos = self.qoses.get(job.qos or self.default_qos)
+        if qos is not None:
+            key = (job.user, job.qos)
+            if qos.max_running_per_user is not None and self.jobs_of.get(key, 0) >= qos.max_running_per_user:
+                return PendingReason.QOS_MAX_JOBS
+            if qos.max_gpus_per_user is not None and self.gpus_of.get(key, 0) + request.gpus > qos.max_gpus_per_user:
+                return PendingReason.QOS_MAX_GPUS
+        return None
+
+    def started(self, job: PendingJob) -> None:
+        """Count a job started in this pass toward its user's QoS limits."""
         key = (job.user, job.qos)
-        if qos.max_running_per_user is not None and jobs_of.get(key, 0) >= qos.max_running_per_user:
-            return PendingReason.QOS_MAX_JOBS
-        if qos.max_gpus_per_user is not None and gpus_of.get(key, 0) + job.request.gpus > qos.max_gpus_per_user:
-            return PendingReason.QOS_MAX_GPUS
-    return None
+        self.jobs_of[key] = self.jobs_of.get(key, 0) + 1
+        self.gpus_of[key] = self.gpus_of.get(key, 0) + job.request.gpus
 
 
 def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:

@@ -95,21 +95,53 @@ def prioritize(
     total_gpus: int, total_cpus: int,
 ) -> tuple[list[PendingJob], dict[int, PriorityFactors]]:
     """The queue in the order the scheduler serves it (partition tier, then priority, then submit
-    order), and each job's priority factors."""
+    order), and each job's priority factors.
+
+    The same arithmetic as `job_priority`, term by term (so the same priorities to the last bit),
+    with what depends only on the user, the partition or the QoS worked out once per pass.
+    """
+    weights = config.weights
     fairshare = fairshare_factors(usage, {job.user for job in pending}, config.shares)
+    users = {user: (f, weights.fairshare * f) for user, f in fairshare.items()}  # factor, weighted
+    top_partition = max((p.priority_factor for p in config.partitions.values()), default=0)
+    top_qos = max((q.priority for q in config.qos.values()), default=0)
     default_partition = config.partition(None)
     default_qos = config.qos_of(None)
+    partitions: dict[str | None, tuple[int, float, float]] = {}  # name -> tier, factor, weighted factor
+    qoses: dict[str | None, tuple[float, float]] = {}  # name -> factor, weighted factor
+    unknown_user = (1.0, weights.fairshare * 1.0)
+    max_age, w_age, w_size = weights.max_age_s, weights.age, weights.job_size
     factors: dict[int, PriorityFactors] = {}
-    keyed = []
+    priorities: list[int] = []
+    tiers: list[int] = []
+    new_factors, add_priority, add_tier = PriorityFactors, priorities.append, tiers.append
     for job in pending:
-        partition = config.partitions.get(job.partition or "", default_partition)
-        qos = config.qos.get(job.qos or "", default_qos)
-        f = job_priority(
-            wait_s=now - job.submit_time, fairshare=fairshare.get(job.user, 1.0), gpus=job.request.gpus,
-            cpus=job.request.cpus, total_gpus=total_gpus, total_cpus=total_cpus, partition=partition, qos=qos,
-            nice=job.nice, config=config,
-        )
-        factors[job.job_id] = f
-        keyed.append((-partition.tier, -f.priority, job.submit_time, job.job_id, job))
-    keyed.sort(key=lambda item: item[:4])
-    return [item[4] for item in keyed], factors
+        part = partitions.get(job.partition)
+        if part is None:
+            p = config.partitions.get(job.partition or "", default_partition)
+            factor = p.priority_factor / top_partition if top_partition else 0.0
+            part = partitions[job.partition] = (p.tier, factor, weights.partition * factor)
+        qos = qoses.get(job.qos)
+        if qos is None:
+            q = config.qos.get(job.qos or "", default_qos)
+            factor = q.priority / top_qos if top_qos else 0.0
+            qos = qoses[job.qos] = (factor, weights.qos * factor)
+        fair = users.get(job.user, unknown_user)
+        age = min(max(0.0, now - job.submit_time), max_age) / max_age if max_age else 0.0
+        request = job.request
+        if request.gpus and total_gpus:
+            size = min(1.0, request.gpus / total_gpus)
+        else:
+            size = min(1.0, request.cpus / total_cpus) if total_cpus else 0.0
+        nice = job.nice
+        priority = int(w_age * age + fair[1] + w_size * size + part[2] + qos[1] - nice)
+        factors[job.job_id] = new_factors(priority, age, fair[0], size, part[1], qos[0], nice)
+        add_priority(priority)
+        add_tier(part[0])
+    # Sorted key by key, least significant first (each sort is stable): ids, submit times, then
+    # priority within the tier, as one integer (no tuple per job to build and compare).
+    order = sorted(range(len(pending)), key=[job.job_id for job in pending].__getitem__)
+    order.sort(key=[job.submit_time for job in pending].__getitem__)
+    span = 2 * max(map(abs, priorities), default=0) + 1
+    order.sort(key=[-tier * span - priority for tier, priority in zip(tiers, priorities)].__getitem__)
+    return [pending[k] for k in order], factors

@@ -28,6 +28,7 @@ _VALUED: dict[str, str] = {
     "dependency": "dependency", "d": "dependency",
     "kill-on-invalid-dep": "kill_on_invalid_dep",
     "array": "array", "a": "array",
+    "signal": "signal",
     "qos": "qos", "q": "qos",
 }
 # options that must say "one": corral runs one task on one node
@@ -39,6 +40,8 @@ _HARMLESS_VALUED = {
     "hint", "distribution", "m", "tmp", "mem-bind", "cpu-bind", "propagate", "wckey", "licenses", "L",
 }
 _HARMLESS_FLAGS = {"requeue", "no-requeue", "parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
+# corral's own, in #CORRAL lines as in #SBATCH ones: flags that set a field to yes
+_CORRAL_FLAGS = {"preemptible": "preemptible"}
 _FLAGS = _HARMLESS_FLAGS | {"exclusive", "hold", "H", "overcommit", "O", "contiguous", "wait", "W", "no-kill", "k"}
 _DEFAULT_NICE = "100"  # what sbatch's bare --nice means
 
@@ -99,6 +102,9 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
         if name == "nice":
             out.fields["nice"] = value if has_value else _DEFAULT_NICE
             continue
+        if name in _CORRAL_FLAGS:
+            out.fields[_CORRAL_FLAGS[name]] = "yes"
+            continue
         if name in _FLAGS:
             if name in _HARMLESS_FLAGS:
                 out.warnings.append(f"{source} --{name} has no effect on corral's local backend; ignored")
@@ -126,7 +132,7 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
             raise InvalidRequest(
                 "script", f"{source} option {_spelled(token, name)} is not supported by corral",
                 "remove it; supported: --job-name --gres --gpus --cpus-per-task --mem --time --output --error "
-                "--chdir --export --nice --partition --qos --dependency --kill-on-invalid-dep --array --nodes=1 --ntasks=1",
+                "--chdir --export --nice --partition --qos --dependency --kill-on-invalid-dep --array --signal --preemptible --nodes=1 --ntasks=1",
             )
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from corral.core import sbatch
@@ -42,7 +42,7 @@ REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
-    "dependency", "kill_on_invalid_dep", "array",
+    "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal",
 })
 
 
@@ -84,6 +84,10 @@ class JobSpec:
     kill_on_invalid_dep: bool = False
     array: str | None = None
     """sbatch's --array text for an array job; None for a single job (and for each task)."""
+    preemptible: bool = False
+    """A job of higher priority may stop it (warning signal, grace period) and queue it again."""
+    warn_signal: str | None = None
+    """sbatch's --signal: `USR1@90` sends SIGUSR1 90 s before the time limit (and on preemption)."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -161,7 +165,53 @@ def build_spec(
         dependency=_dependency(fields.get("dependency")),
         kill_on_invalid_dep=_yes_no(fields.get("kill_on_invalid_dep", False), "kill_on_invalid_dep"),
         array=_array(fields.get("array")),
+        preemptible=_yes_no(fields.get("preemptible", False), "preemptible"),
+        warn_signal=_signal_text(fields.get("signal")),
         warnings=tuple(warnings),
+    )
+
+
+UPDATE_FIELDS = frozenset({
+    "name", "gpus", "gres", "gpu_type", "gpu_mem", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time",
+    "time_limit_s", "nice", "partition", "qos", "preemptible",
+})
+
+
+def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
+    """A pending job's spec with some fields changed (`corral update`), checked as at submit.
+
+    Raises:
+        InvalidRequest: a field that cannot be changed, or a bad value.
+    """
+    unknown = set(changes) - UPDATE_FIELDS
+    if unknown:
+        raise InvalidRequest(sorted(unknown)[0], "cannot be changed after submit",
+                             f"changeable: {', '.join(sorted(UPDATE_FIELDS))}")
+    fields = {k: v for k, v in changes.items() if v is not None}
+    if not fields:
+        raise InvalidRequest("body", "changes nothing", f"give one of {', '.join(sorted(UPDATE_FIELDS))}")
+    gpu_type, gpus = spec.gpu_type, spec.gpus
+    if {"gpus", "gres", "gpu_type"} & set(fields):
+        gpu_fields = {"gpus": spec.gpus, **({"gpu_type": spec.gpu_type} if spec.gpu_type else {}), **fields}
+        if "gpus" in fields and "gpu_type" not in fields and isinstance(fields["gpus"], int):
+            gpu_fields.pop("gpu_type", None)
+        gpu_type, gpus = _gpus(gpu_fields)
+    cpus = _int_in(fields["cpus"], "cpus", 1, MAX_CPUS) if "cpus" in fields else spec.cpus
+    memory_keys = {"mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"} & set(fields)
+    mem_mb = _mem(fields, cpus, gpus) if memory_keys else spec.mem_mb
+    time_keys = {"time", "time_limit_s"} & set(fields)
+    return replace(
+        spec,
+        name=_name(fields["name"], spec.command, None) if "name" in fields else spec.name,
+        gpus=gpus, gpu_type=gpu_type,
+        gpu_mem_mb=_size_or_none(fields, "gpu_mem", "gpu_mem_mb") if "gpu_mem" in fields else spec.gpu_mem_mb,
+        cpus=cpus, mem_mb=mem_mb,
+        time_limit_s=_time_limit(fields) if time_keys else spec.time_limit_s,
+        nice=_int_in(fields["nice"], "nice", -MAX_NICE, MAX_NICE) if "nice" in fields else spec.nice,
+        partition=_config_name(fields["partition"], "partition") if "partition" in fields else spec.partition,
+        qos=_config_name(fields["qos"], "qos") if "qos" in fields else spec.qos,
+        preemptible=_yes_no(fields["preemptible"], "preemptible") if "preemptible" in fields else spec.preemptible,
+        warnings=(),
     )
 
 
@@ -371,6 +421,46 @@ def _dependency(value: Any) -> str | None:
     if not isinstance(value, str):
         raise InvalidRequest("dependency", f"must be text such as afterok:12, got {value!r}")
     parse_dependency(value)
+    return value.strip()
+
+
+def parse_signal(text: str) -> tuple[int, int]:
+    """sbatch's --signal=[B:]SIG[@SECONDS] -> (signal number, seconds before the time limit; 60 by default).
+
+    Raises:
+        InvalidRequest: an unknown signal or a bad time.
+    """
+    import signal as signals
+
+    body = text.strip()
+    if body[:2] in ("B:", "R:"):
+        body = body[2:]
+    name, _, when = body.partition("@")
+    hint = "write e.g. USR1@90, TERM@120 or 10@60"
+    if is_number(name):
+        number = int(name)
+    else:
+        upper = name.upper()
+        member = getattr(signals, upper if upper.startswith("SIG") else f"SIG{upper}", None)
+        if not isinstance(member, signals.Signals):
+            raise InvalidRequest("signal", f"unknown signal {name!r}", hint)
+        number = int(member)
+    if not 1 <= number <= 64 or number == signals.SIGKILL:
+        raise InvalidRequest("signal", f"{name!r} cannot be sent as a warning", hint)
+    if when and not is_number(when):
+        raise InvalidRequest("signal", f"{when!r} is not a number of seconds", hint)
+    seconds = int(when) if when else 60
+    if seconds > 65535:
+        raise InvalidRequest("signal", "the warning can come at most 65535 s before the limit", hint)
+    return number, seconds
+
+
+def _signal_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest("signal", f"must be text such as USR1@90, got {value!r}")
+    parse_signal(value)
     return value.strip()
 
 

@@ -22,9 +22,11 @@ class JobState(str, enum.Enum):
     """Its process tree used more resident memory than it asked for."""
     NODE_FAIL = "NODE_FAIL"
     """Its supervisor died without recording an outcome (killed, or the machine rebooted)."""
+    PREEMPTED = "PREEMPTED"
+    """Stopped for a job of higher priority; queued again at once (so never seen for long)."""
 
     def is_terminal(self) -> bool:
-        return self not in (JobState.PENDING, JobState.RUNNING)
+        return self not in (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED)
 
 
 ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING)

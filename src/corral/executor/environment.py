@@ -29,6 +29,7 @@ def job_environment(
         "CORRAL_CPUS": str(spec.cpus),
         "CORRAL_NODE": allocation.node,
         "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
+        "CORRAL_RESTART_COUNT": str(job.restarts),
     })
     if server_url:
         env["CORRAL_URL"] = server_url
@@ -67,6 +68,7 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         "SLURM_CPUS_PER_TASK": str(spec.cpus),
         "SLURM_CPUS_ON_NODE": str(spec.cpus),
         "SLURM_JOB_CPUS_PER_NODE": str(spec.cpus),
+        "SLURM_RESTART_COUNT": str(job.restarts),
     }
     if spec.mem_mb:
         out["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)

@@ -5,6 +5,7 @@ A job directory holds:
     lock          flock-ed by the supervisor for as long as it lives
     started.json  the job's pid and start time (written by the supervisor after fork)
     cancel        present once a cancel was asked for
+    preempt       present once the scheduler preempted it (it will be queued again)
     result.json   the outcome, written by the supervisor as its last act
     script        the batch script, for script jobs
 """
@@ -19,6 +20,7 @@ LAUNCH = "launch.json"
 LOCK = "lock"
 STARTED = "started.json"
 CANCEL = "cancel"
+PREEMPT = "preempt"
 RESULT = "result.json"
 SCRIPT = "script"
 SUPERVISOR_LOG = "supervisor.log"

@@ -46,6 +46,9 @@ class Supervisor:
         if os.path.exists(self.path(files.CANCEL)):
             self.finish("CANCELLED", None, None)
             return
+        if os.path.exists(self.path(files.PREEMPT)):
+            self.finish("PREEMPTED", None, None)
+            return
         try:
             out_fd, err_fd = self.open_logs()
         except OSError as exc:
@@ -126,6 +129,9 @@ class Supervisor:
         began = time.monotonic()
         deadline = began + limit if limit else None
         next_mem_check = began + MEMORY_CHECK_INTERVAL_S if mem_limit else None
+        # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
+        warn_signal = self.config.get("warn_signal")
+        warn_at = deadline - float(self.config.get("warn_before_s", 0)) if deadline and warn_signal else None
         try:
             pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
@@ -135,7 +141,7 @@ class Supervisor:
         while True:
             now = time.monotonic()
             waits = [MAX_WAIT_S if pidfd is not None else 0.05]
-            for moment in (deadline if outcome is None else None, next_mem_check, kill_at):
+            for moment in (deadline if outcome is None else None, next_mem_check, kill_at, warn_at):
                 if moment is not None:
                     waits.append(max(0.0, moment - now))
             ready = [fd for fd in (pidfd, wake_r) if fd is not None]
@@ -148,13 +154,20 @@ class Supervisor:
             if done == self.pid:
                 return outcome, status
             now = time.monotonic()
+            if warn_at is not None and now >= warn_at and outcome is None:
+                self.kill_session(int(warn_signal), session=False)
+                warn_at = None
             if outcome is None:
-                if self.cancel_requested or os.path.exists(self.path(files.CANCEL)):
+                stop_signal = signal.SIGTERM
+                if os.path.exists(self.path(files.PREEMPT)):
+                    outcome = "PREEMPTED"
+                    stop_signal = int(warn_signal) if warn_signal else signal.SIGTERM
+                elif self.cancel_requested or os.path.exists(self.path(files.CANCEL)):
                     outcome = "CANCELLED"
                 elif deadline is not None and now >= deadline:
                     outcome = "TIMEOUT"
                 if outcome is not None:
-                    self.kill_session(signal.SIGTERM)
+                    self.kill_session(stop_signal, session=stop_signal == signal.SIGTERM)
                     kill_at = now + grace
                     continue
             if next_mem_check is not None and now >= next_mem_check:
@@ -174,14 +187,16 @@ class Supervisor:
         except OSError:
             pass
 
-    def kill_session(self, sig: int) -> None:
-        """Signal the job's process group, then any of its session that left the group."""
+    def kill_session(self, sig: int, session: bool = True) -> None:
+        """Signal the job's process group, then (with `session`) any of its session that left the group."""
         if not self.pid:
             return
         try:
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+        if not session:
+            return
         for pid in files.session_members(self.pid):
             try:
                 os.kill(pid, sig)

@@ -26,7 +26,7 @@ from corral.core.policy import PendingJob, schedule
 from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
 from corral.core.resources import Allocation, Node, check_satisfiable
 from corral.core.schedconfig import SchedulerConfig
-from corral.core.spec import JobSpec, build_spec
+from corral.core.spec import JobSpec, build_spec, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.store.jobs import JobStore
@@ -66,6 +66,7 @@ class JobService:
         self._dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
         self._ended_states: dict[int, tuple[JobState, bool]] = {}  # a cache of finished dependency targets
         self._arrays: dict[int, Job] = {}  # array jobs with tasks waiting or active
+        self._preempting: set[int] = set()  # running jobs told to make room, not yet gone
         self._array_tasks: dict[int, set[int]] = {}  # array id -> ids of its tasks not yet ended
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
@@ -91,6 +92,10 @@ class JobService:
                     self.allocations[job.id] = _allocation_of(job)
                 elif recovery.status is Recovered.NEVER_STARTED:
                     job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
+                    changed.append(job)
+                elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
+                    self.allocations[job.id] = _allocation_of(job)
+                    self._requeue(job, recovery.outcome.end_time)
                     changed.append(job)
                 else:
                     assert recovery.outcome is not None
@@ -125,7 +130,30 @@ class JobService:
             self._active_per_user[key] -= 1
             raise
 
-    def _place(self, spec: JobSpec) -> JobSpec:
+    def update(self, ref: str, changes: Mapping[str, Any]) -> Job:
+        """Change a pending job's limits, priority or resources (`corral update`).
+
+        Raises:
+            InvalidRequest: a bad change; Conflict: the job is not pending.
+        """
+        job = self.resolve(ref)
+        if job.state is not JobState.PENDING or job.id not in self.active or job.is_array:
+            kind = "an array (update its tasks)" if job.is_array else job.state.value
+            raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
+        spec = update_spec(job.spec, changes)
+        check_satisfiable(spec.request, self.nodes)
+        spec = self._place(spec, counted=True)
+        previous, job.spec = job.spec, spec
+        try:
+            self.store.save_spec(job)
+        except Exception:
+            job.spec = previous
+            raise
+        self._queue[job.id] = _pending(job)
+        self._mark_dirty()
+        return self._current(job)
+
+    def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
         """Fill in the partition, QoS and default time limit, and check the user may submit there.
 
         Raises:
@@ -151,7 +179,8 @@ class JobService:
         if qos_name not in config.qos:
             raise InvalidRequest("qos", f"there is no QoS {qos_name!r}", f"use one of {', '.join(config.qos)}")
         qos = config.qos[qos_name]
-        if qos.max_submit_per_user is not None and self._active_per_user[(spec.user, qos_name)] >= qos.max_submit_per_user:
+        held_by_user = self._active_per_user[(spec.user, qos_name)] - (1 if counted else 0)
+        if qos.max_submit_per_user is not None and held_by_user >= qos.max_submit_per_user:
             raise Conflict(f"QOSMaxSubmitJobPerUserLimit: user {spec.user} already has {qos.max_submit_per_user} "
                            f"unfinished jobs in QoS {qos_name}, its limit; wait for some to end")
         if spec.dependency is not None:
@@ -441,12 +470,28 @@ class JobService:
         ended = self.backend.poll(running)
         if not ended:
             return
+        preempted = [job for job, outcome in ended if outcome.state == JobState.PREEMPTED.value]
         for job, outcome in ended:
-            _apply_outcome(job, outcome)
+            if outcome.state == JobState.PREEMPTED.value:
+                self._requeue(job, outcome.end_time)
+            else:
+                _apply_outcome(job, outcome)
         self.store.save_states([job for job, _ in ended])
         for job, _ in ended:
-            self._forget(job)
+            if job not in preempted:
+                self._forget(job)
         self._mark_dirty()
+
+    def _requeue(self, job: Job, stopped_at: float) -> None:
+        """A preempted job waits again, its restart count up one; its checkpoint dir stays its own."""
+        allocation = self.allocations.pop(job.id, None)
+        if allocation is not None and job.start_time is not None:
+            self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
+                                                     stopped_at - job.start_time), stopped_at)
+        self._preempting.discard(job.id)
+        job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
+        job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
+        self._queue[job.id] = _pending(job)
 
     def schedule_pass(self) -> None:
         self._dirty = False

@@ -16,7 +16,7 @@ from corral.store.schema import jobs
 _SPEC_COLUMNS = (
     "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
-    "partition", "qos", "dependency", "kill_on_invalid_dep", "array",
+    "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal",
 )
 
 
@@ -43,7 +43,7 @@ class JobStore:
                 task_ids: Sequence[int]) -> list[Job]:
         rows = [
             _spec_row(spec) | {
-                "state": JobState.PENDING.value, "submit_time": now, "held": False,
+                "state": JobState.PENDING.value, "submit_time": now, "held": False, "restarts": 0,
                 "array_pending": (format_ranges(parse_array(spec.array).task_ids)
                                   if spec.array and array_job_id is None else None),
                 "array_job_id": array_job_id, "array_task_id": task_ids[i] if array_job_id is not None else None,
@@ -67,6 +67,11 @@ class JobStore:
                 array_task_id=row["array_task_id"], array_pending=parse_ranges(row["array_pending"] or ""))
             for i, spec, row in zip(ids, specs, rows)
         ]
+
+    def save_spec(self, job: Job) -> None:
+        """Write a job's changed spec (`corral update`)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id == job.id).values(_spec_row(job.spec)))
 
     def save_state(self, job: Job) -> None:
         """Write a job's mutable fields (state, reason, times, exit status, placement)."""
@@ -151,6 +156,7 @@ def _state_row(job: Job) -> dict[str, Any]:
         "node": job.node,
         "gpu_ids": list(job.gpu_ids) if job.gpu_ids is not None else None,
         "held": job.held,
+        "restarts": job.restarts,
         "array_pending": format_ranges(job.array_pending) if job.is_array else None,
     }
 
@@ -162,7 +168,8 @@ def _job(row: Mapping[str, Any]) -> Job:
         gpu_mem_mb=row["gpu_mem_mb"], cpus=row["cpus"], mem_mb=row["mem_mb"], time_limit_s=row["time_limit_s"],
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
         submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"], dependency=row["dependency"],
-        kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"],
+        kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"], preemptible=row["preemptible"],
+        warn_signal=row["warn_signal"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(
@@ -170,5 +177,5 @@ def _job(row: Mapping[str, Any]) -> Job:
         exit_code=row["exit_code"], signal=row["signal"], start_time=row["start_time"], end_time=row["end_time"],
         node=row["node"], gpu_ids=tuple(row["gpu_ids"]) if row["gpu_ids"] is not None else None, held=row["held"],
         array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
-        array_pending=parse_ranges(row["array_pending"] or ""),
+        array_pending=parse_ranges(row["array_pending"] or ""), restarts=row["restarts"],
     )

@@ -53,6 +53,9 @@ def upgrade() -> None:
         sa.Column("array_pending", sa.Text),
         sa.Column("array_job_id", sa.Integer),
         sa.Column("array_task_id", sa.Integer),
+        sa.Column("preemptible", sa.Boolean, nullable=False),
+        sa.Column("warn_signal", sa.String(32)),
+        sa.Column("restarts", sa.Integer, nullable=False),
         sqlite_autoincrement=True,
     )
     op.create_index("ix_jobs_state_id", "jobs", ["state", "id"])
