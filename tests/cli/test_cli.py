@@ -204,3 +204,21 @@ def test_down_after_a_crash_removes_the_stale_address_and_signals_nobody(run):
     result = run("down")
     assert result.exit_code == 0 and "no corral server was running" in result.output
     assert not os.path.exists(os.path.join(run.server.home, "server.json"))
+
+
+def test_an_htcondor_submit_file_runs_as_an_array(run, short_tmp, monkeypatch):
+    with open(os.path.join(short_tmp, "hello.sh"), "w") as f:
+        f.write("#!/bin/sh\necho hello from $1\n")
+    os.chmod(os.path.join(short_tmp, "hello.sh"), 0o755)
+    with open(os.path.join(short_tmp, "hello.sub"), "w") as f:
+        f.write("executable = hello.sh\narguments = $(Process)\noutput = out.$(Cluster).$(Process)\n"
+                "error = err.$(Cluster).$(Process)\nlog = hello.log\nrequest_cpus = 1\nrequest_memory = 64MB\nqueue 3\n")
+    monkeypatch.chdir(short_tmp)
+    result = run("submit", "--condor", "--json", "hello.sub")
+    assert result.exit_code == 0, result.output
+    array = json.loads(result.output[result.output.index("{"):])
+    assert array["array"] == "0-2"
+    assert run("wait", str(array["id"])).exit_code == 0
+    for task in range(3):
+        with open(os.path.join(short_tmp, f"out.{array['id']}.{task}")) as f:
+            assert f.read() == f"hello from {task}\n"

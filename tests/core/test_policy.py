@@ -358,3 +358,32 @@ def test_jobs_started_in_a_pass_count_toward_the_limits():
     decisions = schedule([_NODE], [], [_job(1), _job(2)], 0.0, _LIMITS)
     assert [a.job_id for a in decisions.starts] == [1]
     assert decisions.reasons == {2: PendingReason.QOS_MAX_JOBS}
+
+
+# -- preemption: the first job waiting for resources may stop lower-priority preemptible jobs --
+
+from corral.core.priority import PriorityFactors  # noqa: E402
+
+
+def _factors(priority: int) -> PriorityFactors:
+    return PriorityFactors(priority, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+
+
+def test_a_waiting_job_preempts_the_lowest_priority_preemptible_jobs_it_needs():
+    running = [
+        Allocation(10, "n1", (0, 1), 1, 0, preemptible=True, priority=50),
+        Allocation(11, "n1", (2,), 1, 0, preemptible=True, priority=10),
+        Allocation(12, "n1", (3,), 1, 0, preemptible=False, priority=0),
+    ]
+    decisions = schedule([_NODE], running, [_job(1, gpus=2)], 0.0, _LIMITS, {1: _factors(100)})
+    assert decisions.reasons[1] == PendingReason.RESOURCES
+    assert decisions.preempt == [11, 10]  # lowest priority first, until 2 GPUs are free
+
+
+def test_nothing_is_preempted_for_a_job_of_lower_priority_or_when_room_is_being_made():
+    running = [Allocation(10, "n1", (0, 1, 2, 3), 1, 0, preemptible=True, priority=500)]
+    assert schedule([_NODE], running, [_job(1, gpus=1)], 0.0, _LIMITS, {1: _factors(100)}).preempt == []
+    leaving = [Allocation(10, "n1", (0, 1, 2, 3), 1, 0, preemptible=True, priority=5, preempting=True)]
+    assert schedule([_NODE], leaving, [_job(1, gpus=1)], 0.0, _LIMITS, {1: _factors(100)}).preempt == []
+    fixed = [Allocation(10, "n1", (0, 1, 2, 3), 1, 0, preemptible=False, priority=5)]
+    assert schedule([_NODE], fixed, [_job(1, gpus=1)], 0.0, _LIMITS, {1: _factors(100)}).preempt == []

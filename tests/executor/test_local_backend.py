@@ -197,3 +197,14 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except OSError:
         return False
+
+
+def test_signal_option_warns_the_job_before_its_time_limit(backend):
+    script = "trap 'echo warned at $(date +%s)' USR1; echo started at $(date +%s); while true; do sleep 0.1; done"
+    job = start(backend, command=["sh", "-c", script], time_limit_s=3, signal="USR1@2")
+    outcome = finish(backend, job)
+    assert outcome.state == "TIMEOUT"
+    lines = read(job.log_path("stdout")).split("\n")
+    started = int(lines[0].split()[-1])
+    warned = int(next(line for line in lines if line.startswith("warned")).split()[-1])
+    assert 0 <= warned - started <= 2  # about 1 s after start: 2 s before the 3 s limit

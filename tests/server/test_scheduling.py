@@ -167,3 +167,62 @@ def test_singleton_runs_one_job_of_a_name_at_a_time(server, short_tmp):
     for job in jobs:
         assert client.wait(job["id"], timeout=30)["state"] == "COMPLETED"
     assert not os.path.exists(mark)
+
+
+RESUMABLE = """
+import os, signal, sys, time
+ckpt = os.path.join(os.environ["CORRAL_CHECKPOINT_DIR"], "step")
+step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
+print(f"restart={os.environ['CORRAL_RESTART_COUNT']} from={step}", flush=True)
+def save(signum, frame):
+    with open(ckpt + ".tmp", "w") as f:
+        f.write(str(step))
+    os.replace(ckpt + ".tmp", ckpt)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+open(os.path.join(os.environ["CORRAL_CHECKPOINT_DIR"], "up"), "w").close()
+while step < 40:
+    step += 1
+    time.sleep(0.05)
+print(f"done at {step}", flush=True)
+"""
+
+
+def test_a_preemptible_job_makes_room_for_a_higher_priority_one_and_resumes_from_its_checkpoint(server, short_tmp):
+    import sys
+
+    client = server.client()
+    low = client.submit([sys.executable, "-c", RESUMABLE], gpus=4, nice=100, preemptible=True, workdir=short_tmp)
+    checkpoints = os.path.join(server.home, "checkpoints", str(low["id"]))
+    wait_for(lambda: os.path.exists(os.path.join(checkpoints, "up")))
+    high = client.submit(["true"], gpus=2, workdir=short_tmp)
+    assert client.wait(high["id"], timeout=30)["state"] == "COMPLETED"
+    final = client.wait(low["id"], timeout=60)
+    assert (final["state"], final["restarts"]) == ("COMPLETED", 1)
+    output = open(final["stdout_path"]).read()
+    assert output.startswith("restart=1 from=") and not output.startswith("restart=1 from=0\n")
+    assert "done at 40" in output
+
+
+def test_update_changes_a_pending_jobs_limits_and_resources(configured, short_tmp):
+    from click.testing import CliRunner
+
+    from corral.cli.main import cli
+
+    client = configured.client()
+    blocker = client.submit(["sleep", "30"], gpus=2, workdir=short_tmp)
+    job = client.submit(["true"], gpus=1, partition="debug", time="2:00:00", workdir=short_tmp)
+    wait_for(lambda: reason_of(client, job["id"]) == "PartitionTimeLimit")
+    with pytest.raises(InvalidRequest, match="command"):
+        client.update(job["id"], command=["false"])
+    with pytest.raises(InvalidRequest, match="requested 9 GPUs"):
+        client.update(job["id"], gpus=9)
+    assert client.get(job["id"])["time_limit_s"] == 7200  # refused changes change nothing
+    result = CliRunner().invoke(cli, ["--home", configured.home, "update", str(job["id"]), "--time", "20", "--nice", "5"])
+    assert result.exit_code == 0, result.output
+    updated = client.get(job["id"])
+    assert (updated["time_limit_s"], updated["nice"]) == (1200, 5)
+    assert client.wait(job["id"], timeout=20)["state"] == "COMPLETED"  # no longer over the partition's limit
+    with pytest.raises(Conflict, match="only pending jobs"):
+        client.update(job["id"], nice=1)
+    client.cancel(blocker["id"])

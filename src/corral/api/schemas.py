@@ -16,6 +16,7 @@ class JobRequest(BaseModel):
 
     command: list[str] | None = Field(None, examples=[["python", "train.py", "--lr", "3e-4"]])
     script: str | None = Field(None, description="A batch script; its #SBATCH lines set defaults for other fields.")
+    condor: str | None = Field(None, description="An HTCondor submit description; `queue N` makes an array of N.")
     script_args: list[str] | None = None
     script_name: str | None = Field(None, description="The script's file name; the job's default name.")
     name: str | None = None

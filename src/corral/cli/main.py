@@ -172,12 +172,14 @@ class SubmitCommand(click.Command):
 @click.option("--kill-on-invalid-dep", "kill_on_invalid_dep", type=click.Choice(["yes", "no"]),
               help="Cancel the job if its dependency can never be satisfied.")
 @click.option("--wrap", help="Run this shell command line (sh -c).")
+@click.option("--condor", "condor", is_flag=True, help="SCRIPT is an HTCondor submit description file.")
 @click.option("--parsable", is_flag=True, help="Print only the job id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")
 @click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tuple[str, ...],
-           label_pairs: tuple[str, ...], wrap: str | None, parsable: bool, as_json: bool, **fields: Any) -> None:
+           label_pairs: tuple[str, ...], wrap: str | None, condor: bool, parsable: bool, as_json: bool,
+           **fields: Any) -> None:
     """Submit a job: `submit [options] SCRIPT [ARGS]`, `submit [options] -- CMD [ARGS]`, or `--wrap "CMD"`."""
     command = ctx.meta.get("corral.command")
     body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
@@ -198,8 +200,13 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "it is not a text file"
             raise CorralError(f"cannot read script {path}: {reason}") from None
-        body["script_name"] = os.path.basename(path)
-        body["script_args"] = list(script_and_args[1:])
+        if condor:
+            if len(script_and_args) > 1:
+                raise click.UsageError("an HTCondor submit file takes no arguments here; use its `arguments`")
+            body["condor"] = body.pop("script")
+        else:
+            body["script_name"] = os.path.basename(path)
+            body["script_args"] = list(script_and_args[1:])
     elif not sys.stdin.isatty():
         body["script"] = sys.stdin.read()
     else:

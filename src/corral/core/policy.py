@@ -16,10 +16,11 @@ block nobody.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
+from corral.core.priority import PriorityFactors
 from corral.core.resources import Allocation, Node, Request, gpu_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
@@ -38,6 +39,7 @@ class PendingJob:
     held: bool = False
     submit_time: float = 0.0
     nice: int = 0
+    preemptible: bool = False
 
 
 @dataclass(slots=True)
@@ -45,14 +47,17 @@ class Decisions:
     starts: list[Allocation] = field(default_factory=list)
     reasons: dict[int, PendingReason] = field(default_factory=dict)
     estimates: dict[int, float] = field(default_factory=dict)
+    preempt: list[int] = field(default_factory=list)
+    """Running preemptible jobs to stop (and requeue) so the first waiting job can start."""
     """Expected start of each waiting job that holds a reservation."""
 
 
 def schedule(
     nodes: Sequence[Node], running: Iterable[Allocation], pending: Sequence[PendingJob], now: float,
-    config: SchedulerConfig = _DEFAULT_CONFIG,
+    config: SchedulerConfig = _DEFAULT_CONFIG, priorities: Mapping[int, PriorityFactors] | None = None,
 ) -> Decisions:
-    """Decide which pending jobs start now, why the others wait, and when they should start.
+    """Decide which pending jobs start now, why the others wait, when they should start, and
+    which preemptible jobs make room for the first waiting one.
 
     Args:
         nodes: the machine's inventory.
@@ -60,7 +65,10 @@ def schedule(
         pending: jobs waiting, highest priority first.
         now: the time of this pass.
         config: partitions and QoS (for their limits), and the backfill depth.
+        priorities: each pending job's priority; a running preemptible job of lower priority
+            than the first job waiting for resources is preempted when that lets it start.
     """
+    priorities = priorities or {}
     by_node: dict[str, list[Allocation]] = {node.name: [] for node in nodes}
     jobs_of: dict[tuple[str, str | None], int] = {}
     gpus_of: dict[tuple[str, str | None], int] = {}
@@ -92,13 +100,19 @@ def schedule(
         if best is not None and best[1] <= now:
             k, _, gpu_ids = best
             index.reserve(k, now, now + duration, request.cpus, request.mem_mb, gpu_ids)
+            factors = priorities.get(job.job_id)
             decisions.starts.append(Allocation(
                 job.job_id, nodes[k].name, gpu_ids, request.cpus, request.mem_mb, job.user, job.qos,
-                now + duration if duration < INFINITY else None,
+                now + duration if duration < INFINITY else None, job.preemptible,
+                factors.priority if factors is not None else 0,
             ))
             limits.started(job)
             continue
         reasons[job.job_id] = PendingReason.PRIORITY if waiting else PendingReason.RESOURCES
+        if not waiting:
+            factors = priorities.get(job.job_id)
+            if factors is not None:
+                decisions.preempt = _victims(request, factors.priority, nodes, by_node, decisions.starts)
         waiting = True
         if best is None or len(estimates) >= depth:
             stopped = True
@@ -107,6 +121,36 @@ def schedule(
         index.reserve(k, start, start + duration, request.cpus, request.mem_mb, gpu_ids)
         estimates[job.job_id] = start
     return decisions
+
+
+def _victims(
+    request: Request, priority: int, nodes: Sequence[Node], by_node: Mapping[str, list[Allocation]],
+    started: Sequence[Allocation],
+) -> list[int]:
+    """The fewest lowest-priority preemptible jobs on one node whose resources let `request` start;
+    none when jobs already told to make room will be enough, or when no node works."""
+    for node in nodes:
+        held = by_node.get(node.name, []) + [a for a in started if a.node == node.name]
+        kept = [a for a in held if not a.preempting]
+        cpus = node.cpus - sum(a.cpus for a in kept)
+        mem = node.mem_mb - sum(a.mem_mb for a in kept)
+        busy = {i for a in kept for i in a.gpu_ids}
+        matching = [g.index for g in node.gpus if gpu_matches(g, request)]
+
+        def fits() -> bool:
+            return (cpus >= request.cpus and mem >= request.mem_mb
+                    and sum(1 for i in matching if i not in busy) >= request.gpus)
+
+        if len(held) != len(kept) and fits():
+            return []  # room is being made already
+        chosen = []
+        for victim in sorted((a for a in kept if a.preemptible and a.priority < priority), key=lambda a: a.priority):
+            chosen.append(victim.job_id)
+            cpus, mem = cpus + victim.cpus, mem + victim.mem_mb
+            busy -= set(victim.gpu_ids)
+            if fits():
+                return chosen
+    return []
 
 
 class _Limits:

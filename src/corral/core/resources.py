@@ -49,6 +49,11 @@ class Allocation:
     qos: str | None = None
     end_time: float | None = None
     """When its time limit runs out; None: no limit."""
+    preemptible: bool = False
+    priority: int = 0
+    """Its priority when it started: only a job of higher priority may preempt it."""
+    preempting: bool = False
+    """Told to make room already; its resources count as soon free."""
 
 
 def gpu_matches(gpu: Gpu, request: Request) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 from corral.core import sbatch
 from corral.core.arrays import parse_array
 from corral.core.dependency import parse_dependency
+from corral.core.htcondor import condor_request
 from corral.core.paths import check_pattern
 from corral.core.resources import Request
 from corral.core.units import is_number, parse_duration_s, parse_memory_mb
@@ -42,7 +43,7 @@ REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
-    "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal",
+    "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor",
 })
 
 
@@ -110,8 +111,15 @@ def build_spec(
     if unknown:
         raise InvalidRequest(sorted(unknown)[0], "unknown field", f"known fields: {', '.join(sorted(REQUEST_FIELDS))}")
     given = {k: v for k, v in request.items() if v is not None}
-    command, script, script_args = _command(given)
     warnings: list[str] = []
+    if "condor" in given:
+        # an HTCondor submit description: its settings first, the request's own fields over them
+        if not isinstance(given["condor"], str):
+            raise InvalidRequest("condor", "must be the text of an HTCondor submit description")
+        from_condor, condor_warnings = condor_request(given.pop("condor"))
+        warnings.extend(condor_warnings)
+        given = {**from_condor, **given}
+    command, script, script_args = _command(given)
     fields: dict[str, Any] = {}
     if script is not None:
         directives = sbatch.parse_script(script)

@@ -500,8 +500,11 @@ class JobService:
             return
         waiting = self._check_dependencies()
         self._add_array_tasks(waiting)
-        decisions = schedule(self.nodes, self.allocations.values(), self._by_priority(now, waiting), now, self.config)
+        ordered = self._by_priority(now, waiting)
+        self._rate_preemptible(now)
+        decisions = schedule(self.nodes, self.allocations.values(), ordered, now, self.config, self._priorities)
         decisions.reasons.update(waiting)
+        self._preempt(decisions.preempt)
         self._reasons = decisions.reasons
         self._estimates = decisions.estimates
         if not decisions.starts:
@@ -568,6 +571,30 @@ class JobService:
         array.end_time = self.clock()
         self.store.save_state(array)
         self._forget(array)
+
+    def _rate_preemptible(self, now: float) -> None:
+        """Give running preemptible jobs their priority as of now, as if they were waiting: a job
+        may preempt one only if it would be ahead of it in the queue."""
+        rated = [self.active[i] for i, a in self.allocations.items() if a.preemptible and i in self.active]
+        if not rated:
+            return
+        _, factors = prioritize(
+            [_pending(job) for job in rated], usage=self.usage(now), config=self.config, now=now,
+            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
+        )
+        for job in rated:
+            self.allocations[job.id] = replace(self.allocations[job.id], priority=factors[job.id].priority)
+
+    def _preempt(self, victims: Sequence[int]) -> None:
+        """Tell preemptible jobs to make room: warning signal, grace period, then they are queued again."""
+        for job_id in victims:
+            job = self.active.get(job_id)
+            if job is None or job_id in self._preempting:
+                continue
+            log.info("preempting job %d", job_id)
+            self._preempting.add(job_id)
+            self.allocations[job_id] = replace(self.allocations[job_id], preempting=True)
+            self.backend.preempt(job)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
         """Jobs that must wait for others, with their reason; cancels those that asked for it when a
@@ -710,6 +737,7 @@ class JobService:
         self._dependencies.pop(job.id, None)
         if self._dependencies and len(self._ended_states) < 100_000:
             self._ended_states[job.id] = (job.state, job.start_time is not None)
+        self._preempting.discard(job.id)
         for future in self._waiters.pop(job.id, []):
             if not future.done():
                 future.set_result(job)
@@ -725,13 +753,14 @@ class JobService:
 def _allocation_of(job: Job) -> Allocation:
     spec = job.spec
     end = job.start_time + spec.time_limit_s if job.start_time is not None and spec.time_limit_s else None
-    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos, end)
+    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos, end,
+                      spec.preemptible)
 
 
 def _pending(job: Job) -> PendingJob:
     spec = job.spec
     return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
-                      job.submit_time, spec.nice)
+                      job.submit_time, spec.nice, spec.preemptible)
 
 
 def _apply_outcome(job: Job, outcome: Outcome) -> None:
