@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corral.core.dependency import Dependency, Term, Verdict, evaluate, parse_dependency
 from corral.core.sbatch import parse_script
@@ -56,3 +58,31 @@ def test_when_a_dependency_holds(text, expected):
 def test_singleton_waits_for_the_earlier_job_of_the_same_name():
     assert verdict("singleton", singleton_clear=False) is Verdict.WAITING
     assert verdict("singleton", singleton_clear=True) is Verdict.SATISFIED
+
+
+_state = st.sampled_from([JobState.PENDING, JobState.RUNNING, JobState.COMPLETED, JobState.FAILED,
+                          JobState.CANCELLED, JobState.TIMEOUT])
+
+
+@settings(max_examples=300)
+@given(
+    terms=st.lists(st.tuples(st.sampled_from(["after", "afterok", "afternotok", "afterany"]),
+                             st.lists(st.integers(1, 6), min_size=1, max_size=3)), min_size=1, max_size=3),
+    any_of=st.booleans(),
+    states=st.dictionaries(st.integers(1, 6), st.tuples(_state, st.booleans()), min_size=6, max_size=6),
+)
+def test_a_satisfied_dependency_never_violates_a_term(terms, any_of, states):
+    states = {i: (s, started or s is JobState.RUNNING) for i, (s, started) in states.items()}
+    dependency = Dependency(tuple(Term(kind, tuple(ids)) for kind, ids in terms), any_of)
+    holds = {
+        "afterok": lambda s: s[0] is JobState.COMPLETED,
+        "afternotok": lambda s: s[0].is_terminal() and s[0] is not JobState.COMPLETED,
+        "afterany": lambda s: s[0].is_terminal(),
+        "after": lambda s: s[1] or s[0].is_terminal(),
+    }
+    term_holds = [all(holds[t.kind](states[i]) for i in t.job_ids) for t in dependency.terms]
+    verdict = evaluate(dependency, states.get, True)
+    if verdict is Verdict.SATISFIED:
+        assert any(term_holds) if any_of else all(term_holds)
+    else:
+        assert not (any(term_holds) if any_of else all(term_holds))

@@ -72,3 +72,30 @@ max_gpus_per_user = 4
     assert config.partitions["gpu"].default_time_s == 4 * 3600
     assert config.partitions["gpu"].allowed_users == {"ada", "bob"}
     assert config.qos["normal"].max_running_per_user == 2 and config.qos["normal"].max_gpus_per_user == 4
+
+
+def test_a_partition_open_to_a_group_admits_its_members():
+    import grp
+    import os
+    import pwd
+
+    from corral.core.schedconfig import Partition
+    from corral.server.service import _may_use
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    mine = grp.getgrgid(os.getgid()).gr_name
+    assert _may_use(Partition("p", allowed_groups=frozenset({mine})), me)
+    assert not _may_use(Partition("p", allowed_groups=frozenset({"no-such-group-xyz"})), me)
+    assert _may_use(Partition("p"), me)
+    assert not _may_use(Partition("p", allowed_users=frozenset({"someone-else"})), me)
+
+
+def test_corral_up_with_a_bad_config_file_says_which_key(tmp_path):
+    import subprocess
+    import sys
+
+    write_config(str(tmp_path), "[qos.normal]\nmax_gpu_per_user = 4\n")
+    result = subprocess.run([sys.executable, "-m", "corral.cli", "up", "--home", str(tmp_path), "--port", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "qos.normal.max_gpu_per_user" in result.stderr and "max_gpus_per_user" in result.stderr

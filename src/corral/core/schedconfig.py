@@ -34,7 +34,9 @@ class Partition:
     max_time_s: int | None = None
     default_time_s: int | None = None
     allowed_users: frozenset[str] | None = None
-    """None: everybody."""
+    """None: everybody (unless `allowed_groups` says otherwise)."""
+    allowed_groups: frozenset[str] | None = None
+    """Unix groups whose members may use it, besides `allowed_users`."""
     tier: int = 1
     """Jobs of a higher tier are considered before any job of a lower one (Slurm's PriorityTier)."""
     priority_factor: int = 1
@@ -118,17 +120,20 @@ def parse_scheduler_config(
 
 def _partition(name: str, table: dict[str, Any], source: str) -> Partition:
     where = f"partitions.{name}"
-    table = _known(table, ("max_time", "default_time", "allowed_users", "tier", "priority_factor"), where, source)
+    table = _known(table, ("max_time", "default_time", "allowed_users", "allowed_groups", "tier", "priority_factor"),
+                   where, source)
     max_time = _duration(table["max_time"], f"{where}.max_time", source) if "max_time" in table else None
     default_time = _duration(table["default_time"], f"{where}.default_time", source) if "default_time" in table else None
     if max_time and default_time and default_time > max_time:
         raise InvalidRequest(f"{where}.default_time", f"is longer than max_time in {source}")
-    users = table.get("allowed_users")
-    if users is not None and (not isinstance(users, list) or not all(isinstance(u, str) for u in users)):
-        raise InvalidRequest(f"{where}.allowed_users", f"must be a list of user names in {source}")
+    users, groups = table.get("allowed_users"), table.get("allowed_groups")
+    for key, names in (("allowed_users", users), ("allowed_groups", groups)):
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+            raise InvalidRequest(f"{where}.{key}", f"must be a list of names in {source}")
     return Partition(
         name=name, max_time_s=max_time, default_time_s=default_time,
         allowed_users=frozenset(users) if users is not None else None,
+        allowed_groups=frozenset(groups) if groups is not None else None,
         tier=_int(table.get("tier", 1), f"{where}.tier", source, 0),
         priority_factor=_int(table.get("priority_factor", 1), f"{where}.priority_factor", source, 0),
     )

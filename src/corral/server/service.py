@@ -25,7 +25,7 @@ from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
 from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
 from corral.core.resources import Allocation, Node, check_satisfiable
-from corral.core.schedconfig import SchedulerConfig
+from corral.core.schedconfig import Partition, SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest, NotFound
@@ -172,7 +172,7 @@ class JobService:
         if partition not in config.partitions:
             raise InvalidRequest("partition", f"there is no partition {partition!r}", f"use one of {', '.join(config.partitions)}")
         part = config.partitions[partition]
-        if part.allowed_users is not None and spec.user not in part.allowed_users:
+        if not _may_use(part, spec.user):
             raise InvalidRequest("partition", f"user {spec.user} may not use partition {partition}",
                                  f"ask an admin, or use another partition ({', '.join(config.partitions)})")
         qos_name = spec.qos or config.default_qos
@@ -748,6 +748,29 @@ class JobService:
                 if not tasks:
                     del self._array_tasks[job.array_job_id]
             self._finish_array_if_done(job.array_job_id)
+
+
+def _may_use(partition: Partition, user: str) -> bool:
+    """Whether a user may submit to a partition: listed, or in one of its groups (None lists: anyone)."""
+    if partition.allowed_users is None and partition.allowed_groups is None:
+        return True
+    if partition.allowed_users is not None and user in partition.allowed_users:
+        return True
+    if partition.allowed_groups:
+        import grp
+        import pwd
+
+        try:
+            primary = grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+        except KeyError:
+            primary = None
+        for group in partition.allowed_groups:
+            try:
+                if group == primary or user in grp.getgrnam(group).gr_mem:
+                    return True
+            except KeyError:
+                continue
+    return False
 
 
 def _allocation_of(job: Job) -> Allocation:
