@@ -17,8 +17,12 @@ step corral submit --gpus 2 --time 2:00 -J train-toy -- python3 train_toy.py --s
 step corral submit --gres=gpu:A100:3 -J big-model --wrap 'echo "3 GPUs: $CUDA_VISIBLE_DEVICES"; sleep 2'
 step corral submit --gpus 1 --mem 64M -J leaky -- python3 -c 'x = bytearray(256 * 2**20); import time; time.sleep(5)'
 step corral submit --gpus 1 -J broken -- sh -c 'echo "about to fail" >&2; exit 3'
+sweep=$(corral submit --parsable --array=0-3%2 --gpus 1 -t 1 -J sweep --wrap 'echo "task $SLURM_ARRAY_TASK_ID on GPU $CUDA_VISIBLE_DEVICES"; sleep 1')
+echo "Submitted array job $sweep (4 tasks, at most 2 at once)"
+step corral submit -d "afterok:$sweep" -t 1 -J summarize --wrap 'echo "every sweep task succeeded"'
 sleep 1
 step corral queue
+step corral queue --start
 step corral nodes
 for id in $(corral queue --json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin)))'); do
   corral wait "$id" >/dev/null 2>&1 || true

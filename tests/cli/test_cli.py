@@ -222,3 +222,10 @@ def test_an_htcondor_submit_file_runs_as_an_array(run, short_tmp, monkeypatch):
     for task in range(3):
         with open(os.path.join(short_tmp, f"out.{array['id']}.{task}")) as f:
             assert f.read() == f"hello from {task}\n"
+
+
+def test_wrap_is_a_batch_script_so_array_tasks_see_their_number(run):
+    array_id = run("submit", "--parsable", "--array=0-2", "--wrap", "echo task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID").output.strip()
+    assert run("wait", array_id).exit_code == 0
+    for task in range(3):
+        assert run("logs", f"{array_id}_{task}").output == f"task {task} of {array_id}\n"

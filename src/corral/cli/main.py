@@ -171,7 +171,7 @@ class SubmitCommand(click.Command):
 @click.option("--preemptible", is_flag=True, default=None, help="Let jobs of higher priority preempt (and requeue) it.")
 @click.option("--kill-on-invalid-dep", "kill_on_invalid_dep", type=click.Choice(["yes", "no"]),
               help="Cancel the job if its dependency can never be satisfied.")
-@click.option("--wrap", help="Run this shell command line (sh -c).")
+@click.option("--wrap", help="Run this shell command line, as a one-line batch script (like sbatch --wrap).")
 @click.option("--condor", "condor", is_flag=True, help="SCRIPT is an HTCondor submit description file.")
 @click.option("--parsable", is_flag=True, help="Print only the job id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")
@@ -184,9 +184,12 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
     command = ctx.meta.get("corral.command")
     body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     if wrap is not None:
-        command = ["/bin/sh", "-c", wrap]
-        body.setdefault("name", "wrap")
-    if command is not None:
+        if command is not None or script_and_args:
+            raise click.UsageError("give --wrap, a script, or a command after --, not two of them")
+        # as sbatch does: a one-line batch script, so it sees SLURM_JOB_ID, SLURM_ARRAY_TASK_ID, ...
+        body["script"] = f"#!/bin/sh\n{wrap}\n"
+        body["script_name"] = "wrap"
+    elif command is not None:
         if script_and_args:
             raise click.UsageError("give a script or a command after --, not both")
         if not command:
