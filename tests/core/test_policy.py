@@ -387,3 +387,23 @@ def test_nothing_is_preempted_for_a_job_of_lower_priority_or_when_room_is_being_
     assert schedule([_NODE], leaving, [_job(1, gpus=1)], 0.0, _LIMITS, {1: _factors(100)}).preempt == []
     fixed = [Allocation(10, "n1", (0, 1, 2, 3), 1, 0, preemptible=False, priority=5)]
     assert schedule([_NODE], fixed, [_job(1, gpus=1)], 0.0, _LIMITS, {1: _factors(100)}).preempt == []
+
+
+def test_a_job_started_in_the_same_pass_is_never_a_victim():
+    # the preemptible job starts first (listed first); the next job cannot fit and must not pick it
+    pending = [_job(1, gpus=2, preemptible=True), _job(2, gpus=4)]
+    decisions = schedule([_NODE], [], pending, 0.0, _LIMITS_OPEN, {1: _factors(1), 2: _factors(100)})
+    assert [a.job_id for a in decisions.starts] == [1]
+    assert decisions.preempt == []
+
+
+def test_while_room_is_made_for_a_job_nothing_behind_it_takes_the_room():
+    running = [Allocation(10, "n1", (0, 1), 1, 0, preemptible=True, priority=5)]
+    decisions = schedule([_NODE], running, [_job(1, gpus=4, time_limit_s=60), _job(2, gpus=1, time_limit_s=10)],
+                         0.0, _LIMITS_OPEN, {1: _factors(100), 2: _factors(1)})
+    assert decisions.preempt == [10]
+    assert decisions.starts == []  # job 2 would fit now on GPUs 2-3, but they are job 1's
+    assert decisions.reasons[2] == PendingReason.PRIORITY
+
+
+_LIMITS_OPEN = _Config()

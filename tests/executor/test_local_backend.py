@@ -208,3 +208,18 @@ def test_signal_option_warns_the_job_before_its_time_limit(backend):
     started = int(lines[0].split()[-1])
     warned = int(next(line for line in lines if line.startswith("warned")).split()[-1])
     assert 0 <= warned - started <= 2  # about 1 s after start: 2 s before the 3 s limit
+
+
+def test_a_cancel_during_a_preemptions_grace_period_wins(backend):
+    job = start(backend, command=["sh", "-c", "trap '' TERM; sleep 30"])
+    wait_for(lambda: os.path.exists(os.path.join(backend.job_dir(job.id), files.STARTED)))
+    backend.preempt(job)
+    backend.cancel(job)
+    assert finish(backend, job).state == "CANCELLED"
+
+
+def test_a_preempted_job_ends_preempted(backend):
+    job = start(backend, command=["sleep", "30"])
+    wait_for(lambda: os.path.exists(os.path.join(backend.job_dir(job.id), files.STARTED)))
+    backend.preempt(job)
+    assert finish(backend, job).state == "PREEMPTED"

@@ -58,3 +58,23 @@ def test_a_failing_task_fails_the_array_and_afterok_on_it_never_holds(server, sh
     assert client.get(f"{array['id']}_1")["state"] == "COMPLETED"
     wait_for(lambda: client.get(after["id"])["reason"] == "DependencyNeverSatisfied")
     client.cancel(after["id"])
+
+
+def test_holding_or_updating_an_array_covers_its_waiting_tasks(server, short_tmp):
+    from corral.errors import Conflict
+
+    client = server.client()
+    blocker = client.submit(["sleep", "30"], gpus=4, workdir=short_tmp)
+    array = client.submit(["true"], gpus=1, array="0-5%2", workdir=short_tmp)
+    wait_for(lambda: client.get(f"{array['id']}_0")["state"] == "PENDING")
+    client.hold(array["id"])
+    assert client.get(f"{array['id']}_0")["reason"] == "JobHeldUser"
+    with pytest.raises(Conflict, match="hold or release the whole array"):
+        client.release(f"{array['id']}_4")
+    updated = client.update(array["id"], time="7")
+    assert updated["time_limit_s"] == 420 and client.get(f"{array['id']}_0")["time_limit_s"] == 420
+    client.release(array["id"])
+    client.cancel(blocker["id"])
+    final = client.wait(array["id"], timeout=60)
+    assert final["state"] == "COMPLETED" and final["reason"] is None
+    assert client.get(f"{array['id']}_5")["time_limit_s"] == 420

@@ -100,6 +100,7 @@ def job_view(job: dict[str, Any]) -> str:
         ("GPUs", gpus_cell(job)), ("GPUMem", format_memory(job.get("gpu_mem_mb"))),
         ("CPUs", job["cpus"]), ("Mem", format_memory(job["mem_mb"])),
         ("TimeLimit", format_duration(job["time_limit_s"])), ("Nice", job["nice"]), ("Partition", job["partition"]),
+        ("Preemptible", "yes" if job.get("preemptible") else "no"), ("Restarts", job.get("restarts", 0)),
         ("QOS", job["qos"]), ("Node", job["node"] or "-"),
         ("SubmitTime", local_time(job["submit_time"])), ("StartTime", local_time(job["start_time"])),
         ("EndTime", local_time(job["end_time"])), ("Elapsed", elapsed(job)),

@@ -32,8 +32,8 @@ def parse_array(text: str) -> ArraySpec:
     body, _, throttle_text = raw.partition("%")
     throttle = None
     if throttle_text:
-        if not (throttle_text.isascii() and throttle_text.isdigit()) or int(throttle_text) < 1:
-            raise InvalidRequest("array", f"throttle {throttle_text!r} is not a positive number", hint)
+        if not (throttle_text.isascii() and throttle_text.isdigit()) or not 1 <= int(throttle_text) <= MAX_TASKS:
+            raise InvalidRequest("array", f"throttle {throttle_text!r} is not a number from 1 to {MAX_TASKS}", hint)
         throttle = int(throttle_text)
     ids: set[int] = set()
     for part in body.split(","):

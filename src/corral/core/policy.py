@@ -112,7 +112,12 @@ def schedule(
         if not waiting:
             factors = priorities.get(job.job_id)
             if factors is not None:
-                decisions.preempt = _victims(request, factors.priority, nodes, by_node, decisions.starts)
+                making_room, decisions.preempt = _victims(request, factors.priority, nodes, by_node, decisions.starts)
+                if making_room:
+                    # what is being freed is this job's: nothing behind it may take it meanwhile
+                    waiting = True
+                    stopped = True
+                    continue
         waiting = True
         if best is None or len(estimates) >= depth:
             stopped = True
@@ -126,11 +131,13 @@ def schedule(
 def _victims(
     request: Request, priority: int, nodes: Sequence[Node], by_node: Mapping[str, list[Allocation]],
     started: Sequence[Allocation],
-) -> list[int]:
-    """The fewest lowest-priority preemptible jobs on one node whose resources let `request` start;
-    none when jobs already told to make room will be enough, or when no node works."""
+) -> tuple[bool, list[int]]:
+    """Whether room is (or will be) made for `request` by preemption, and the fewest lowest-priority
+    preemptible running jobs on one node to stop for it (none if jobs already told to go suffice).
+    Jobs started in this same pass are never victims, though they hold their resources."""
     for node in nodes:
-        held = by_node.get(node.name, []) + [a for a in started if a.node == node.name]
+        running = by_node.get(node.name, [])
+        held = running + [a for a in started if a.node == node.name]
         kept = [a for a in held if not a.preempting]
         cpus = node.cpus - sum(a.cpus for a in kept)
         mem = node.mem_mb - sum(a.mem_mb for a in kept)
@@ -142,15 +149,16 @@ def _victims(
                     and sum(1 for i in matching if i not in busy) >= request.gpus)
 
         if len(held) != len(kept) and fits():
-            return []  # room is being made already
+            return True, []  # room is being made already
         chosen = []
-        for victim in sorted((a for a in kept if a.preemptible and a.priority < priority), key=lambda a: a.priority):
+        candidates = (a for a in running if a.preemptible and not a.preempting and a.priority < priority)
+        for victim in sorted(candidates, key=lambda a: a.priority):
             chosen.append(victim.job_id)
             cpus, mem = cpus + victim.cpus, mem + victim.mem_mb
             busy -= set(victim.gpu_ids)
             if fits():
-                return chosen
-    return []
+                return True, chosen
+    return False, []
 
 
 class _Limits:

@@ -201,18 +201,19 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
     gpu_type, gpus = spec.gpu_type, spec.gpus
     if {"gpus", "gres", "gpu_type"} & set(fields):
         gpu_fields = {"gpus": spec.gpus, **({"gpu_type": spec.gpu_type} if spec.gpu_type else {}), **fields}
-        if "gpus" in fields and "gpu_type" not in fields and isinstance(fields["gpus"], int):
-            gpu_fields.pop("gpu_type", None)
         gpu_type, gpus = _gpus(gpu_fields)
     cpus = _int_in(fields["cpus"], "cpus", 1, MAX_CPUS) if "cpus" in fields else spec.cpus
     memory_keys = {"mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"} & set(fields)
     mem_mb = _mem(fields, cpus, gpus) if memory_keys else spec.mem_mb
     time_keys = {"time", "time_limit_s"} & set(fields)
+    gpu_mem_mb = _size_or_none(fields, "gpu_mem", "gpu_mem_mb") if "gpu_mem" in fields else spec.gpu_mem_mb
+    if gpu_mem_mb is not None and gpus == 0:
+        raise InvalidRequest("gpu_mem", "is set but no GPUs are requested", "add gpus, or clear gpu_mem")
     return replace(
         spec,
         name=_name(fields["name"], spec.command, None) if "name" in fields else spec.name,
         gpus=gpus, gpu_type=gpu_type,
-        gpu_mem_mb=_size_or_none(fields, "gpu_mem", "gpu_mem_mb") if "gpu_mem" in fields else spec.gpu_mem_mb,
+        gpu_mem_mb=gpu_mem_mb,
         cpus=cpus, mem_mb=mem_mb,
         time_limit_s=_time_limit(fields) if time_keys else spec.time_limit_s,
         nice=_int_in(fields["nice"], "nice", -MAX_NICE, MAX_NICE) if "nice" in fields else spec.nice,

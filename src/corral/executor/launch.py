@@ -39,7 +39,10 @@ def read_outcome(job_dir: str) -> Outcome | None:
     data = files.read_json(os.path.join(job_dir, files.RESULT))
     if data is None:
         return None
-    return Outcome(data["state"], data.get("exit_code"), data.get("signal"), data["end_time"], data.get("error"))
+    state = data["state"]
+    if state == "PREEMPTED" and os.path.exists(os.path.join(job_dir, files.CANCEL)):
+        state = "CANCELLED"  # cancelled during its preemption's grace period: the user's word wins
+    return Outcome(state, data.get("exit_code"), data.get("signal"), data["end_time"], data.get("error"))
 
 
 def supervisor_alive(job_dir: str) -> bool:

@@ -9,6 +9,7 @@ are short and synchronous, and submits arriving together share one transaction.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -137,19 +138,27 @@ class JobService:
             InvalidRequest: a bad change; Conflict: the job is not pending.
         """
         job = self.resolve(ref)
-        if job.state is not JobState.PENDING or job.id not in self.active or job.is_array:
-            kind = "an array (update its tasks)" if job.is_array else job.state.value
+        if job.state is not JobState.PENDING or job.id not in self.active or (job.is_array and "_" in ref):
+            kind = "a task that has not started (update the array)" if job.is_array else job.state.value
             raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
-        spec = update_spec(job.spec, changes)
-        check_satisfiable(spec.request, self.nodes)
-        spec = self._place(spec, counted=True)
-        previous, job.spec = job.spec, spec
-        try:
-            self.store.save_spec(job)
-        except Exception:
-            job.spec = previous
-            raise
-        self._queue[job.id] = _pending(job)
+        # an array's change applies to its tasks not started yet and to those waiting with a record
+        targets = [job] + [self.active[t] for t in self._array_tasks.get(job.id, ()) if self.active[t].state
+                           is JobState.PENDING] if job.is_array else [job]
+        specs = []
+        for target in targets:
+            spec = update_spec(target.spec, changes)
+            check_satisfiable(spec.request, self.nodes)
+            old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
+            counts = target.array_job_id is None
+            specs.append((target, self._place(spec, counted=not counts or old_key == new_key), old_key, counts))
+        for target, spec, old_key, counts in specs:
+            target.spec = spec
+            self.store.save_spec(target)
+            if counts and old_key != (spec.user, spec.qos):
+                self._active_per_user[old_key] -= 1
+                self._active_per_user[(spec.user, spec.qos)] += 1
+            if target.id in self._queue:
+                self._queue[target.id] = _pending(target)
         self._mark_dirty()
         return self._current(job)
 
@@ -348,21 +357,30 @@ class JobService:
     def _set_held(self, ref: str, held: bool) -> Job:
         job = self.resolve(ref)
         job_id = job.id
+        if job.is_array and "_" in ref:
+            raise Conflict(f"task {ref} has not started; hold or release the whole array {job_id}")
         if job.state is not JobState.PENDING or job.id not in self.active:
             raise Conflict(f"job {job_id} is {job.state.value}; only pending jobs can be held or released")
         if job.held == held:
             raise Conflict(f"job {job_id} is {'already' if held else 'not'} held")
-        job.held = held
+        targets = [job]
+        if job.is_array:  # and its tasks that wait with a record of their own
+            targets += [self.active[t] for t in self._array_tasks.get(job.id, ())
+                        if self.active[t].state is JobState.PENDING and self.active[t].held != held]
+        for target in targets:
+            target.held = held
         try:
-            self.store.save_state(job)
+            self.store.save_states(targets)
         except Exception:
-            job.held = not held
+            for target in targets:
+                target.held = not held
             raise
-        if not job.is_array:
-            self._queue[job.id] = _pending(job)
-        self._reasons.pop(job.id, None)
-        if held:
-            self._reasons[job.id] = PendingReason.HELD
+        for target in targets:
+            if not target.is_array:
+                self._queue[target.id] = _pending(target)
+            self._reasons.pop(target.id, None)
+            if held:
+                self._reasons[target.id] = PendingReason.HELD
         self._mark_dirty()
         return self._current(job)
 
@@ -545,11 +563,11 @@ class JobService:
                 continue
             tasks = self._array_tasks.setdefault(array.id, set())
             waiting_tasks = sum(1 for t in tasks if self.active[t].state is JobState.PENDING)
-            throttle = parse_array(array.spec.array or "").throttle
+            throttle = _throttle(array.spec.array or "")
             room = throttle - len(tasks) if throttle else len(array.array_pending)
             spec = array.spec
             fit = free_gpus // spec.gpus if spec.gpus else free_cpus // max(1, spec.cpus)
-            wanted = min(len(array.array_pending), room, max(1, fit)) - waiting_tasks
+            wanted = min(len(array.array_pending), room, max(1, fit) - waiting_tasks)
             if wanted <= 0:
                 continue
             task_spec = replace(spec, dependency=None, kill_on_invalid_dep=False)
@@ -568,7 +586,7 @@ class JobService:
             array.state = JobState.FAILED
         else:
             array.state = JobState.CANCELLED
-        array.end_time = self.clock()
+        array.end_time, array.reason = self.clock(), None
         self.store.save_state(array)
         self._forget(array)
 
@@ -589,11 +607,12 @@ class JobService:
         """Tell preemptible jobs to make room: warning signal, grace period, then they are queued again."""
         for job_id in victims:
             job = self.active.get(job_id)
-            if job is None or job_id in self._preempting:
+            allocation = self.allocations.get(job_id)
+            if job is None or allocation is None or job_id in self._preempting:
                 continue
             log.info("preempting job %d", job_id)
+            self.allocations[job_id] = replace(allocation, preempting=True)
             self._preempting.add(job_id)
-            self.allocations[job_id] = replace(self.allocations[job_id], preempting=True)
             self.backend.preempt(job)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
@@ -718,7 +737,7 @@ class JobService:
         if array.held:
             return PendingReason.HELD
         tasks = [self.active[t] for t in self._array_tasks.get(array.id, ())]
-        throttle = parse_array(array.spec.array or "").throttle
+        throttle = _throttle(array.spec.array or "")
         if throttle and len(tasks) >= throttle:
             return "JobArrayTaskLimit"
         waiting = [t for t in tasks if t.state is JobState.PENDING]
@@ -748,6 +767,11 @@ class JobService:
                 if not tasks:
                     del self._array_tasks[job.array_job_id]
             self._finish_array_if_done(job.array_job_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _throttle(array: str) -> int | None:
+    return parse_array(array).throttle
 
 
 def _may_use(partition: Partition, user: str) -> bool:

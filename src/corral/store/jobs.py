@@ -32,7 +32,8 @@ class JobStore:
     def add_tasks(self, array: Job, spec: JobSpec, task_ids: Sequence[int]) -> list[Job]:
         """Make records for some of an array's tasks and take them off its waiting list, in one
         transaction: a crash leaves each task either waiting in the array or a job of its own."""
-        remaining = [t for t in array.array_pending if t not in set(task_ids)]
+        taken = set(task_ids)
+        remaining = [t for t in array.array_pending if t not in taken]
         with self.engine.begin() as conn:
             tasks = self._insert(conn, [spec] * len(task_ids), array.submit_time, array.id, task_ids)
             conn.execute(update(jobs).where(jobs.c.id == array.id).values(array_pending=format_ranges(remaining)))
