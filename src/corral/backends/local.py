@@ -68,6 +68,7 @@ class LocalBackend:
             "time_limit_s": job.spec.time_limit_s,
             "mem_limit_mb": job.spec.mem_mb,
             "kill_grace_s": self.kill_grace_s,
+            "append_logs": job.restarts > 0,
         }
         if job.spec.warn_signal:
             from corral.core.spec import parse_signal

@@ -86,7 +86,8 @@ class Supervisor:
         self.finish(state, exit_code, sig)
 
     def open_logs(self) -> tuple[int, int]:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        # a requeued job appends: the earlier runs' output is part of its story
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if self.config.get("append_logs") else os.O_TRUNC)
         stdout, stderr = self.config["stdout"], self.config["stderr"]
         os.makedirs(os.path.dirname(stdout), exist_ok=True)
         out_fd = os.open(stdout, flags, 0o644)
