@@ -65,19 +65,9 @@ def stop_server(home: str, timeout: float) -> int | None:
 
 def _home_locked(home: str) -> bool:
     """True while a server holds the home's lock (see corral.server.main.acquire_home)."""
-    import fcntl
+    from corral.executor.files import lock_held
 
-    try:
-        fd = os.open(os.path.join(home, "server.lock"), os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return lock_held(os.path.join(home, "server.lock"))
 
 
 def _alive(pid: int) -> bool:

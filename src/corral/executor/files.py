@@ -63,6 +63,23 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def lock_held(path: str) -> bool:
+    """True while some process holds an flock on `path` (a supervisor its job's, a server its home's)."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the lock if we took it
+    return False
+
+
 def boot_id() -> str | None:
     """Changes at every boot: with a pid's start ticks, it tells a process from a later one with its pid."""
     try:

@@ -47,17 +47,7 @@ def read_outcome(job_dir: str) -> Outcome | None:
 
 def supervisor_alive(job_dir: str) -> bool:
     """True while some supervisor holds the job's lock."""
-    try:
-        fd = os.open(os.path.join(job_dir, files.LOCK), os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases the lock if we took it
-    return False
+    return files.lock_held(os.path.join(job_dir, files.LOCK))
 
 
 def was_started(job_dir: str) -> bool:
