@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import getpass
 import logging
 import os
@@ -141,6 +142,9 @@ def serve(options: ServerOptions) -> None:
         config=options.scheduler,
     )
     service.recover()
+    # Everything loaded so far lives as long as the server: keep it out of the collector's full
+    # passes, which otherwise rescan every queued job each time a pass allocates heavily.
+    gc.freeze()
 
     def announce() -> None:
         write_server_info(home, {"url": url, "pid": os.getpid(), "started": time.time(), "db": engine.url.render_as_string()})
