@@ -21,7 +21,7 @@ def test_server_killed_mid_run_recovers_every_job_exactly_once(server, short_tmp
     go = os.path.join(short_tmp, "go")
     # long: still running after the restart; quick: ends (exit 7) while the server is dead;
     # queued: waits for long's GPUs the whole time.
-    long = client.submit(["sh", "-c", f"echo run >> {ledger['long']}; while [ ! -e {go} ]; do sleep 0.05; done; sleep 1"],
+    long = client.submit(["sh", "-c", f"echo run >> {ledger['long']}; while [ ! -e {go} ]; do sleep 0.05; done; sleep 5"],
                          gpus=3, workdir=short_tmp)
     quick = client.submit(["sh", "-c", f"echo run >> {ledger['quick']}; while [ ! -e {go} ]; do sleep 0.05; done; exit 7"],
                           gpus=1, workdir=short_tmp)

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from corral import __version__
 from corral.api import jobs, nodes
 from corral.api.errors import install_error_handlers
+from corral.api.submit_path import SubmitPath
 from corral.server.service import JobService
 
 
@@ -38,6 +39,7 @@ def create_app(
     app.state.service = service
     app.state.home = home
     install_error_handlers(app)
+    app.add_middleware(SubmitPath, service=service)
     app.include_router(jobs.router)
     app.include_router(nodes.router)
     return app

@@ -19,6 +19,19 @@ def error_response(error: CorralError) -> Response:
     return Response(json.dumps({"error": error.to_dict()}), status_code=error.status, media_type="application/json")
 
 
+def unexpected_response(exc: Exception) -> Response:
+    """A 503 for a database that refused a change, else a 500 that names the error."""
+    from sqlalchemy.exc import OperationalError
+
+    if isinstance(exc, OperationalError):
+        log.error("database error: %s", exc)
+        error = CorralError(f"the database refused the change ({exc.orig}); nothing was saved, try again")
+        error.status, error.code = 503, "database"
+        return error_response(error)
+    log.exception("unexpected error")
+    return error_response(CorralError(f"internal error: {type(exc).__name__}: {exc}"))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CorralError)
     async def _corral_error(_: Request, exc: CorralError) -> Response:
@@ -43,12 +56,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> Response:
-        from sqlalchemy.exc import OperationalError
-
-        if isinstance(exc, OperationalError):
-            log.error("database error: %s", exc)
-            error = CorralError(f"the database refused the change ({exc.orig}); nothing was saved, try again")
-            error.status, error.code = 503, "database"
-            return error_response(error)
-        log.exception("unexpected error")
-        return error_response(CorralError(f"internal error: {type(exc).__name__}: {exc}"))
+        return unexpected_response(exc)
