@@ -136,6 +136,63 @@ class Client:
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/api/v1/health")
 
+    # -- runs (tracking) --------------------------------------------------------------------------
+
+    def create_run(self, **fields: Any) -> dict[str, Any]:
+        """Create a run, or get the one this `uid` or `resume_key` names (see docs/tracking-api.md)."""
+        return self._request("POST", "/api/v1/runs", {k: v for k, v in fields.items() if v is not None})
+
+    def get_run(self, ref: int | str) -> dict[str, Any]:
+        return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}")
+
+    def runs(self, *, project: str | None = None, tag: str | None = None, state: str | None = None,
+             job: int | str | None = None, where: Sequence[str] = (), limit: int = 100) -> list[dict[str, Any]]:
+        """Runs, newest first; `where` holds filters such as `config.lr=0.1` or `metric.loss.min<0.2`."""
+        query: list[tuple[str, Any]] = [("limit", limit)]
+        for name, value in (("project", project), ("tag", tag), ("state", state), ("job", job)):
+            if value is not None:
+                query.append((name, value))
+        query += [("where", w) for w in where]
+        return self._request("GET", f"/api/v1/runs?{urllib.parse.urlencode(query)}")["runs"]
+
+    def projects(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/api/v1/projects")["projects"]
+
+    def log_metrics(self, ref: int | str, batch: dict[str, Any]) -> dict[str, Any]:
+        """Append one batch (`{"batch_id", "metrics": [...]}` or `{"batch_id", "points": [...]}`)."""
+        return self._request("POST", f"/api/v1/runs/{_run_ref(ref)}/metrics", batch)
+
+    def log_params(self, ref: int | str, params: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/runs/{_run_ref(ref)}/params", {"params": params})
+
+    def tag_run(self, ref: int | str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/runs/{_run_ref(ref)}/tags", {"add": list(add), "remove": list(remove)})
+
+    def log_artifacts(self, ref: int | str, artifacts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return self._request("POST", f"/api/v1/runs/{_run_ref(ref)}/artifacts", {"artifacts": list(artifacts)})["artifacts"]
+
+    def artifacts(self, ref: int | str, *, type: str | None = None, deleted: bool = False) -> list[dict[str, Any]]:
+        query: list[tuple[str, Any]] = [("deleted", "true" if deleted else "false")]
+        if type is not None:
+            query.append(("type", type))
+        return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}/artifacts?{urllib.parse.urlencode(query)}")["artifacts"]
+
+    def finish_run(self, ref: int | str, state: str = "finished", end_time: float | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"state": state}
+        if end_time is not None:
+            body["end_time"] = end_time
+        return self._request("POST", f"/api/v1/runs/{_run_ref(ref)}/finish", body)
+
+    def series(self, ref: int | str, key: str, *, max_points: int = 2000, start: int | None = None,
+               end: int | None = None) -> dict[str, Any]:
+        """One metric's points, downsampled to `max_points` keeping each bucket's min and max."""
+        query: list[tuple[str, Any]] = [("key", key), ("max_points", max_points)]
+        if start is not None:
+            query.append(("start", start))
+        if end is not None:
+            query.append(("end", end))
+        return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}/series?{urllib.parse.urlencode(query)}")
+
     # -- transport --------------------------------------------------------------------------------
 
     def _list(self, scope: str, states: Sequence[str], limit: int) -> list[dict[str, Any]]:
@@ -192,6 +249,14 @@ def _ref(job_id: int | str) -> str:
     head, _, task = text.partition("_")
     if not head.isdigit() or not head.isascii() or (task and not (task.isdigit() and task.isascii())):
         raise InvalidRequest("job_id", f"{text!r} is not a job id", "write 12, or 12_3 for task 3 of array 12")
+    return text
+
+
+def _run_ref(ref: int | str) -> str:
+    """A run id or uid, checked before it goes into a URL."""
+    text = str(ref)
+    if not (0 < len(text) <= 64 and text.isascii() and all(c.isalnum() or c in "_-" for c in text)):
+        raise InvalidRequest("run", f"{text!r} is not a run id", "give the run's number or its uid (letters, digits, _ and -)")
     return text
 
 

@@ -31,6 +31,9 @@ def job_environment(
         "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
         "CORRAL_RESTART_COUNT": str(job.restarts),
     })
+    if spec.time_limit_s:
+        env["CORRAL_TIME_LIMIT_S"] = str(spec.time_limit_s)
+        env["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))
     if server_url:
         env["CORRAL_URL"] = server_url
     if job.array_job_id is not None:
