@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Create .venv (Python >= 3.11) and install corral with its test tools into it.
 # Re-running is cheap: nothing is reinstalled unless pyproject.toml changed.
+# PyTorch is installed first, pinned (CORRAL_TORCH, default torch==2.13.0, a CPU build here), so
+# that the test extras which need it (lightning) take that build instead of the newest CUDA one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
+TORCH="${CORRAL_TORCH:-torch==2.13.0}"
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "corral needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2
   exit 1
@@ -13,9 +16,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.corral-installed
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet "$TORCH"
   .venv/bin/python -m pip install --quiet -e '.[dev]'
   echo "$want" > "$stamp"
 fi
