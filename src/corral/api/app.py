@@ -9,14 +9,15 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import jobs, nodes
+from corral.api import jobs, nodes, runs
 from corral.api.errors import install_error_handlers
 from corral.api.submit_path import SubmitPath
 from corral.server.service import JobService
+from corral.tracking.service import TrackingService
 
 
 def create_app(
-    service: JobService, *, home: str, on_started: Callable[[], None] = lambda: None,
+    service: JobService, *, home: str, tracking: TrackingService, on_started: Callable[[], None] = lambda: None,
     on_stopped: Callable[[], None] = lambda: None,
 ) -> FastAPI:
     @contextlib.asynccontextmanager
@@ -30,6 +31,7 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
             service.close()
+            tracking.close()
             on_stopped()
 
     app = FastAPI(
@@ -38,8 +40,10 @@ def create_app(
     )
     app.state.service = service
     app.state.home = home
+    app.state.tracking = tracking
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
     app.include_router(jobs.router)
     app.include_router(nodes.router)
+    app.include_router(runs.router)
     return app

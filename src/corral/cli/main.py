@@ -422,3 +422,9 @@ def exit_status(job: dict[str, Any]) -> int:
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
+
+
+from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS  # noqa: E402  (they use _client, defined above)
+
+for _command in TRACKING_COMMANDS:
+    cli.add_command(_command)

@@ -123,6 +123,8 @@ def serve(options: ServerOptions) -> None:
     from corral.store import migrate
     from corral.store.db import database_url, open_engine
     from corral.store.jobs import JobStore
+    from corral.store.runs import RunStore
+    from corral.tracking.service import TrackingService
 
     home = options.home
     lock = acquire_home(home)
@@ -141,6 +143,8 @@ def serve(options: ServerOptions) -> None:
         store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(), server_env=server_env,
         config=options.scheduler,
     )
+    tracking = TrackingService(RunStore(engine), user=service.user, job_info=service.job_info)
+    service.on_job_ended.append(tracking.job_ended)
     service.recover()
     # Everything loaded so far lives as long as the server: keep it out of the collector's full
     # passes, which otherwise rescan every queued job each time a pass allocates heavily.
@@ -156,7 +160,7 @@ def serve(options: ServerOptions) -> None:
         remove_server_info(home, os.getpid())
         engine.dispose()
 
-    app = create_app(service, home=home, on_started=announce, on_stopped=retire)
+    app = create_app(service, home=home, tracking=tracking, on_started=announce, on_stopped=retire)
     config = uvicorn.Config(
         app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
         timeout_graceful_shutdown=5, timeout_keep_alive=30,

@@ -77,6 +77,7 @@ class JobService:
         self._dirty = True
         self._wake: asyncio.Event | None = None
         self._next_pass_at = 0.0
+        self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -85,7 +86,7 @@ class JobService:
         now = self.clock()
         for user, gpus, cpus, start, end in self.store.usage_since(now - 10 * self.config.half_life_s):
             self._charge(user, usage_charge(gpus, cpus, end - start), end)
-        changed = []
+        changed, ended = [], []
         for job in self.store.active():
             if job.state is JobState.RUNNING:
                 recovery = self.backend.recover(job)
@@ -102,9 +103,13 @@ class JobService:
                     assert recovery.outcome is not None
                     _apply_outcome(job, recovery.outcome)
                     changed.append(job)
+                    ended.append(job)
                     continue
             self._track(job)
         self.store.save_states(changed)
+        for job in ended:
+            for listener in self.on_job_ended:
+                listener(job)
         for array_id in list(self._arrays):
             self._finish_array_if_done(array_id)  # its last task may have ended while the server was away
         log.info("recovered %d unfinished jobs (%d running)", len(self.active), len(self.allocations))
@@ -263,6 +268,16 @@ class JobService:
         if array.is_array and task_id in array.array_pending:
             return array
         raise NotFound(f"job {ref} does not exist")
+
+    def job_info(self, job_id: int) -> dict[str, Any] | None:
+        """Who ran a job and where (for a run that links to it), or None if there is no such job."""
+        try:
+            job = self.get(job_id)
+        except NotFound:
+            return None
+        node = next((n for n in self.nodes if n.name == job.node), None)
+        types = sorted({g.type for g in node.gpus if g.index in (job.gpu_ids or ())}) if node else []
+        return {"user": job.spec.user, "node": job.node, "gpu_type": ",".join(types) or None}
 
     def get(self, job_id: int) -> Job:
         job = self.active.get(job_id)
@@ -757,6 +772,9 @@ class JobService:
         if self._dependencies and len(self._ended_states) < 100_000:
             self._ended_states[job.id] = (job.state, job.start_time is not None)
         self._preempting.discard(job.id)
+        if job.state.is_terminal():
+            for listener in self.on_job_ended:
+                listener(job)
         for future in self._waiters.pop(job.id, []):
             if not future.done():
                 future.set_result(job)

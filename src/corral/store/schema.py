@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
+    String, Table, Text, UniqueConstraint,
+)
 
 metadata = MetaData()
 
@@ -52,5 +55,117 @@ jobs = Table(
     Column("restarts", Integer, nullable=False),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
+    sqlite_autoincrement=True,
+)
+
+
+# -- tracking -------------------------------------------------------------------------------------
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("created", Float, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uid", String(64), nullable=False, unique=True),
+    Column("project_id", Integer, ForeignKey("projects.id"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("user", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("config", JSON, nullable=False),
+    Column("tags", JSON, nullable=False),
+    Column("job_id", Integer),
+    Column("node", String(128)),
+    Column("gpu_type", String(64)),
+    Column("git_commit", String(64)),
+    Column("resume_key", String(400), unique=True),
+    Column("start_time", Float, nullable=False),
+    Column("end_time", Float),
+    Index("ix_runs_project", "project_id", "id"),
+    Index("ix_runs_job", "job_id"),
+    sqlite_autoincrement=True,
+)
+
+run_tags = Table(
+    "run_tags",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("tag", String(200), nullable=False),
+    PrimaryKeyConstraint("run_id", "tag"),
+    Index("ix_run_tags_tag", "tag"),
+)
+
+# One row per (run, key): where the series ends (steps only increase per key) and its summary.
+metric_series = Table(
+    "metric_series",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key", String(250), nullable=False),
+    Column("count", BigInteger, nullable=False),
+    Column("first_step", BigInteger, nullable=False),
+    Column("last_step", BigInteger, nullable=False),
+    Column("last_value", Float),
+    Column("last_time", Float, nullable=False),
+    Column("min_value", Float),
+    Column("min_step", BigInteger),
+    Column("max_value", Float),
+    Column("max_step", BigInteger),
+    PrimaryKeyConstraint("run_id", "key"),
+)
+
+# Append-only chunks of a series, in step order and never overlapping. The small columns and the
+# two levels of min/max summaries come before the raw arrays, so that a downsampled read of a
+# long series never touches the raw data of the chunks it covers whole.
+metric_chunks = Table(
+    "metric_chunks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key", String(250), nullable=False),
+    Column("first_step", BigInteger, nullable=False),
+    Column("last_step", BigInteger, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("first_value", Float),
+    Column("first_time", Float, nullable=False),
+    Column("last_value", Float),
+    Column("last_time", Float, nullable=False),
+    Column("lod2", LargeBinary, nullable=False),
+    Column("lod1", LargeBinary, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Index("ix_metric_chunks_series", "run_id", "key", "first_step"),
+    sqlite_autoincrement=True,
+)
+
+# Batch ids already applied to a run: a retried batch is acknowledged and not applied twice.
+run_batches = Table(
+    "run_batches",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("batch_id", String(64), nullable=False),
+    PrimaryKeyConstraint("run_id", "batch_id"),
+)
+
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("size", BigInteger),
+    Column("sha256", String(64)),
+    Column("step", BigInteger),
+    Column("metric", String(250)),
+    Column("metric_value", Float),
+    Column("deleted", Boolean, nullable=False),
+    Column("created", Float, nullable=False),
+    UniqueConstraint("run_id", "path", name="uq_artifacts_run_path"),
     sqlite_autoincrement=True,
 )

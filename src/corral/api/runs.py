@@ -1,0 +1,133 @@
+"""Routes for tracked runs: create, log (metrics, params, tags, artifacts), finish, search, read.
+
+Bodies are parsed and checked by `corral.tracking` (messages that name the field and the fix);
+the schemas here document them. The full contract is docs/tracking-api.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Path, Query, Request
+from starlette.responses import Response
+
+from corral.api.jobs import json_object
+from corral.api.schemas import ErrorOut
+from corral.tracking.service import TrackingService
+
+router = APIRouter(prefix="/api/v1", tags=["runs"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+
+RunRef = Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="A run's id, or its uid.")
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+_OBJ = {"type": "object"}
+_SERIES = {"type": "object", "required": ["key"], "properties": {
+    "key": {"type": "string"}, "steps": {"type": "array", "items": {"type": "integer"}},
+    "values": {"type": "array", "items": {}}, "times": {"type": "array", "items": {"type": "number"}},
+    "steps_i64": {"type": "string", "description": "base64 of int64 little-endian"},
+    "values_f64": {"type": "string", "description": "base64 of float64 little-endian"},
+    "times_f64": {"type": "string", "description": "base64 of float64 little-endian"}}}
+_CREATE = {"type": "object", "properties": {
+    "project": {"type": "string"}, "name": {"type": "string"}, "uid": {"type": "string"}, "resume_key": {"type": "string"},
+    "config": _OBJ, "tags": {"type": "array", "items": {"type": "string"}}, "job_id": {"type": "integer"},
+    "node": {"type": "string"}, "gpu_type": {"type": "string"}, "git_commit": {"type": "string"},
+    "start_time": {"type": "number"}}}
+_METRICS = {"type": "object", "properties": {
+    "batch_id": {"type": "string", "description": "Makes the call idempotent."},
+    "metrics": {"type": "array", "items": _SERIES},
+    "points": {"type": "array", "items": {"type": "object", "required": ["key", "step", "value"]}}}}
+
+
+def _tracking(request: Request) -> TrackingService:
+    return request.app.state.tracking
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+@router.post("/runs", status_code=201, summary="Create a run (or get the one its uid or resume_key names)",
+             openapi_extra=_body(_CREATE))
+async def create_run(request: Request) -> Response:
+    run, created = await _tracking(request).create_run(json_object(await request.body()))
+    return _json(run, 201 if created else 200)
+
+
+@router.get("/runs", summary="Search runs, newest first")
+async def list_runs(
+    request: Request,
+    project: str | None = None,
+    tag: str | None = None,
+    state: str | None = None,
+    job: int | None = Query(None, ge=1, lt=2**31, description="Runs of this job."),
+    where: list[str] = Query([], description="config.KEY OP VALUE or metric.KEY[.last|.min|.max] OP NUMBER (repeatable)."),
+    limit: int = Query(100, ge=1, le=10_000),
+) -> Response:
+    runs = await _tracking(request).search(project=project, tag=tag, state=state, job_id=job, where=where, limit=limit)
+    return _json({"runs": runs})
+
+
+@router.get("/projects", summary="Projects and how many runs each has")
+async def list_projects(request: Request) -> Response:
+    return _json({"projects": await _tracking(request).projects()})
+
+
+@router.get("/runs/{ref}", summary="One run: config, tags, state, and a summary of each metric")
+async def get_run(request: Request, ref: str = RunRef) -> Response:
+    return _json(await _tracking(request).get_run(ref))
+
+
+@router.post("/runs/{ref}/metrics", summary="Append a batch of metrics (many keys and steps)", openapi_extra=_body(_METRICS))
+async def log_metrics(request: Request, ref: str = RunRef) -> Response:
+    return _json(await _tracking(request).log_metrics(ref, await request.body()))
+
+
+@router.post("/runs/{ref}/params", summary="Merge parameters into the run's config",
+             openapi_extra=_body({"type": "object", "required": ["params"], "properties": {"params": _OBJ}}))
+async def log_params(request: Request, ref: str = RunRef) -> Response:
+    return _json(await _tracking(request).log_params(ref, json_object(await request.body())))
+
+
+@router.post("/runs/{ref}/tags", summary="Add and remove tags", openapi_extra=_body({"type": "object", "properties": {
+    "add": {"type": "array", "items": {"type": "string"}}, "remove": {"type": "array", "items": {"type": "string"}}}}))
+async def change_tags(request: Request, ref: str = RunRef) -> Response:
+    return _json(await _tracking(request).change_tags(ref, json_object(await request.body())))
+
+
+@router.post("/runs/{ref}/finish", summary="Mark the run finished, failed or crashed",
+             openapi_extra=_body({"type": "object", "properties": {
+                 "state": {"type": "string", "enum": ["finished", "failed", "crashed"]}, "end_time": {"type": "number"}}}))
+async def finish_run(request: Request, ref: str = RunRef) -> Response:
+    raw = await request.body()
+    return _json(await _tracking(request).finish(ref, json_object(raw) if raw.strip() else {}))
+
+
+@router.post("/runs/{ref}/artifacts", summary="Register artifacts (checkpoints, files); a known path is updated",
+             openapi_extra=_body({"type": "object", "required": ["artifacts"], "properties": {
+                 "artifacts": {"type": "array", "items": {"type": "object", "required": ["path"]}}}}))
+async def put_artifacts(request: Request, ref: str = RunRef) -> Response:
+    return _json({"artifacts": await _tracking(request).put_artifacts(ref, json_object(await request.body()))})
+
+
+@router.get("/runs/{ref}/artifacts", summary="A run's artifacts")
+async def list_artifacts(request: Request, ref: str = RunRef, type: str | None = None,
+                         deleted: bool = Query(False, description="Include those retention deleted.")) -> Response:
+    return _json({"artifacts": await _tracking(request).artifacts(ref, type_=type, deleted=deleted)})
+
+
+@router.get("/runs/{ref}/series", summary="One metric's points, downsampled keeping each bucket's min and max")
+async def read_series(
+    request: Request,
+    ref: str = RunRef,
+    key: str = Query(..., description="The metric, e.g. train/loss."),
+    max_points: int = Query(2000, description="At most this many points (2 to 100,000)."),
+    start: int | None = Query(None, ge=0, lt=2**62, description="First step of the range."),
+    end: int | None = Query(None, ge=0, lt=2**62, description="Last step of the range."),
+) -> Response:
+    body = await _tracking(request).series(ref, key, start=start, end=end, max_points=max_points)
+    return Response(body, media_type="application/json")

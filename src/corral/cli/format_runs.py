@@ -1,0 +1,362 @@
+"""Tables and views of runs, metrics and comparisons for the terminal: pure functions from the API's dicts to text.
+
+Runs carry times as Unix seconds (floats), and metric values as numbers or, when not
+finite, as the strings "NaN", "Infinity" and "-Infinity" (see docs/tracking-api.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corral.cli.format import table
+from corral.core.units import format_duration
+
+LOWER_IS_BETTER = ("loss", "err", "perplexity", "ppl", "mse", "mae", "rmse")
+MAX_METRIC_COLUMNS = 3
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def lower_is_better(key: str) -> bool:
+    """Whether a smaller value of this metric is the better one: losses, errors, perplexities."""
+    name = key.lower()
+    return any(word in name for word in LOWER_IS_BETTER)
+
+
+def as_float(value: Any) -> float | None:
+    """A metric value as a float (NaN and infinities included); None for a missing one."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return _NON_FINITE.get(value)
+    return float(value)
+
+
+def format_value(value: Any, digits: int = 6) -> str:
+    """A metric or config value, short: `0.123457`, `1e-05`, `nan`, `-` for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) or (isinstance(value, str) and value in _NON_FINITE):
+        number = as_float(value)
+        assert number is not None
+        if math.isnan(number):
+            return "nan"
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        return f"{number:.{digits}g}"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def format_time(ts: float | None) -> str:
+    return "-" if ts is None else dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def run_duration(run: Mapping[str, Any], now: float | None = None) -> str:
+    """How long the run has lasted: to its end, or to now while it runs."""
+    start, end = run.get("start_time"), run.get("end_time")
+    if start is None:
+        return "-"
+    if end is None:
+        if run.get("state") != "running":
+            return "-"
+        end = time.time() if now is None else now
+    return format_duration(end - start)
+
+
+def format_size(size: int | None) -> str:
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 1024 or unit == "T":
+            return f"{int(value)}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def run_label(run: Mapping[str, Any], width: int = 24) -> str:
+    """`7 lr-0.1`: the run's id and (shortened) name, to head a column."""
+    name = str(run.get("name") or run.get("uid") or "")
+    if len(name) > width:
+        name = name[: width - 1] + "~"
+    return f"{run['id']} {name}".strip()
+
+
+def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys: `{"model": {"depth": 4}}` -> `{"model.depth": 4}`; an empty dict stays a value."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten_config(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _key_rank(key: str) -> tuple[bool, str]:
+    # the metrics a person logged before the ones a framework adds (system/gpu_util, _timestamp, ...)
+    return ("/" in key and key.split("/", 1)[0] in {"system", "sys", "gpu"}) or key.startswith("_"), key
+
+
+def metric_columns(runs: Sequence[Mapping[str, Any]], limit: int = MAX_METRIC_COLUMNS) -> list[str]:
+    """The metrics to show as columns: those every run has (else the most common), at most `limit`."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        for key in run.get("metrics") or {}:
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+    common = [k for k, n in counts.items() if n == len(runs)]
+    if common:
+        return sorted(common, key=_key_rank)[:limit]
+    return sorted(counts, key=lambda k: (-counts[k], _key_rank(k)))[:limit]
+
+
+def runs_table(runs: Sequence[Mapping[str, Any]], now: float | None = None) -> str:
+    """`corral runs`: one line a run, with the last value of the metrics they share."""
+    now = time.time() if now is None else now
+    keys = metric_columns(runs)
+    rows = []
+    for run in runs:
+        metrics = run.get("metrics") or {}
+        step = run.get("last_step")
+        rows.append([
+            str(run["id"]), str(run.get("project") or "-"), str(run.get("name") or run.get("uid") or "-")[:32],
+            str(run.get("state") or "-"), "-" if run.get("job_id") is None else str(run["job_id"]),
+            "-" if step is None else str(step),
+            *[format_value(metrics[k]["last"], 4) if k in metrics else "-" for k in keys],
+            format_time(run.get("start_time")), run_duration(run, now),
+        ])
+    return table(["ID", "PROJECT", "NAME", "STATE", "JOB", "STEP", *keys, "START", "DURATION"], rows)
+
+
+def _fields(pairs: Sequence[tuple[str, Any]]) -> list[str]:
+    width = max(len(k) for k, _ in pairs)
+    return [f"{k.rjust(width)}: {v}" for k, v in pairs]
+
+
+def checkpoint_marks(artifacts: Sequence[Mapping[str, Any]]) -> dict[Any, list[str]]:
+    """Which checkpoints are the `best` (by their metric) and the `latest` (by step): artifact id -> marks."""
+    checkpoints = [a for a in artifacts if a.get("type") == "checkpoint" and not a.get("deleted")]
+    marks: dict[Any, list[str]] = {}
+    scored = [(value, a) for a in checkpoints if (value := as_float(a.get("metric_value"))) is not None
+              and not math.isnan(value)]
+    if scored:
+        lower = lower_is_better(str(scored[0][1].get("metric") or ""))
+        _, best = (min if lower else max)(scored, key=lambda pair: pair[0])
+        marks.setdefault(_artifact_key(best), []).append("best")
+    if checkpoints:
+        latest = max(checkpoints, key=lambda a: (a.get("step") is not None, a.get("step") or 0, a.get("created") or 0))
+        marks.setdefault(_artifact_key(latest), []).append("latest")
+    return marks
+
+
+def _artifact_key(artifact: Mapping[str, Any]) -> Any:
+    return artifact.get("id", artifact.get("path"))
+
+
+def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None) -> str:
+    """`corral run show`: the run's fields, its flattened config, a summary of each metric, its artifacts."""
+    gpu = run.get("gpu_type") or "-"
+    pairs = [
+        ("RunId", run["id"]), ("Uid", run.get("uid") or "-"), ("Project", run.get("project") or "-"),
+        ("Name", run.get("name") or "-"), ("User", run.get("user") or "-"), ("State", run.get("state") or "-"),
+        ("Resumed", "yes" if run.get("resumed") else "no"),
+        ("JobId", "-" if run.get("job_id") is None else run["job_id"]), ("Node", run.get("node") or "-"),
+        ("GPU", gpu), ("GitCommit", run.get("git_commit") or "-"), ("ResumeKey", run.get("resume_key") or "-"),
+        ("StartTime", format_time(run.get("start_time"))), ("EndTime", format_time(run.get("end_time"))),
+        ("Duration", run_duration(run, now)),
+        ("LastStep", "-" if run.get("last_step") is None else run["last_step"]),
+        ("Tags", ",".join(run.get("tags") or []) or "-"),
+    ]
+    parts = ["\n".join(_fields(pairs))]
+    config = flatten_config(run.get("config") or {})
+    if config:
+        parts.append("Config:\n" + "\n".join("  " + line for line in _fields([(k, format_value(v, 10)) for k, v in sorted(config.items())])))
+    else:
+        parts.append("Config: (none)")
+    metrics = run.get("metrics") or {}
+    if metrics:
+        rows = []
+        for key in sorted(metrics, key=_key_rank):
+            m = metrics[key]
+            rows.append([
+                key, str(m.get("count", "-")), f"{_step(m.get('first_step'))}-{_step(m.get('last_step'))}",
+                format_value(m.get("last")), _at(m.get("min"), m.get("min_step")), _at(m.get("max"), m.get("max_step")),
+            ])
+        parts.append("Metrics:\n" + _indent(table(["KEY", "COUNT", "STEPS", "LAST", "MIN (STEP)", "MAX (STEP)"], rows)))
+    else:
+        parts.append("Metrics: (none)")
+    if artifacts:
+        marks = checkpoint_marks(artifacts)
+        rows = []
+        for a in sorted(artifacts, key=lambda a: (a.get("type") != "checkpoint", a.get("step") is None, a.get("step") or 0,
+                                                   str(a.get("path")))):
+            metric = "-" if a.get("metric") is None else f"{a['metric']}={format_value(a.get('metric_value'))}"
+            rows.append([
+                str(a.get("type") or "-"), _step(a.get("step")), metric, format_size(a.get("size")),
+                ",".join(marks.get(_artifact_key(a), [])) or "", str(a.get("path")),
+            ])
+        parts.append("Artifacts:\n" + _indent(table(["TYPE", "STEP", "METRIC", "SIZE", "MARK", "PATH"], rows)))
+    else:
+        parts.append("Artifacts: (none)")
+    return "\n\n".join(parts)
+
+
+def _step(step: Any) -> str:
+    return "-" if step is None else str(step)
+
+
+def _at(value: Any, step: Any) -> str:
+    return "-" if value is None else f"{format_value(value)} ({_step(step)})"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+# -- one series -----------------------------------------------------------------------------------
+
+
+def series_header(series: Mapping[str, Any]) -> str:
+    """`loss: 2000 of 10000000 points (downsampled, first, last and each bucket's min and max)`."""
+    shown, total = len(series.get("steps") or []), series.get("count", len(series.get("steps") or []))
+    if series.get("downsampled"):
+        return f"{series['key']}: {shown} of {total} points (downsampled: first, last, and each bucket's min and max)"
+    return f"{series['key']}: {shown} points (all)"
+
+
+def series_table(series: Mapping[str, Any]) -> str:
+    rows = [[str(s), format_value(v, 8)] for s, v in zip(series.get("steps") or [], series.get("values") or [])]
+    return table(["STEP", "VALUE"], rows)
+
+
+def series_csv(series: Mapping[str, Any]) -> str:
+    """`step,value,time` lines; values exact (repr), non-finite ones as nan/inf/-inf."""
+    steps, values = series.get("steps") or [], series.get("values") or []
+    times = series.get("times") or [None] * len(steps)
+    lines = ["step,value,time"]
+    for step, value, t in zip(steps, values, times):
+        number = as_float(value)
+        lines.append(f"{step},{'' if number is None else repr(number)},{'' if t is None else repr(float(t))}")
+    return "\n".join(lines)
+
+
+# -- comparing runs -------------------------------------------------------------------------------
+
+
+def compare_runs(runs: Sequence[Mapping[str, Any]], all_config: bool = False) -> dict[str, Any]:
+    """What `corral compare` shows, as data: the config keys that differ (all with `all_config`), side by side,
+    and for each metric all runs have its last, min and max per run and the best run(s).
+
+    Returns:
+        `{"runs": [{id, uid, project, name, state}], "config": {key: [value per run]},
+        "metrics": {key: {"lower_is_better", "last": [...], "min": [...], "max": [...], "best": [run ids]}}}`;
+        a config key a run lacks is None in its place.
+    """
+    configs = [flatten_config(r.get("config") or {}) for r in runs]
+    keys = sorted({k for c in configs for k in c})
+    config: dict[str, list[Any]] = {}
+    missing = object()
+    for key in keys:
+        values = [c.get(key, missing) for c in configs]
+        first = values[0]
+        same = all(_same(v, first) for v in values[1:])
+        if all_config or not same:
+            config[key] = [None if v is missing else v for v in values]
+    metrics: dict[str, dict[str, Any]] = {}
+    summaries = [r.get("metrics") or {} for r in runs]
+    common = [k for k in summaries[0] if all(k in s for s in summaries[1:])] if summaries else []
+    for key in sorted(common, key=_key_rank):
+        lower = lower_is_better(key)
+        entry: dict[str, Any] = {
+            "lower_is_better": lower,
+            "last": [s[key].get("last") for s in summaries],
+            "min": [s[key].get("min") for s in summaries],
+            "max": [s[key].get("max") for s in summaries],
+        }
+        judged = [as_float(v) for v in entry["min" if lower else "max"]]
+        finite = [v for v in judged if v is not None and math.isfinite(v)]
+        if finite:
+            target = min(finite) if lower else max(finite)
+            entry["best"] = [r["id"] for r, v in zip(runs, judged) if v == target]
+        else:
+            entry["best"] = []
+        metrics[key] = entry
+    return {
+        "runs": [{k: r.get(k) for k in ("id", "uid", "project", "name", "state")} for r in runs],
+        "config": config,
+        "metrics": metrics,
+    }
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 and 1.0 are one learning rate; True and 1 are not one flag
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+
+
+def compare_view(comparison: Mapping[str, Any], all_config: bool = False) -> str:
+    """`corral compare` as text: the config table, then each metric's last/min/max with the best run marked `*`."""
+    runs = comparison["runs"]
+    labels = [run_label(r) for r in runs]
+    parts = []
+    if comparison["config"]:
+        rows = [[k, *[format_value(v, 10) for v in values]] for k, values in comparison["config"].items()]
+        parts.append(table(["CONFIG", *labels], rows))
+    else:
+        parts.append("CONFIG: (none)" if all_config else "CONFIG: no differences")
+    if comparison["metrics"]:
+        rows = []
+        for key, entry in comparison["metrics"].items():
+            best = set(entry["best"])
+            judged = "min" if entry["lower_is_better"] else "max"
+            best_labels = ", ".join(label for r, label in zip(runs, labels) if r["id"] in best) or "-"
+            for stat in ("last", "min", "max"):
+                cells = []
+                for r, value in zip(runs, entry[stat]):
+                    mark = " *" if stat == judged and r["id"] in best else ""
+                    cells.append(format_value(value) + mark)
+                first = stat == "last"
+                rows.append([
+                    key if first else "", stat, *cells,
+                    (f"{best_labels} ({'lower' if entry['lower_is_better'] else 'higher'} is better)") if first else "",
+                ])
+        parts.append(table(["METRIC", "", *labels, "BEST"], rows))
+    else:
+        parts.append("METRICS: none that all these runs have")
+    return "\n\n".join(parts)
+
+
+# -- sync and import ------------------------------------------------------------------------------
+
+
+def sync_lines(reports: Sequence[Mapping[str, Any]]) -> str:
+    """`corral sync`: one line a spooled run: where it went and what was sent, or why it failed."""
+    lines = []
+    for r in reports:
+        if r.get("error"):
+            lines.append(f"{r['uid']} -> failed: {r['error']}")
+        else:
+            state = f", {r['state']}" if r.get("state") else ""
+            lines.append(f"{r['uid']} -> run {r.get('run_id')}: {r.get('batches', 0)} batches, "
+                         f"{r.get('points', 0)} points{state}")
+    return "\n".join(lines)
+
+
+def imported_table(runs: Sequence[Mapping[str, Any]]) -> str:
+    """`corral import-tensorboard`: the runs it created."""
+    rows = [[str(r["id"]), str(r.get("project") or "-"), str(r.get("name") or "-"),
+             "-" if r.get("last_step") is None else str(r["last_step"]), str(len(r.get("metrics") or {}))]
+            for r in runs]
+    return table(["ID", "PROJECT", "NAME", "STEP", "METRICS"], rows)

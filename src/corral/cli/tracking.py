@@ -1,0 +1,187 @@
+"""The experiment-tracking commands: `corral runs`, `run show`, `metrics`, `compare`, `sync`, `import-tensorboard`.
+
+Registered on the main group by `corral.cli.main`. Like the job commands, each parses its
+options, makes its calls to the client and prints a table (or the API's JSON with --json);
+the SDK's spool and TensorBoard readers are imported only by the commands that use them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from corral.errors import NotFound
+
+if TYPE_CHECKING:
+    from corral.client import Client
+
+RUN_STATES = ("running", "finished", "failed", "crashed")
+
+
+def _client(ctx: click.Context) -> Client:
+    from corral.cli.main import _client as client_for  # main imports this module: resolved at call time
+
+    return client_for(ctx)
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def _get_run(client: Client, ref: str) -> dict[str, Any]:
+    """The run `ref` names; an unknown one is an error that names it."""
+    try:
+        return client.get_run(ref)
+    except NotFound as exc:
+        if ref in exc.message:
+            raise
+        raise NotFound(f"no run {ref} (give a run's id or uid; `corral runs` lists them)") from None
+
+
+@click.command()
+@click.option("-p", "--project", help="Only runs of this project.")
+@click.option("--tag", help="Only runs with this tag.")
+@click.option("-t", "--state", type=click.Choice(RUN_STATES, case_sensitive=False), help="Only runs in this state.")
+@click.option("-j", "--job", "job", help="Only the runs of this corral job.")
+@click.option("-w", "--where", "where", multiple=True, metavar="EXPR",
+              help="Filter (repeatable, all must hold): config.KEY OP VALUE or metric.KEY[.last|.min|.max] OP NUMBER, "
+                   "OP one of = != < <= > >=; e.g. config.lr=0.1, metric.loss.min<0.2.")
+@click.option("-n", "--limit", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def runs(ctx: click.Context, project: str | None, tag: str | None, state: str | None, job: str | None,
+         where: tuple[str, ...], limit: int, as_json: bool) -> None:
+    """Tracked runs, newest first, with the last value of the metrics they share."""
+    from corral.cli.format_runs import runs_table
+
+    found = _client(ctx).runs(project=project, tag=tag, state=state.lower() if state else None, job=job,
+                              where=list(where), limit=limit)
+    click.echo(json.dumps(found, indent=2) if as_json else runs_table(found))
+
+
+@click.group()
+def run() -> None:
+    """One tracked run."""
+
+
+@run.command("show")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="The run as JSON, with its artifacts under `artifacts`.")
+@click.pass_context
+def run_show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
+    """Everything about a run (its id or uid): where it ran, config, tags, metrics, checkpoints."""
+    from corral.cli.format_runs import run_view
+
+    client = _client(ctx)
+    found = _get_run(client, run_ref)
+    artifacts = client.artifacts(found["id"])
+    if as_json:
+        _print_json({**found, "artifacts": artifacts})
+    else:
+        click.echo(run_view(found, artifacts))
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("key")
+@click.option("--max-points", type=click.IntRange(2, 100_000), default=2000, show_default=True,
+              help="Downsample to at most this many points (each bucket's min and max are kept).")
+@click.option("--start", type=click.IntRange(0), help="First step.")
+@click.option("--end", type=click.IntRange(0), help="Last step.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--csv", "as_csv", is_flag=True, help="step,value,time lines (the summary line goes to stderr).")
+@click.pass_context
+def metrics(ctx: click.Context, run_ref: str, key: str, max_points: int, start: int | None, end: int | None,
+            as_json: bool, as_csv: bool) -> None:
+    """One metric of a run, step by step (downsampled past --max-points)."""
+    from corral.cli.format_runs import series_csv, series_header, series_table
+
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    client = _client(ctx)
+    found = _get_run(client, run_ref)
+    if key not in (found.get("metrics") or {}):
+        logged = ", ".join(sorted(found.get("metrics") or {})) or "none"
+        raise NotFound(f"run {run_ref} has no metric {key!r} (it has: {logged})")
+    series = client.series(found["id"], key, max_points=max_points, start=start, end=end)
+    if as_json:
+        _print_json(series)
+    elif as_csv:
+        click.echo(series_header(series), err=True)
+        click.echo(series_csv(series))
+    else:
+        click.echo(series_header(series))
+        click.echo(series_table(series))
+
+
+@click.command()
+@click.argument("run_refs", metavar="RUN RUN...", nargs=-1, required=True)
+@click.option("--all", "all_config", is_flag=True, help="Show every config key, not only those that differ.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def compare(ctx: click.Context, run_refs: tuple[str, ...], all_config: bool, as_json: bool) -> None:
+    """Runs side by side: config that differs, and each shared metric's last/min/max; `*` marks the best."""
+    from corral.cli.format_runs import compare_runs, compare_view
+
+    if len(run_refs) < 2:
+        raise click.UsageError("give two runs or more to compare")
+    client = _client(ctx)
+    found = [_get_run(client, ref) for ref in run_refs]
+    comparison = compare_runs(found, all_config=all_config)
+    click.echo(json.dumps(comparison, indent=2) if as_json else compare_view(comparison, all_config=all_config))
+
+
+@click.command()
+@click.argument("directory", metavar="[DIR]", required=False, type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync(ctx: click.Context, directory: str | None, as_json: bool) -> None:
+    """Upload runs spooled offline (in DIR, default $CORRAL_SPOOL_DIR or <home>/spool); each exactly once."""
+    from corral.cli.format_runs import sync_lines
+    from corral.sdk.sync import sync_spool
+
+    reports = [_as_dict(r) for r in sync_spool(directory, client=_client(ctx))]
+    if as_json:
+        _print_json(reports)
+    elif reports:
+        click.echo(sync_lines(reports))
+    else:
+        click.echo("nothing to sync")
+    if any(r.get("error") for r in reports):
+        ctx.exit(1)
+
+
+def _as_dict(report: Any) -> dict[str, Any]:
+    import dataclasses
+
+    if dataclasses.is_dataclass(report) and not isinstance(report, type):
+        return dataclasses.asdict(report)
+    if hasattr(report, "_asdict"):
+        return dict(report._asdict())
+    if isinstance(report, dict):
+        return report
+    return {name: getattr(report, name, None) for name in ("uid", "run_id", "batches", "points", "state", "error")}
+
+
+@click.command("import-tensorboard")
+@click.argument("directory", metavar="DIR", type=click.Path(exists=True, file_okay=False))
+@click.option("-p", "--project", default="default", show_default=True, help="Project of the runs created.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def import_tensorboard(ctx: click.Context, directory: str, project: str, as_json: bool) -> None:
+    """Make runs of the TensorBoard event files under DIR (one run a directory of event files)."""
+    from corral.cli.format_runs import imported_table
+    from corral.sdk.tensorboard import import_tensorboard as import_directory
+
+    created = import_directory(directory, client=_client(ctx), project=project)
+    if as_json:
+        _print_json(created)
+    elif created:
+        click.echo(imported_table(created))
+    else:
+        click.echo(f"no TensorBoard event files under {directory}")
+
+
+COMMANDS = (runs, run, metrics, compare, sync, import_tensorboard)

@@ -1,0 +1,412 @@
+"""Read scalars from TensorBoard event files and import them as corral runs.
+
+Neither TensorFlow nor TensorBoard is needed: an event file is a TFRecord stream (u64 length,
+u32 masked CRC-32C of the length, the data, u32 masked CRC-32C of the data), and each record is a
+serialized `Event` protobuf, of which only a few fields matter here:
+
+    Event:        wall_time = 1 (double), step = 2 (int64), summary = 5 (Summary)
+    Summary:      value = 1 (repeated Value)
+    Value:        tag = 1 (string), simple_value = 2 (float), tensor = 8 (TensorProto)
+    TensorProto:  dtype = 1, tensor_content = 4, float_val = 5, double_val = 6, int_val = 7,
+                  int64_val = 10, half_val = 13
+
+TF1 (and tensorboardX) write `simple_value`; TF2's `tf.summary.scalar` writes a one-element tensor.
+
+    from corral import Client
+    from corral.sdk.tensorboard import import_tensorboard, read_scalars
+    read_scalars("runs/exp1/events.out.tfevents.1700000000.host")   # {"loss": [(step, wall_time, value), ...]}
+    import_tensorboard("runs/", client=Client(), project="imported")
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import struct
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corral.client import Client
+
+Scalars = dict[str, list[tuple[int, float, float]]]
+
+# Points per POST: far under the server's 1,000,000, and small enough that a retried batch is cheap.
+BATCH_POINTS = 50_000
+EVENT_FILE_MARK = "tfevents"
+
+_CRC32C_POLY = 0x82F63B78  # Castagnoli, reflected
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ _CRC32C_POLY if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def _crc32c(data: bytes | memoryview) -> int:
+    crc = 0xFFFFFFFF
+    table = _TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes | memoryview) -> int:
+    """TFRecord's checksum: CRC-32C rotated and offset, so a CRC of CRCs is not itself a CRC."""
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# -- TFRecord framing -----------------------------------------------------------------------------
+
+
+def read_records(path: str) -> Iterator[tuple[int, bytes]]:
+    """Yield `(offset, data)` for each whole record of a TFRecord file.
+
+    A truncated tail or a corrupt length ends the file (nothing after it can be framed) and a record
+    whose data fails its checksum is skipped; either way with a warning, after every whole record.
+    """
+    with open(path, "rb") as f:
+        blob = f.read()
+    offset, end = 0, len(blob)
+    while offset < end:
+        if end - offset < 12:
+            _warn(path, offset, "truncated record header")
+            return
+        header = blob[offset:offset + 8]
+        (length,) = struct.unpack("<Q", header)
+        (length_crc,) = struct.unpack_from("<I", blob, offset + 8)
+        if masked_crc32c(header) != length_crc:
+            _warn(path, offset, "corrupt record length")
+            return
+        data_end = offset + 12 + length
+        if data_end + 4 > end:
+            _warn(path, offset, "truncated record")
+            return
+        data = blob[offset + 12:data_end]
+        (data_crc,) = struct.unpack_from("<I", blob, data_end)
+        if masked_crc32c(data) == data_crc:
+            yield offset, data
+        else:
+            _warn(path, offset, "record fails its checksum, skipped")
+        offset = data_end + 4
+
+
+def _warn(path: str, offset: int, what: str) -> None:
+    warnings.warn(f"{path}: {what} at byte {offset}; the records before it were read", stacklevel=3)
+
+
+# -- protobuf, the little that events need --------------------------------------------------------
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint too long")
+
+
+def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
+    """Yield `(field number, wire type, value)`: int for varints and fixed widths, bytes otherwise."""
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            value = buf[pos:pos + 8]
+            pos += 8
+        elif wire == 2:
+            size, pos = _varint(buf, pos)
+            value = buf[pos:pos + size]
+            pos += size
+        elif wire == 5:
+            value = buf[pos:pos + 4]
+            pos += 4
+        else:  # groups (3, 4) are not in any message read here
+            raise ValueError(f"unsupported wire type {wire}")
+        if pos > end:
+            raise ValueError("field runs past the end of its message")
+        yield number, wire, value
+
+
+def _int64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _bfloat16(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+
+
+def _half(bits: int) -> float:
+    return struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
+
+
+# TensorFlow dtype → (tensor_content struct code, repeated field, decoder of one element of that field)
+_FLOAT, _DOUBLE, _INT32, _INT64, _BFLOAT16, _HALF = 1, 2, 3, 9, 14, 19
+_DTYPES: dict[int, tuple[str, int, Any]] = {
+    _FLOAT: ("f", 5, None),
+    _DOUBLE: ("d", 6, None),
+    _INT32: ("i", 7, _int32),
+    _INT64: ("q", 10, _int64),
+    _BFLOAT16: ("H", 13, _bfloat16),
+    _HALF: ("e", 13, _half),
+}
+
+
+def _repeated(wire: int, value: Any, scalar_code: str | None, element: Any) -> list[float]:
+    """Elements of a repeated numeric field, packed (one length-delimited run) or not."""
+    if scalar_code is not None:  # fixed-width floats
+        size = struct.calcsize(scalar_code)
+        if wire == 2:
+            return list(struct.unpack(f"<{len(value) // size}{scalar_code}", value[: len(value) // size * size]))
+        return [struct.unpack("<" + scalar_code, value)[0]]
+    if wire == 2:
+        out, pos = [], 0
+        while pos < len(value):
+            raw, pos = _varint(value, pos)
+            out.append(element(raw))
+        return out
+    return [element(value)]
+
+
+def _elements(shape: bytes) -> int:
+    """How many elements a TensorShapeProto (dim = 2, each with size = 1) describes."""
+    count = 1
+    for number, wire, dim in _fields(shape):
+        if number == 2 and wire == 2:
+            for dnum, dwire, size in _fields(dim):
+                if dnum == 1 and dwire == 0:
+                    count *= _int64(size)
+    return count
+
+
+def _tensor_scalar(buf: bytes) -> float | None:
+    """The value of a one-element numeric tensor (a TF2 scalar summary), else None."""
+    dtype, content, elements, values = 0, b"", 1, []
+    fields = list(_fields(buf))
+    for number, wire, value in fields:
+        if number == 1 and wire == 0:
+            dtype = value
+        elif number == 2 and wire == 2:
+            elements = _elements(value)
+        elif number == 4 and wire == 2:
+            content = value
+    if dtype not in _DTYPES or elements != 1:
+        return None
+    code, field, element = _DTYPES[dtype]
+    if content:
+        if dtype == _BFLOAT16:
+            values = [_bfloat16(v) for v in struct.unpack(f"<{len(content) // 2}H", content)]
+        else:
+            size = struct.calcsize(code)
+            values = list(struct.unpack(f"<{len(content) // size}{code}", content[: len(content) // size * size]))
+    else:
+        fixed = {_FLOAT: "f", _DOUBLE: "d"}.get(dtype)
+        for number, wire, value in fields:
+            if number == field:
+                values += _repeated(wire, value, fixed, element)
+    return float(values[0]) if len(values) == 1 else None
+
+
+def _summary_scalars(buf: bytes) -> Iterator[tuple[str, float]]:
+    for number, wire, value in _fields(buf):
+        if number != 1 or wire != 2:
+            continue
+        tag, scalar = None, None
+        for vnum, vwire, vval in _fields(value):
+            if vnum == 1 and vwire == 2:
+                tag = bytes(vval).decode("utf-8", "replace")
+            elif vnum == 2 and vwire == 5:
+                scalar = struct.unpack("<f", vval)[0]
+            elif vnum == 8 and vwire == 2:
+                scalar = _tensor_scalar(vval)
+        if tag is not None and scalar is not None:
+            yield tag, scalar
+
+
+def decode_event(data: bytes) -> tuple[int, float, list[tuple[str, float]]]:
+    """`(step, wall_time, [(tag, value), ...])` of one serialized Event; only scalar values.
+
+    Raises:
+        ValueError: the bytes are not a well-formed protobuf message.
+    """
+    step, wall_time, scalars = 0, 0.0, []
+    for number, wire, value in _fields(data):
+        if number == 1 and wire == 1:
+            wall_time = struct.unpack("<d", value)[0]
+        elif number == 2 and wire == 0:
+            step = _int64(value)
+        elif number == 5 and wire == 2:
+            scalars = list(_summary_scalars(value))
+    return step, wall_time, scalars
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def iter_scalars(path: str) -> Iterator[tuple[int, str, int, float, float]]:
+    """Yield `(record offset, tag, step, wall_time, value)` for every scalar of one event file."""
+    for offset, data in read_records(path):
+        try:
+            step, wall_time, scalars = decode_event(data)
+        except (ValueError, IndexError, struct.error) as exc:
+            _warn(path, offset, f"undecodable event ({exc}), skipped")
+            continue
+        for tag, value in scalars:
+            yield offset, tag, step, wall_time, value
+
+
+def read_scalars(path: str) -> Scalars:
+    """Every scalar of an event file (or of all event files in a directory, oldest first).
+
+    Returns:
+        tag → [(step, wall_time, value), ...] in the order written.
+    """
+    files = event_files(path) if os.path.isdir(path) else [path]
+    out: Scalars = {}
+    for file in files:
+        for _, tag, step, wall_time, value in iter_scalars(file):
+            out.setdefault(tag, []).append((step, wall_time, value))
+    return out
+
+
+def event_files(directory: str) -> list[str]:
+    """The event files directly in `directory`, in the order they were started."""
+    names = [n for n in os.listdir(directory) if EVENT_FILE_MARK in n and os.path.isfile(os.path.join(directory, n))]
+    return [os.path.join(directory, n) for n in sorted(names, key=_start_key)]
+
+
+def _start_key(name: str) -> tuple[int, str]:
+    # events.out.tfevents.<unix seconds>.<host>...: a restarted writer's file sorts after the first
+    parts = name.split(".")
+    try:
+        started = int(parts[parts.index(EVENT_FILE_MARK) + 1])
+    except (ValueError, IndexError):
+        started = 0
+    return started, name
+
+
+def run_directories(root: str) -> list[str]:
+    """Every directory under `root` (itself included) that holds event files, sorted."""
+    found = []
+    for current, dirs, files in os.walk(root):
+        dirs.sort()
+        if any(EVENT_FILE_MARK in f for f in files):
+            found.append(current)
+    return found
+
+
+# -- importing ------------------------------------------------------------------------------------
+
+
+def import_tensorboard(directory: str, *, client: Client, project: str) -> list[dict[str, Any]]:
+    """Import each directory of event files under `directory` as one finished run.
+
+    Importing again adds nothing twice: the run's uid and every batch id are derived from the
+    files, so the server returns the same run and acknowledges batches it already holds.
+
+    Returns:
+        The runs, as the server describes them after the import.
+    """
+    root = os.path.abspath(directory)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{directory} is not a directory")
+    runs = []
+    for run_dir in run_directories(root):
+        files = event_files(run_dir)
+        if not files:
+            continue
+        name = os.path.relpath(run_dir, root)
+        if name == ".":
+            name = os.path.basename(root) or root
+        runs.append(_import_run(client, project, name, run_dir, files))
+    return runs
+
+
+def _import_run(client: Client, project: str, name: str, run_dir: str, files: list[str]) -> dict[str, Any]:
+    # the first file's name holds its start time and host: unique to this run, and stable when
+    # the directory is moved or more files are written later
+    identity = f"tensorboard\0{project}\0{name}\0{os.path.basename(files[0])}"
+    uid = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    run = client.create_run(project=project, name=name, uid=uid, tags=["tensorboard"],
+                            config={"tensorboard_dir": run_dir}, start_time=_first_wall_time(files[0]))
+    last_time = None
+    for file in files:
+        for batch_id, series, batch_last_time in _batches(uid, file):
+            client.log_metrics(run["id"], {"batch_id": batch_id, "metrics": series})
+            last_time = batch_last_time if last_time is None else max(last_time, batch_last_time)
+    return client.finish_run(run["id"], "finished", end_time=last_time)
+
+
+def _first_wall_time(path: str) -> float | None:
+    # the file_version record that opens every event file carries the writer's start time
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a damaged file is warned about when it is read in full
+        for _, data in read_records(path):
+            try:
+                return decode_event(data)[1] or None
+            except (ValueError, IndexError, struct.error):
+                return None
+    return None
+
+
+def _batches(uid: str, path: str) -> Iterator[tuple[str, list[dict[str, str]], float]]:
+    """Batches of at most about BATCH_POINTS points: (batch id, series, last wall time).
+
+    A batch starts at a record and is named by its offset, so a file that has grown since the last
+    import yields the same batches for its old part.
+    """
+    pending: dict[str, tuple[list[int], list[float], list[float]]] = {}
+    count, start, last_offset, last_time = 0, -1, -1, 0.0
+    name = os.path.basename(path)
+    for offset, tag, step, wall_time, value in iter_scalars(path):
+        if step < 0:
+            continue  # the server stores steps from 0
+        if count >= BATCH_POINTS and offset != last_offset:
+            yield _batch_id(uid, name, start), _series(pending), last_time
+            pending, count = {}, 0
+        if not count:
+            start = offset
+        steps, values, times = pending.setdefault(tag, ([], [], []))
+        steps.append(step)
+        values.append(value)
+        times.append(wall_time)
+        count += 1
+        last_offset, last_time = offset, max(last_time, wall_time)
+    if pending:
+        yield _batch_id(uid, name, start), _series(pending), last_time
+
+
+def _batch_id(uid: str, file_name: str, offset: int) -> str:
+    return "tb-" + hashlib.sha256(f"{uid}\0{file_name}\0{offset}".encode()).hexdigest()[:40]
+
+
+def _series(pending: dict[str, tuple[list[int], list[float], list[float]]]) -> list[dict[str, str]]:
+    def packed(code: str, items: list) -> str:
+        return base64.b64encode(struct.pack(f"<{len(items)}{code}", *items)).decode("ascii")
+
+    return [{"key": tag, "steps_i64": packed("q", steps), "values_f64": packed("d", values), "times_f64": packed("d", times)}
+            for tag, (steps, values, times) in pending.items()]

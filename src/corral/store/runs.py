@@ -1,0 +1,364 @@
+"""Reading and writing runs, their metric series and artifacts.
+
+Write methods take an open connection: the tracking service groups many requests into one
+transaction (one fsync for many batches). Each write method reads and checks everything it
+needs before its first write, so a refused request leaves the shared transaction untouched.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, Engine, delete, exists, func, insert, select, update
+
+from corral.errors import NotFound
+from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
+from corral.tracking import series as S
+from corral.tracking.batch import MetricsBatch, increasing_only
+from corral.tracking.filters import RunFilter
+from corral.tracking.requests import RunRequest
+
+_RAW_FACTOR = 32  # read raw points while a range holds at most this many per point asked for
+_STAT_COLUMN = {"last": metric_series.c.last_value, "min": metric_series.c.min_value, "max": metric_series.c.max_value}
+
+
+@dataclass(frozen=True)
+class Appended:
+    accepted: int
+    skipped: int
+    duplicate: bool
+
+
+class RunStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- writes (inside the caller's transaction) -------------------------------------------------
+
+    def create(self, conn: Connection, request: RunRequest, *, user: str, now: float,
+               job: dict[str, Any] | None) -> tuple[int, bool]:
+        """The run's id and whether it was resumed: an existing run with this uid is returned as
+        is, one with this resume key is set running again, else a new run is made."""
+        if request.uid is not None:
+            found = conn.execute(select(runs.c.id).where(runs.c.uid == request.uid)).scalar()
+            if found is not None:
+                return found, True
+        if request.resume_key is not None:
+            found = conn.execute(select(runs.c.id).where(runs.c.resume_key == request.resume_key)).scalar()
+            if found is not None:
+                conn.execute(update(runs).where(runs.c.id == found).values(state="running", end_time=None))
+                return found, True
+        project_id = self._project_id(conn, request.project, now)
+        uid = request.uid or secrets.token_hex(8)
+        job = job or {}
+        values = {
+            "uid": uid, "project_id": project_id, "name": request.name or uid, "user": job.get("user") or user,
+            "state": "running", "config": request.config, "tags": list(request.tags), "job_id": request.job_id,
+            "node": request.node or job.get("node"), "gpu_type": request.gpu_type or job.get("gpu_type"),
+            "git_commit": request.git_commit, "resume_key": request.resume_key,
+            "start_time": request.start_time if request.start_time is not None else now, "end_time": None,
+        }
+        run_id = conn.execute(insert(runs).values(**values)).inserted_primary_key[0]
+        if request.tags:
+            conn.execute(insert(run_tags), [{"run_id": run_id, "tag": t} for t in request.tags])
+        return run_id, False
+
+    def _project_id(self, conn: Connection, name: str, now: float) -> int:
+        found = conn.execute(select(projects.c.id).where(projects.c.name == name)).scalar()
+        if found is not None:
+            return found
+        return conn.execute(insert(projects).values(name=name, created=now)).inserted_primary_key[0]
+
+    def append(self, conn: Connection, run_id: int, batch: MetricsBatch) -> Appended:
+        """Store a batch's points; steps that do not move a series forward are skipped."""
+        self._require(conn, run_id)
+        if batch.batch_id is not None:
+            seen = conn.execute(select(run_batches.c.batch_id).where(
+                run_batches.c.run_id == run_id, run_batches.c.batch_id == batch.batch_id)).first()
+            if seen is not None:
+                return Appended(0, 0, True)
+        current = {row.key: row for row in conn.execute(
+            select(metric_series).where(metric_series.c.run_id == run_id, metric_series.c.key.in_(list(batch.series))))}
+        accepted = skipped = 0
+        for key, points in batch.series.items():
+            meta = current.get(key)
+            kept = increasing_only(points, None if meta is None else meta.last_step)
+            skipped += len(points) - len(kept)
+            if len(kept):
+                self._append_series(conn, run_id, key, kept, meta)
+                accepted += len(kept)
+        if batch.batch_id is not None:
+            conn.execute(insert(run_batches).values(run_id=run_id, batch_id=batch.batch_id))
+        return Appended(accepted, skipped, False)
+
+    def _append_series(self, conn: Connection, run_id: int, key: str, points: S.Points, meta: Any) -> None:
+        # Small appends are merged into the series' last chunk while it is no larger than what
+        # comes in (a binary counter): each point is rewritten O(log) times, and a long series
+        # ends up in chunks of CHUNK_TARGET points whatever the batch size was.
+        merged = points
+        while True:
+            tail = conn.execute(
+                select(metric_chunks.c.id, metric_chunks.c.count)
+                .where(metric_chunks.c.run_id == run_id, metric_chunks.c.key == key)
+                .order_by(metric_chunks.c.first_step.desc()).limit(1)
+            ).first()
+            if tail is None or tail.count > len(merged) or tail.count + len(merged) > S.CHUNK_TARGET:
+                break
+            data = conn.execute(select(metric_chunks.c.data).where(metric_chunks.c.id == tail.id)).scalar_one()
+            conn.execute(delete(metric_chunks).where(metric_chunks.c.id == tail.id))
+            merged = S.concat([S.decode(data), merged])
+        rows = []
+        for lo in range(0, len(merged), S.CHUNK_TARGET):
+            part = merged.take(slice(lo, lo + S.CHUNK_TARGET))
+            rows.append({
+                "run_id": run_id, "key": key, "first_step": int(part.steps[0]), "last_step": int(part.steps[-1]),
+                "count": len(part), "first_value": _db_float(part.values[0]), "first_time": float(part.times[0]),
+                "last_value": _db_float(part.values[-1]), "last_time": float(part.times[-1]),
+                "lod2": S.encode(S.summarize(part, S.LOD2)), "lod1": S.encode(S.summarize(part, S.LOD1)),
+                "data": S.encode(part),
+            })
+        conn.execute(insert(metric_chunks), rows)
+        self._summarize(conn, run_id, key, points, meta)
+
+    def _summarize(self, conn: Connection, run_id: int, key: str, points: S.Points, meta: Any) -> None:
+        values = points.values
+        finite = np.isfinite(values)
+        summary: dict[str, Any] = {
+            "count": (meta.count if meta else 0) + len(points), "last_step": int(points.steps[-1]),
+            "last_value": _db_float(values[-1]), "last_time": float(points.times[-1]),
+            "min_value": meta.min_value if meta else None, "min_step": meta.min_step if meta else None,
+            "max_value": meta.max_value if meta else None, "max_step": meta.max_step if meta else None,
+        }
+        if finite.any():
+            candidates = np.where(finite, values, np.inf)
+            i = int(np.argmin(candidates))
+            if summary["min_value"] is None or values[i] < summary["min_value"]:
+                summary["min_value"], summary["min_step"] = float(values[i]), int(points.steps[i])
+            i = int(np.argmax(np.where(finite, values, -np.inf)))
+            if summary["max_value"] is None or values[i] > summary["max_value"]:
+                summary["max_value"], summary["max_step"] = float(values[i]), int(points.steps[i])
+        if meta is None:
+            conn.execute(insert(metric_series).values(run_id=run_id, key=key, first_step=int(points.steps[0]), **summary))
+        else:
+            conn.execute(update(metric_series).where(metric_series.c.run_id == run_id, metric_series.c.key == key)
+                         .values(**summary))
+
+    def merge_params(self, conn: Connection, run_id: int, params: dict[str, Any]) -> None:
+        config = self._require(conn, run_id).config
+        conn.execute(update(runs).where(runs.c.id == run_id).values(config={**config, **params}))
+
+    def change_tags(self, conn: Connection, run_id: int, add: Sequence[str], remove: Sequence[str]) -> None:
+        tags = list(self._require(conn, run_id).tags)
+        new = [t for t in tags if t not in remove] + [t for t in add if t not in tags and t not in remove]
+        if new == tags:
+            return
+        conn.execute(update(runs).where(runs.c.id == run_id).values(tags=new))
+        conn.execute(delete(run_tags).where(run_tags.c.run_id == run_id))
+        if new:
+            conn.execute(insert(run_tags), [{"run_id": run_id, "tag": t} for t in new])
+
+    def finish(self, conn: Connection, run_id: int, state: str, end_time: float) -> None:
+        self._require(conn, run_id)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(state=state, end_time=end_time))
+
+    def end_job_runs(self, conn: Connection, job_id: int, state: str, end_time: float) -> list[int]:
+        """Runs of a job that ended while they were still running take `state`; their ids."""
+        ids = list(conn.execute(select(runs.c.id).where(runs.c.job_id == job_id, runs.c.state == "running")).scalars())
+        if ids:
+            conn.execute(update(runs).where(runs.c.id.in_(ids)).values(state=state, end_time=end_time))
+        return ids
+
+    def put_artifacts(self, conn: Connection, run_id: int, items: Sequence[dict[str, Any]], now: float) -> list[int]:
+        self._require(conn, run_id)
+        ids = []
+        for item in items:
+            found = conn.execute(select(artifacts.c.id).where(
+                artifacts.c.run_id == run_id, artifacts.c.path == item["path"])).scalar()
+            if found is None:
+                row = item | {"type": item["type"] or "file", "deleted": bool(item["deleted"])}
+                found = conn.execute(insert(artifacts).values(run_id=run_id, created=now, **row)).inserted_primary_key[0]
+            else:  # only what was given changes: marking a checkpoint deleted keeps its step and metric
+                changes = {k: v for k, v in item.items() if v is not None}
+                conn.execute(update(artifacts).where(artifacts.c.id == found).values(**changes))
+            ids.append(found)
+        return ids
+
+    def _require(self, conn: Connection, run_id: int) -> Any:
+        row = conn.execute(select(runs.c.id, runs.c.config, runs.c.tags).where(runs.c.id == run_id)).first()
+        if row is None:
+            raise NotFound(f"no run {run_id}")
+        return row
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def resolve(self, conn: Connection, ref: str) -> int:
+        """A run's id from its id or its uid.
+
+        Raises:
+            NotFound: no such run.
+        """
+        if ref.isdigit() and int(ref) < 2**31:
+            found = conn.execute(select(runs.c.id).where(runs.c.id == int(ref))).scalar()
+            if found is not None:
+                return found
+        found = conn.execute(select(runs.c.id).where(runs.c.uid == ref)).scalar()
+        if found is None:
+            raise NotFound(f"no run {ref}; list runs with `corral runs`")
+        return found
+
+    def get(self, conn: Connection, run_id: int) -> dict[str, Any]:
+        found = self._rows(conn, [run_id])
+        if not found:
+            raise NotFound(f"no run {run_id}")
+        return found[0]
+
+    def search(self, conn: Connection, *, project: str | None = None, tag: str | None = None,
+               state: str | None = None, job_id: int | None = None, filters: Sequence[RunFilter] = (),
+               limit: int = 100) -> list[dict[str, Any]]:
+        """Runs matching everything given, newest first."""
+        query = select(runs.c.id)
+        if project is not None:
+            query = query.join(projects, projects.c.id == runs.c.project_id).where(projects.c.name == project)
+        if tag is not None:
+            query = query.where(exists().where(run_tags.c.run_id == runs.c.id, run_tags.c.tag == tag))
+        if state is not None:
+            query = query.where(runs.c.state == state)
+        if job_id is not None:
+            query = query.where(runs.c.job_id == job_id)
+        for f in filters:
+            if f.scope == "metric":
+                compare = _sql_compare(_STAT_COLUMN[f.stat], f.op, f.value)
+                query = query.where(exists().where(
+                    metric_series.c.run_id == runs.c.id, metric_series.c.key == f.path[0], compare))
+        query = query.order_by(runs.c.id.desc())
+        config_filters = [f for f in filters if f.scope == "config"]
+        found: list[dict[str, Any]] = []
+        offset, page = 0, max(limit, 200)
+        while len(found) < limit:
+            ids = list(conn.execute(query.limit(page).offset(offset)).scalars())
+            if not ids:
+                break
+            rows = self._rows(conn, ids)
+            found += [r for r in rows if all(f.matches_config(r["config"]) for f in config_filters)]
+            if not config_filters:
+                break
+            offset += page
+        return found[:limit]
+
+    def _rows(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]]:
+        query = (select(runs, projects.c.name.label("project"))
+                 .join(projects, projects.c.id == runs.c.project_id).where(runs.c.id.in_(list(ids))))
+        by_id = {row.id: _run_dict(row) for row in conn.execute(query)}
+        for row in conn.execute(select(metric_series).where(metric_series.c.run_id.in_(list(ids)))):
+            run = by_id[row.run_id]
+            run["metrics"][row.key] = {
+                "count": row.count, "first_step": row.first_step, "last_step": row.last_step,
+                "last": _json_float(row.last_value), "last_time": row.last_time, "min": row.min_value,
+                "min_step": row.min_step, "max": row.max_value, "max_step": row.max_step,
+            }
+            run["last_step"] = max(run["last_step"] if run["last_step"] is not None else -1, row.last_step)
+        return [by_id[i] for i in ids if i in by_id]
+
+    def projects(self, conn: Connection) -> list[dict[str, Any]]:
+        query = (select(projects.c.name, func.count(runs.c.id).label("runs"), func.max(runs.c.start_time).label("last_start"))
+                 .select_from(projects).outerjoin(runs, runs.c.project_id == projects.c.id)
+                 .group_by(projects.c.id, projects.c.name).order_by(projects.c.name))
+        return [{"name": r.name, "runs": r.runs, "last_start": r.last_start} for r in conn.execute(query)]
+
+    def artifacts(self, conn: Connection, run_id: int, *, type_: str | None, deleted: bool) -> list[dict[str, Any]]:
+        query = select(artifacts).where(artifacts.c.run_id == run_id)
+        if type_ is not None:
+            query = query.where(artifacts.c.type == type_)
+        if not deleted:
+            query = query.where(artifacts.c.deleted.is_(False))
+        return [_artifact_dict(row) for row in conn.execute(query.order_by(artifacts.c.id))]
+
+    def artifacts_by_id(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]]:
+        rows = {row.id: _artifact_dict(row) for row in conn.execute(select(artifacts).where(artifacts.c.id.in_(list(ids))))}
+        return [rows[i] for i in ids]
+
+    def series(self, conn: Connection, run_id: int, key: str, *, start: int | None, end: int | None,
+               max_points: int) -> tuple[int, bool, S.Points]:
+        """(points in range, downsampled?, the points): at most `max_points`, each bucket's
+        extremes kept (tracking.series.downsample)."""
+        meta = conn.execute(select(metric_series.c.count).where(
+            metric_series.c.run_id == run_id, metric_series.c.key == key)).first()
+        if meta is None:
+            keys = sorted(conn.execute(select(metric_series.c.key).where(metric_series.c.run_id == run_id)).scalars())
+            raise NotFound(f"run {run_id} has no metric {key!r}" + (f"; it has {', '.join(keys[:20])}" if keys else ""))
+        c = metric_chunks.c
+        query = select(c.id, c.first_step, c.last_step, c.count, c.first_value, c.first_time, c.last_value,
+                       c.last_time).where(c.run_id == run_id, c.key == key)
+        if start is not None:
+            query = query.where(c.last_step >= start)
+        if end is not None:
+            query = query.where(c.first_step <= end)
+        chunks = list(conn.execute(query.order_by(c.first_step)))
+        whole = [ch for ch in chunks if (start is None or ch.first_step >= start) and (end is None or ch.last_step <= end)]
+        whole_ids = {ch.id for ch in whole}
+        edges = {ch.id: self._raw(conn, [ch.id]).in_range(start, end) for ch in chunks if ch.id not in whole_ids}
+        count = sum(ch.count for ch in whole) + sum(len(p) for p in edges.values())
+        if count == 0:
+            return 0, False, S.EMPTY
+        if count <= _RAW_FACTOR * max_points:
+            raw = self._raw(conn, [ch.id for ch in chunks]).in_range(start, end)
+            if count <= max_points:
+                return count, False, raw
+            return count, True, S.downsample(raw, raw.take(slice(0, 1)), raw.take(slice(-1, None)), max_points)
+        level = c.lod1 if count // S.LOD1 <= _RAW_FACTOR * max_points else c.lod2
+        summaries = {row.id: S.decode(row[1]) for row in conn.execute(select(c.id, level).where(c.id.in_(list(whole_ids))))}
+        parts = [edges[ch.id] if ch.id in edges else summaries[ch.id] for ch in chunks]
+        first, last = chunks[0], chunks[-1]
+        first_point = edges[first.id].take(slice(0, 1)) if first.id in edges else _point(first.first_step, first.first_value, first.first_time)
+        last_point = edges[last.id].take(slice(-1, None)) if last.id in edges else _point(last.last_step, last.last_value, last.last_time)
+        return count, True, S.downsample(S.concat(parts), first_point, last_point, max_points)
+
+    def _raw(self, conn: Connection, ids: Sequence[int]) -> S.Points:
+        rows = conn.execute(select(metric_chunks.c.data).where(metric_chunks.c.id.in_(list(ids)))
+                            .order_by(metric_chunks.c.first_step))
+        return S.concat([S.decode(data) for (data,) in rows])
+
+
+def _point(step: int, value: float | None, time_: float) -> S.Points:
+    return S.Points(np.array([step], np.int64), np.array([math.nan if value is None else value]), np.array([time_]))
+
+
+def _db_float(value: float) -> float | None:
+    """NaN has no place in a FLOAT column that both SQLite and PostgreSQL read back alike."""
+    value = float(value)
+    return value if not math.isnan(value) else None
+
+
+def _json_float(value: float | None) -> float | str:
+    if value is None:
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def _sql_compare(column: Any, op: str, value: float) -> Any:
+    return {"=": column == value, "!=": column != value, "<": column < value, "<=": column <= value,
+            ">": column > value, ">=": column >= value}[op]
+
+
+def _artifact_dict(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id, "run_id": row.run_id, "path": row.path, "type": row.type, "size": row.size, "sha256": row.sha256,
+        "step": row.step, "metric": row.metric, "metric_value": row.metric_value, "deleted": row.deleted,
+        "created": row.created,
+    }
+
+
+def _run_dict(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id, "uid": row.uid, "project": row.project, "name": row.name, "user": row.user, "state": row.state,
+        "config": row.config, "tags": row.tags, "job_id": row.job_id, "node": row.node, "gpu_type": row.gpu_type,
+        "git_commit": row.git_commit, "resume_key": row.resume_key, "start_time": row.start_time,
+        "end_time": row.end_time, "metrics": {}, "last_step": None,
+    }

@@ -1,0 +1,239 @@
+"""The tracking service: every change to runs, metrics and artifacts, and the reads.
+
+Writes go to one writer thread that commits whatever has arrived together in one transaction
+(group commit: one fsync for many batches), so logging never waits on the scheduler's event
+loop and the loop never waits on logging. A request is answered once its transaction has
+committed. Reads run in the default thread pool on their own connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection
+
+from corral.core.job import Job
+from corral.core.states import JobState
+from corral.errors import CorralError, InvalidRequest
+from corral.store.runs import RunStore
+from corral.tracking import requests as R
+from corral.tracking.batch import MetricsBatch, check_key, parse_metrics_batch
+from corral.tracking.filters import parse_filter
+from corral.tracking.series import Points
+
+log = logging.getLogger("corral.tracking")
+
+MAX_SERIES_POINTS = 100_000
+MAX_GROUP = 256  # requests committed together at most
+
+
+@dataclass
+class _Write:
+    prepare: Callable[[], Any]  # pure work (parsing) done on the writer thread, outside the transaction
+    apply: Callable[[Connection, Any], Any]
+    future: Future[Any]
+    prepared: Any = None
+
+
+class TrackingService:
+    def __init__(self, store: RunStore, *, user: str, job_info: Callable[[int], dict[str, Any] | None] = lambda _: None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.user = user
+        self.job_info = job_info
+        self.clock = clock
+        self._pending: list[_Write] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._writer, name="corral-tracking", daemon=True)
+        self._thread.start()
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    async def create_run(self, body: Any) -> tuple[dict[str, Any], bool]:
+        """(the run, created?): an existing run is returned for a known uid or resume key."""
+        request = R.parse_run_request(body)
+        job = self.job_info(request.job_id) if request.job_id is not None else None
+
+        def apply(conn: Connection, _: Any) -> tuple[dict[str, Any], bool]:
+            run_id, resumed = self.store.create(conn, request, user=self.user, now=self.clock(), job=job)
+            run = self.store.get(conn, run_id)
+            run["resumed"] = resumed
+            return run, not resumed
+
+        return await self._write(apply)
+
+    async def log_metrics(self, ref: str, body: bytes) -> dict[str, Any]:
+        def prepare() -> MetricsBatch:
+            try:
+                decoded = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidRequest("body", f"is not JSON: {exc}", "send a JSON object") from None
+            return parse_metrics_batch(decoded, self.clock())
+
+        def apply(conn: Connection, batch: MetricsBatch) -> dict[str, Any]:
+            done = self.store.append(conn, self.store.resolve(conn, ref), batch)
+            return {"accepted": done.accepted, "skipped": done.skipped, "duplicate": done.duplicate}
+
+        return await self._write(apply, prepare)
+
+    async def log_params(self, ref: str, body: Any) -> dict[str, Any]:
+        params = R.parse_params(body)
+        return await self._write(lambda conn, _: self._then_get(conn, ref, lambda i: self.store.merge_params(conn, i, params)))
+
+    async def change_tags(self, ref: str, body: Any) -> dict[str, Any]:
+        add, remove = R.parse_tag_change(body)
+        return await self._write(lambda conn, _: self._then_get(conn, ref, lambda i: self.store.change_tags(conn, i, add, remove)))
+
+    async def finish(self, ref: str, body: Any) -> dict[str, Any]:
+        state, end = R.parse_finish(body)
+        return await self._write(lambda conn, _: self._then_get(
+            conn, ref, lambda i: self.store.finish(conn, i, state, end if end is not None else self.clock())))
+
+    async def put_artifacts(self, ref: str, body: Any) -> list[dict[str, Any]]:
+        items = R.parse_artifacts(body)
+
+        def apply(conn: Connection, _: Any) -> list[dict[str, Any]]:
+            ids = self.store.put_artifacts(conn, self.store.resolve(conn, ref), items, self.clock())
+            return self.store.artifacts_by_id(conn, ids)
+
+        return await self._write(apply)
+
+    def job_ended(self, job: Job) -> None:
+        """Called when a job ends: its runs still marked running ended with it (a script that
+        never called finish, or was killed): finished if the job completed, else crashed."""
+        state = "finished" if job.state is JobState.COMPLETED else "crashed"
+        end = job.end_time or self.clock()
+        write = _Write(lambda: None, lambda conn, _: self.store.end_job_runs(conn, job.id, state, end), Future())
+        write.future.add_done_callback(
+            lambda f: f.exception() and log.warning("could not end the runs of job %d: %s", job.id, f.exception()))
+        self._enqueue(write)
+
+    def _then_get(self, conn: Connection, ref: str, change: Callable[[int], None]) -> dict[str, Any]:
+        run_id = self.store.resolve(conn, ref)
+        change(run_id)
+        return self.store.get(conn, run_id)
+
+    async def _write(self, apply: Callable[[Connection, Any], Any], prepare: Callable[[], Any] = lambda: None) -> Any:
+        write = _Write(prepare, apply, Future())
+        self._enqueue(write)
+        return await asyncio.wrap_future(write.future)
+
+    def _enqueue(self, write: _Write) -> None:
+        with self._cond:
+            if self._closed:
+                write.future.set_exception(CorralError("the server is shutting down; try again"))
+                return
+            self._pending.append(write)
+            self._cond.notify()
+
+    def _writer(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
+            ready = []
+            for write in group:
+                try:
+                    write.prepared = write.prepare()
+                    ready.append(write)
+                except BaseException as exc:  # noqa: BLE001 - the request's own answer
+                    write.future.set_exception(exc)
+            if ready:
+                self._commit(ready)
+
+    def _commit(self, group: list[_Write]) -> None:
+        results: list[tuple[_Write, bool, Any]] = []
+        try:
+            with self.store.engine.begin() as conn:
+                for write in group:
+                    try:
+                        results.append((write, True, write.apply(conn, write.prepared)))
+                    except CorralError as exc:  # raised before the request wrote anything
+                        results.append((write, False, exc))
+        except Exception as exc:  # noqa: BLE001
+            if len(group) == 1:
+                log.warning("tracking write failed: %s", exc)
+                group[0].future.set_exception(exc)
+                return
+            for write in group:  # one bad request must not sink the others: each alone
+                self._commit([write])
+            return
+        for write, ok, value in results:
+            if ok:
+                write.future.set_result(value)
+            else:
+                write.future.set_exception(value)
+
+    def close(self) -> None:
+        """Commit what was acknowledged-to-be and stop the writer."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout=30)
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def _read(self, fn: Callable[[Connection], Any]) -> Any:
+        def run() -> Any:
+            with self.store.engine.connect() as conn:
+                return fn(conn)
+
+        return await asyncio.to_thread(run)
+
+    async def get_run(self, ref: str) -> dict[str, Any]:
+        return await self._read(lambda conn: self.store.get(conn, self.store.resolve(conn, ref)))
+
+    async def search(self, *, project: str | None, tag: str | None, state: str | None, job_id: int | None,
+                     where: list[str], limit: int) -> list[dict[str, Any]]:
+        if state is not None and state not in R.RUN_STATES:
+            raise InvalidRequest("state", f"{state!r} is not a run state", f"use one of {', '.join(R.RUN_STATES)}")
+        filters = [parse_filter(expr) for expr in where]
+        return await self._read(lambda conn: self.store.search(
+            conn, project=project, tag=tag, state=state, job_id=job_id, filters=filters, limit=limit))
+
+    async def projects(self) -> list[dict[str, Any]]:
+        return await self._read(self.store.projects)
+
+    async def artifacts(self, ref: str, *, type_: str | None, deleted: bool) -> list[dict[str, Any]]:
+        return await self._read(lambda conn: self.store.artifacts(
+            conn, self.store.resolve(conn, ref), type_=type_, deleted=deleted))
+
+    async def series(self, ref: str, key: str, *, start: int | None, end: int | None, max_points: int) -> bytes:
+        """The series as the JSON the API returns (built here, off the event loop)."""
+        check_key(key, "key")
+        if not 2 <= max_points <= MAX_SERIES_POINTS:
+            raise InvalidRequest("max_points", f"{max_points} is out of range", f"ask for 2 to {MAX_SERIES_POINTS:,} points")
+
+        def read(conn: Connection) -> bytes:
+            count, downsampled, points = self.store.series(
+                conn, self.store.resolve(conn, ref), key, start=start, end=end, max_points=max_points)
+            return series_json(key, count, downsampled, points)
+
+        return await self._read(read)
+
+
+def series_json(key: str, count: int, downsampled: bool, points: Points) -> bytes:
+    values = points.values
+    import numpy as np
+
+    if np.isfinite(values).all():
+        value_list: list[Any] = values.tolist()
+    else:
+        value_list = [v if v == v and v not in (float("inf"), float("-inf")) else
+                      ("NaN" if v != v else "Infinity" if v > 0 else "-Infinity") for v in values.tolist()]
+    return orjson.dumps({
+        "key": key, "count": count, "downsampled": downsampled, "steps": points.steps.tolist(), "values": value_list,
+        "times": points.times.tolist(),
+    })

@@ -1,0 +1,285 @@
+"""The tracking commands (`corral runs`, `run show`, `metrics`, `compare`, `sync`, `import-tensorboard`)
+against a live server, in-process with click's CliRunner.
+
+One server per database for the whole module: the runs are made once (with the Client, metrics in the
+JSON-list form) and the tests only read them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import types
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from corral.cli.main import cli
+from tests.conftest import DATABASES, PG_ADMIN_URL, Server
+
+STEPS = 1000
+SPIKE_STEP = 500
+
+
+@dataclass
+class Tracked:
+    server: Server
+    ids: dict[str, int]
+
+    def invoke(self, *args: str) -> Any:
+        return CliRunner().invoke(cli, ["--home", self.server.home, *args])
+
+    def ok(self, *args: str) -> str:
+        result = self.invoke(*args)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+
+def _log(client: Any, run_id: int, series: dict[str, list[Any]]) -> None:
+    batch = {"batch_id": uuid.uuid4().hex, "metrics": [
+        {"key": key, "steps": list(range(len(values))), "values": values} for key, values in series.items()]}
+    assert client.log_metrics(run_id, batch)["accepted"] == sum(len(v) for v in series.values())
+
+
+def _populate(server: Server) -> dict[str, int]:
+    client = server.client()
+    job = client.submit(["true"], name="train")
+    ids = {}
+    a = client.create_run(project="mnist", name="lr-0.1", tags=["baseline"], job_id=job["id"],
+                          config={"lr": 0.1, "batch": 64, "model": {"depth": 4, "act": "gelu"}})
+    loss_a = [1 / (i + 1) + 0.05 for i in range(STEPS)]
+    loss_a[SPIKE_STEP] = 50.0  # a spike that downsampling must keep
+    _log(client, a["id"], {"loss": loss_a, "acc": [0.9 * i / (STEPS - 1) for i in range(STEPS)]})
+    client.log_artifacts(a["id"], [
+        {"path": f"/ckpt/a-{step}.pt", "type": "checkpoint", "size": 4096, "step": step, "metric": "val_loss",
+         "metric_value": value} for step, value in ((300, 0.5), (600, 0.2), (900, 0.3))])
+    client.finish_run(a["id"], "finished")
+    ids["a"] = a["id"]
+
+    b = client.create_run(project="mnist", name="lr-0.01",
+                          config={"lr": 0.01, "batch": 64, "model": {"depth": 6, "act": "gelu"}})
+    _log(client, b["id"], {"loss": [1 / (i + 1) + 0.2 for i in range(STEPS)],
+                           "acc": [0.95 * i / (STEPS - 1) for i in range(STEPS)]})
+    client.finish_run(b["id"], "finished")
+    ids["b"] = b["id"]
+
+    c = client.create_run(project="mnist", name="diverged", uid="diverged-run-1",
+                          config={"lr": 1.0, "batch": 64, "model": {"depth": 4, "act": "gelu"}})
+    _log(client, c["id"], {"loss": [2.0, 3.0, "NaN"]})
+    client.finish_run(c["id"], "crashed")
+    ids["c"] = c["id"]
+
+    d = client.create_run(project="other", name="elsewhere", config={"lr": 0.1})
+    ids["d"] = d["id"]
+    ids["job"] = job["id"]
+    client.close()
+    return ids
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def tracked(request: pytest.FixtureRequest) -> Iterator[Tracked]:
+    home = tempfile.mkdtemp(prefix="corral-")
+    db, schema = None, None
+    if request.param == "postgresql":
+        import psycopg
+
+        schema = f"corral_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        db = f"{PG_ADMIN_URL}?options=-csearch_path%3D{schema}"
+    server = Server(home=os.path.join(home, "home"), db=db).start()
+    try:
+        yield Tracked(server, _populate(server))
+    finally:
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)
+        if schema:
+            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _rows(output: str) -> list[list[str]]:
+    return [line.split() for line in output.splitlines()[1:]]
+
+
+def test_runs_lists_newest_first_with_shared_metrics_and_filters(tracked):
+    ids = tracked.ids
+    output = tracked.ok("runs", "--project", "mnist")
+    header = output.splitlines()[0].split()
+    assert header[:6] == ["ID", "PROJECT", "NAME", "STATE", "JOB", "STEP"]
+    assert header[6:] == ["loss", "START", "DURATION"]  # acc is not in every shown run
+    rows = _rows(output)
+    assert [r[0] for r in rows] == [str(ids["c"]), str(ids["b"]), str(ids["a"])]
+    assert rows[0][2:7] == ["diverged", "crashed", "-", "2", "nan"]
+    assert rows[2][2:6] == ["lr-0.1", "finished", str(ids["job"]), str(STEPS - 1)]
+
+    two = tracked.ok("runs", "-p", "mnist", "--state", "finished")
+    assert two.splitlines()[0].split()[6:9] == ["acc", "loss", "START"]
+
+    def listed(*args: str) -> list[str]:
+        return [r[0] for r in _rows(tracked.ok("runs", *args))]
+
+    assert listed("--where", "config.lr=0.1") == [str(ids["d"]), str(ids["a"])]
+    assert listed("-p", "mnist", "--where", "config.model.depth>=6") == [str(ids["b"])]
+    assert listed("--where", "metric.loss.min<0.1") == [str(ids["a"])]
+    assert listed("--where", "config.lr<1", "--where", "metric.acc.last>0.92") == [str(ids["b"])]
+    assert listed("--tag", "baseline") == [str(ids["a"])]
+    assert listed("--state", "CRASHED") == [str(ids["c"])]
+    assert listed("--job", str(ids["job"])) == [str(ids["a"])]
+    assert listed("--limit", "1") == [str(ids["d"])]
+    assert listed("-p", "nope") == []
+
+    found = json.loads(tracked.ok("runs", "--project", "other", "--json"))
+    assert [(r["id"], r["name"], r["state"]) for r in found] == [(ids["d"], "elsewhere", "running")]
+
+
+def test_a_bad_where_is_one_line_naming_it(tracked):
+    result = tracked.invoke("runs", "--where", "config.lr~0.1")
+    assert result.exit_code == 1
+    assert result.output.startswith("corral: error: ") and result.output.count("\n") == 1
+    assert "where" in result.output
+
+
+def test_run_show_has_where_it_ran_config_metrics_and_the_best_and_latest_checkpoint(tracked):
+    ids = tracked.ids
+    output = tracked.ok("run", "show", str(ids["a"]))
+    for expected in (f"RunId: {ids['a']}", "Project: mnist", "Name: lr-0.1", "State: finished",
+                     f"JobId: {ids['job']}", "GPU: A100", "Tags: baseline", "model.depth: 4", "model.act: gelu",
+                     "lr: 0.1"):
+        assert expected in output, expected
+    loss = next(line.split() for line in output.splitlines() if line.split()[:1] == ["loss"])
+    assert loss[:3] == ["loss", str(STEPS), f"0-{STEPS - 1}"]
+    assert loss[-2:] == ["50", f"({SPIKE_STEP})"]  # max (step)
+    checkpoints = {line.split()[-1]: line for line in output.splitlines() if line.strip().startswith("checkpoint")}
+    assert set(checkpoints) == {"/ckpt/a-300.pt", "/ckpt/a-600.pt", "/ckpt/a-900.pt"}
+    assert "best" in checkpoints["/ckpt/a-600.pt"] and "latest" in checkpoints["/ckpt/a-900.pt"]
+    assert "best" not in checkpoints["/ckpt/a-300.pt"] and "latest" not in checkpoints["/ckpt/a-300.pt"]
+
+    by_uid = json.loads(tracked.ok("run", "show", "diverged-run-1", "--json"))
+    assert by_uid["id"] == ids["c"] and by_uid["state"] == "crashed" and by_uid["artifacts"] == []
+    assert by_uid["metrics"]["loss"]["last"] == "NaN"
+
+
+def test_metrics_downsamples_past_max_points_and_keeps_the_spike(tracked):
+    run_id = str(tracked.ids["a"])
+    output = tracked.ok("metrics", run_id, "loss", "--max-points", "10")
+    lines = output.splitlines()
+    assert lines[0].startswith(f"loss: 10 of {STEPS} points (downsampled")
+    rows = _rows("\n".join(lines[1:]))
+    assert len(rows) == 10
+    steps = [int(r[0]) for r in rows]
+    assert steps == sorted(steps) and steps[0] == 0 and steps[-1] == STEPS - 1
+    assert [SPIKE_STEP, "50"] == [int(rows[steps.index(SPIKE_STEP)][0]), rows[steps.index(SPIKE_STEP)][1]]
+
+    full = tracked.ok("metrics", run_id, "acc").splitlines()
+    assert full[0] == f"acc: {STEPS} points (all)" and len(full) == STEPS + 2
+
+    window = json.loads(tracked.ok("metrics", run_id, "loss", "--start", "100", "--end", "109", "--json"))
+    assert window["steps"] == list(range(100, 110)) and window["downsampled"] is False
+
+    result = tracked.invoke("metrics", run_id, "loss", "--max-points", "10", "--csv")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0] == "step,value,time"
+    assert len(result.stdout.splitlines()) == 11 and "downsampled" in result.stderr
+    first = result.stdout.splitlines()[1].split(",")
+    assert first[0] == "0" and math.isclose(float(first[1]), 1.05) and float(first[2]) > 0
+
+    nan = tracked.ok("metrics", str(tracked.ids["c"]), "loss")
+    assert _rows("\n".join(nan.splitlines()[1:]))[-1] == ["2", "nan"]
+
+
+def test_compare_shows_only_differing_config_and_marks_the_best_run(tracked):
+    ids = tracked.ids
+    output = tracked.ok("compare", str(ids["a"]), str(ids["b"]))
+    config, metrics = output.split("\n\n")
+    assert config.splitlines()[0].split() == ["CONFIG", str(ids["a"]), "lr-0.1", str(ids["b"]), "lr-0.01"]
+    assert sorted(line.split()[0] for line in config.splitlines()[1:]) == ["lr", "model.depth"]
+    lines = metrics.splitlines()
+    loss = next(i for i, line in enumerate(lines) if line.startswith("loss"))
+    assert f"{ids['a']} lr-0.1 (lower is better)" in lines[loss]
+    assert lines[loss + 1].split()[:3] == ["min", "0.051", "*"]
+    acc = next(i for i, line in enumerate(lines) if line.startswith("acc"))
+    assert f"{ids['b']} lr-0.01 (higher is better)" in lines[acc]
+    assert lines[acc + 2].split() == ["max", "0.9", "0.95", "*"]
+
+    every = tracked.ok("compare", str(ids["a"]), str(ids["b"]), "--all").split("\n\n")[0]
+    assert {line.split()[0] for line in every.splitlines()[1:]} == {"batch", "lr", "model.act", "model.depth"}
+
+    data = json.loads(tracked.ok("compare", str(ids["a"]), str(ids["b"]), "diverged-run-1", "--json"))
+    assert data["config"] == {"lr": [0.1, 0.01, 1.0], "model.depth": [4, 6, 4]}
+    assert list(data["metrics"]) == ["loss"] and data["metrics"]["loss"]["best"] == [ids["a"]]
+
+
+def test_an_unknown_run_is_one_line_naming_it_and_exit_status_1(tracked):
+    for args in (("run", "show", "no-such-run"), ("run", "show", "987654"), ("metrics", "no-such-run", "loss"),
+                 ("compare", str(tracked.ids["a"]), "no-such-run")):
+        result = tracked.invoke(*args)
+        assert result.exit_code == 1, args
+        assert result.output.startswith("corral: error: ") and result.output.count("\n") == 1, result.output
+        assert ("987654" if "987654" in args else "no-such-run") in result.output, result.output
+    missing_key = tracked.invoke("metrics", str(tracked.ids["a"]), "val_bleu")
+    assert missing_key.exit_code == 1 and "val_bleu" in missing_key.output and "acc, loss" in missing_key.output
+    bad = tracked.invoke("run", "show", "not/a/ref")
+    assert bad.exit_code == 1 and "not/a/ref" in bad.output
+
+
+# -- sync and import-tensorboard: the commands' wiring, with the SDK's functions stood in for ---------
+
+
+@dataclass
+class FakeReport:
+    uid: str
+    run_id: int | None
+    batches: int
+    points: int
+    state: str | None
+    error: str | None
+
+
+def _fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **functions: Any) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+    module = types.ModuleType(name)
+    for fn_name, result in functions.items():
+        def fn(*args: Any, _result: Any = result, **kwargs: Any) -> Any:
+            calls.append({"args": args, **kwargs})
+            return _result
+        setattr(module, fn_name, fn)
+    monkeypatch.setitem(sys.modules, name, module)
+    return calls
+
+
+def _offline(*args: str) -> Any:
+    return CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", *args])
+
+
+def test_sync_prints_a_line_a_run_and_fails_when_one_failed(monkeypatch, tmp_path):
+    reports = [FakeReport("aaaa", 7, 3, 300, "finished", None), FakeReport("bbbb", None, 0, 0, None, "HTTP 422: bad")]
+    calls = _fake_module(monkeypatch, "corral.sdk.sync", sync_spool=reports)
+    result = _offline("sync", str(tmp_path))
+    assert result.exit_code == 1
+    assert result.output.splitlines() == ["aaaa -> run 7: 3 batches, 300 points, finished", "bbbb -> failed: HTTP 422: bad"]
+    assert calls[0]["args"] == (str(tmp_path),) and calls[0]["client"].url == "http://127.0.0.1:9"
+
+    _fake_module(monkeypatch, "corral.sdk.sync", sync_spool=reports[:1])
+    result = _offline("sync", "--json")
+    assert result.exit_code == 0 and json.loads(result.output)[0]["run_id"] == 7
+    _fake_module(monkeypatch, "corral.sdk.sync", sync_spool=[])
+    assert _offline("sync").output == "nothing to sync\n"
+
+
+def test_import_tensorboard_prints_the_runs_it_created(monkeypatch, tmp_path):
+    created = [{"id": 3, "project": "tb", "name": "exp1", "last_step": 99, "metrics": {"loss": {}, "acc": {}}}]
+    calls = _fake_module(monkeypatch, "corral.sdk.tensorboard", import_tensorboard=created)
+    result = _offline("import-tensorboard", str(tmp_path), "--project", "tb")
+    assert result.exit_code == 0, result.output
+    assert _rows(result.output) == [["3", "tb", "exp1", "99", "2"]]
+    assert calls[0]["args"] == (str(tmp_path),) and calls[0]["project"] == "tb"
+    assert _offline("import-tensorboard", str(tmp_path / "missing")).exit_code == 2
