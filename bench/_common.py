@@ -150,8 +150,9 @@ class Server:
     """
 
     def __init__(self, gpus: int, *, keep_home: bool = False, profile: str | None = None,
-                 prefix: str = "corral-bench-") -> None:
+                 prefix: str = "corral-bench-", db: str | None = None) -> None:
         self.gpus = gpus
+        self.db = db
         self.keep_home = keep_home
         self.profile = os.path.abspath(profile) if profile else None
         self.home = tempfile.mkdtemp(prefix=prefix)
@@ -173,6 +174,8 @@ class Server:
     def start(self) -> None:
         up = ["up", "--home", self.home, "--port", "0", "--gpus", str(self.gpus), "--gpu-type", "A100",
               "--gpu-mem", "80G"]
+        if self.db:
+            up += ["--db", self.db]
         if self.profile:
             self._start_profiled(up)
         else:

@@ -57,6 +57,15 @@ def format_value(value: Any, digits: int = 6) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def format_config_value(value: Any) -> str:
+    """A config value as it was given: floats exact (`1.0`, `0.0003`), strings bare, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    return format_value(value)
+
+
 def format_time(ts: float | None) -> str:
     return "-" if ts is None else dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -110,14 +119,15 @@ def _key_rank(key: str) -> tuple[bool, str]:
 
 
 def metric_columns(runs: Sequence[Mapping[str, Any]], limit: int = MAX_METRIC_COLUMNS) -> list[str]:
-    """The metrics to show as columns: those every run has (else the most common), at most `limit`."""
+    """The metrics to show as columns: those every run that logged any has (else the most common), at most `limit`."""
     counts: dict[str, int] = {}
-    for run in runs:
-        for key in run.get("metrics") or {}:
+    logged = [run.get("metrics") for run in runs if run.get("metrics")]
+    for metrics in logged:
+        for key in metrics:
             counts[key] = counts.get(key, 0) + 1
     if not counts:
         return []
-    common = [k for k, n in counts.items() if n == len(runs)]
+    common = [k for k, n in counts.items() if n == len(logged)]
     if common:
         return sorted(common, key=_key_rank)[:limit]
     return sorted(counts, key=lambda k: (-counts[k], _key_rank(k)))[:limit]
@@ -183,7 +193,8 @@ def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = ()
     parts = ["\n".join(_fields(pairs))]
     config = flatten_config(run.get("config") or {})
     if config:
-        parts.append("Config:\n" + "\n".join("  " + line for line in _fields([(k, format_value(v, 10)) for k, v in sorted(config.items())])))
+        lines = _fields([(k, format_config_value(v)) for k, v in sorted(config.items())])
+        parts.append("Config:\n" + _indent("\n".join(lines)))
     else:
         parts.append("Config: (none)")
     metrics = run.get("metrics") or {}
@@ -201,8 +212,7 @@ def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = ()
     if artifacts:
         marks = checkpoint_marks(artifacts)
         rows = []
-        for a in sorted(artifacts, key=lambda a: (a.get("type") != "checkpoint", a.get("step") is None, a.get("step") or 0,
-                                                   str(a.get("path")))):
+        for a in sorted(artifacts, key=_artifact_order):
             metric = "-" if a.get("metric") is None else f"{a['metric']}={format_value(a.get('metric_value'))}"
             rows.append([
                 str(a.get("type") or "-"), _step(a.get("step")), metric, format_size(a.get("size")),
@@ -212,6 +222,12 @@ def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = ()
     else:
         parts.append("Artifacts: (none)")
     return "\n\n".join(parts)
+
+
+def _artifact_order(artifact: Mapping[str, Any]) -> tuple[Any, ...]:
+    # checkpoints first, by step; then the other artifacts
+    step = artifact.get("step")
+    return artifact.get("type") != "checkpoint", step is None, step or 0, str(artifact.get("path"))
 
 
 def _step(step: Any) -> str:
@@ -312,7 +328,7 @@ def compare_view(comparison: Mapping[str, Any], all_config: bool = False) -> str
     labels = [run_label(r) for r in runs]
     parts = []
     if comparison["config"]:
-        rows = [[k, *[format_value(v, 10) for v in values]] for k, values in comparison["config"].items()]
+        rows = [[k, *[format_config_value(v) for v in values]] for k, values in comparison["config"].items()]
         parts.append(table(["CONFIG", *labels], rows))
     else:
         parts.append("CONFIG: (none)" if all_config else "CONFIG: no differences")

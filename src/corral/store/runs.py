@@ -97,9 +97,9 @@ class RunStore:
         return Appended(accepted, skipped, False)
 
     def _append_series(self, conn: Connection, run_id: int, key: str, points: S.Points, meta: Any) -> None:
-        # Small appends are merged into the series' last chunk while it is no larger than what
-        # comes in (a binary counter): each point is rewritten O(log) times, and a long series
-        # ends up in chunks of CHUNK_TARGET points whatever the batch size was.
+        # Small appends are merged into the series' last chunk while it is small and no larger
+        # than what comes in (a binary counter): each point is rewritten O(log) times, and a
+        # long series ends up in chunks of at least MERGE_BELOW points whatever the batch size.
         merged = points
         while True:
             tail = conn.execute(
@@ -107,7 +107,8 @@ class RunStore:
                 .where(metric_chunks.c.run_id == run_id, metric_chunks.c.key == key)
                 .order_by(metric_chunks.c.first_step.desc()).limit(1)
             ).first()
-            if tail is None or tail.count > len(merged) or tail.count + len(merged) > S.CHUNK_TARGET:
+            if (tail is None or tail.count >= S.MERGE_BELOW or tail.count > len(merged)
+                    or tail.count + len(merged) > S.CHUNK_TARGET):
                 break
             data = conn.execute(select(metric_chunks.c.data).where(metric_chunks.c.id == tail.id)).scalar_one()
             conn.execute(delete(metric_chunks).where(metric_chunks.c.id == tail.id))

@@ -15,7 +15,8 @@ import numpy as np
 
 LOD1 = 64
 LOD2 = 4096
-CHUNK_TARGET = 65536  # points per chunk once small appends have been merged
+CHUNK_TARGET = 65536  # the most points in one chunk
+MERGE_BELOW = 8192  # a chunk smaller than this takes in the appends that follow it
 _POINT_BYTES = 24  # int64 step, float64 value, float64 time
 
 

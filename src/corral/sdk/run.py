@@ -1,0 +1,419 @@
+"""A tracked run: `corral.init` makes one, `run.log` records metrics, `run.finish` ends it.
+
+    run = corral.init(project="mnist", config=args)
+    for step in range(steps):
+        run.log({"loss": loss.item()}, step=step)     # a deque append, about a microsecond
+        if run.checkpoint_due():
+            run.save_checkpoint(model.state_dict(), step=step, metric=val_loss)
+    run.finish()
+
+`log` does no work in the caller's thread beyond an append: the run's `Sender` thread converts,
+batches, sends and, when the server cannot be reached, spools (see corral.sdk.sender). No method
+here raises because of the server; checkpoint saving does raise on disk errors, since a silently
+missing checkpoint would be worse than a stopped job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import dataclasses
+import json
+import math
+import os
+import secrets
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from corral.core.checkpointing import recommended_checkpoint_interval_s
+from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy
+from corral.sdk.context import detect_job, git_commit, resume_key
+from corral.sdk.sender import Sender, logger
+from corral.sdk.spool import RunSpool, spool_root
+
+MODES = ("online", "offline", "disabled")
+REQUEST_TIMEOUT_S = 10.0
+FINISH_TIMEOUT_S = 30.0
+FINAL_CHECKPOINT_MARGIN_S = 300.0
+
+_now = time.time  # a module global: one dict lookup cheaper than time.time in run.log
+
+_init_count = 0
+_current: Run | None = None
+_open_runs: list[Run] = []
+_hooks_installed = False
+_uncaught_exception = False
+_lock = threading.Lock()
+
+
+class Run:
+    """One tracked run. Made by `corral.init`; a disabled run (mode "disabled", or a rank other than
+    0 under `rank_zero_only`) has the same methods, as cheap no-ops, and still reads checkpoints."""
+
+    def __init__(self, *, project: str, name: str | None, uid: str, mode: str, rank: int,
+                 checkpoints: CheckpointStore, sender: Sender | None = None, queue: deque | None = None,
+                 run_id: int | None = None, resumed: bool = False, summary: dict[str, Any] | None = None,
+                 next_step: int = 0, time_limit_s: float | None = None, end_time: float | None = None,
+                 clock: Callable[[], float] = time.time, finish_timeout_s: float = FINISH_TIMEOUT_S) -> None:
+        self.project = project
+        self.name = name
+        self.uid = uid
+        """Chosen by this process (16 hex); the server's when it resumed a run made by an earlier one."""
+        self.id = run_id
+        """The server's id; None while the run has not reached the server."""
+        self.mode = mode
+        self.rank = rank
+        self.resumed = resumed
+        """True when this run continues one made by an earlier process of the same job."""
+        self.summary: dict[str, Any] = summary or {}
+        """The server's per-key summary (count, last_step, last, min, max) as of `init`."""
+        self.checkpoint_dir = checkpoints.directory
+        self.checkpoint_interval_s = recommended_checkpoint_interval_s(time_limit_s)
+        self._checkpoints = checkpoints
+        self._sender = sender
+        self._queue = queue
+        self._next_step = next_step
+        self._end_time = end_time
+        self._clock = clock
+        self._last_save = clock()
+        self._finish_timeout_s = finish_timeout_s
+        self._finished = False
+        self._pid = os.getpid()
+        if sender is None or queue is None:
+            self.log = _ignore_log  # type: ignore[method-assign]
+            self._finished = True
+        else:
+            self._append = queue.append
+
+    @property
+    def disabled(self) -> bool:
+        return self._sender is None
+
+    @property
+    def step(self) -> int:
+        """The step the next `log` without `step=` gets: 0, or after a resume the last step + 1."""
+        return self._next_step
+
+    # -- logging ----------------------------------------------------------------------------------
+
+    def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
+        """Record metric values at `step` (default: the step after the previous call's).
+
+        Only appends to a queue: conversion, batching and sending happen in the run's thread.
+        Values are anything `float()` takes (Python, numpy and one-element torch scalars).
+        """
+        if step is None:
+            step = self._next_step
+        self._next_step = step + 1
+        self._append((step, _now(), dict(data)))  # a copy: callers reuse their dicts
+
+    def log_params(self, params: Mapping[str, Any] | argparse.Namespace) -> None:
+        """Merge `params` into the run's config (shallow)."""
+        if not self._finished:
+            self._append((None, "params", {"params": config_dict(params)}))
+
+    def add_tags(self, *tags: str) -> None:
+        if not self._finished and tags:
+            self._append((None, "tags", {"add": [str(t) for t in tags], "remove": []}))
+
+    def log_artifact(self, path: str | os.PathLike[str], type: str = "file", step: int | None = None,
+                     metric: float | None = None, metric_name: str | None = None) -> None:
+        """Register a file with the run; its size and sha256 are computed in the background."""
+        if self._finished:
+            return
+        artifact = {"path": os.path.abspath(os.fspath(path)), "type": type, "step": step,
+                    "metric": metric_name or (self._checkpoints.metric_name if metric is not None else None),
+                    "metric_value": None if metric is None else float(metric)}
+        self._append((None, "artifact_file", {k: v for k, v in artifact.items() if v is not None}))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything logged so far is sent (or spooled); False if `timeout` ran out."""
+        if self._finished or self._sender is None:
+            return True
+        return self._sender.flush(timeout)
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def save_checkpoint(self, obj: Any, step: int | None = None, metric: float | None = None, *,
+                        move: bool = False) -> str:
+        """Save `obj` (or the file at path `obj`) as `ckpt-{step:08d}.pt`, atomically; returns its path.
+
+        Registers it as a "checkpoint" artifact, then applies the retention policy (`keep_last`,
+        `keep_best`). On a disabled run (ranks other than 0) nothing is written; the path is
+        the one rank 0 writes. `move=True` moves a file rather than copying it.
+
+        Raises:
+            OSError: the checkpoint could not be written (the previous one is intact).
+        """
+        if step is None:
+            step = max(self._next_step - 1, 0)
+        step = int(step)
+        if self._sender is None:
+            return self._checkpoints.path_for(step)
+        entry, removed = self._checkpoints.save(obj, step, metric, move=move)
+        self._last_save = self._clock()
+        if not self._finished:
+            artifacts = [self._checkpoints.artifact(entry)]
+            artifacts += [self._checkpoints.artifact(gone, deleted=True) for gone in removed]
+            self._append((None, "artifacts", {"artifacts": artifacts}))
+        return self._checkpoints.path_for(step)
+
+    def latest_checkpoint(self) -> str | None:
+        """Path of the checkpoint with the highest step (any rank, after a requeue, offline); or None."""
+        return self._checkpoints.latest()
+
+    def best_checkpoint(self) -> str | None:
+        """Path of the checkpoint with the best metric; or None."""
+        return self._checkpoints.best()
+
+    def checkpoint_due(self) -> bool:
+        """True once `checkpoint_interval_s` has passed since the last save (or the start), and
+        once more when the job's end time is a few minutes away."""
+        now = self._clock()
+        if now - self._last_save >= self.checkpoint_interval_s:
+            return True
+        if self._end_time is None:
+            return False
+        last_call = self._end_time - min(FINAL_CHECKPOINT_MARGIN_S, self.checkpoint_interval_s / 4)
+        return now >= last_call > self._last_save
+
+    # -- the end ----------------------------------------------------------------------------------
+
+    def finish(self, state: str = "finished", timeout: float | None = None) -> None:
+        """Send everything, mark the run `state` ("finished", "failed", "crashed"); waits at most
+        `timeout` seconds (default 30) for the upload. Calling it again does nothing."""
+        with _lock:
+            if self._finished:
+                return
+            self._finished = True
+        self._append((None, "finish", {"state": state, "end_time": time.time()}))
+        self.log = _ignore_log  # type: ignore[method-assign]
+        self._append = _ignore
+        _forget(self)
+        assert self._sender is not None
+        timeout = self._finish_timeout_s if timeout is None else timeout
+        if not self._sender.close(timeout):
+            where = self._sender.spool.path if self._sender.spool is not None else "memory"
+            print(f"corral: run {self.uid} was still uploading after {timeout:g} s; what is not yet "
+                  f"spooled (in {where}) is lost", file=sys.stderr)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        self.finish("failed" if exc_type is not None else "finished")
+
+    def __repr__(self) -> str:
+        return f"Run(project={self.project!r}, uid={self.uid!r}, id={self.id!r}, mode={self.mode!r})"
+
+    def _created(self, server_run: dict[str, Any]) -> None:
+        # called from the sender's thread when the run reaches the server
+        self.id = server_run.get("id")
+        self.uid = server_run.get("uid") or self.uid
+
+
+def init(project: str | None = None, config: Any = None, name: str | None = None, tags: Iterable[str] | None = None,
+         *, mode: str | None = None, url: str | None = None, client: Any = None, rank_zero_only: bool = True,
+         resume_key: str | None = None, checkpoint_dir: str | None = None, keep_last: int | None = None,
+         keep_best: int | None = None, best_metric: str | None = None, best_mode: str = "min",
+         flush_interval_s: float = 1.0, retry_interval_s: float = 30.0, spool_dir: str | None = None,
+         finish_timeout_s: float = FINISH_TIMEOUT_S, clock: Callable[[], float] = time.time) -> Run:
+    """Start (or, in a requeued job, resume) a run and make it the current one.
+
+    Args:
+        project: groups runs (default `$CORRAL_PROJECT`, else "default").
+        config: a dict, an argparse.Namespace or a dataclass: the run's hyperparameters.
+        mode: "online" (default, or `$CORRAL_MODE`), "offline" (spool only) or "disabled".
+        url: the server (default `$CORRAL_URL`, else the one of the corral home).
+        client: anything with `corral.client.Client`'s run methods, used instead of a Client.
+        rank_zero_only: under DDP only rank 0 tracks; with False every rank has its own run.
+        resume_key: overrides the key derived from the job, project, name and `init` count.
+        checkpoint_dir: default `$CORRAL_CHECKPOINT_DIR`, else ./checkpoints.
+        keep_last, keep_best, best_metric, best_mode: checkpoint retention (see RetentionPolicy).
+        flush_interval_s: how often the background thread sends.
+        retry_interval_s: how often a spooling run tries the server again.
+        spool_dir: default `$CORRAL_SPOOL_DIR`, else `<corral home>/spool`.
+        clock: wall-clock time source for `checkpoint_due` (tests pass a fake).
+    """
+    global _init_count, _current
+    with _lock:
+        index = _init_count
+        _init_count += 1
+    mode = (mode or os.environ.get("CORRAL_MODE") or "online").strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    job = detect_job()
+    project = project or os.environ.get("CORRAL_PROJECT") or "default"
+    store = CheckpointStore(checkpoint_dir or job.checkpoint_dir or "checkpoints",
+                            RetentionPolicy(keep_last, keep_best, best_mode), best_metric or "metric")
+    common = dict(project=project, name=name, rank=job.rank, checkpoints=store, time_limit_s=job.time_limit_s,
+                  end_time=job.end_time, clock=clock)
+    if mode == "disabled" or (rank_zero_only and job.rank != 0):
+        run = Run(uid=secrets.token_hex(8), mode="disabled", **common)  # type: ignore[arg-type]
+        _current = run
+        return run
+
+    tag_list = [str(t) for t in (tags or ())] + ([] if rank_zero_only else [f"rank:{job.rank}"])
+    key = resume_key or _derive_resume_key(job.job, project, name, index, None if rank_zero_only else job.rank)
+    request: dict[str, Any] = {
+        "project": project, "name": name, "uid": secrets.token_hex(8), "resume_key": key,
+        "config": config_dict(config), "tags": tag_list, "job_id": job.corral_job_id, "node": job.node,
+        "git_commit": git_commit(), "start_time": time.time(),
+    }
+    request = {k: v for k, v in request.items() if v is not None}
+    root = spool_root(spool_dir)
+    spool, spooled_last_step = _resume_spool(root, key)
+    if spool is not None:
+        request = spool.request
+    if mode == "offline" and spool is None:
+        try:
+            spool = RunSpool.create(root, request["uid"], request)
+        except OSError as exc:
+            logger.warning("corral: cannot create the spool in %s (%s); this run's data will be lost", root, exc)
+
+    queue: deque = deque()
+    holder: list[Run] = []
+    sender = Sender(queue, request=request, connect=None if mode == "offline" else _connector(url, client),
+                    spool_root=root, spool=spool, flush_interval_s=flush_interval_s,
+                    retry_interval_s=retry_interval_s, on_created=lambda r: holder and holder[0]._created(r))
+    server_run = sender.create_run() or {}
+    last_steps = [s for s in (server_run.get("last_step"), spooled_last_step) if isinstance(s, int)]
+    run = Run(uid=server_run.get("uid") or request["uid"], mode=mode, sender=sender, queue=queue,
+              run_id=server_run.get("id"), resumed=bool(server_run.get("resumed")) or spooled_last_step is not None,
+              summary=server_run.get("metrics"), next_step=max(last_steps) + 1 if last_steps else 0,
+              finish_timeout_s=finish_timeout_s, **common)  # type: ignore[arg-type]
+    holder.append(run)
+    sender.start()
+    _remember(run)
+    _current = run
+    return run
+
+
+def current_run() -> Run | None:
+    """The run the last `init` made, until it finishes."""
+    return _current
+
+
+def log(data: Mapping[str, Any], step: int | None = None) -> None:
+    """`run.log` on the current run."""
+    run = _current
+    if run is None:
+        raise RuntimeError("corral.log() needs a run: call corral.init() first")
+    run.log(data, step)
+
+
+def finish(state: str = "finished") -> None:
+    """`run.finish` on the current run, if there is one."""
+    if _current is not None:
+        _current.finish(state)
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A JSON-safe dict from a dict, an argparse.Namespace, a dataclass or any object with attributes."""
+    if config is None:
+        return {}
+    if isinstance(config, argparse.Namespace):
+        config = vars(config)
+    elif dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    elif not isinstance(config, Mapping):
+        config = vars(config)
+    return {str(k): _jsonable(v) for k, v in config.items()}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy and torch scalars
+        try:
+            return _jsonable(value.item())
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _derive_resume_key(job: str | None, project: str, name: str | None, index: int, rank: int | None) -> str | None:
+    return resume_key(job, project, name, index, rank)
+
+
+def _resume_spool(root: str, key: str | None) -> tuple[RunSpool | None, int | None]:
+    """The spool an earlier process of this job left under `key`, taken over; and its last step."""
+    if key is None:
+        return None, None
+    try:
+        spool = RunSpool.find(root, key)
+        if spool is None:
+            return None, None
+        spool.remove_finish()  # the run goes on: its end is the one this process will record
+        last = spool.last_step()
+        return spool, -1 if last is None else last
+    except OSError as exc:
+        logger.warning("corral: cannot read the spool in %s: %s", root, exc)
+        return None, None
+
+
+def _connector(url: str | None, client: Any) -> Callable[[], Any]:
+    if client is not None:
+        return lambda: client
+
+    def connect() -> Any:
+        from corral.client import Client
+
+        return Client(url, timeout=REQUEST_TIMEOUT_S)
+
+    return connect
+
+
+def _remember(run: Run) -> None:
+    global _hooks_installed
+    with _lock:
+        _open_runs.append(run)
+        if not _hooks_installed:
+            _hooks_installed = True
+            atexit.register(_finish_open_runs)
+            previous = sys.excepthook
+
+            def excepthook(*args: Any) -> None:
+                global _uncaught_exception
+                _uncaught_exception = True
+                previous(*args)
+
+            sys.excepthook = excepthook
+
+
+def _forget(run: Run) -> None:
+    global _current
+    with _lock:
+        if run in _open_runs:
+            _open_runs.remove(run)
+        if _current is run:
+            _current = None
+
+
+def _finish_open_runs() -> None:
+    """At exit: finish what the script left open (failed if an exception ended it)."""
+    for run in list(_open_runs):
+        if run._pid == os.getpid():  # a forked child does not own its parent's runs
+            run.finish("failed" if _uncaught_exception else "finished")
+
+
+def _ignore_log(data: Any, step: int | None = None) -> None:
+    pass
+
+
+def _ignore(record: Any) -> None:
+    pass

@@ -1,0 +1,283 @@
+"""The background thread that takes a run's queued calls to the server, or to the spool.
+
+`Run.log` appends `(step, time, dict)` to a deque and returns; other calls append
+`(None, kind, payload)`. This thread wakes every flush interval (sooner when the queue is long,
+at once when asked to flush), turns what it finds into columnar batches and posts them. The
+first failure to reach the server warns once and switches the run to the spool: from then on
+every record goes to disk, in order (per key, steps only increase, so nothing may overtake a
+spooled batch), and the spool is drained every `retry_interval_s` until it is empty, when live
+sending resumes. Nothing here raises into the training loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from corral.errors import Conflict, InvalidRequest
+from corral.sdk.batches import MAX_BATCH_POINTS, ColumnBuilder
+from corral.sdk.files import sha256_file
+from corral.sdk.spool import RunSpool, post_record, read_record
+
+logger = logging.getLogger("corral.sdk")
+
+RETRY_INTERVAL_S = 30.0
+WAKE_RECORDS = 20_000  # a queue this long is sent before the interval is up
+WAKE_CHECK_S = 0.05    # how often the thread looks at the queue's length while it waits
+# the server answered, and will answer the same to a retry: drop the record rather than block the spool
+REJECTED = (InvalidRequest, Conflict)
+
+Connect = Callable[[], Any]
+"""Returns a client (corral.client.Client or anything with its run methods); may raise."""
+
+
+class Sender:
+    """Owns one run's queue, its connection and its spool; all network and disk work runs here."""
+
+    def __init__(self, queue: deque, *, request: dict[str, Any], connect: Connect | None, spool_root: str,
+                 spool: RunSpool | None = None, run_id: int | None = None, flush_interval_s: float = 1.0,
+                 retry_interval_s: float = RETRY_INTERVAL_S, max_batch_points: int = MAX_BATCH_POINTS,
+                 on_created: Callable[[dict[str, Any]], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.queue = queue
+        self.request = request
+        self.run_id = run_id
+        self.spool = spool
+        self.spool_root = spool_root
+        self.flush_interval_s = flush_interval_s
+        self.retry_interval_s = retry_interval_s
+        self.offline = connect is None
+        # a resumed spool with records still in it must be emptied before anything goes live
+        self.spooling = self.offline or (spool is not None and not spool.empty)
+        self._connect = connect
+        self._client: Any = None
+        self._on_created = on_created
+        self._clock = clock
+        self._next_retry = 0.0
+        self._warned: set[str] = set()
+        self._builder = ColumnBuilder(max_batch_points, self._warn)
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._served = 0
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name="corral-sender", daemon=True)
+
+    # -- called from the training thread ----------------------------------------------------------
+
+    def create_run(self) -> dict[str, Any] | None:
+        """Create (or resume) the run on the server now; None if that failed (the run spools)."""
+        if self.offline:
+            return None
+        try:
+            run = self._connected().create_run(**self.request)
+        except Exception as exc:  # noqa: BLE001 - no server error may stop training
+            self._failed(exc)
+            return None
+        self._created(run)
+        return run
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything queued before this call was sent or spooled; False on timeout."""
+        with self._cond:
+            self._requested += 1
+            ticket = self._requested
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._served >= ticket or not self._thread.is_alive(), timeout)
+
+    def close(self, timeout: float | None) -> bool:
+        """Send or spool what is queued, try the spool once more, stop; False if `timeout` ran out."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # -- the thread -------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            self._wait()
+            with self._cond:
+                ticket, closing = self._requested, self._closing
+            try:
+                self._pump()
+                if self.spooling and not self.offline and (closing or self._clock() >= self._next_retry):
+                    self._drain()
+            except Exception as exc:  # noqa: BLE001 - a bug here must not end the thread silently
+                self._warn("internal", f"internal error in the sender thread: {exc!r}")
+            with self._cond:
+                self._served = ticket
+                self._cond.notify_all()
+            if closing and not self.queue:
+                break
+        self._close_spool()
+
+    def _wait(self) -> None:
+        deadline = self._clock() + self.flush_interval_s
+        with self._cond:
+            while not (self._requested > self._served or self._closing):
+                left = deadline - self._clock()
+                if left <= 0 or len(self.queue) >= WAKE_RECORDS:
+                    return
+                self._cond.wait(min(left, WAKE_CHECK_S))
+
+    def _pump(self) -> None:
+        """Take what is queued now (not what arrives meanwhile: a fast loop must not starve a flush)."""
+        queue, builder = self.queue, self._builder
+        add, popleft = builder.add, queue.popleft
+        for _ in range(len(queue)):
+            record = popleft()
+            if record[0] is None:
+                builder.seal()
+                self._ship()
+                self._operation(record[1], record[2])
+            else:
+                add(record[0], record[1], record[2])
+                if builder.ready:
+                    self._ship()
+        builder.seal()
+        self._ship()
+
+    def _ship(self) -> None:
+        for batch, points, last_step in self._builder.take_ready():
+            self._deliver({"kind": "metrics", "batch": batch, "points": points, "last_step": last_step})
+
+    def _operation(self, kind: str, payload: Any) -> None:
+        if kind == "artifact_file":
+            self._deliver({"kind": "artifacts", "artifacts": [self._describe_file(payload)]})
+        elif kind == "finish":
+            self._finish(payload["state"], payload["end_time"])
+        else:
+            self._deliver({"kind": kind, **payload})
+
+    def _describe_file(self, artifact: dict[str, Any]) -> dict[str, Any]:
+        try:
+            artifact["size"], artifact["sha256"] = sha256_file(artifact["path"])
+        except OSError as exc:
+            self._warn(f"artifact:{artifact['path']}", f"cannot read artifact {artifact['path']}: {exc}")
+        return artifact
+
+    def _deliver(self, record: dict[str, Any]) -> None:
+        if not self.spooling:
+            try:
+                post_record(self._connected(), self.run_id, record)  # type: ignore[arg-type]
+                return
+            except REJECTED as exc:
+                self._warn(f"rejected:{record['kind']}", f"the server refused a {record['kind']} record: {exc}")
+                return
+            except Exception as exc:  # noqa: BLE001
+                self._failed(exc)
+        try:
+            self._open_spool().write(record)
+        except OSError as exc:
+            self._warn("spool", f"cannot write the spool ({exc}); dropping data")
+
+    def _finish(self, state: str, end_time: float) -> None:
+        if not self.spooling:
+            try:
+                self._connected().finish_run(self.run_id, state, end_time)
+                return
+            except REJECTED as exc:
+                self._warn("rejected:finish", f"the server refused to finish the run: {exc}")
+                return
+            except Exception as exc:  # noqa: BLE001
+                self._failed(exc)
+        try:
+            self._open_spool().write_finish(state, end_time)
+        except OSError as exc:
+            self._warn("spool", f"cannot write the spool ({exc}); dropping data")
+
+    def _drain(self) -> bool:
+        """Upload the spool in order; True when it is empty and live sending may resume."""
+        spool = self.spool
+        if spool is None:
+            self.spooling = False
+            return True
+        try:
+            client = self._connected()
+            if self.run_id is None:
+                self._created(client.create_run(**spool.request))
+            for path in spool.pending():
+                try:
+                    record = read_record(path)
+                except ValueError:
+                    record = None
+                    self._warn("corrupt", f"skipped an unreadable spool record {path}")
+                if record is not None:
+                    try:
+                        post_record(client, self.run_id, record)  # type: ignore[arg-type]
+                    except REJECTED as exc:
+                        self._warn(f"rejected:{record.get('kind')}", f"the server refused a spooled record: {exc}")
+                spool.remove(path)
+            finish = spool.finish_record()
+            if finish is not None:
+                client.finish_run(self.run_id, finish.get("state", "finished"), finish.get("end_time"))
+                spool.remove_finish()
+        except Exception as exc:  # noqa: BLE001
+            self._drop_client()
+            self._next_retry = self._clock() + self.retry_interval_s
+            logger.debug("corral: spool upload failed: %r", exc)
+            return False
+        self.spooling = False
+        logger.info("corral: the server is reachable again; run %s's spool is uploaded", self.request.get("uid"))
+        return True
+
+    def _close_spool(self) -> None:
+        spool = self.spool
+        if spool is None:
+            return
+        if spool.empty:
+            spool.remove_all()
+            return
+        spool.release()
+        print(f"corral: run {spool.uid} is spooled in {spool.path}; `corral sync` uploads it", file=sys.stderr)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def _connected(self) -> Any:
+        if self._client is None:
+            if self._connect is None:
+                raise RuntimeError("offline")
+            self._client = self._connect()
+        return self._client
+
+    def _drop_client(self) -> None:
+        # a fresh client finds the server again (a restarted server may listen on a new port)
+        client, self._client = self._client, None
+        if client is not None and hasattr(client, "close"):
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _created(self, run: dict[str, Any]) -> None:
+        self.run_id = run["id"]
+        if self._on_created is not None:
+            self._on_created(run)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._drop_client()
+        self.spooling = True
+        self._next_retry = self._clock() + self.retry_interval_s
+        where = self.spool.path if self.spool is not None else self.spool_root
+        self._warn("transport", f"cannot reach the corral server ({exc}); logging to the spool in {where} "
+                                f"until it is back (`corral sync` uploads what is left)")
+
+    def _open_spool(self) -> RunSpool:
+        if self.spool is None:
+            self.spool = RunSpool.create(self.spool_root, self.request["uid"], self.request)
+        return self.spool
+
+    def _warn(self, key: str, message: str) -> None:
+        """Log `message` the first time `key` comes up in this run; training logs are no place for floods."""
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning("corral: %s", message)
