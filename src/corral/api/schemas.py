@@ -76,6 +76,7 @@ class JobOut(BaseModel):
     cpus: int
     mem_mb: int
     time_limit_s: int | None
+    checkpoint_interval_s: int
     nice: int
     partition: str
     qos: str

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core.arrays import format_ranges, parse_array
+from corral.core.checkpointing import recommended_checkpoint_interval_s
 from corral.core.paths import expand_pattern
 from corral.core.resources import Request
 from corral.core.spec import JobSpec
@@ -104,6 +105,7 @@ class Job:
             "cpus": s.cpus,
             "mem_mb": s.mem_mb,
             "time_limit_s": s.time_limit_s,
+            "checkpoint_interval_s": recommended_checkpoint_interval_s(s.time_limit_s),
             "nice": s.nice,
             "partition": s.partition,
             "qos": s.qos,
