@@ -10,6 +10,7 @@ from corral.cli.format_runs import (
     compare_runs,
     compare_view,
     flatten_config,
+    format_config_value,
     format_value,
     lower_is_better,
     metric_columns,
@@ -56,6 +57,8 @@ def test_values_are_short_and_non_finite_ones_readable():
     assert format_value(True) == "true"
     assert format_value([1, 2]) == "[1, 2]"
     assert format_value("adamw") == "adamw"
+    assert format_config_value(1.0) == "1.0" and format_config_value(3e-4) == "0.0003" and format_config_value(1) == "1"
+    assert format_config_value({"a": 1}) == '{"a": 1}' and format_config_value("x") == "x"
 
 
 def test_nested_config_is_flattened_to_dotted_keys():
@@ -77,6 +80,7 @@ def test_metric_columns_are_the_keys_every_run_has_at_most_three():
                 make_run(3, "c", {}, {"y": summary(1, 1, 1)})]
     assert metric_columns(disjoint) == ["y", "x"]
     assert metric_columns([make_run(1, "a", {}, {})]) == []
+    assert metric_columns([*runs, make_run(3, "no metrics yet", {}, {})]) == ["acc", "f1", "loss"]
 
 
 def test_runs_table_has_one_line_a_run_with_last_values_and_duration():
@@ -207,5 +211,7 @@ def test_sync_lines_say_where_each_spooled_run_went_or_why_it_failed():
     text = sync_lines([
         {"uid": "aaaa", "run_id": 7, "batches": 3, "points": 300, "state": "finished", "error": None},
         {"uid": "bbbb", "run_id": None, "batches": 0, "points": 0, "state": None, "error": "server said no"},
+        {"uid": "cccc", "run_id": 8, "batches": 1, "points": 1, "state": "running", "error": None},
     ])
-    assert text.splitlines() == ["aaaa -> run 7: 3 batches, 300 points, finished", "bbbb -> failed: server said no"]
+    assert text.splitlines() == ["aaaa -> run 7: 3 batches, 300 points, finished", "bbbb -> failed: server said no",
+                                 "cccc -> run 8: 1 batch, 1 point, running"]

@@ -24,6 +24,7 @@ class LocalBackend:
         self, home: str, *, kill_grace_s: float, server_env: Mapping[str, str], server_url: Callable[[], str | None],
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.home = home
         self.jobs_dir = os.path.join(home, "jobs")
         self.checkpoints_dir = os.path.join(home, "checkpoints")
         self.kill_grace_s = kill_grace_s
@@ -60,7 +61,7 @@ class LocalBackend:
             "argv": argv,
             "env": job_environment(
                 job, allocation, server_env=self.server_env, checkpoint_dir=checkpoint_dir,
-                server_url=self.server_url(),
+                server_url=self.server_url(), home=self.home,
             ),
             "cwd": job.spec.workdir,
             "stdout": stdout,

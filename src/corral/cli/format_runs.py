@@ -121,7 +121,7 @@ def _key_rank(key: str) -> tuple[bool, str]:
 def metric_columns(runs: Sequence[Mapping[str, Any]], limit: int = MAX_METRIC_COLUMNS) -> list[str]:
     """The metrics to show as columns: those every run that logged any has (else the most common), at most `limit`."""
     counts: dict[str, int] = {}
-    logged = [run.get("metrics") for run in runs if run.get("metrics")]
+    logged = [run["metrics"] for run in runs if run.get("metrics")]
     for metrics in logged:
         for key in metrics:
             counts[key] = counts.get(key, 0) + 1
@@ -365,9 +365,13 @@ def sync_lines(reports: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"{r['uid']} -> failed: {r['error']}")
         else:
             state = f", {r['state']}" if r.get("state") else ""
-            lines.append(f"{r['uid']} -> run {r.get('run_id')}: {r.get('batches', 0)} batches, "
-                         f"{r.get('points', 0)} points{state}")
+            lines.append(f"{r['uid']} -> run {r.get('run_id')}: {_count(r.get('batches') or 0, 'batch', 'batches')}, "
+                         f"{_count(r.get('points') or 0, 'point', 'points')}{state}")
     return "\n".join(lines)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def imported_table(runs: Sequence[Mapping[str, Any]]) -> str:

@@ -8,6 +8,7 @@ the SDK's spool and TensorBoard readers are imported only by the commands that u
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -142,7 +143,10 @@ def sync(ctx: click.Context, directory: str | None, as_json: bool) -> None:
     from corral.cli.format_runs import sync_lines
     from corral.sdk.sync import sync_spool
 
-    reports = [_as_dict(r) for r in sync_spool(directory, client=_client(ctx))]
+    client = _client(ctx)
+    if directory is None and ctx.obj["home"] and not os.environ.get("CORRAL_SPOOL_DIR"):
+        directory = os.path.join(client.home, "spool")  # the SDK's default, for the home given with --home
+    reports = [_as_dict(r) for r in sync_spool(directory, client=client)]
     if as_json:
         _print_json(reports)
     elif reports:

@@ -10,7 +10,8 @@ from corral.core.resources import Allocation
 
 
 def job_environment(
-    job: Job, allocation: Allocation, *, server_env: Mapping[str, str], checkpoint_dir: str, server_url: str | None
+    job: Job, allocation: Allocation, *, server_env: Mapping[str, str], checkpoint_dir: str, server_url: str | None,
+    home: str | None = None,
 ) -> dict[str, str]:
     spec = job.spec
     env = {k: v for k, v in server_env.items() if not k.startswith(("SLURM_", "CORRAL_"))} if spec.inherit_env else {}
@@ -36,6 +37,8 @@ def job_environment(
         env["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))
     if server_url:
         env["CORRAL_URL"] = server_url
+    if home:
+        env["CORRAL_HOME"] = home  # the SDK spools there when the server cannot be reached
     if job.array_job_id is not None:
         env["CORRAL_ARRAY_JOB_ID"] = str(job.array_job_id)
         env["CORRAL_ARRAY_TASK_ID"] = str(job.array_task_id)
