@@ -215,6 +215,8 @@ class TrackingService:
         check_key(key, "key")
         if not 2 <= max_points <= MAX_SERIES_POINTS:
             raise InvalidRequest("max_points", f"{max_points} is out of range", f"ask for 2 to {MAX_SERIES_POINTS:,} points")
+        if start is not None and end is not None and start > end:
+            raise InvalidRequest("start", f"{start} is after end {end}", "give start <= end")
 
         def read(conn: Connection) -> bytes:
             count, downsampled, points = self.store.series(
