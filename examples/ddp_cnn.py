@@ -8,7 +8,8 @@ random phase, under noise: learnable, deterministic, and nothing to download.
     corral submit --gpus 4 -- torchrun --standalone --nproc_per_node 4 examples/ddp_cnn.py   # NCCL, a GPU each
 
 The global batch is split over the processes, so every world size does the same work (strong
-scaling) and the times compare. Rank 0 prints `RESULT world_size=N train_time_s=T samples_per_s=S ...`
+scaling) and the times compare. The time covers the epochs (training and validation) after the
+first `--warmup-steps` steps, and is the slowest rank's. Rank 0 prints `RESULT world_size=N train_time_s=T samples_per_s=S ...`
 and logs those figures to its corral run; the other ranks' `corral.init` returns a run that logs nothing.
 """
 
@@ -38,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=128, help="global batch, split over the processes")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup-steps", type=int, default=2,
+                        help="first steps left out of the timing (first-call kernel choice and allocation)")
     parser.add_argument("--threads", type=int, default=0,
                         help="intra-op threads per process (default: the CPUs this job has, shared out among the processes)")
     parser.add_argument("--project", default="ddp-cnn")
@@ -59,7 +62,7 @@ def make_images(count: int, seed: int) -> TensorDataset:
     phase = torch.rand(count, 1, 1, generator=gen) * 2 * math.pi
     wave = torch.sin(f * (xx * torch.cos(a) + yy * torch.sin(a)) + phase)          # count x 32 x 32
     images = color[labels].view(-1, 3, 1, 1) * wave.unsqueeze(1)                    # count x 3 x 32 x 32
-    images += 0.8 * torch.randn(images.shape, generator=gen)
+    images += 1.0 * torch.randn(images.shape, generator=gen)
     return TensorDataset(images, labels)
 
 
@@ -94,7 +97,8 @@ def cpu_threads(requested: int, local_world: int) -> int:
     # left alone, N processes would each run that many threads and fight over the same cores
     if requested:
         return requested
-    cpus = int(os.environ.get("CORRAL_CPUS", 0)) or len(os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
+    cpus = min(int(os.environ.get("CORRAL_CPUS", 0)) or cores, cores)
     return max(1, cpus // local_world)
 
 
@@ -134,27 +138,32 @@ def main(argv: list[str] | None = None) -> None:
 
     train_set = make_images(args.samples, args.seed)
     val_set = make_images(args.samples // 4, args.seed + 1)
-    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
+    sampler: DistributedSampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
     loader = DataLoader(train_set, batch_size=per_rank_batch, sampler=sampler, drop_last=True)
     val_loader = DataLoader(val_set, batch_size=256,
                             sampler=DistributedSampler(val_set, num_replicas=world, rank=rank, shuffle=False))
 
     torch.manual_seed(args.seed)  # every rank starts from the same weights (DDP also broadcasts rank 0's)
-    model = SmallCNN().to(device)
+    net = SmallCNN().to(device)
+    model: nn.Module = net
     if world > 1:
-        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     config = {**vars(args), "world_size": world, "per_rank_batch": per_rank_batch, "device": device.type,
               "threads_per_process": torch.get_num_threads() if device.type == "cpu" else None}
-    run = corral.init(project=args.project, name=args.name or f"ddp-np{world}", config=config)
+    run = corral.init(project=args.project, name=args.name or f"ddp-np{world}", config=config, best_metric="val/loss")
 
-    if world > 1:
-        dist.barrier()  # start the clock together: data generation and start-up are not training
-    started = time.perf_counter()
     step, samples = 0, 0
+    started = time.perf_counter()
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for images, labels in loader:
+            if step == args.warmup_steps:
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                if world > 1:
+                    dist.barrier()  # start the clock together
+                started, samples = time.perf_counter(), 0
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
             loss = F.cross_entropy(model(images), labels)
             optimizer.zero_grad(set_to_none=True)
@@ -178,8 +187,7 @@ def main(argv: list[str] | None = None) -> None:
                   "val_acc": round(val_acc, 4), "steps": step, "backend": dist.get_backend() if world > 1 else "none"}
         print("RESULT " + " ".join(f"{k}={v}" for k, v in result.items()), flush=True)
         run.log({"train_time_s": train_time, "samples_per_s": samples / train_time}, step=step)
-        state = (model.module if world > 1 else model).state_dict()
-        run.save_checkpoint(state, step=step, metric=val_loss)
+        run.save_checkpoint(net.state_dict(), step=step, metric=val_loss)
     run.finish()
     if world > 1:
         dist.destroy_process_group()

@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=8, help="image side in pixels: 8 as shipped, or upsampled (28 = MNIST)")
-    parser.add_argument("--name", default=None, help="the run's name (default: chosen by corral)")
+    parser.add_argument("--name", default=None, help="the run's name (default: from lr, batch size and seed)")
     parser.add_argument("--profile", action="store_true", help="profile a few training steps instead of training")
     parser.add_argument("--profile-steps", type=int, default=20, help="steps timed for the summary in --profile mode")
     return parser.parse_args(argv)
@@ -115,7 +115,9 @@ def train(args: argparse.Namespace, device: torch.device) -> None:
     train_set, val_set = load_digits(args.size)
     model = DigitCNN().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    run = corral.init(project="mnist", config=vars(args), name=args.name)
+    name = args.name or f"cnn-lr{args.lr:g}-bs{args.batch_size}-seed{args.seed}"
+    # on disk: the newest checkpoint (to resume from) and the best by validation loss
+    run = corral.init(project="mnist", config=vars(args), name=name, best_metric="val/loss", keep_last=1, keep_best=1)
     start_epoch, step = 0, 0
     checkpoint = run.latest_checkpoint()
     if checkpoint is not None:  # a requeued job: carry on where the last checkpoint left off
@@ -125,9 +127,9 @@ def train(args: argparse.Namespace, device: torch.device) -> None:
         start_epoch, step = state["epoch"] + 1, state["step"]
         print(f"resumed from {checkpoint}: epoch {start_epoch}, step {step}", flush=True)
 
-    # a generator per epoch seeded from (seed, epoch): a resumed run sees the batches it would have seen
     val_loader = make_loader(val_set, 512, device)
     for epoch in range(start_epoch, args.epochs):
+        # seeded from (seed, epoch): a resumed run sees the batches it would have seen
         order = torch.Generator().manual_seed(args.seed * 1000 + epoch)
         loader = make_loader(train_set, args.batch_size, device, shuffle=True, generator=order)
         seen, correct_sum, started = 0, 0, time.perf_counter()

@@ -128,6 +128,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     while pos < end:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:
@@ -164,7 +165,8 @@ def _half(bits: int) -> float:
     return struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
 
 
-# TensorFlow dtype → (tensor_content struct code, repeated field, decoder of one element of that field)
+# TensorFlow dtype → (struct code of tensor_content, its repeated field, decoder of a varint element;
+# None for the fixed-width float and double fields)
 _FLOAT, _DOUBLE, _INT32, _INT64, _BFLOAT16, _HALF = 1, 2, 3, 9, 14, 19
 _DTYPES: dict[int, tuple[str, int, Any]] = {
     _FLOAT: ("f", 5, None),
@@ -224,7 +226,7 @@ def _tensor_scalar(buf: bytes) -> float | None:
             size = struct.calcsize(code)
             values = list(struct.unpack(f"<{len(content) // size}{code}", content[: len(content) // size * size]))
     else:
-        fixed = {_FLOAT: "f", _DOUBLE: "d"}.get(dtype)
+        fixed = code if element is None else None  # float_val and double_val are fixed-width
         for number, wire, value in fields:
             if number == field:
                 values += _repeated(wire, value, fixed, element)
@@ -380,11 +382,12 @@ def _batches(uid: str, path: str) -> Iterator[tuple[str, list[dict[str, str]], f
     import yields the same batches for its old part.
     """
     pending: dict[str, tuple[list[int], list[float], list[float]]] = {}
-    count, start, last_offset, last_time = 0, -1, -1, 0.0
+    count, start, last_offset, last_time, negative = 0, -1, -1, 0.0, 0
     name = os.path.basename(path)
     for offset, tag, step, wall_time, value in iter_scalars(path):
-        if step < 0:
-            continue  # the server stores steps from 0
+        if step < 0:  # the server stores steps from 0
+            negative += 1
+            continue
         if count >= BATCH_POINTS and offset != last_offset:
             yield _batch_id(uid, name, start), _series(pending), last_time
             pending, count = {}, 0
@@ -398,6 +401,8 @@ def _batches(uid: str, path: str) -> Iterator[tuple[str, list[dict[str, str]], f
         last_offset, last_time = offset, max(last_time, wall_time)
     if pending:
         yield _batch_id(uid, name, start), _series(pending), last_time
+    if negative:
+        warnings.warn(f"{path}: {negative} scalars at negative steps were not imported", stacklevel=2)
 
 
 def _batch_id(uid: str, file_name: str, offset: int) -> str:
