@@ -66,7 +66,17 @@ def test_unknown_job_is_none(store):
 def test_migrations_run_twice_without_change(store):
     migrate.upgrade(store.engine)
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+
+
+def test_a_database_of_the_first_release_upgrades_keeping_its_jobs(tmp_path):
+    engine = open_engine(database_url(None, str(tmp_path)))
+    migrate.upgrade(engine, "0001")
+    old = JobStore(engine).insert([make_spec(name="from-0.1")], now=1.0)[0]
+    migrate.upgrade(engine)
+    assert JobStore(engine).get(old.id).spec.name == "from-0.1"
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM runs")).scalar() == 0
 
 
 def test_sqlite_uses_wal_and_full_sync(tmp_path):

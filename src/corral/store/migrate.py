@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 MIGRATIONS_DIR = os.path.join(os.path.dirname(__file__), "migrations")
 
 
-def upgrade(engine: Engine) -> None:
+def upgrade(engine: Engine, revision: str = "head") -> None:
     from alembic import command
     from alembic.config import Config
 
@@ -17,4 +17,4 @@ def upgrade(engine: Engine) -> None:
     config.set_main_option("script_location", MIGRATIONS_DIR)
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        command.upgrade(config, revision)

@@ -67,7 +67,8 @@ def parse_metrics_batch(body: Any, now: float) -> MetricsBatch:
     series = {key: _concat(chunks) for key, chunks in parts.items()}
     total = sum(len(p) for p in series.values())
     if total > MAX_POINTS_PER_BATCH:
-        raise InvalidRequest("metrics", f"{total} points in one batch", f"send at most {MAX_POINTS_PER_BATCH:,} per request")
+        raise InvalidRequest("metrics" if "metrics" in body else "points", f"{total} points in one batch",
+                             f"send at most {MAX_POINTS_PER_BATCH:,} per request")
     return MetricsBatch(batch_id, series)
 
 
@@ -89,16 +90,20 @@ def _series(entry: Any, field: str, now: float) -> tuple[str, Points]:
     values = _column(entry, "values", "values_f64", "<f8", field, _float_list)
     if steps is None or values is None:
         raise InvalidRequest(field, "needs both steps and values", "give steps (or steps_i64) and values (or values_f64)")
+    sent = {name: packed if packed in entry else name
+            for name, packed in (("steps", "steps_i64"), ("values", "values_f64"), ("times", "times_f64"))}
     if len(steps) != len(values):
-        raise InvalidRequest(f"{field}.values", f"has {len(values)} values for {len(steps)} steps", "give one value per step")
+        raise InvalidRequest(f"{field}.{sent['values']}", f"has {len(values)} values for {len(steps)} steps",
+                             "give one value per step")
     times = _column(entry, "times", "times_f64", "<f8", field, _time_list)
     if times is None:
         times = np.full(len(steps), now)
     elif len(times) != len(steps):
-        raise InvalidRequest(f"{field}.times", f"has {len(times)} times for {len(steps)} steps", "give one time per step, or none")
-    _check_steps(steps, f"{field}.steps")
+        raise InvalidRequest(f"{field}.{sent['times']}", f"has {len(times)} times for {len(steps)} steps",
+                             "give one time per step, or none")
+    _check_steps(steps, f"{field}.{sent['steps']}")
     if len(times) and not np.isfinite(times).all():
-        raise InvalidRequest(f"{field}.times", "holds a value that is not a finite number", "give Unix times in seconds")
+        raise InvalidRequest(f"{field}.{sent['times']}", "holds a value that is not a finite number", "give Unix times in seconds")
     return key, Points(steps, values, times)
 
 

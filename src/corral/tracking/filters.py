@@ -61,7 +61,7 @@ def parse_filter(expr: str) -> RunFilter:
     head, _, tail = name.rpartition(".")
     if head and tail in METRIC_STATS:
         key, stat = head, tail
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise InvalidRequest("where", f"{expr!r} compares a metric with {raw.strip()!r}, not a number", _HINT)
     return RunFilter("metric", (key,), stat, op, float(value))
 
@@ -79,7 +79,8 @@ def _compare(actual: Any, op: str, expected: Any) -> bool:
     if isinstance(actual, numeric) and not isinstance(actual, bool) and isinstance(expected, numeric) and not isinstance(expected, bool):
         return _OPS[op](actual, expected)
     if op in ("=", "!="):
-        same = actual == expected or (isinstance(expected, str) and not isinstance(actual, str)
+        # True == 1 in Python, but a flag is not a count: equal only if both or neither are booleans
+        same = (isinstance(actual, bool) == isinstance(expected, bool) and actual == expected) or (isinstance(expected, str) and not isinstance(actual, str)
                                       and json.dumps(actual) == expected)
         return same if op == "=" else not same
     if isinstance(actual, str) and isinstance(expected, str):

@@ -44,10 +44,10 @@ def parse_run_request(body: Any) -> RunRequest:
     job_id = body.get("job_id")
     if isinstance(job_id, str) and job_id.isdigit():
         job_id = int(job_id)
-    if job_id is not None and (type(job_id) is not int or job_id <= 0):
+    if job_id is not None and (type(job_id) is not int or not 0 < job_id < 2**31):
         raise InvalidRequest("job_id", f"{job_id!r} is not a job id", "give the corral job's number")
     start = body.get("start_time")
-    if start is not None and (type(start) not in (int, float) or not math.isfinite(start)):
+    if start is not None and not _is_time(start):
         raise InvalidRequest("start_time", f"{start!r} is not a time", "give a Unix time in seconds")
     return RunRequest(
         project=_text(body.get("project", "default"), "project", required=True),
@@ -88,7 +88,7 @@ def parse_finish(body: Any) -> tuple[str, float | None]:
     if state not in FINAL_STATES:
         raise InvalidRequest("state", f"{state!r} is not how a run ends", f"use one of {', '.join(FINAL_STATES)}")
     end = body.get("end_time")
-    if end is not None and (type(end) not in (int, float) or not math.isfinite(end)):
+    if end is not None and not _is_time(end):
         raise InvalidRequest("end_time", f"{end!r} is not a time", "give a Unix time in seconds")
     return state, (float(end) if end is not None else None)
 
@@ -117,11 +117,11 @@ def parse_artifacts(body: Any) -> list[dict[str, Any]]:
             raise InvalidRequest(f"{name}.sha256", "is not a hex SHA-256", "give 64 lowercase hex digits")
         for key in ("size", "step"):
             value = item.get(key)
-            if value is not None and (type(value) is not int or value < 0):
-                raise InvalidRequest(f"{name}.{key}", f"{value!r} is not a whole number >= 0")
+            if value is not None and (type(value) is not int or not 0 <= value < 2**63):
+                raise InvalidRequest(f"{name}.{key}", f"{value!r} is not a whole number from 0 to 2**63-1")
         value = item.get("metric_value")
-        if value is not None and type(value) not in (int, float):
-            raise InvalidRequest(f"{name}.metric_value", f"{value!r} is not a number")
+        if value is not None and (type(value) not in (int, float) or _overflows(value)):
+            raise InvalidRequest(f"{name}.metric_value", f"{value!r} is not a 64-bit float")
         deleted = item.get("deleted")
         if deleted is not None and not isinstance(deleted, bool):
             raise InvalidRequest(f"{name}.deleted", "must be true or false")
@@ -144,6 +144,18 @@ def parse_tags(value: Any, name: str) -> tuple[str, ...]:
         if tag not in tags:
             tags.append(tag)
     return tuple(tags)
+
+
+def _is_time(value: Any) -> bool:
+    return type(value) in (int, float) and not _overflows(value) and math.isfinite(value)
+
+
+def _overflows(value: int | float) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
 
 
 def _object(body: Any, example: str) -> dict[str, Any]:
