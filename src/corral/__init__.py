@@ -1,7 +1,13 @@
-"""corral: run GPU training jobs.
+"""corral: run GPU training jobs, and track them.
 
-`import corral` stays light (the CLI and every job's supervisor import it);
-the Python client loads on first use: `corral.Client`.
+    import corral
+    run = corral.init(project="mnist", config=args)
+    run.log({"loss": loss}, step=step)
+    run.finish()
+
+`import corral` stays light (the CLI and every job's supervisor import it): the SDK
+(`corral.init`, `corral.Run`, `corral.log`, `corral.finish`) and the Python client
+(`corral.Client`) load on first use.
 """
 
 from __future__ import annotations
@@ -9,15 +15,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Client", "__version__"]
+__all__ = ["Client", "Run", "finish", "init", "log", "__version__"]
 
 if TYPE_CHECKING:
     from corral.client import Client
+    from corral.sdk.run import Run, finish, init, log
+
+_SDK_NAMES = frozenset({"Run", "finish", "init", "log"})
 
 
 def __getattr__(name: str) -> Any:
     if name == "Client":
         from corral.client import Client
 
-        return Client
-    raise AttributeError(f"module 'corral' has no attribute {name!r}")
+        value: Any = Client
+    elif name in _SDK_NAMES:
+        from corral.sdk import run
+
+        value = getattr(run, name)
+    else:
+        raise AttributeError(f"module 'corral' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value

@@ -97,8 +97,7 @@ class CheckpointStore:
             _unlink(tmp)
             raise
         fsync_dir(self.directory)
-        entry = {"file": os.path.basename(final), "step": step,
-                 "metric": float(metric) if metric is not None else None,
+        entry = {"file": os.path.basename(final), "step": step, "metric": finite_or_none(metric),
                  "sha256": sha256, "size": size, "time": time.time()}
         entries = [e for e in self.entries() if _step(e) != step] + [entry]
         kept = self.policy.retained(entries)
@@ -192,6 +191,14 @@ def _place_file(source: str, tmp: str, *, move: bool) -> tuple[int, str]:
         writer.close()
         raise
     return writer.size, writer.sha256
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A metric as a float; None for none, NaN or infinity (JSON has no such numbers, and no such best)."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _step(entry: dict[str, Any]) -> int:

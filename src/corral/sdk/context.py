@@ -88,13 +88,13 @@ def git_commit(cwd: str | None = None, timeout: float = GIT_TIMEOUT_S) -> str | 
 
 def _int(text: str | None) -> int | None:
     try:
-        return int(text) if text not in (None, "") else None
+        return int(text) if text else None
     except ValueError:
         return None
 
 
 def _float(text: str | None) -> float | None:
     try:
-        return float(text) if text not in (None, "") else None
+        return float(text) if text else None
     except ValueError:
         return None

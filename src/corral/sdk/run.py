@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from corral.core.checkpointing import recommended_checkpoint_interval_s
-from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy
-from corral.sdk.context import detect_job, git_commit, resume_key
+from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
+from corral.sdk.context import detect_job, git_commit
+from corral.sdk.context import resume_key as derive_resume_key
 from corral.sdk.sender import Sender, logger
 from corral.sdk.spool import RunSpool, spool_root
 
@@ -87,7 +88,8 @@ class Run:
             self.log = _ignore_log  # type: ignore[method-assign]
             self._finished = True
         else:
-            self._append = queue.append
+            # three items per record, not a tuple: one object less for the garbage collector to track
+            self._extend = queue.extend
 
     @property
     def disabled(self) -> bool:
@@ -109,16 +111,16 @@ class Run:
         if step is None:
             step = self._next_step
         self._next_step = step + 1
-        self._append((step, _now(), dict(data)))  # a copy: callers reuse their dicts
+        self._extend((step, _now(), dict(data)))  # a copy: callers reuse their dicts
 
     def log_params(self, params: Mapping[str, Any] | argparse.Namespace) -> None:
         """Merge `params` into the run's config (shallow)."""
         if not self._finished:
-            self._append((None, "params", {"params": config_dict(params)}))
+            self._extend((None, "params", {"params": config_dict(params)}))
 
     def add_tags(self, *tags: str) -> None:
         if not self._finished and tags:
-            self._append((None, "tags", {"add": [str(t) for t in tags], "remove": []}))
+            self._extend((None, "tags", {"add": [str(t) for t in tags], "remove": []}))
 
     def log_artifact(self, path: str | os.PathLike[str], type: str = "file", step: int | None = None,
                      metric: float | None = None, metric_name: str | None = None) -> None:
@@ -126,9 +128,9 @@ class Run:
         if self._finished:
             return
         artifact = {"path": os.path.abspath(os.fspath(path)), "type": type, "step": step,
-                    "metric": metric_name or (self._checkpoints.metric_name if metric is not None else None),
-                    "metric_value": None if metric is None else float(metric)}
-        self._append((None, "artifact_file", {k: v for k, v in artifact.items() if v is not None}))
+                    "metric": metric_name or (self._checkpoints.metric_name if finite_or_none(metric) is not None else None),
+                    "metric_value": finite_or_none(metric)}
+        self._extend((None, "artifact_file", {k: v for k, v in artifact.items() if v is not None}))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything logged so far is sent (or spooled); False if `timeout` ran out."""
@@ -159,7 +161,7 @@ class Run:
         if not self._finished:
             artifacts = [self._checkpoints.artifact(entry)]
             artifacts += [self._checkpoints.artifact(gone, deleted=True) for gone in removed]
-            self._append((None, "artifacts", {"artifacts": artifacts}))
+            self._extend((None, "artifacts", {"artifacts": artifacts}))
         return self._checkpoints.path_for(step)
 
     def latest_checkpoint(self) -> str | None:
@@ -186,13 +188,16 @@ class Run:
     def finish(self, state: str = "finished", timeout: float | None = None) -> None:
         """Send everything, mark the run `state` ("finished", "failed", "crashed"); waits at most
         `timeout` seconds (default 30) for the upload. Calling it again does nothing."""
+        if self._sender is None:
+            _forget(self)  # a disabled run: nothing to send, but it is no longer current
+            return
         with _lock:
             if self._finished:
                 return
             self._finished = True
-        self._append((None, "finish", {"state": state, "end_time": time.time()}))
+        self._extend((None, "finish", {"state": state, "end_time": time.time()}))
         self.log = _ignore_log  # type: ignore[method-assign]
-        self._append = _ignore
+        self._extend = _ignore
         _forget(self)
         assert self._sender is not None
         timeout = self._finish_timeout_s if timeout is None else timeout
@@ -258,7 +263,7 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
         return run
 
     tag_list = [str(t) for t in (tags or ())] + ([] if rank_zero_only else [f"rank:{job.rank}"])
-    key = resume_key or _derive_resume_key(job.job, project, name, index, None if rank_zero_only else job.rank)
+    key = resume_key or derive_resume_key(job.job, project, name, index, None if rank_zero_only else job.rank)
     request: dict[str, Any] = {
         "project": project, "name": name, "uid": secrets.token_hex(8), "resume_key": key,
         "config": config_dict(config), "tags": tag_list, "job_id": job.corral_job_id, "node": job.node,
@@ -276,11 +281,21 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
             logger.warning("corral: cannot create the spool in %s (%s); this run's data will be lost", root, exc)
 
     queue: deque = deque()
-    holder: list[Run] = []
+    holder: list[Run] = []  # the run, once made: the sender tells it its id when it reaches the server late
+
+    def created(server_run: dict[str, Any]) -> None:
+        if holder:
+            holder[0]._created(server_run)
+
     sender = Sender(queue, request=request, connect=None if mode == "offline" else _connector(url, client),
                     spool_root=root, spool=spool, flush_interval_s=flush_interval_s,
-                    retry_interval_s=retry_interval_s, on_created=lambda r: holder and holder[0]._created(r))
-    server_run = sender.create_run() or {}
+                    retry_interval_s=retry_interval_s, on_created=created)
+    try:
+        server_run = sender.create_run() or {}
+    except Exception:
+        if spool is not None:
+            spool.release()
+        raise
     last_steps = [s for s in (server_run.get("last_step"), spooled_last_step) if isinstance(s, int)]
     run = Run(uid=server_run.get("uid") or request["uid"], mode=mode, sender=sender, queue=queue,
               run_id=server_run.get("id"), resumed=bool(server_run.get("resumed")) or spooled_last_step is not None,
@@ -344,10 +359,6 @@ def _jsonable(value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         return str(value)
-
-
-def _derive_resume_key(job: str | None, project: str, name: str | None, index: int, rank: int | None) -> str | None:
-    return resume_key(job, project, name, index, rank)
 
 
 def _resume_spool(root: str, key: str | None) -> tuple[RunSpool | None, int | None]:

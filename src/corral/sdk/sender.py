@@ -1,7 +1,7 @@
 """The background thread that takes a run's queued calls to the server, or to the spool.
 
-`Run.log` appends `(step, time, dict)` to a deque and returns; other calls append
-`(None, kind, payload)`. This thread wakes every flush interval (sooner when the queue is long,
+`Run.log` extends a deque with `step, time, dict` and returns; other calls add
+`None, kind, payload`. This thread wakes every flush interval (sooner when the queue is long,
 at once when asked to flush), turns what it finds into columnar batches and posts them. The
 first failure to reach the server warns once and switches the run to the spool: from then on
 every record goes to disk, in order (per key, steps only increase, so nothing may overtake a
@@ -17,6 +17,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
+from operator import call
 from typing import Any
 
 from corral.errors import Conflict, InvalidRequest
@@ -27,7 +29,7 @@ from corral.sdk.spool import RunSpool, post_record, read_record
 logger = logging.getLogger("corral.sdk")
 
 RETRY_INTERVAL_S = 30.0
-WAKE_RECORDS = 20_000  # a queue this long is sent before the interval is up
+WAKE_ITEMS = 3 * 20_000  # a queue of 20,000 records is sent before the interval is up
 WAKE_CHECK_S = 0.05    # how often the thread looks at the queue's length while it waits
 # the server answered, and will answer the same to a retry: drop the record rather than block the spool
 REJECTED = (InvalidRequest, Conflict)
@@ -70,11 +72,17 @@ class Sender:
     # -- called from the training thread ----------------------------------------------------------
 
     def create_run(self) -> dict[str, Any] | None:
-        """Create (or resume) the run on the server now; None if that failed (the run spools)."""
+        """Create (or resume) the run on the server now; None if that failed (the run spools).
+
+        Raises:
+            InvalidRequest: the server refused the request itself (a bad project, name or tag).
+        """
         if self.offline:
             return None
         try:
             run = self._connected().create_run(**self.request)
+        except REJECTED:
+            raise  # a bad project, name or tag: no retry will fix it, and training has not started
         except Exception as exc:  # noqa: BLE001 - no server error may stop training
             self._failed(exc)
             return None
@@ -125,24 +133,34 @@ class Sender:
         with self._cond:
             while not (self._requested > self._served or self._closing):
                 left = deadline - self._clock()
-                if left <= 0 or len(self.queue) >= WAKE_RECORDS:
+                if left <= 0 or len(self.queue) >= WAKE_ITEMS:
                     return
                 self._cond.wait(min(left, WAKE_CHECK_S))
 
     def _pump(self) -> None:
         """Take what is queued now (not what arrives meanwhile: a fast loop must not starve a flush)."""
         queue, builder = self.queue, self._builder
-        add, popleft = builder.add, queue.popleft
-        for _ in range(len(queue)):
-            record = popleft()
-            if record[0] is None:
+        # records are three items each: (step, time, dict), or (None, kind, payload) for the rest;
+        # the producer adds all three in one deque.extend, which no other thread can interleave
+        count = len(queue) // 3 * 3
+        if not count:
+            return
+        items = list(map(call, repeat(queue.popleft, count)))
+        steps, times, datas = items[0::3], items[1::3], items[2::3]
+        start = 0
+        while start < len(steps):
+            try:
+                op = steps.index(None, start)
+            except ValueError:
+                op = len(steps)
+            if op > start:
+                builder.extend(steps[start:op], times[start:op], datas[start:op])
+                self._ship()
+            if op < len(steps):
                 builder.seal()
                 self._ship()
-                self._operation(record[1], record[2])
-            else:
-                add(record[0], record[1], record[2])
-                if builder.ready:
-                    self._ship()
+                self._operation(times[op], datas[op])
+            start = op + 1
         builder.seal()
         self._ship()
 
@@ -260,6 +278,9 @@ class Sender:
 
     def _created(self, run: dict[str, Any]) -> None:
         self.run_id = run["id"]
+        if self.spool is None and run.get("uid"):
+            # a resumed run keeps the uid an earlier process gave it; a later spool must name that one
+            self.request = {**self.request, "uid": run["uid"]}
         if self._on_created is not None:
             self._on_created(run)
 

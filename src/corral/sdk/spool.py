@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
 import time
 from typing import TYPE_CHECKING, Any
@@ -58,17 +59,28 @@ class RunSpool:
 
     @property
     def uid(self) -> str:
-        return os.path.basename(self.path)
+        return str(self.request.get("uid") or os.path.basename(self.path))
 
     # -- opening ----------------------------------------------------------------------------------
 
     @classmethod
     def create(cls, root: str, uid: str, request: dict[str, Any]) -> RunSpool:
-        """Make (or take over) `<root>/<uid>`, lock it, and record the create request."""
+        """Make `<root>/<uid>` (another name if a live process holds that one), lock it, record the request."""
         path = os.path.join(root, uid)
+        while True:
+            try:
+                os.makedirs(path)
+            except FileExistsError:
+                try:  # left by an earlier process of this run: take it over, unless it is alive
+                    fd = _lock(path, blocking=False)
+                    break
+                except SpoolLocked:
+                    path = os.path.join(root, f"{uid}-{secrets.token_hex(4)}")
+                    continue
+            # lock before run.json exists: `corral sync` skips a directory without one (and lets go)
+            fd = _lock(path, blocking=True)
+            break
         os.makedirs(os.path.join(path, BATCHES), exist_ok=True)
-        # lock before run.json exists: `corral sync` skips a directory without one
-        fd = _lock(path, blocking=True)
         write_json_atomic(os.path.join(path, RUN_FILE), {"request": request, "created": time.time()})
         return cls(path, fd, request)
 
