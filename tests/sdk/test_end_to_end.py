@@ -233,3 +233,24 @@ def test_a_run_the_server_refuses_fails_at_init_not_later(server_factory, at_ser
     with pytest.raises(InvalidRequest, match="tags"):
         corral.init(project="e2e", tags=["two\nlines"], **FAST)
     assert server.client().runs(project="e2e") == [] and not os.path.exists(sdk_env)
+
+
+CANCELLED_JOB = """
+import corral, sys, time
+run = corral.init(project="cancel", name="c", flush_interval_s=3600)  # nothing is sent before the signal
+for i in range(500):
+    run.log({"loss": 1.0 / (i + 1)}, step=i)
+print(run.id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_cancelled_job_sends_what_it_logged_before_it_dies_and_its_run_ends_crashed(server):
+    client = server.client()
+    job = client.submit([sys.executable, "-c", CANCELLED_JOB], env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    run_id = int(wait_for(lambda: client.logs(job["id"])[0].strip(), timeout=60))
+    client.cancel(job["id"])
+    ended = client.wait(job["id"], timeout=30)
+    assert ended["state"] == "CANCELLED"
+    assert read_all(client, run_id, "loss")[0] == list(range(500))  # flushed on SIGTERM, not lost with the process
+    assert wait_for(lambda: client.get_run(run_id)["state"] == "crashed", timeout=10)

@@ -43,6 +43,18 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def directory_size(path: str) -> int:
+    """Bytes in the files under a directory (links not followed)."""
+    total = 0
+    for root, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass  # removed while we walked
+    return total
+
+
 def sha256_file(path: str) -> tuple[int, str]:
     """(size in bytes, sha256 hex) of a file, read in chunks (hashlib drops the GIL on big ones)."""
     digest = hashlib.sha256()

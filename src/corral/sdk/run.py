@@ -22,6 +22,7 @@ import json
 import math
 import os
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -40,6 +41,7 @@ MODES = ("online", "offline", "disabled")
 REQUEST_TIMEOUT_S = 10.0
 FINISH_TIMEOUT_S = 30.0
 FINAL_CHECKPOINT_MARGIN_S = 300.0
+SIGTERM_FLUSH_S = 3.0  # well inside the grace before SIGKILL (corral's default 10 s, Slurm's KillWait 30 s)
 
 _now = time.time  # a module global: one dict lookup cheaper than time.time in run.log
 
@@ -123,13 +125,14 @@ class Run:
             self._extend((None, "tags", {"add": [str(t) for t in tags], "remove": []}))
 
     def log_artifact(self, path: str | os.PathLike[str], type: str = "file", step: int | None = None,
-                     metric: float | None = None, metric_name: str | None = None) -> None:
-        """Register a file with the run; its size and sha256 are computed in the background."""
+                     metric: float | None = None, metric_name: str | None = None, *, deleted: bool = False) -> None:
+        """Register a file (or a directory) with the run; its size and sha256 are computed in the
+        background. `deleted=True` records that an artifact registered earlier is gone."""
         if self._finished:
             return
         artifact = {"path": os.path.abspath(os.fspath(path)), "type": type, "step": step,
                     "metric": metric_name or (self._checkpoints.metric_name if finite_or_none(metric) is not None else None),
-                    "metric_value": finite_or_none(metric)}
+                    "metric_value": finite_or_none(metric), "deleted": True if deleted else None}
         self._extend((None, "artifact_file", {k: v for k, v in artifact.items() if v is not None}))
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -396,6 +399,7 @@ def _remember(run: Run) -> None:
         if not _hooks_installed:
             _hooks_installed = True
             atexit.register(_finish_open_runs)
+            _flush_on_sigterm()
             previous = sys.excepthook
 
             def excepthook(*args: Any) -> None:
@@ -413,6 +417,30 @@ def _forget(run: Run) -> None:
             _open_runs.remove(run)
         if _current is run:
             _current = None
+
+
+def _flush_on_sigterm() -> None:
+    """SIGTERM (cancel, time limit, preemption) ends Python without its atexit hooks; send what
+    is queued first, then die of the signal as before. Only where nobody handles SIGTERM yet:
+    a script's or a framework's own handler is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    deadline = time.monotonic() + SIGTERM_FLUSH_S
+    for run in list(_open_runs):
+        if run._pid == os.getpid():
+            # not finish(): a preempted job resumes this run; the server ends it if the job ends
+            run.flush(max(0.0, deadline - time.monotonic()))
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _finish_open_runs() -> None:

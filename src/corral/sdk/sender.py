@@ -12,6 +12,7 @@ sending resumes. Nothing here raises into the training loop.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import Any
 
 from corral.errors import Conflict, InvalidRequest
 from corral.sdk.batches import MAX_BATCH_POINTS, ColumnBuilder
-from corral.sdk.files import sha256_file
+from corral.sdk.files import directory_size, sha256_file
 from corral.sdk.spool import RunSpool, post_record, read_record
 
 logger = logging.getLogger("corral.sdk")
@@ -177,8 +178,13 @@ class Sender:
             self._deliver({"kind": kind, **payload})
 
     def _describe_file(self, artifact: dict[str, Any]) -> dict[str, Any]:
+        if artifact.get("deleted"):
+            return artifact
         try:
-            artifact["size"], artifact["sha256"] = sha256_file(artifact["path"])
+            if os.path.isdir(artifact["path"]):  # a checkpoint directory (Hugging Face's): its size, no hash
+                artifact["size"] = directory_size(artifact["path"])
+            else:
+                artifact["size"], artifact["sha256"] = sha256_file(artifact["path"])
         except OSError as exc:
             self._warn(f"artifact:{artifact['path']}", f"cannot read artifact {artifact['path']}: {exc}")
         return artifact
