@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything and run the demo: a server with 4 declared A100s, a few jobs,
-# the queue while they run, then the finished jobs and their logs.
+# the queue while they run, then the finished jobs and their logs, and two tracked training runs compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -17,6 +17,8 @@ step corral submit --gpus 2 --time 2:00 -J train-toy -- python3 train_toy.py --s
 step corral submit --gres=gpu:A100:3 -J big-model --wrap 'echo "3 GPUs: $CUDA_VISIBLE_DEVICES"; sleep 2'
 step corral submit --gpus 1 --mem 64M -J leaky -- python3 -c 'x = bytearray(256 * 2**20); import time; time.sleep(5)'
 step corral submit --gpus 1 -J broken -- sh -c 'echo "about to fail" >&2; exit 3'
+step corral submit --gpus 1 -t 10 -J mnist-fast -- python3 mnist_cnn.py --epochs 3 --lr 1e-2
+step corral submit --gpus 1 -t 10 -J mnist-slow -- python3 mnist_cnn.py --epochs 3 --lr 1e-3
 sweep=$(corral submit --parsable --array=0-3%2 --gpus 1 -t 1 -J sweep --wrap 'echo "task $SLURM_ARRAY_TASK_ID on GPU $CUDA_VISIBLE_DEVICES"; sleep 1')
 echo "Submitted array job $sweep (4 tasks, at most 2 at once)"
 step corral submit -d "afterok:$sweep" -t 1 -J summarize --wrap 'echo "every sweep task succeeded"'
@@ -32,4 +34,8 @@ for id in $(corral history --json | python3 -c 'import json,sys; print(" ".join(
   printf '\n\033[1m--- job %s: stdout ---\033[0m\n' "$id"; corral logs --tail 5 "$id"
   printf '\033[1m--- job %s: stderr ---\033[0m\n' "$id"; corral logs --stderr --tail 5 "$id"
 done
+step corral runs
+runs=$(corral runs --json | python3 -c 'import json,sys; print(" ".join(str(r["id"]) for r in json.load(sys.stdin)))')
+step corral compare $runs
+step corral metrics "${runs##* }" val/loss
 step corral down
