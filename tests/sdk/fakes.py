@@ -125,6 +125,9 @@ class FakeServer:
     def steps(self, run_id: int, key: str) -> list[int]:
         return [p[0] for p in self.series(run_id, key)]
 
+    def values(self, run_id: int, key: str) -> list[float]:
+        return [p[1] for p in self.series(run_id, key)]
+
     def artifacts(self, run_id: int) -> dict[str, dict[str, Any]]:
         with self.lock:
             return dict(self.artifact_map[run_id])

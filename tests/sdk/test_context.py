@@ -12,8 +12,14 @@ def test_a_corral_job_is_linked_and_names_the_resume_key():
                       "CORRAL_CHECKPOINT_DIR": "/ckpt/12", "CORRAL_RESTART_COUNT": "2", "CORRAL_TIME_LIMIT_S": "7200",
                       "CORRAL_JOB_END_TIME": "1700007200"})
     assert (job.job, job.corral_job_id, job.node, job.checkpoint_dir) == ("12", 12, "gpu01", "/ckpt/12")
-    assert (job.restart_count, job.time_limit_s, job.end_time) == (2, 7200.0, 1700007200.0)
-    assert resume_key(job.job, "mnist", "lr-0.1", 0) == "job:12:mnist:lr-0.1:0"
+    assert (job.time_limit_s, job.end_time) == (7200.0, 1700007200.0)
+    assert resume_key(job.job, "mnist", "lr-0.1", 0, program="train.py") == "job:12:train.py:mnist:lr-0.1:0"
+
+
+def test_two_programs_of_one_job_get_runs_of_their_own():
+    train, evaluate = (resume_key("12", "mnist", None, 0, program=p) for p in ("train.py", "eval.py"))
+    assert train != evaluate
+    assert resume_key("12", "mnist", None, 0) == resume_key("12", "mnist", None, 0)  # a requeue: the same
 
 
 def test_a_slurm_job_is_named_but_not_linked():
@@ -35,7 +41,7 @@ def test_rank_prefers_torchrun_over_slurm():
 
 
 def test_per_rank_resume_keys_differ():
-    assert resume_key("12", "p", None, 1, rank=2) == "job:12:p::1:rank:2"
+    assert resume_key("12", "p", None, 1, rank=2, program="t.py") == "job:12:t.py:p::1:rank:2"
 
 
 def test_git_commit_of_the_working_directory(tmp_path):

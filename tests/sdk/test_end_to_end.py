@@ -172,7 +172,7 @@ def test_a_requeued_job_continues_its_run_without_duplicated_steps(server_factor
     client = server.client()
     assert read_all(client, first["id"], "loss")[0] == list(range(150))
     run = client.get_run(first["id"])
-    assert (run["state"], run["job_id"], run["resume_key"]) == ("finished", 41, "job:41:requeue:r:0")
+    assert (run["state"], run["job_id"], run["resume_key"]) == ("finished", 41, "job:41:-c:requeue:r:0")
     live = sorted(a["step"] for a in client.artifacts(first["id"], type="checkpoint"))
     everything = {a["step"]: a["deleted"] for a in client.artifacts(first["id"], type="checkpoint", deleted=True)}
     assert live == [124, 149]
@@ -254,3 +254,27 @@ def test_a_cancelled_job_sends_what_it_logged_before_it_dies_and_its_run_ends_cr
     assert ended["state"] == "CANCELLED"
     assert read_all(client, run_id, "loss")[0] == list(range(500))  # flushed on SIGTERM, not lost with the process
     assert wait_for(lambda: client.get_run(run_id)["state"] == "crashed", timeout=10)
+
+
+KILLED_OFFLINE = """
+import corral, os
+run = corral.init(project="offline", mode="offline", flush_interval_s=0.05)
+for i in range(100):
+    run.log({"loss": float(i)}, step=i)
+run.add_tags("x" * 300)  # nothing checks a tag offline; the server will refuse it
+run.flush()
+os._exit(1)  # killed: no finish recorded
+"""
+
+
+def test_sync_ends_a_run_whose_process_died_as_crashed_and_leaves_out_what_the_server_refuses(server, short_tmp):
+    spool = os.path.join(short_tmp, "spool")
+    done = subprocess.run([sys.executable, "-c", KILLED_OFFLINE], capture_output=True, text=True, cwd=short_tmp,
+                          env=child_env(server, CORRAL_SPOOL_DIR=spool), timeout=60)
+    assert done.returncode == 1, done.stderr
+    client = server.client()
+    (report,) = sync_spool(spool, client=client)
+    assert report.state == "crashed" and report.points == 100
+    assert "refused a tags record" in report.error
+    assert read_all(client, report.run_id, "loss")[0] == list(range(100))
+    assert os.listdir(spool) == []  # nothing is left to block later syncs

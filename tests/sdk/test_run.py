@@ -16,6 +16,7 @@ import pytest
 
 import corral
 from corral.errors import InvalidRequest
+from corral.sdk.context import resume_key
 from corral.sdk.spool import RunSpool
 from tests.helpers import wait_for
 from tests.sdk.conftest import spooled_files
@@ -31,21 +32,31 @@ def transport_warnings(caplog) -> list[str]:
 def test_log_only_enqueues_while_the_server_is_stuck(fake):
     run = corral.init(project="p", client=fake, **FAST)
     fake.hang = threading.Event()  # every call blocks from now on
-    converted_in: list[str] = []
-
-    class Scalar:
-        def __float__(self) -> float:
-            converted_in.append(threading.current_thread().name)
-            return 1.0
-
     started = time.perf_counter()
     for i in range(10_000):
-        run.log({"loss": 0.5, "x": Scalar()} if i == 0 else {"loss": 0.5}, step=i)
+        run.log({"loss": 0.5}, step=i)
     assert time.perf_counter() - started < 2.0
     fake.hang.set()
     run.finish()
-    assert converted_in and "MainThread" not in converted_in
     assert fake.steps(run.id, "loss") == list(range(10_000))
+
+
+def test_a_value_changed_in_place_after_log_is_recorded_as_it_was_logged(fake):
+    import numpy as np
+    import torch
+
+    run = corral.init(project="p", client=fake, flush_interval_s=3600, retry_interval_s=0.1)
+    total, seen = np.zeros(()), torch.zeros((), requires_grad=False)
+    for i in range(3):
+        total += 1.0
+        seen.add_(2.0)
+        run.log({"total": total, "seen": seen, "half": np.float32(0.5)}, step=i)
+    total[...] = 0.0  # an accumulator reset before the background thread ran
+    seen.zero_()
+    run.finish()
+    assert fake.values(run.id, "total") == [1.0, 2.0, 3.0]
+    assert fake.values(run.id, "seen") == [2.0, 4.0, 6.0]
+    assert fake.values(run.id, "half") == [0.5, 0.5, 0.5]
 
 
 def test_steps_count_on_from_the_last_one_given(fake):
@@ -199,7 +210,7 @@ def test_a_corral_job_links_its_run_and_a_requeue_continues_it(fake, monkeypatch
     monkeypatch.setenv("CORRAL_JOB_ID", "12")
     first = corral.init(project="mnist", name="lr-0.1", client=fake, **FAST)
     request = next(body for name, body in fake.calls if name == "create_run")
-    assert (request["job_id"], request["resume_key"]) == (12, "job:12:mnist:lr-0.1:0")
+    assert (request["job_id"], request["resume_key"]) == (12, resume_key("12", "mnist", "lr-0.1", 0))
     for i in range(50):
         first.log({"loss": float(i)}, step=i)
     first.flush()
@@ -233,7 +244,7 @@ def test_every_rank_can_keep_its_own_run(fake, monkeypatch):
     run = corral.init(project="p", client=fake, rank_zero_only=False, **FAST)
     run.finish()
     server_run = fake.get_run(run.id)
-    assert server_run["tags"] == ["rank:2"] and server_run["resume_key"] == "job:7:p::0:rank:2"
+    assert server_run["tags"] == ["rank:2"] and server_run["resume_key"] == resume_key("7", "p", None, 0, rank=2)
 
 
 def test_disabled_mode_sends_and_writes_nothing(fake, monkeypatch, sdk_env):
@@ -315,3 +326,36 @@ def test_exit_without_finish_flushes_and_records_how_the_script_ended(sdk_env, h
     assert spool.finish_record()["state"] == state
     assert spool.last_step() == 999
     spool.release()
+
+
+def test_every_rank_agrees_when_a_checkpoint_is_due(fake, monkeypatch, tmp_path):
+    now = [1000.0]
+    ranks = []
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        ranks.append(corral.init(project="p", client=fake, checkpoint_dir=str(tmp_path), clock=lambda: now[0], **FAST))
+    now[0] += ranks[0].checkpoint_interval_s
+    assert [r.checkpoint_due() for r in ranks] == [True, True]
+    for run in ranks:
+        run.save_checkpoint({"w": 1}, step=10)
+    assert [r.checkpoint_due() for r in ranks] == [False, False]  # rank 1 wrote nothing, but saved "with" rank 0
+    for run in ranks:
+        run.finish()
+
+
+def test_a_forked_child_does_not_pile_up_what_it_logs(fake):
+    run = corral.init(project="p", client=fake, **FAST)
+    run.log({"loss": 1.0}, step=0)
+    pid = os.fork()
+    if pid == 0:  # the child: logging is ignored (with a warning), never queued
+        try:
+            queued = len(run._queue)
+            run.log({"loss": 2.0}, step=1)
+            os._exit(0 if len(run._queue) == queued else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    run.log({"loss": 3.0}, step=2)
+    run.finish()
+    assert fake.steps(run.id, "loss") == [0, 2]

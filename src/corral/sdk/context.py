@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,7 +27,6 @@ class JobContext:
     rank: int
     node: str
     checkpoint_dir: str | None
-    restart_count: int
     time_limit_s: float | None
     end_time: float | None
 
@@ -49,7 +49,6 @@ def detect_job(environ: Mapping[str, str] | None = None) -> JobContext:
         rank=detect_rank(env),
         node=env.get("CORRAL_NODE") or socket.gethostname(),
         checkpoint_dir=env.get("CORRAL_CHECKPOINT_DIR") or None,
-        restart_count=_int(env.get("CORRAL_RESTART_COUNT") or env.get("SLURM_RESTART_COUNT")) or 0,
         time_limit_s=_float(env.get("CORRAL_TIME_LIMIT_S")),
         end_time=_float(env.get("CORRAL_JOB_END_TIME") or env.get("SLURM_JOB_END_TIME")),
     )
@@ -64,15 +63,20 @@ def detect_rank(environ: Mapping[str, str]) -> int:
     return 0
 
 
-def resume_key(job: str | None, project: str, name: str | None, init_index: int, rank: int | None = None) -> str | None:
+def resume_key(job: str | None, project: str, name: str | None, init_index: int, rank: int | None = None,
+               program: str | None = None) -> str | None:
     """The key under which a requeued job finds its run again; None outside a job.
 
-    `init_index` counts the `init` calls of this process, so a script that makes several runs
-    gets each one back in order; `rank` is given when every rank keeps its own run.
+    `program` (default: the script's file name) keeps apart the programs one job runs one after
+    another (`python train.py; python eval.py`); `init_index` counts the `init` calls of this
+    process, so a script that makes several runs gets each one back in order; `rank` is given
+    when every rank keeps its own run.
     """
     if job is None:
         return None
-    key = f"job:{job}:{project}:{name or ''}:{init_index}"
+    if program is None:
+        program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    key = f"job:{job}:{program}:{project}:{name or ''}:{init_index}"
     return key if rank is None else f"{key}:rank:{rank}"
 
 

@@ -50,6 +50,7 @@ _current: Run | None = None
 _open_runs: list[Run] = []
 _hooks_installed = False
 _uncaught_exception = False
+_warned_child = False
 _lock = threading.Lock()
 
 
@@ -113,7 +114,13 @@ class Run:
         if step is None:
             step = self._next_step
         self._next_step = step + 1
-        self._extend((step, _now(), dict(data)))  # a copy: callers reuse their dicts
+        values = dict(data)  # a copy: callers reuse their dicts
+        for key, value in values.items():
+            if type(value) is not float and type(value) is not int:
+                # the value as it is now: a tensor or array may be changed in place before the
+                # background thread reads it
+                values[key] = _snapshot(value)
+        self._extend((step, _now(), values))
 
     def log_params(self, params: Mapping[str, Any] | argparse.Namespace) -> None:
         """Merge `params` into the run's config (shallow)."""
@@ -157,10 +164,10 @@ class Run:
         if step is None:
             step = max(self._next_step - 1, 0)
         step = int(step)
+        self._last_save = self._clock()  # on every rank: all must agree on checkpoint_due()
         if self._sender is None:
             return self._checkpoints.path_for(step)
         entry, removed = self._checkpoints.save(obj, step, metric, move=move)
-        self._last_save = self._clock()
         if not self._finished:
             artifacts = [self._checkpoints.artifact(entry)]
             artifacts += [self._checkpoints.artifact(gone, deleted=True) for gone in removed]
@@ -256,7 +263,10 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     job = detect_job()
     project = project or os.environ.get("CORRAL_PROJECT") or "default"
-    store = CheckpointStore(checkpoint_dir or job.checkpoint_dir or "checkpoints",
+    directory = checkpoint_dir or job.checkpoint_dir or "checkpoints"
+    if not rank_zero_only:  # each rank its own run, so its own checkpoints and manifest
+        directory = os.path.join(directory, f"rank-{job.rank}")
+    store = CheckpointStore(directory,
                             RetentionPolicy(keep_last, keep_best, best_mode), best_metric or "metric")
     common = dict(project=project, name=name, rank=job.rank, checkpoints=store, time_limit_s=job.time_limit_s,
                   end_time=job.end_time, clock=clock)
@@ -399,6 +409,7 @@ def _remember(run: Run) -> None:
         if not _hooks_installed:
             _hooks_installed = True
             atexit.register(_finish_open_runs)
+            os.register_at_fork(after_in_child=_orphan_runs_in_child)
             _flush_on_sigterm()
             previous = sys.excepthook
 
@@ -417,6 +428,26 @@ def _forget(run: Run) -> None:
             _open_runs.remove(run)
         if _current is run:
             _current = None
+
+
+def _orphan_runs_in_child() -> None:
+    """A forked child (a DataLoader worker, say) has the parent's runs but no thread to send
+    their data: what it logs would pile up unsent. Its runs stop recording, with one warning."""
+    global _current
+    for run in list(_open_runs):
+        run.log = _logged_in_child  # type: ignore[method-assign]
+        run._extend = _ignore
+        run._finished = True
+    _open_runs.clear()
+    _current = None
+
+
+def _logged_in_child(data: Any, step: int | None = None) -> None:
+    global _warned_child
+    if not _warned_child:
+        _warned_child = True
+        logger.warning("corral: run.log() in a forked child process is ignored; log from the parent, "
+                       "or call corral.init() in the child")
 
 
 def _flush_on_sigterm() -> None:
@@ -448,6 +479,21 @@ def _finish_open_runs() -> None:
     for run in list(_open_runs):
         if run._pid == os.getpid():  # a forked child does not own its parent's runs
             run.finish("failed" if _uncaught_exception else "finished")
+
+
+def _snapshot(value: Any) -> Any:
+    """A value that no later in-place change can alter: tensors are copied on their device (no
+    GPU sync in the training loop, and no autograd graph kept alive), the rest made a float."""
+    detach = getattr(value, "detach", None)
+    if detach is not None:
+        try:
+            return detach().clone()
+        except Exception:  # noqa: BLE001 - not a tensor after all
+            pass
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return value  # the background thread warns about it once and drops it
 
 
 def _ignore_log(data: Any, step: int | None = None) -> None:

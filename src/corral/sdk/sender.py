@@ -22,10 +22,9 @@ from itertools import repeat
 from operator import call
 from typing import Any
 
-from corral.errors import Conflict, InvalidRequest
 from corral.sdk.batches import MAX_BATCH_POINTS, ColumnBuilder
 from corral.sdk.files import directory_size, sha256_file
-from corral.sdk.spool import RunSpool, post_record, read_record
+from corral.sdk.spool import REJECTED, RunSpool, post_record, upload
 
 logger = logging.getLogger("corral.sdk")
 
@@ -33,7 +32,6 @@ RETRY_INTERVAL_S = 30.0
 WAKE_ITEMS = 3 * 20_000  # a queue of 20,000 records is sent before the interval is up
 WAKE_CHECK_S = 0.05    # how often the thread looks at the queue's length while it waits
 # the server answered, and will answer the same to a retry: drop the record rather than block the spool
-REJECTED = (InvalidRequest, Conflict)
 
 Connect = Callable[[], Any]
 """Returns a client (corral.client.Client or anything with its run methods); may raise."""
@@ -229,22 +227,8 @@ class Sender:
             client = self._connected()
             if self.run_id is None:
                 self._created(client.create_run(**spool.request))
-            for path in spool.pending():
-                try:
-                    record = read_record(path)
-                except ValueError:
-                    record = None
-                    self._warn("corrupt", f"skipped an unreadable spool record {path}")
-                if record is not None:
-                    try:
-                        post_record(client, self.run_id, record)  # type: ignore[arg-type]
-                    except REJECTED as exc:
-                        self._warn(f"rejected:{record.get('kind')}", f"the server refused a spooled record: {exc}")
-                spool.remove(path)
-            finish = spool.finish_record()
-            if finish is not None:
-                client.finish_run(self.run_id, finish.get("state", "finished"), finish.get("end_time"))
-                spool.remove_finish()
+            for problem in upload(spool, client, self.run_id).problems:  # type: ignore[arg-type]
+                self._warn(f"spool:{problem[:40]}", f"{problem} (run {self.request.get('uid')})")
         except Exception as exc:  # noqa: BLE001
             self._drop_client()
             self._next_retry = self._clock() + self.retry_interval_s

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corral.errors import Conflict, InvalidRequest
 from corral.home import resolve_home
 from corral.sdk.files import read_json, write_json_atomic
 
@@ -196,6 +199,50 @@ def run_dirs(root: str) -> list[str]:
     return sorted(dirs, key=created)
 
 
+@dataclass
+class Uploaded:
+    """What `upload` sent."""
+
+    batches: int = 0
+    points: int = 0
+    problems: list[str] = field(default_factory=list)
+    """Records left out: unreadable ones, and those the server refused (they can never go up)."""
+    state: str | None = None
+    """The run's state if its end was uploaded."""
+
+
+def upload(spool: RunSpool, client: Client, run_id: int | str) -> Uploaded:
+    """Post a run's spooled records in order, each file removed once acknowledged, then its end.
+
+    One policy for the live sender and `corral sync`: an unreadable record or one the server
+    refuses is left out and reported (keeping it would block the run for ever); any other
+    error stops the upload with the rest kept, raised to the caller.
+    """
+    done = Uploaded()
+    for path in spool.pending():
+        try:
+            record = read_record(path)
+        except ValueError:
+            done.problems.append(f"unreadable record {os.path.basename(path)} left out")
+            spool.remove(path)
+            continue
+        try:
+            points = post_record(client, run_id, record)
+        except REJECTED as exc:
+            done.problems.append(f"the server refused a {record.get('kind')} record: {exc}")
+        else:
+            if record.get("kind") == "metrics":
+                done.batches += 1
+                done.points += points
+        spool.remove(path)
+    finish = spool.finish_record()
+    if finish is not None:
+        run = client.finish_run(run_id, finish.get("state", "finished"), finish.get("end_time"))
+        done.state = run.get("state")
+        spool.remove_finish()
+    return done
+
+
 def read_record(path: str) -> dict[str, Any]:
     with open(path, "rb") as f:
         return json.loads(f.read())
@@ -205,7 +252,9 @@ def post_record(client: Client, run_id: int | str, record: dict[str, Any]) -> in
     """Send one record to the server; returns the metric points it carried."""
     kind = record.get("kind")
     if kind == "metrics":
-        client.log_metrics(run_id, record["batch"])
+        answer = client.log_metrics(run_id, record["batch"])
+        if isinstance(answer, dict) and answer.get("skipped"):
+            _warn_skipped(int(answer["skipped"]))
         return int(record.get("points", 0))
     if kind == "params":
         client.log_params(run_id, record["params"])
@@ -216,6 +265,20 @@ def post_record(client: Client, run_id: int | str, record: dict[str, Any]) -> in
     else:
         raise ValueError(f"unknown spool record kind {kind!r}")
     return 0
+
+
+REJECTED = (InvalidRequest, Conflict)  # the server will never take such a record
+_skipped_warned = False
+
+
+def _warn_skipped(count: int) -> None:
+    global _skipped_warned
+    if not _skipped_warned:
+        _skipped_warned = True
+        logging.getLogger("corral.sdk").warning(
+            "corral: the server skipped %d points whose steps were not above the steps already stored for "
+            "their keys (a resumed run logging steps again, or steps going backwards); steps only move forward",
+            count)
 
 
 def _lock(path: str, *, blocking: bool) -> int:

@@ -3,7 +3,8 @@
 Each run is created by its uid (idempotent), its records are posted in order and each file is
 deleted once acknowledged (metric batches are idempotent by batch_id, so a crash between the two
 only means one batch is acknowledged twice), the run is finished if its process recorded an end,
-and its directory goes. A run whose lock a live process holds is left alone.
+or marked crashed if that process died without one, and its directory goes. A run whose lock a
+live process holds is left alone.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from corral.sdk.spool import RunSpool, SpoolLocked, post_record, read_record, run_dirs, spool_root
+from corral.core.states import TERMINAL_STATES
+from corral.sdk.spool import RunSpool, SpoolLocked, run_dirs, spool_root, upload
 
 if TYPE_CHECKING:
     from corral.client import Client
 
 LOCKED = "a live process is still writing this run; skipped"
+TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
 
 @dataclass
@@ -59,24 +62,32 @@ def sync_run(spool: RunSpool, client: Client) -> SyncReport:
     try:
         run = client.create_run(**spool.request)
         report.run_id, report.state = run["id"], run.get("state")
-        for path in spool.pending():
-            record = read_record(path)
-            points = post_record(client, run["id"], record)
-            if record.get("kind") == "metrics":
-                report.batches += 1
-                report.points += points
-            spool.remove(path)
-        finish = spool.finish_record()
-        if finish is not None:
-            run = client.finish_run(run["id"], finish.get("state", "finished"), finish.get("end_time"))
-            report.state = run.get("state")
-            spool.remove_finish()
+        had_end = spool.finish_record() is not None
+        done = upload(spool, client, run["id"])
+        report.batches, report.points = done.batches, done.points
+        report.state = done.state or report.state
+        if done.problems:
+            report.error = "; ".join(done.problems)
+        if not had_end and report.state == "running" and not _job_active(client, spool.request.get("job_id")):
+            # its process died without recording an end (killed, out of memory, time limit), and
+            # the job-ended hook of the server has long fired: nothing else would ever end it
+            report.state = client.finish_run(run["id"], "crashed").get("state")
     except Exception as exc:  # noqa: BLE001 - report it and go on with the next run
         report.error = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         spool.release()
         return report
     spool.remove_all()
     return report
+
+
+def _job_active(client: Client, job_id: object) -> bool:
+    """Whether the run's corral job is still queued or running (it may yet come back to the run)."""
+    if not isinstance(job_id, int):
+        return False
+    try:
+        return client.get(job_id)["state"] not in TERMINAL
+    except Exception:  # noqa: BLE001 - an unknown job (another server's) is not active
+        return False
 
 
 def _uid_of(path: str) -> str:

@@ -180,9 +180,12 @@ def _config(value: Any, name: str) -> dict[str, Any]:
 
 
 def _check_finite(value: Any, name: str) -> None:
-    # NaN in a JSON column would not read back on PostgreSQL; refuse it here, by name
+    # NaN in a JSON column would not read back on PostgreSQL, nor would an integer past 64 bits
+    # be written out as JSON again: refuse them here, by name
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidRequest(name, "holds a value that is not a finite number", "store it as a string, e.g. \"nan\"")
+    if type(value) is int and not -(2**63) <= value < 2**64:
+        raise InvalidRequest(name, "holds an integer too large for 64 bits", "store it as a string")
     if isinstance(value, Mapping):
         for key, item in value.items():
             _check_finite(item, f"{name}.{key}")

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 from sqlalchemy import Connection
 
@@ -145,13 +146,22 @@ class TrackingService:
                 group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
             ready = []
             for write in group:
+                # a request whose client went away (its task was cancelled) is not applied
+                if not write.future.set_running_or_notify_cancel():
+                    continue
                 try:
                     write.prepared = write.prepare()
                     ready.append(write)
                 except BaseException as exc:  # noqa: BLE001 - the request's own answer
                     write.future.set_exception(exc)
-            if ready:
-                self._commit(ready)
+            try:
+                if ready:
+                    self._commit(ready)
+            except Exception:  # noqa: BLE001 - the writer must outlive any one group
+                log.exception("tracking writer failed on a group of %d requests", len(ready))
+                for write in ready:
+                    if not write.future.done():
+                        write.future.set_exception(CorralError("internal error while saving; try again"))
 
     def _commit(self, group: list[_Write]) -> None:
         results: list[tuple[_Write, bool, Any]] = []
@@ -228,8 +238,6 @@ class TrackingService:
 
 def series_json(key: str, count: int, downsampled: bool, points: Points) -> bytes:
     values = points.values
-    import numpy as np
-
     if np.isfinite(values).all():
         value_list: list[Any] = values.tolist()
     else:
