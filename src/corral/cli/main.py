@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
+from corral.cli.connect import client_for
+from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.errors import CorralError
-
-if TYPE_CHECKING:
-    from corral.client import Client
 
 
 class CorralGroup(click.Group):
@@ -40,10 +39,6 @@ def cli(ctx: click.Context, home: str | None, url: str | None) -> None:
     ctx.obj = {"home": home, "url": url}
 
 
-def _client(ctx: click.Context) -> Client:
-    from corral.client import Client
-
-    return Client(ctx.obj["url"], home=ctx.obj["home"])
 
 
 def _print_json(data: Any) -> None:
@@ -220,7 +215,7 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
         body["env"] = _key_values(env_pairs, "--env")
     if label_pairs:
         body["labels"] = _key_values(label_pairs, "--label")
-    job = _client(ctx).submit(**body)
+    job = client_for(ctx).submit(**body)
     for warning in job.get("warnings", []):
         click.echo(f"corral: warning: {warning}", err=True)
     if as_json:
@@ -241,7 +236,7 @@ def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bo
     from corral.cli.format import queue_table, start_table
 
     wanted = ["PENDING"] if starts else [s.upper() for s in states]
-    jobs = _client(ctx).queue(states=wanted)
+    jobs = client_for(ctx).queue(states=wanted)
     if as_json:
         click.echo(json.dumps(jobs, indent=2))
     else:
@@ -256,7 +251,7 @@ def show(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Everything about one job."""
     from corral.cli.format import job_view
 
-    job = _client(ctx).get(job_id)
+    job = client_for(ctx).get(job_id)
     click.echo(json.dumps(job, indent=2) if as_json else job_view(job))
 
 
@@ -270,7 +265,7 @@ def cancel(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
 
 
 def _each_job(ctx: click.Context, job_ids: tuple[str, ...], action: str, as_json: bool) -> None:
-    client = _client(ctx)
+    client = client_for(ctx)
     results, failed = [], False
     for job_id in job_ids:
         try:
@@ -320,7 +315,7 @@ def release(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None
 @click.pass_context
 def update(ctx: click.Context, job_id: str, as_json: bool, **changes: Any) -> None:
     """Change a pending job's time limit, nice, partition, QoS or resources (like scontrol update)."""
-    job = _client(ctx).update(job_id, **changes)
+    job = client_for(ctx).update(job_id, **changes)
     click.echo(json.dumps(job, indent=2) if as_json else f"job {job['ref']} updated")
 
 
@@ -331,7 +326,7 @@ def priority(ctx: click.Context, as_json: bool) -> None:
     """Pending jobs' priorities and the factors they are made of (like sprio)."""
     from corral.cli.format import priority_table
 
-    rows = _client(ctx).priorities()
+    rows = client_for(ctx).priorities()
     click.echo(json.dumps(rows, indent=2) if as_json else priority_table(rows))
 
 
@@ -343,7 +338,7 @@ def priority(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def logs(ctx: click.Context, job_id: str, follow: bool, use_stderr: bool, tail: int | None) -> None:
     """A job's output."""
-    client = _client(ctx)
+    client = client_for(ctx)
     stream = "stderr" if use_stderr else "stdout"
     out = sys.stdout.buffer
     if tail is not None:
@@ -376,7 +371,7 @@ def nodes(ctx: click.Context, as_json: bool) -> None:
     """Each node's GPUs: type, memory, and which job holds each."""
     from corral.cli.format import nodes_table
 
-    data = _client(ctx).nodes()
+    data = client_for(ctx).nodes()
     click.echo(json.dumps(data, indent=2) if as_json else nodes_table(data))
 
 
@@ -389,7 +384,7 @@ def history(ctx: click.Context, states: tuple[str, ...], limit: int, as_json: bo
     """Finished jobs, newest first, with exit codes (like sacct)."""
     from corral.cli.format import history_table
 
-    jobs = _client(ctx).history(states=[s.upper() for s in states], limit=limit)
+    jobs = client_for(ctx).history(states=[s.upper() for s in states], limit=limit)
     click.echo(json.dumps(jobs, indent=2) if as_json else history_table(jobs))
 
 
@@ -402,7 +397,7 @@ def wait(ctx: click.Context, job_id: str, timeout: float | None, as_json: bool) 
     """Wait for a job to end; exit with its exit code."""
     from corral.client import TERMINAL
 
-    job = _client(ctx).wait(job_id, timeout=timeout)
+    job = client_for(ctx).wait(job_id, timeout=timeout)
     if as_json:
         _print_json(job)
     if job["state"] not in TERMINAL:
@@ -422,9 +417,6 @@ def exit_status(job: dict[str, Any]) -> int:
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
-
-
-from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS  # noqa: E402  (they use _client, defined above)
 
 for _command in TRACKING_COMMANDS:
     cli.add_command(_command)

@@ -13,18 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from corral.cli.connect import client_for
+from corral.core.run_states import RUN_STATES
 from corral.errors import NotFound
 
 if TYPE_CHECKING:
     from corral.client import Client
 
-RUN_STATES = ("running", "finished", "failed", "crashed")
-
-
-def _client(ctx: click.Context) -> Client:
-    from corral.cli.main import _client as client_for  # main imports this module: resolved at call time
-
-    return client_for(ctx)
 
 
 def _print_json(data: Any) -> None:
@@ -57,7 +52,7 @@ def runs(ctx: click.Context, project: str | None, tag: str | None, state: str | 
     """Tracked runs, newest first, with the last value of the metrics they share."""
     from corral.cli.format_runs import runs_table
 
-    found = _client(ctx).runs(project=project, tag=tag, state=state.lower() if state else None, job=job,
+    found = client_for(ctx).runs(project=project, tag=tag, state=state.lower() if state else None, job=job,
                               where=list(where), limit=limit)
     click.echo(json.dumps(found, indent=2) if as_json else runs_table(found))
 
@@ -75,7 +70,7 @@ def run_show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
     """Everything about a run (its id or uid): where it ran, config, tags, metrics, checkpoints."""
     from corral.cli.format_runs import run_view
 
-    client = _client(ctx)
+    client = client_for(ctx)
     found = _get_run(client, run_ref)
     artifacts = client.artifacts(found["id"])
     if as_json:
@@ -101,7 +96,7 @@ def metrics(ctx: click.Context, run_ref: str, key: str, max_points: int, start: 
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
-    client = _client(ctx)
+    client = client_for(ctx)
     found = _get_run(client, run_ref)
     if key not in (found.get("metrics") or {}):
         logged = ", ".join(sorted(found.get("metrics") or {})) or "none"
@@ -128,7 +123,7 @@ def compare(ctx: click.Context, run_refs: tuple[str, ...], all_config: bool, as_
 
     if len(run_refs) < 2:
         raise click.UsageError("give two runs or more to compare")
-    client = _client(ctx)
+    client = client_for(ctx)
     found = [_get_run(client, ref) for ref in run_refs]
     comparison = compare_runs(found, all_config=all_config)
     click.echo(json.dumps(comparison, indent=2) if as_json else compare_view(comparison, all_config=all_config))
@@ -143,7 +138,7 @@ def sync(ctx: click.Context, directory: str | None, as_json: bool) -> None:
     from corral.cli.format_runs import sync_lines
     from corral.sdk.sync import sync_spool
 
-    client = _client(ctx)
+    client = client_for(ctx)
     if directory is None and ctx.obj["home"] and not os.environ.get("CORRAL_SPOOL_DIR"):
         directory = os.path.join(client.home, "spool")  # the SDK's default, for the home given with --home
     reports = [_as_dict(r) for r in sync_spool(directory, client=client)]
@@ -179,7 +174,7 @@ def import_tensorboard(ctx: click.Context, directory: str, project: str, as_json
     from corral.cli.format_runs import imported_table
     from corral.sdk.tensorboard import import_tensorboard as import_directory
 
-    created = import_directory(directory, client=_client(ctx), project=project)
+    created = import_directory(directory, client=client_for(ctx), project=project)
     if as_json:
         _print_json(created)
     elif created:

@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral.core.run_states import FINAL_STATES
 from corral.errors import InvalidRequest
 
 UID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-RUN_STATES = ("running", "finished", "failed", "crashed")
-FINAL_STATES = ("finished", "failed", "crashed")
 MAX_TEXT = 200
 
 

@@ -22,6 +22,7 @@ import orjson
 from sqlalchemy import Connection
 
 from corral.core.job import Job
+from corral.core.run_states import RUN_STATES
 from corral.core.states import JobState
 from corral.errors import CorralError, InvalidRequest
 from corral.store.runs import RunStore
@@ -207,8 +208,8 @@ class TrackingService:
 
     async def search(self, *, project: str | None, tag: str | None, state: str | None, job_id: int | None,
                      where: list[str], limit: int) -> list[dict[str, Any]]:
-        if state is not None and state not in R.RUN_STATES:
-            raise InvalidRequest("state", f"{state!r} is not a run state", f"use one of {', '.join(R.RUN_STATES)}")
+        if state is not None and state not in RUN_STATES:
+            raise InvalidRequest("state", f"{state!r} is not a run state", f"use one of {', '.join(RUN_STATES)}")
         filters = [parse_filter(expr) for expr in where]
         return await self._read(lambda conn: self.store.search(
             conn, project=project, tag=tag, state=state, job_id=job_id, filters=filters, limit=limit))
