@@ -23,11 +23,9 @@ def read_server_info(home: str) -> dict[str, Any] | None:
 
 
 def write_server_info(home: str, info: dict[str, Any]) -> None:
-    path = os.path.join(home, SERVER_FILE)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(info, f)
-    os.replace(tmp, path)
+    from corral.atomic import write_json_atomic
+
+    write_json_atomic(os.path.join(home, SERVER_FILE), info)
 
 
 def remove_server_info(home: str, pid: int) -> None:

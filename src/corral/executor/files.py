@@ -12,9 +12,9 @@ A job directory holds:
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any
+
+from corral.atomic import read_json, write_json_atomic
 
 LAUNCH = "launch.json"
 LOCK = "lock"
@@ -24,31 +24,7 @@ PREEMPT = "preempt"
 RESULT = "result.json"
 SCRIPT = "script"
 SUPERVISOR_LOG = "supervisor.log"
-
-
-def write_json_atomic(path: str, data: Any, mode: int = 0o644) -> None:
-    """Write, fsync, rename, fsync the directory: readers see the old file or the whole new one."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, json.dumps(data).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def read_json(path: str) -> Any | None:
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except FileNotFoundError:
-        return None
+__all__ = ["read_json", "write_json_atomic"]  # and the layout above; the writing itself is corral.atomic's
 
 
 def process_start_ticks(pid: int) -> int | None:

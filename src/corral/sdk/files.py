@@ -3,44 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from typing import Any
+
+from corral import atomic
+from corral.atomic import fsync_dir, write_json_atomic
+
+__all__ = ["directory_size", "fsync_dir", "read_json", "sha256_file", "write_json_atomic", "HashingWriter"]
 
 CHUNK = 1 << 20
 
 
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write to a hidden tmp file beside `path`, fsync, rename, fsync the directory.
-
-    Readers see the old file or the whole new one, and after a crash the new one is on disk.
-    """
-    directory, name = os.path.split(path)
-    tmp = os.path.join(directory, f".{name}.tmp.{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(json.dumps(data, separators=(",", ":")).encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(directory)
-
-
 def read_json(path: str) -> Any | None:
-    """The file's JSON, or None when it is missing or unreadable as JSON."""
+    """The file's JSON, or None when it is missing or not JSON (a spool record cut short by a crash)."""
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return atomic.read_json(path)
+    except ValueError:
         return None
-
-
-def fsync_dir(directory: str) -> None:
-    """Make a rename or unlink in `directory` durable."""
-    fd = os.open(directory or ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def directory_size(path: str) -> int:
