@@ -33,8 +33,6 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--limit-us", type=float, default=5.0)
-    args = parser.parse_args()
-
     parser.add_argument("--json", nargs="?", const="-", metavar="PATH", help="Print (or also write) the figures as JSON.")
     args = parser.parse_args()
 
