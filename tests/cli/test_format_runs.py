@@ -215,3 +215,9 @@ def test_sync_lines_say_where_each_spooled_run_went_or_why_it_failed():
     ])
     assert text.splitlines() == ["aaaa -> run 7: 3 batches, 300 points, finished", "bbbb -> failed: server said no",
                                  "cccc -> run 8: 1 batch, 1 point, running"]
+
+
+def test_runs_table_shows_held_out_quality_metrics_first():
+    keys = ["epoch", "samples_per_s", "system/gpu_util", "train/acc", "train/loss", "val/acc", "val/loss"]
+    runs = [{"metrics": {k: {"last": 1.0} for k in keys}}]
+    assert metric_columns(runs) == ["val/acc", "val/loss", "train/acc"]

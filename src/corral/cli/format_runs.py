@@ -113,9 +113,18 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
     return flat
 
 
-def _key_rank(key: str) -> tuple[bool, str]:
-    # the metrics a person logged before the ones a framework adds (system/gpu_util, _timestamp, ...)
-    return ("/" in key and key.split("/", 1)[0] in {"system", "sys", "gpu"}) or key.startswith("_"), key
+_QUALITY = ("loss", "acc", "err", "f1", "auc", "bleu", "ppl", "perplexity", "mse", "mae", "rmse", "score", "reward")
+_HELD_OUT = ("val", "valid", "eval", "test")
+
+
+def _key_rank(key: str) -> tuple[bool, bool, bool, str]:
+    # what a person compares runs by first: the metrics they logged (not system/gpu_util, _timestamp),
+    # measures of quality (loss, accuracy, ...) before counters, held-out ones before training ones
+    lower = key.lower()
+    system = ("/" in key and key.split("/", 1)[0] in {"system", "sys", "gpu"}) or key.startswith("_")
+    quality = any(q in lower for q in _QUALITY)
+    held_out = any(lower.startswith(h) or f"/{h}" in lower or f"_{h}" in lower for h in _HELD_OUT)
+    return system, not quality, not held_out, key
 
 
 def metric_columns(runs: Sequence[Mapping[str, Any]], limit: int = MAX_METRIC_COLUMNS) -> list[str]:
