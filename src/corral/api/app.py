@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import jobs, nodes, runs
+from corral.api import jobs, nodes, runs, webhooks
 from corral.api.errors import install_error_handlers
 from corral.api.submit_path import SubmitPath
 from corral.server.service import JobService
@@ -17,7 +17,7 @@ from corral.tracking.service import TrackingService
 
 
 def create_app(
-    service: JobService, *, home: str, tracking: TrackingService, on_started: Callable[[], None] = lambda: None,
+    service: JobService, *, home: str, tracking: TrackingService, webhook_token: str | None = None, on_started: Callable[[], None] = lambda: None,
     on_stopped: Callable[[], None] = lambda: None,
 ) -> FastAPI:
     @contextlib.asynccontextmanager
@@ -41,9 +41,11 @@ def create_app(
     app.state.service = service
     app.state.home = home
     app.state.tracking = tracking
+    app.state.webhook_token = webhook_token
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
     app.include_router(jobs.router)
     app.include_router(nodes.router)
     app.include_router(runs.router)
+    app.include_router(webhooks.router)
     return app

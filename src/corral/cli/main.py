@@ -70,6 +70,10 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
 @click.option("--mem", help="Memory to schedule, e.g. 256G [default: the machine's].")
 @click.option("--kill-grace", type=click.FloatRange(0, 3600), default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL on cancel and time limit.")
+@click.option("--backend", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="local: run jobs on this machine; slurm: submit every job to the Slurm cluster with sbatch.")
+@click.option("--partition", "slurm_partition", help="With --backend slurm: the partition jobs go to by default.")
+@click.option("--account", "slurm_account", help="With --backend slurm: the account jobs are charged to.")
 @click.option("--detach", is_flag=True, help="Run in the background; logs go to <home>/server.log.")
 @click.pass_context
 def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) -> None:
@@ -97,7 +101,8 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
     )
     server_options = ServerOptions(
         home=home, host=options["host"], port=options["port"], db=options["db"], kill_grace_s=options["kill_grace"],
-        inventory=inventory,
+        inventory=inventory, backend=options["backend"], slurm_partition=options["slurm_partition"],
+        slurm_account=options["slurm_account"],
     )
     serve(load_config(server_options, {"kill_grace_s" if n == "kill_grace" else n for n in explicit}))
 
@@ -108,7 +113,8 @@ def _up_args(ctx: click.Context, home: str, options: dict[str, Any]) -> list[str
         source = ctx.get_parameter_source(name)
         if value is None or source is not click.core.ParameterSource.COMMANDLINE:
             continue
-        args += [f"--{name.replace('_', '-')}", str(value)]
+        flag = {"slurm_partition": "partition", "slurm_account": "account"}.get(name, name)
+        args += [f"--{flag.replace('_', '-')}", str(value)]
     return args
 
 

@@ -48,6 +48,8 @@ class Job:
     """For an array job: the task numbers not started yet."""
     estimated_start: float | None = None
     """For a pending job with a reservation: when the scheduler expects it to start (not stored)."""
+    backend_id: str | None = None
+    """The id its backend gave it (Slurm's job id, `123` or `123_4`); None for local jobs."""
 
     @property
     def request(self) -> Request:
@@ -113,6 +115,7 @@ class Job:
             "preemptible": s.preemptible,
             "warn_signal": s.warn_signal,
             "restarts": self.restarts,
+            "backend_id": self.backend_id,
             "dependency": s.dependency,
             "node": self.node,
             "workdir": s.workdir,

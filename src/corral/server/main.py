@@ -33,6 +33,9 @@ class ServerOptions:
     kill_grace_s: float = 10.0
     inventory: DeclaredInventory = field(default_factory=DeclaredInventory)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    backend: str = "local"
+    slurm_partition: str | None = None
+    slurm_account: str | None = None
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -95,6 +98,28 @@ def acquire_home(home: str) -> IO[str]:
     return lock
 
 
+WEBHOOK_TOKEN_FILE = "webhook.token"
+
+
+def webhook_token(home: str) -> str:
+    """The shared secret Slurm's epilog sends (`<home>/webhook.token`, made once, mode 600)."""
+    import secrets
+
+    path = os.path.join(home, WEBHOOK_TOKEN_FILE)
+    try:
+        with open(path) as f:
+            token = f.read().strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
 def bind_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -128,7 +153,20 @@ def serve(options: ServerOptions) -> None:
 
     home = options.home
     lock = acquire_home(home)
-    node = build_node(options.inventory)
+    cluster = None
+    if options.backend == "slurm":
+        from corral.backends.slurm.cluster import SlurmCluster, SlurmError
+
+        cluster = SlurmCluster(user=getpass.getuser())
+        try:
+            nodes = cluster.nodes()
+        except SlurmError as exc:
+            lock.close()
+            raise InvalidRequest("backend", f"cannot reach Slurm: {exc.message}",
+                                 "run corral up --backend slurm where sinfo and sbatch work (a login node)") from None
+        node = nodes[0] if nodes else build_node(options.inventory)
+    else:
+        node = build_node(options.inventory)
     sock = bind_socket(options.host, options.port)
     host = "127.0.0.1" if options.host in ("0.0.0.0", "") else options.host
     if options.host not in ("127.0.0.1", "localhost", "::1"):
@@ -139,10 +177,20 @@ def serve(options: ServerOptions) -> None:
     migrate.upgrade(engine)
     server_env = dict(os.environ)
     backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url)
-    service = JobService(
-        store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(), server_env=server_env,
-        config=options.scheduler,
-    )
+    if cluster is not None:
+        from corral.backends.slurm.backend import SlurmBackend
+        from corral.server.slurm_service import SlurmJobService
+
+        service: JobService = SlurmJobService(
+            cluster=cluster, partition=options.slurm_partition, account=options.slurm_account, server_url=lambda: url,
+            store=JobStore(engine), backend=SlurmBackend(cluster), nodes=nodes, home=home, user=getpass.getuser(),
+            server_env=server_env, config=options.scheduler,
+        )
+    else:
+        service = JobService(
+            store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
+            server_env=server_env, config=options.scheduler,
+        )
     tracking = TrackingService(RunStore(engine), user=service.user, job_info=service.job_info)
     service.on_job_ended.append(tracking.job_ended)
     service.recover()
@@ -160,7 +208,7 @@ def serve(options: ServerOptions) -> None:
         remove_server_info(home, os.getpid())
         engine.dispose()
 
-    app = create_app(service, home=home, tracking=tracking, on_started=announce, on_stopped=retire)
+    app = create_app(service, home=home, tracking=tracking, webhook_token=webhook_token(home), on_started=announce, on_stopped=retire)
     config = uvicorn.Config(
         app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
         timeout_graceful_shutdown=5, timeout_keep_alive=30,

@@ -122,7 +122,7 @@ class JobService:
             request, user=self.user, log_dir=self.log_dir, default_workdir=os.path.expanduser("~"),
             server_env=self.server_env,
         )
-        check_satisfiable(spec.request, self.nodes)
+        self._check_request(spec)
         spec = self._place(spec)
         key = (spec.user, spec.qos)
         self._active_per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
@@ -152,7 +152,7 @@ class JobService:
         specs = []
         for target in targets:
             spec = update_spec(target.spec, changes)
-            check_satisfiable(spec.request, self.nodes)
+            self._check_request(spec)
             old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
             counts = target.array_job_id is None
             specs.append((target, self._place(spec, counted=not counts or old_key == new_key), old_key, counts))
@@ -166,6 +166,10 @@ class JobService:
                 self._queue[target.id] = _pending(target)
         self._mark_dirty()
         return self._current(job)
+
+    def _check_request(self, spec: JobSpec) -> None:
+        """Refuse what no node could ever run (raises Unsatisfiable, naming the limit)."""
+        check_satisfiable(spec.request, self.nodes)
 
     def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
         """Fill in the partition, QoS and default time limit, and check the user may submit there.

@@ -159,6 +159,7 @@ def _state_row(job: Job) -> dict[str, Any]:
         "held": job.held,
         "restarts": job.restarts,
         "array_pending": format_ranges(job.array_pending) if job.is_array else None,
+        "backend_id": job.backend_id,
     }
 
 
@@ -178,5 +179,5 @@ def _job(row: Mapping[str, Any]) -> Job:
         exit_code=row["exit_code"], signal=row["signal"], start_time=row["start_time"], end_time=row["end_time"],
         node=row["node"], gpu_ids=tuple(row["gpu_ids"]) if row["gpu_ids"] is not None else None, held=row["held"],
         array_job_id=row["array_job_id"], array_task_id=row["array_task_id"],
-        array_pending=parse_ranges(row["array_pending"] or ""), restarts=row["restarts"],
+        array_pending=parse_ranges(row["array_pending"] or ""), restarts=row["restarts"], backend_id=row["backend_id"],
     )

@@ -53,6 +53,7 @@ jobs = Table(
     Column("preemptible", Boolean, nullable=False),
     Column("warn_signal", String(32)),
     Column("restarts", Integer, nullable=False),
+    Column("backend_id", String(64)),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,

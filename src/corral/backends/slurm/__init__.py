@@ -1,0 +1,1 @@
+"""Where jobs run on a real Slurm cluster: sbatch scripts out, squeue/sacct text in."""

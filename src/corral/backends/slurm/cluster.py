@@ -1,0 +1,128 @@
+"""Running Slurm's commands: sbatch, squeue, sacct, scancel, sinfo, scontrol.
+
+Every call is an argv list (never a shell string) with a timeout. Reading the queue is one
+call for all of corral's jobs, however many there are: clusters rate-limit RPCs per user.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from corral.backends.slurm.parse import (
+    SACCT_ARGS, SLURM_ENV, SQUEUE_ARGS, SacctRow, SqueueRow, parse_sacct, parse_sbatch_id, parse_squeue,
+)
+from corral.backends.slurm.script import SbatchRequest
+from corral.core.resources import Gpu, Node
+from corral.errors import CorralError, InvalidRequest
+
+log = logging.getLogger("corral.slurm")
+
+Runner = Callable[..., subprocess.CompletedProcess]
+TIMEOUT_S = 30.0
+
+
+class SlurmError(CorralError):
+    """A Slurm command failed; `message` holds what it printed."""
+
+    status = 502
+    code = "slurm"
+
+
+@dataclass
+class CallCount:
+    """How many Slurm commands ran, by name (the poller's cost, for the benchmark and tests)."""
+
+    counts: dict[str, int]
+
+    def add(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+
+class SlurmCluster:
+    def __init__(self, *, user: str | None = None, runner: Runner = subprocess.run) -> None:
+        self.user = user or os.environ.get("USER") or "root"
+        self.runner = runner
+        self.calls = CallCount({})
+        # sbatch and squeue read SBATCH_*/SQUEUE_* as option defaults: none of a user's may leak in
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SBATCH_", "SQUEUE_", "SACCT_"))}
+        self.env.update(SLURM_ENV)
+
+    def _run(self, argv: Sequence[str], *, input_text: str | None = None) -> str:
+        self.calls.add(argv[0])
+        try:
+            done = self.runner(list(argv), input=input_text, capture_output=True, text=True, timeout=TIMEOUT_S,
+                               env=self.env)
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} is not installed here; the Slurm backend needs Slurm's client tools") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{argv[0]} did not answer within {TIMEOUT_S:g} s") from None
+        if done.returncode != 0:
+            raise SlurmError(f"{argv[0]} failed: {(done.stderr or done.stdout).strip()[:500]}")
+        return done.stdout
+
+    def submit(self, request: SbatchRequest, script_path: str) -> str:
+        """Submit; returns Slurm's job id. The script is a file: Slurm keeps its own copy.
+
+        Raises:
+            InvalidRequest: Slurm refused the job (bad partition, too many GPUs, ...), with its words.
+        """
+        try:
+            out = self._run(["sbatch", *request.argv, script_path])
+        except SlurmError as exc:
+            raise InvalidRequest("slurm", exc.message.removeprefix("sbatch failed: "),
+                                 "check the partition, account and resources against `sinfo`") from None
+        return str(parse_sbatch_id(out))
+
+    def queue(self) -> list[SqueueRow]:
+        """Every job of this user that Slurm still has queued or running."""
+        return parse_squeue(self._run(["squeue", *SQUEUE_ARGS, f"--user={self.user}"]))
+
+    def accounting(self, job_ids: Sequence[str]) -> list[SacctRow]:
+        """sacct's records of these jobs (array ids expand to their tasks).
+
+        Raises:
+            SlurmError: no accounting here (slurmdbd not configured), or the call failed.
+        """
+        if not job_ids:
+            return []
+        return parse_sacct(self._run(["sacct", *SACCT_ARGS, "-X", f"--jobs={','.join(job_ids)}"]))
+
+    def cancel(self, job_ids: Sequence[str], signal: str | None = None) -> None:
+        if job_ids:
+            argv = ["scancel"] + ([f"--signal={signal}"] if signal else []) + list(job_ids)
+            self._run(argv)
+
+    def requeue(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            self._run(["scontrol", "requeue", ",".join(job_ids)])
+
+    def nodes(self) -> list[Node]:
+        """The cluster's nodes with their CPUs, memory and GPUs (from sinfo)."""
+        out = self._run(["sinfo", "-N", "-h", "-o", "%N|%c|%m|%G"])
+        found: dict[str, Node] = {}
+        for line in out.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) != 4 or parts[0] in found:
+                continue
+            name, cpus, mem, gres = parts
+            count, gpu_type = _gpus_in(gres)
+            found[name] = Node(
+                name=name, cpus=int(cpus.rstrip("+") or 0), mem_mb=int(mem.rstrip("+") or 0),
+                gpus=tuple(Gpu(index=i, type=gpu_type, mem_mb=0) for i in range(count)),
+            )
+        return list(found.values())
+
+
+_GRES = re.compile(r"gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
+
+
+def _gpus_in(gres: str) -> tuple[int, str]:
+    """GPUs in a node's GRES string (`gpu:4`, `gpu:a100:8(S:0-1)`): (count, type or "gpu")."""
+    for match in _GRES.finditer(gres):
+        return int(match.group(2)), match.group(1) or "gpu"
+    return 0, "gpu"

@@ -1,0 +1,126 @@
+"""The sbatch call for a job: its options as an argv list and its batch script, built without I/O."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from corral.core.job import Job
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class SbatchRequest:
+    argv: tuple[str, ...]
+    """sbatch's options, each one `--option=value`; run as an argv list, never through a shell."""
+    script: str
+    """The batch script's text (sbatch reads it from stdin or a file)."""
+
+
+def build_sbatch(
+    job: Job, *, partition: str | None, account: str | None, dependency: str | None, env: Mapping[str, str],
+    stdout: str, stderr: str | None, user_script_path: str | None, requeue: bool = True,
+) -> SbatchRequest:
+    """The sbatch options and batch script that run `job` on Slurm.
+
+    Args:
+        partition: the backend's default, used when the job names none.
+        account: Slurm account to charge, or None for the user's default.
+        dependency: the job's dependency with corral ids already replaced by Slurm ids.
+        env: every variable the script exports (the job's own and corral's), in any order.
+        stdout, stderr: absolute Slurm file patterns (`%j`, `%A`, `%a` left for Slurm); stderr None
+            sends it to the stdout file.
+        user_script_path: where the caller saved a batch-script job's script (mode 755); None for a command.
+        requeue: whether Slurm may queue the job again after preemption or a node failure.
+    """
+    spec = job.spec
+    # `--option=value`, never `--option value`: a value that starts with `-` stays a value.
+    argv = [
+        "--parsable",
+        f"--job-name={spec.name}",
+        f"--chdir={spec.workdir}",
+        f"--output={stdout}",
+    ]
+    if stderr is not None:
+        argv.append(f"--error={stderr}")
+    # A requeued job appends to its logs, as the local backend does: the earlier runs' output stays.
+    argv.append("--open-mode=append")
+    argv.append(f"--cpus-per-task={spec.cpus}")
+    if spec.mem_mb:  # 0 asks for no limit; Slurm's --mem=0 would instead take all of the node's memory
+        argv.append(f"--mem={spec.mem_mb}M")
+    if spec.gpus:
+        # GRES type names are the cluster's own (case-sensitive), so the type passes as given.
+        argv.append(f"--gres=gpu:{spec.gpu_type}:{spec.gpus}" if spec.gpu_type else f"--gres=gpu:{spec.gpus}")
+    if spec.time_limit_s is not None:  # none: the partition's default limit applies
+        argv.append(f"--time={format_time_limit(spec.time_limit_s)}")
+    chosen_partition = spec.partition or partition
+    if chosen_partition:
+        argv.append(f"--partition={chosen_partition}")
+    if account:
+        argv.append(f"--account={account}")
+    if spec.qos:
+        argv.append(f"--qos={spec.qos}")
+    if spec.nice:
+        argv.append(f"--nice={spec.nice}")
+    if job.is_array:
+        argv.append(f"--array={spec.array}")  # with its %throttle
+    if dependency:
+        argv.append(f"--dependency={dependency}")
+        if spec.kill_on_invalid_dep:
+            argv.append("--kill-on-invalid-dep=yes")
+    if spec.warn_signal:
+        argv.append(f"--signal={warn_signal_option(spec.warn_signal)}")
+    argv.append("--requeue" if requeue else "--no-requeue")
+    argv.append("--export=ALL" if spec.inherit_env else "--export=NONE")
+    return SbatchRequest(tuple(argv), batch_script(spec.command, spec.script_args, env, user_script_path))
+
+
+def batch_script(
+    command: tuple[str, ...], script_args: tuple[str, ...], env: Mapping[str, str], user_script_path: str | None
+) -> str:
+    """`#!/bin/bash`, one quoted `export` per variable, then `exec` of the command or the user's script."""
+    lines = ["#!/bin/bash"]
+    odd: list[str] = []
+    for key in sorted(env):
+        assert "=" not in key and "\0" not in key and "\0" not in env[key], f"bad variable {key!r}"
+        if _NAME.fullmatch(key):
+            lines.append(f"export {key}={shlex.quote(env[key])}")
+        else:
+            # bash cannot `export` names such as BASH_FUNC_module%% (an exported shell function,
+            # common on clusters); env(1) can still put them into the command's environment.
+            odd.append(f"{key}={env[key]}")
+    if user_script_path is not None:
+        target = shlex.join((user_script_path, *script_args))
+    else:
+        assert command, "a job has a command or a script"
+        target = shlex.join(command)
+    # exec: the command replaces the batch shell, so Slurm's signals and exit status are its own.
+    lines.append(f"exec env -- {shlex.join(odd)} {target}" if odd else f"exec {target}")
+    return "\n".join(lines) + "\n"
+
+
+def format_time_limit(seconds: int) -> str:
+    """Seconds as sbatch's D-HH:MM:SS, rounded up to whole minutes (Slurm's granularity)."""
+    minutes = -(-seconds // 60)
+    days, minutes = divmod(minutes, 1440)
+    hours, minutes = divmod(minutes, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:00"
+
+
+def warn_signal_option(text: str) -> str:
+    """corral's `USR1@90` as sbatch's `--signal=B:USR1@90`.
+
+    Without `B:` Slurm signals every job step but not the batch shell. The script `exec`s the command,
+    so the command *is* the batch shell and has no steps of its own: only `B:` reaches it (and, through
+    the step's cgroup, its children). Slurm sends it before the time limit; at preemption only where the
+    cluster sets PreemptParameters=send_user_signal.
+    """
+    body = text.strip()
+    while body[:2] in ("B:", "R:"):
+        body = body[2:]
+    return f"B:{body}"

@@ -1,0 +1,329 @@
+"""The job service on a Slurm cluster: Slurm schedules, corral submits, watches and records.
+
+Every job goes to Slurm as soon as it may (its corral dependencies mapped to Slurm job ids),
+keeps its corral id and records Slurm's. One poller reads the state of all of them with one
+`squeue` call (and one `sacct` call for those that left the queue), backing off while Slurm
+does not answer; Slurm's epilog can also tell the server at once (`poll_soon`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from corral.backends.slurm.cluster import SlurmCluster, SlurmError
+from corral.backends.slurm.parse import SqueueRow, outcome_from_sacct
+from corral.backends.slurm.script import build_sbatch
+from corral.core.dependency import Dependency
+from corral.core.job import Job, Outcome
+from corral.core.paths import expand_pattern
+from corral.core.spec import JobSpec
+from corral.core.states import JobState, PendingReason
+from corral.errors import Conflict
+from corral.executor.files import write_json_atomic
+from corral.server.service import JobService, _apply_outcome
+
+log = logging.getLogger("corral.slurm")
+
+POLL_INTERVAL_S = 2.0
+MAX_BACKOFF_S = 60.0
+_TASK_SENTINEL = "\x00TASK\x00"
+
+
+class SlurmJobService(JobService):
+    def __init__(self, *, cluster: SlurmCluster, partition: str | None = None, account: str | None = None,
+                 home: str, server_url: Callable[[], str | None] = lambda: None, poll_interval_s: float = POLL_INTERVAL_S,
+                 **kwargs: Any) -> None:
+        super().__init__(home=home, **kwargs)
+        self.cluster = cluster
+        self.partition = partition
+        self.account = account
+        self.home = home
+        self.server_url = server_url
+        self.poll_interval_s = poll_interval_s
+        self._next_poll = 0.0
+        self._backoff = poll_interval_s
+        self._slurm_reasons: dict[int, str] = {}
+
+    # -- what differs from the local service --------------------------------------------------
+
+    def _check_request(self, spec: JobSpec) -> None:
+        pass  # Slurm itself refuses what its nodes cannot run, in its own words, at sbatch
+
+    def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
+        # partitions, QoS and their limits are the cluster's: "" leaves the choice to Slurm
+        return replace(spec, partition=spec.partition or self.partition or "", qos=spec.qos or "")
+
+    def poll_soon(self) -> None:
+        """Read Slurm's state at the next turn of the loop (a job's epilog said it ended)."""
+        self._next_poll = 0.0
+        self._mark_dirty()
+
+    def _current(self, job: Job) -> Job:
+        if job.state is JobState.PENDING:
+            job.reason = self._slurm_reasons.get(job.id) or self._reasons.get(job.id, PendingReason.NONE)
+        return job
+
+    def schedule_pass(self) -> None:
+        """Submit to Slurm every queued job that may go now (the scheduling is Slurm's)."""
+        self._dirty = False
+        waiting = self._map_dependencies()
+        for job_id in list(self._queue) + [a for a in self._arrays if self._arrays[a].backend_id is None]:
+            job = self.active.get(job_id)
+            if job is None or job.backend_id is not None or job.held or job_id in waiting:
+                continue
+            self._submit(job, self._slurm_dependency.pop(job_id, None))
+
+    def _map_dependencies(self) -> dict[int, PendingReason]:
+        """Dependencies whose targets are all at Slurm become Slurm dependencies; the rest corral
+        evaluates as on one machine (a target that already ended, or is not submitted yet)."""
+        self._slurm_dependency: dict[int, str] = getattr(self, "_slurm_dependency", {})
+        for job_id, dependency in list(self._dependencies.items()):
+            mapped = self._to_slurm(dependency)
+            if mapped is not None:
+                self._slurm_dependency[job_id] = mapped
+                del self._dependencies[job_id]
+        return self._check_dependencies()
+
+    def _to_slurm(self, dependency: Dependency) -> str | None:
+        terms = []
+        for term in dependency.terms:
+            if term.kind == "singleton":
+                terms.append("singleton")
+                continue
+            ids = []
+            for target in term.job_ids:
+                job = self.active.get(target)
+                if job is None or job.backend_id is None or job.state.is_terminal():
+                    return None
+                ids.append(job.backend_id)
+            terms.append(":".join([term.kind, *ids]))
+        return ("?" if dependency.any_of else ",").join(terms)
+
+    def _submit(self, job: Job, dependency: str | None) -> None:
+        job_dir = os.path.join(self.home, "jobs", str(job.id))
+        os.makedirs(job_dir, exist_ok=True)
+        checkpoint_dir = os.path.join(self.home, "checkpoints", str(job.id))
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        user_script = None
+        if job.spec.script is not None:
+            user_script = os.path.join(job_dir, "user-script")
+            _write_executable(user_script, job.spec.script)
+        stdout = self._log_pattern(job, "stdout")
+        stderr = self._log_pattern(job, "stderr") if job.spec.stderr else None
+        for path in (stdout, stderr):
+            if path:  # Slurm fails a job whose log it cannot open (JobLaunchFailure)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+        request = build_sbatch(
+            job, partition=self.partition, account=self.account, dependency=dependency,
+            env=self._environment(job, checkpoint_dir), stdout=stdout, stderr=stderr, user_script_path=user_script,
+        )
+        script_path = os.path.join(job_dir, "sbatch.sh")
+        _write_executable(script_path, request.script)
+        write_json_atomic(os.path.join(job_dir, "sbatch.json"), {"argv": list(request.argv)})
+        try:
+            job.backend_id = self.cluster.submit(request, script_path)
+        except Exception as exc:  # noqa: BLE001 - Slurm refused it: the job fails with Slurm's words
+            log.warning("sbatch refused job %d: %s", job.id, exc)
+            _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), f"sbatch: {getattr(exc, 'message', exc)}"))
+            self.store.save_state(job)
+            self._forget(job)
+            return
+        self._slurm_reasons[job.id] = "None"
+        self.store.save_state(job)
+        self._next_poll = min(self._next_poll, time.monotonic() + 0.5)
+
+    def _environment(self, job: Job, checkpoint_dir: str) -> dict[str, str]:
+        env = dict(job.spec.env)
+        env.update({
+            "CORRAL_JOB_ID": str(job.id), "CORRAL_JOB_NAME": job.spec.name, "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
+            "CORRAL_HOME": self.home,
+        })
+        if job.spec.time_limit_s:
+            env["CORRAL_TIME_LIMIT_S"] = str(job.spec.time_limit_s)
+        url = self.server_url()
+        if url:
+            env["CORRAL_URL"] = url
+        return env
+
+    def _log_pattern(self, job: Job, stream: str) -> str:
+        """The log path as Slurm should write it: corral's pattern filled in, except an array's task
+        number, which is Slurm's `%a` (its tasks get their corral records later)."""
+        s = job.spec
+        pattern = s.stdout if stream == "stdout" or s.stderr is None else s.stderr
+        if not job.is_array:
+            return job.log_path(stream)
+        # a task's own job id (%j) is Slurm's to choose, so tasks are told apart by ARRAY_TASK
+        pattern = pattern.replace("%j", "%A_%a").replace("%a", _TASK_SENTINEL)
+        path = expand_pattern(pattern, job_id=job.id, name=s.name, user=s.user, node="%N", workdir=s.workdir,
+                              array_job_id=job.id, array_task_id=None)
+        return path.replace("%", "%%").replace("%%N", "%N").replace(_TASK_SENTINEL, "%a")
+
+    # -- watching ---------------------------------------------------------------------------------
+
+    def reap(self) -> None:
+        if time.monotonic() < self._next_poll:
+            return
+        submitted = {j.backend_id: j for j in self.active.values() if j.backend_id is not None}
+        if not submitted:
+            self._next_poll = time.monotonic() + self.poll_interval_s
+            return
+        try:
+            self._poll(submitted)
+        except SlurmError as exc:
+            self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
+            log.warning("polling Slurm failed (next try in %.0f s): %s", self._backoff, exc.message)
+            self._next_poll = time.monotonic() + self._backoff
+            return
+        self._backoff = self.poll_interval_s
+        self._next_poll = time.monotonic() + self.poll_interval_s
+
+    def _poll(self, submitted: Mapping[str, Job]) -> None:
+        rows = self.cluster.queue()
+        queued: set[str] = set()
+        changed: list[Job] = []
+        arrays_seen: set[str] = set()
+        for row in rows:
+            array = submitted.get(str(row.array_job_id)) if row.array_job_id is not None else None
+            if array is not None and array.is_array:
+                arrays_seen.add(array.backend_id or "")
+                if row.is_range or not row.array_task_ids:
+                    continue  # tasks not started yet: they stay in the array's pending list
+                job = self._task(array, row.array_task_ids[0], submitted)
+            else:
+                job = submitted.get(row.job_id)
+                if job is None:
+                    continue
+            queued.add(job.backend_id or "")
+            if self._apply_queue_row(job, row):
+                changed.append(job)
+        gone = [j for bid, j in submitted.items() if bid not in queued and bid not in arrays_seen]
+        self.store.save_states(changed)
+        if gone:
+            self._settle(gone)
+        self._mark_dirty()
+
+    def _task(self, array: Job, task_id: int, submitted: Mapping[str, Job]) -> Job:
+        backend_id = f"{array.backend_id}_{task_id}"
+        known = submitted.get(backend_id)
+        if known is not None:
+            return known
+        # the task's log paths: where Slurm writes them (a corral pattern that needs no job id)
+        logs = {stream: self._log_pattern(array, stream).replace("%a", str(task_id)) for stream in ("stdout", "stderr")}
+        spec = replace(array.spec, dependency=None, stdout=logs["stdout"],
+                       stderr=logs["stderr"] if array.spec.stderr else None)
+        (task,) = self.store.add_tasks(array, spec, [task_id])
+        task.backend_id = backend_id
+        self.store.save_state(task)
+        self._track(task)
+        self._queue.pop(task.id, None)
+        return task
+
+    def _apply_queue_row(self, job: Job, row: SqueueRow) -> bool:
+        state = row.state
+        before = (job.state, job.node, job.start_time)
+        if state is JobState.RUNNING:
+            job.state, job.node = JobState.RUNNING, row.node or job.node
+            job.start_time = job.start_time or row.start_time or self.clock()
+            self._queue.pop(job.id, None)
+            self._slurm_reasons.pop(job.id, None)
+        elif state in (JobState.PENDING, JobState.PREEMPTED):
+            if job.state is JobState.RUNNING:  # requeued by Slurm
+                job.restarts += 1
+                job.start_time, job.node = None, None
+            job.state = JobState.PENDING
+            self._slurm_reasons[job.id] = row.reason or "None"
+        return (job.state, job.node, job.start_time) != before
+
+    def _settle(self, gone: Sequence[Job]) -> None:
+        """Jobs that left Slurm's queue: their outcome from accounting."""
+        ids = [j.backend_id for j in gone if j.backend_id]
+        try:
+            records = {r.job_id: r for r in self.cluster.accounting(ids)}
+        except SlurmError as exc:
+            log.warning("sacct failed (%s); jobs that left the queue are settled without it", exc.message)
+            records = {}
+        ended = []
+        for job in gone:
+            if job.is_array:
+                self._settle_array(job, records)
+                continue
+            record = records.get(job.backend_id or "")
+            if record is None:
+                if time.time() - (job.start_time or job.submit_time) < 30:
+                    continue  # accounting lags the queue by a moment: ask again at the next poll
+                outcome = Outcome("COMPLETED", None, None, self.clock(), "Slurm has no record of how it ended")
+            else:
+                if not record.state.is_terminal():
+                    continue
+                outcome = outcome_from_sacct(record, now=self.clock())
+            if job.start_time is None and record is not None and record.start_time:
+                job.start_time = record.start_time
+            _apply_outcome(job, outcome)
+            ended.append(job)
+        self.store.save_states(ended)
+        for job in ended:
+            self._slurm_reasons.pop(job.id, None)
+            self._forget(job)
+
+    def _settle_array(self, array: Job, records: Mapping[str, Any]) -> None:
+        """An array that left the queue: its tasks not seen running get their records now."""
+        tasks = {t: r for r in records.values() if str(r.array_job_id) == array.backend_id and r.state.is_terminal()
+                 for t in r.array_task_ids}
+        ended = []
+        for task_id in list(array.array_pending):
+            record = tasks.get(task_id)
+            task = self._task(array, task_id, {})
+            outcome = outcome_from_sacct(record, now=self.clock()) if record is not None else Outcome(
+                "CANCELLED" if array.reason == "CancelledByUser" else "COMPLETED", None, None, self.clock(),
+                None if record is not None else "Slurm has no record of this task")
+            if record is not None:
+                task.start_time, task.node = record.start_time, record.node
+            _apply_outcome(task, outcome)
+            ended.append(task)
+        self.store.save_states(ended)
+        for task in ended:
+            self._forget(task)
+        self._finish_array_if_done(array.id)
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    async def cancel(self, ref: str | int) -> Job:
+        ref = str(ref)
+        job = self.resolve(ref)
+        if job.state.is_terminal():
+            raise Conflict(f"job {job.id} already ended ({job.state.value}); there is nothing to cancel")
+        target = job.backend_id
+        if job.is_array and "_" in ref and job.backend_id:
+            target = f"{job.backend_id}_{ref.partition('_')[2]}"
+        if target is not None:
+            self.cluster.cancel([target])
+            if job.is_array and "_" not in ref:
+                job.reason = "CancelledByUser"
+            self.poll_soon()
+        if job.state is JobState.PENDING and not job.is_array:
+            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
+            self.store.save_state(job)
+            self._slurm_reasons.pop(job.id, None)
+            self._forget(job)
+            return job
+        return await self.wait(job.id if "_" not in ref else ref, 5.0)
+
+    def nodes_view(self) -> list[dict[str, Any]]:
+        return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
+                 "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "job_id": None, "job_name": None,
+                           "user": None} for g in n.gpus]} for n in self.nodes]
+
+
+def _write_executable(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
