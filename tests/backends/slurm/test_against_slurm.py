@@ -1,0 +1,153 @@
+"""corral on a real Slurm cluster: the testbed of scripts/slurm-testbed.sh (slurmctld, slurmd,
+slurmdbd on this machine, four fake GPUs). Jobs are submitted, watched, cancelled, timed out,
+requeued and chained for real."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from corral.client import Client
+from tests.helpers import wait_for
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+TESTBED = os.path.join(REPO, "scripts", "slurm-testbed.sh")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    """The testbed, started if it is not running (idempotent)."""
+    done = subprocess.run(["bash", TESTBED, "start"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"the Slurm testbed did not start:\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.fixture
+def slurm(slurm_cluster, server_factory):
+    return server_factory(extra=["--backend", "slurm"])
+
+
+def finished(client: Client, job_id, timeout: float = 60) -> dict:
+    job = client.wait(job_id, timeout=timeout, poll=5)
+    assert job["state"] not in ("PENDING", "RUNNING"), job
+    return job
+
+
+def squeue_ids() -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_a_job_runs_on_slurm_with_its_gpus_and_keeps_its_corral_id(slurm):
+    client = slurm.client()
+    job = client.submit(["sh", "-c", 'echo "gpus=$CUDA_VISIBLE_DEVICES slurm=$SLURM_JOB_ID corral=$CORRAL_JOB_ID"'],
+                        gpus=2)
+    ended = finished(client, job["id"])
+    assert (ended["state"], ended["exit_code"]) == ("COMPLETED", 0)
+    out = client.logs(job["id"])[0].decode()
+    assert f"corral={job['id']}" in out and f"slurm={ended['backend_id']}" in out
+    assert out.split("gpus=")[1].split()[0].count(",") == 1  # two GPUs, bound by Slurm
+
+
+def test_a_failing_job_records_its_exit_code(slurm):
+    client = slurm.client()
+    job = client.submit(["sh", "-c", "echo oops >&2; exit 3"])
+    ended = finished(client, job["id"])
+    assert (ended["state"], ended["exit_code"]) == ("FAILED", 3)
+    assert client.logs(job["id"], stream="stderr")[0] == b"oops\n"
+
+
+def test_cancelling_a_running_job_scancels_it(slurm):
+    client = slurm.client()
+    job = client.submit(["sleep", "300"])
+    wait_for(lambda: client.get(job["id"])["state"] == "RUNNING", timeout=30)
+    backend_id = client.get(job["id"])["backend_id"]
+    client.cancel(job["id"])
+    assert finished(client, job["id"])["state"] == "CANCELLED"
+    assert backend_id not in squeue_ids()
+
+
+def test_a_pending_job_shows_slurms_reason_and_a_chain_runs_in_order(slurm):
+    client = slurm.client()
+    first = client.submit(["sleep", "3"], name="first")
+    second = client.submit(["true"], name="second", dependency=f"afterok:{first['id']}")
+    wait_for(lambda: client.get(second["id"])["reason"] == "Dependency", timeout=30)
+    a, b = finished(client, first["id"]), finished(client, second["id"])
+    assert a["state"] == b["state"] == "COMPLETED"
+    assert b["start_time"] >= a["end_time"][:19]  # ISO strings; Slurm's times are whole seconds
+
+
+def test_an_array_runs_its_tasks_within_the_throttle_with_a_log_each(slurm):
+    client = slurm.client()
+    array = client.submit(["sh", "-c", "echo task $SLURM_ARRAY_TASK_ID"], array="0-3%2", name="sweep")
+    ended = finished(client, array["id"], timeout=90)
+    assert ended["state"] == "COMPLETED"
+    for task in range(4):
+        task_job = client.get(f"{array['id']}_{task}")
+        assert task_job["state"] == "COMPLETED"
+        assert client.logs(f"{array['id']}_{task}")[0] == f"task {task}\n".encode()
+
+
+@pytest.mark.timeout(240)
+def test_a_job_past_its_time_limit_ends_timeout(slurm):
+    client = slurm.client()
+    job = client.submit(["sleep", "600"], time="1")  # Slurm counts in minutes
+    assert finished(client, job["id"], timeout=150)["state"] == "TIMEOUT"
+
+
+def test_a_job_requeued_by_slurm_runs_again_and_appends_its_log(slurm):
+    client = slurm.client()
+    job = client.submit(["sh", "-c", 'echo "run ${SLURM_RESTART_COUNT:-0}"; sleep 4'])
+    wait_for(lambda: client.get(job["id"])["state"] == "RUNNING", timeout=30)
+    backend_id = client.get(job["id"])["backend_id"]
+    subprocess.run(["scontrol", "requeue", backend_id], check=True)
+    # Slurm holds a requeued job back for a while (Reason=BeginTime); corral shows that, then the rerun
+    wait_for(lambda: client.get(job["id"])["reason"] == "BeginTime", timeout=30)
+    subprocess.run(["scontrol", "update", f"jobid={backend_id}", "StartTime=now"], check=True)
+    ended = finished(client, job["id"], timeout=60)
+    assert ended["state"] == "COMPLETED" and ended["restarts"] >= 1
+    out = client.logs(job["id"])[0].decode()
+    assert "run 0" in out and "run 1" in out  # the first run's output kept
+
+
+def test_the_epilog_webhook_needs_the_token(slurm):
+    import http.client
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(slurm.url)
+    token = open(os.path.join(slurm.home, "webhook.token")).read().strip()
+    for header, status in ((None, 401), ("Bearer wrong", 401), (f"Bearer {token}", 202)):
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        conn.request("POST", "/api/v1/webhooks/slurm", body=b"{}",
+                     headers={"Authorization": header} if header else {})
+        assert conn.getresponse().status == status
+        conn.close()
+
+
+CLI_SESSION = """
+set -e
+corral submit --parsable -J done -- sh -c 'echo from-the-job' > id1
+corral submit --parsable -J doomed -- sleep 300 > id2
+corral queue
+corral wait "$(cat id1)"
+corral logs "$(cat id1)"
+corral cancel "$(cat id2)"
+corral history
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "slurm"])
+def test_the_same_cli_session_works_on_both_backends(backend, request, server_factory, short_tmp):
+    if backend == "slurm":
+        request.getfixturevalue("slurm_cluster")
+    server = server_factory(extra=["--backend", backend])
+    env = {**os.environ, "CORRAL_HOME": server.home, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    env.pop("CORRAL_URL", None)
+    done = subprocess.run(["bash", "-c", CLI_SESSION], cwd=short_tmp, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "from-the-job" in done.stdout
+    history = done.stdout.split("JOBID")[-1]
+    assert "COMPLETED" in history and "CANCELLED" in history
