@@ -150,9 +150,10 @@ class Server:
     """
 
     def __init__(self, gpus: int, *, keep_home: bool = False, profile: str | None = None,
-                 prefix: str = "corral-bench-", db: str | None = None) -> None:
+                 prefix: str = "corral-bench-", db: str | None = None, extra: list[str] | None = None) -> None:
         self.gpus = gpus
         self.db = db
+        self.extra = list(extra or [])
         self.keep_home = keep_home
         self.profile = os.path.abspath(profile) if profile else None
         self.home = tempfile.mkdtemp(prefix=prefix)
@@ -176,6 +177,7 @@ class Server:
               "--gpu-mem", "80G"]
         if self.db:
             up += ["--db", self.db]
+        up += self.extra
         if self.profile:
             self._start_profiled(up)
         else:

@@ -4,4 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+# Slurm backend tests need a Slurm cluster: as root, install/start the single-node testbed
+# (scripts/slurm-testbed.sh; a few seconds when already up). CORRAL_SLURM_TESTBED=0 skips this.
+if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
+  bash scripts/slurm-testbed.sh start
+fi
 exec .venv/bin/python -m pytest "$@"

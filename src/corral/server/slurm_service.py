@@ -31,6 +31,7 @@ log = logging.getLogger("corral.slurm")
 
 POLL_INTERVAL_S = 2.0
 MAX_BACKOFF_S = 60.0
+BURST_S, BURST_INTERVAL_S = 3.0, 0.1  # after an epilog's nudge
 _TASK_SENTINEL = "\x00TASK\x00"
 
 
@@ -48,6 +49,7 @@ class SlurmJobService(JobService):
         self._next_poll = 0.0
         self._backoff = poll_interval_s
         self._slurm_reasons: dict[int, str] = {}
+        self._burst_until = 0.0
 
     # -- what differs from the local service --------------------------------------------------
 
@@ -59,8 +61,10 @@ class SlurmJobService(JobService):
         return replace(spec, partition=spec.partition or self.partition or "", qos=spec.qos or "")
 
     def poll_soon(self) -> None:
-        """Read Slurm's state at the next turn of the loop (a job's epilog said it ended)."""
+        """Read Slurm's state now and a few times more in quick succession (a job's epilog said it
+        ended: it may still be COMPLETING for a moment, and its record not yet written)."""
         self._next_poll = 0.0
+        self._burst_until = time.monotonic() + BURST_S
         self._mark_dirty()
 
     def _current(self, job: Job) -> Job:
@@ -180,7 +184,8 @@ class SlurmJobService(JobService):
             self._next_poll = time.monotonic() + self._backoff
             return
         self._backoff = self.poll_interval_s
-        self._next_poll = time.monotonic() + self.poll_interval_s
+        now = time.monotonic()
+        self._next_poll = now + (BURST_INTERVAL_S if now < self._burst_until else self.poll_interval_s)
 
     def _poll(self, submitted: Mapping[str, Job]) -> None:
         rows = self.cluster.queue()
@@ -198,6 +203,8 @@ class SlurmJobService(JobService):
                 job = submitted.get(row.job_id)
                 if job is None:
                     continue
+            if row.slurm_state.startswith("COMPLETING"):
+                continue  # its processes are gone: settled from accounting, as soon as that has it
             queued.add(job.backend_id or "")
             if self._apply_queue_row(job, row):
                 changed.append(job)

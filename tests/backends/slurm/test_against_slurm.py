@@ -98,16 +98,16 @@ def test_a_job_past_its_time_limit_ends_timeout(slurm):
     assert finished(client, job["id"], timeout=150)["state"] == "TIMEOUT"
 
 
+@pytest.mark.timeout(180)
 def test_a_job_requeued_by_slurm_runs_again_and_appends_its_log(slurm):
     client = slurm.client()
     job = client.submit(["sh", "-c", 'echo "run ${SLURM_RESTART_COUNT:-0}"; sleep 4'])
     wait_for(lambda: client.get(job["id"])["state"] == "RUNNING", timeout=30)
     backend_id = client.get(job["id"])["backend_id"]
     subprocess.run(["scontrol", "requeue", backend_id], check=True)
-    # Slurm holds a requeued job back for a while (Reason=BeginTime); corral shows that, then the rerun
+    # Slurm holds a requeued job back a while (Reason=BeginTime, ~11 s on the testbed): corral shows it
     wait_for(lambda: client.get(job["id"])["reason"] == "BeginTime", timeout=30)
-    subprocess.run(["scontrol", "update", f"jobid={backend_id}", "StartTime=now"], check=True)
-    ended = finished(client, job["id"], timeout=60)
+    ended = finished(client, job["id"], timeout=90)
     assert ended["state"] == "COMPLETED" and ended["restarts"] >= 1
     out = client.logs(job["id"])[0].decode()
     assert "run 0" in out and "run 1" in out  # the first run's output kept
