@@ -52,7 +52,8 @@ def main() -> int:
     try:
         with Server(gpus=0, keep_home=args.keep_home, extra=["--backend", "slurm"]) as server:
             http = Http(server.url)
-            blocker = http.call("POST", "/api/v1/jobs", {"command": ["sleep", "3600"], "gpus": 4, "name": "blocker"})
+            blocker = http.call("POST", "/api/v1/jobs", {"command": ["sleep", "3600"], "gpus": 4, "name": "blocker",
+                                                              "time": "60"})
             queued = [http.call("POST", "/api/v1/jobs", {"command": ["true"], "gpus": 4, "name": "queued"})["id"]
                       for _ in range(10)]
             few = count_calls(calls_log, args.window)
@@ -121,7 +122,8 @@ def end_to_seen(http: Http, home: str, samples: int) -> list[float]:
         stamp = os.path.join(home, f"ended-{time.monotonic_ns()}")
         # runs a few seconds, so that its end falls anywhere between two polls
         script = f"sleep {2 + (i % 4) * 0.37:.2f}; date +%s.%N > {stamp}"
-        job = http.call("POST", "/api/v1/jobs", {"command": ["sh", "-c", script], "name": "probe"})
+        # a time limit lets Slurm's backfill start it ahead of the queued jobs, which wait for the GPUs
+        job = http.call("POST", "/api/v1/jobs", {"command": ["sh", "-c", script], "name": "probe", "time": "1"})
         while True:
             state = http.call("GET", f"/api/v1/jobs/{job['id']}")["state"]
             if state not in ("PENDING", "RUNNING"):

@@ -74,6 +74,10 @@ class Client:
             body["script"] = script
         return self._request("POST", "/api/v1/jobs", body)
 
+    def attach(self, slurm_job_id: int | str) -> dict[str, Any]:
+        """Track a job submitted with plain sbatch (servers with the Slurm backend)."""
+        return self._request("POST", "/api/v1/jobs/attach", {"slurm_job_id": str(slurm_job_id)})
+
     def get(self, job_id: int | str) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 

@@ -65,6 +65,9 @@ def test_submit_answers_201_with_the_job_and_it_runs_to_completion(server, short
     ({"command": ["true"], "labels": "x"}, "labels"),
     ({"command": ["true"], "name": 5}, "name"),
     ({"command": ["true"], "gpus": True}, "gpus"),
+    ({"command": ["true"], "nodes": 2}, "nodes"),
+    ({"command": ["true"], "nodes": 0}, "nodes"),
+    ({"command": ["true"], "gpus": 1, "gpus_per_node": 2}, "gpus_per_node"),
 ])
 def test_bad_input_is_422_naming_the_field_and_changes_nothing(server, body, field):
     before = call(server, "GET", "/api/v1/jobs?scope=active")[1]["jobs"]
@@ -73,6 +76,11 @@ def test_bad_input_is_422_naming_the_field_and_changes_nothing(server, body, fie
     assert answer["error"]["field"] == field
     assert answer["error"]["message"]
     assert call(server, "GET", "/api/v1/jobs?scope=active")[1]["jobs"] == before
+
+
+def test_a_multi_node_job_is_refused_here_pointing_at_slurm(server):
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "nodes": 2, "gpus_per_node": 4})
+    assert status == 422 and "--backend slurm" in answer["error"]["message"]
 
 
 def test_too_many_gpus_is_refused_with_the_reason(server):

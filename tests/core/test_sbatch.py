@@ -43,6 +43,7 @@ def test_parse_script_reads_a_tutorial_batch_script():
         "stderr": "logs/%x-%j.err",
         "workdir": "/home/alice/project",
         "export": "ALL",
+        "nodes": "1",
     }
     assert directives.warnings == []
 
@@ -78,8 +79,9 @@ def test_parse_script_reads_several_options_on_one_line():
         ("#SBATCH --nice=10", {"nice": "10"}),
         ("#SBATCH --nice", {"nice": "100"}),  # sbatch's bare --nice
         ("#SBATCH --export=NONE", {"export": "NONE"}),
-        ("#SBATCH -N 1 -n 1", {}),
-        ("#SBATCH --nodes=1-1 --ntasks-per-node=1", {}),
+        ("#SBATCH -N 1 -n 1", {"nodes": "1"}),
+        ("#SBATCH --nodes=1-1 --ntasks-per-node=1", {"nodes": "1"}),
+        ("#SBATCH -N 2 --gpus-per-node=4", {"nodes": "2", "gpus": "4"}),
     ],
 )
 def test_parse_script_maps_each_supported_option_to_its_request_field(line, fields):
@@ -160,12 +162,18 @@ def test_parse_script_refuses_unsupported_options_naming_them(option, name):
     assert "not supported" in str(err.value)
 
 
-@pytest.mark.parametrize("option", ["--nodes=2", "-N 2", "--ntasks=4", "-n 8", "--ntasks-per-node=2", "--nodes=1-2"])
-def test_parse_script_refuses_multi_node_and_multi_task_jobs_pointing_at_slurm(option):
+@pytest.mark.parametrize("option", ["--ntasks=4", "-n 8", "--ntasks-per-node=2"])
+def test_parse_script_refuses_multi_task_jobs_pointing_at_slurm(option):
     with pytest.raises(InvalidRequest) as err:
         parse_script(script(f"#SBATCH {option}"))
     assert err.value.field == "script"
     assert "Slurm backend" in str(err.value)
+
+
+def test_parse_script_refuses_a_range_of_node_counts():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script("#SBATCH --nodes=1-2"))
+    assert err.value.field == "script" and "range of node counts" in str(err.value)
 
 
 def test_parse_script_refuses_a_script_without_shebang():

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
 from corral.core.spec import UPDATE_FIELDS
 from corral.core.states import JobState
-from corral.errors import InvalidRequest
+from corral.errors import Conflict, InvalidRequest
 from corral.server.service import JobService
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
@@ -75,6 +75,22 @@ async def list_jobs(
 @router.get("/{job_id}", response_model=JobOut, summary="Show one job")
 async def get_job(request: Request, job_id: str = JobRef) -> Response:
     return _json(_service(request).resolve(job_id).to_dict())
+
+
+@router.post("/attach", response_model=JobOut, status_code=201, responses={409: {"model": ErrorOut}},
+             summary="Track a job submitted with plain sbatch (Slurm backend)",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                 "type": "object", "required": ["slurm_job_id"], "properties": {"slurm_job_id": {"type": "string"}}}}}}})
+async def attach_job(request: Request) -> Response:
+    body = json_object(await request.body())
+    service = _service(request)
+    if not hasattr(service, "attach"):
+        raise Conflict("this server runs jobs itself; attaching Slurm jobs needs `corral up --backend slurm`")
+    if set(body) != {"slurm_job_id"}:
+        raise InvalidRequest("slurm_job_id", "missing" if "slurm_job_id" not in body else "is the only field",
+                             'send {"slurm_job_id": "123"}')
+    job = await service.attach(str(body["slurm_job_id"]))
+    return _json(job.to_dict(), 201)
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")

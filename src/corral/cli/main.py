@@ -148,6 +148,8 @@ class SubmitCommand(click.Command):
 @cli.command(cls=SubmitCommand, context_settings={"allow_interspersed_args": False})
 @click.option("-J", "--job-name", "name", help="Job name [default: the script's or program's name].")
 @click.option("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT.")
+@click.option("--gpus-per-node", "gpus_per_node", help="GPUs on each node of a multi-node job (with --nodes).")
+@click.option("-N", "--nodes", type=int, help="Nodes (more than 1: srun torchrun with a rendezvous; Slurm backend).")
 @click.option("--gres", help="Slurm style GPU request: gpu:N or gpu:TYPE:N.")
 @click.option("--gpu-type", help="GPU type, e.g. A100.")
 @click.option("--gpu-mem", help="Minimum memory of each GPU, e.g. 40G.")
@@ -247,6 +249,16 @@ def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bo
         click.echo(json.dumps(jobs, indent=2))
     else:
         click.echo(start_table(jobs) if starts else queue_table(jobs))
+
+
+@cli.command()
+@click.argument("slurm_job_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def attach(ctx: click.Context, slurm_job_id: str, as_json: bool) -> None:
+    """Track a job submitted with plain sbatch: its state, logs and runs (Slurm backend)."""
+    job = client_for(ctx).attach(slurm_job_id)
+    click.echo(json.dumps(job, indent=2) if as_json else f"Slurm job {slurm_job_id} is corral job {job['id']}")
 
 
 @cli.command()

@@ -101,6 +101,7 @@ class Job:
             "command": list(s.command),
             "script_args": list(s.script_args),
             "gpus": s.gpus,
+            "nodes": s.nodes,
             "gpu_type": s.gpu_type,
             "gpu_mem_mb": s.gpu_mem_mb,
             "gpu_ids": list(self.gpu_ids) if self.gpu_ids is not None else [],

@@ -120,6 +120,12 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
         elif name == "open-mode":
             if value != "truncate":  # truncate is what corral does anyway
                 raise InvalidRequest("script", f"{source} --open-mode={value} is not supported by corral", "remove it; logs are truncated")
+        elif name in _ONE and _ONE[name] == "nodes":
+            low, _, high = value.strip().partition("-")
+            if high and high != low:
+                raise InvalidRequest("script", f"{source} --nodes={value}: a range of node counts is not supported",
+                                     "give one count, e.g. --nodes=2")
+            out.fields["nodes"] = low  # checked with the request's fields; more than 1 needs the Slurm backend
         elif name in _ONE:
             if value.strip() not in ("1", "1-1"):
                 raise InvalidRequest(

@@ -22,6 +22,7 @@ from corral.core.resources import Request
 from corral.core.units import is_number, parse_duration_s, parse_memory_mb
 from corral.errors import InvalidRequest
 
+MAX_NODES = 1024
 MAX_GPUS = 1024
 MAX_CPUS = 100_000
 MAX_TIME_S = 365 * 86400
@@ -40,7 +41,7 @@ MINIMAL_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "SHELL", 
 _ALTERNATIVES = (("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"), ("time", "time_limit_s"))
 
 REQUEST_FIELDS = frozenset({
-    "command", "script", "script_args", "name", "gpus", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
+    "command", "script", "script_args", "name", "gpus", "gpus_per_node", "nodes", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor",
@@ -89,6 +90,8 @@ class JobSpec:
     """A job of higher priority may stop it (warning signal, grace period) and queue it again."""
     warn_signal: str | None = None
     """sbatch's --signal: `USR1@90` sends SIGUSR1 90 s before the time limit (and on preemption)."""
+    nodes: int = 1
+    """Nodes it spans; `gpus`, `cpus` and `mem_mb` are per node. More than one needs the Slurm backend."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -132,6 +135,11 @@ def build_spec(
         if "gres" in given:
             fields.pop("gpus", None)  # else the script's --gpus would beat the request's gres in _gpus
     fields.update(given)
+    if "gpus_per_node" in fields:
+        if "gpus" in given:
+            raise InvalidRequest("gpus_per_node", "given together with gpus", "give one: with --nodes, GPUs are per node")
+        fields["gpus"] = fields.pop("gpus_per_node")
+    nodes = _int_in(fields.get("nodes", 1), "nodes", 1, MAX_NODES)
 
     gpu_type, gpus = _gpus(fields)
     cpus = _int_in(fields.get("cpus", 1), "cpus", 1, MAX_CPUS)
@@ -173,6 +181,7 @@ def build_spec(
         dependency=_dependency(fields.get("dependency")),
         kill_on_invalid_dep=_yes_no(fields.get("kill_on_invalid_dep", False), "kill_on_invalid_dep"),
         array=_array(fields.get("array")),
+        nodes=nodes,
         preemptible=_yes_no(fields.get("preemptible", False), "preemptible"),
         warn_signal=_signal_text(fields.get("signal")),
         warnings=tuple(warnings),

@@ -29,7 +29,7 @@ from corral.core.resources import Allocation, Node, check_satisfiable
 from corral.core.schedconfig import Partition, SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, update_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict, InvalidRequest, NotFound
+from corral.errors import Conflict, InvalidRequest, NotFound, Unsatisfiable
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
@@ -78,6 +78,7 @@ class JobService:
         self._wake: asyncio.Event | None = None
         self._next_pass_at = 0.0
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
+        self._waited_s = 0.0  # of a pass, the time spent waiting on another program (sbatch), not thinking
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -169,6 +170,9 @@ class JobService:
 
     def _check_request(self, spec: JobSpec) -> None:
         """Refuse what no node could ever run (raises Unsatisfiable, naming the limit)."""
+        if spec.nodes > 1:
+            raise Unsatisfiable("nodes", f"asks for {spec.nodes} nodes; this server runs each job on one machine",
+                                "run multi-node jobs on a Slurm cluster (corral up --backend slurm)")
         check_satisfiable(spec.request, self.nodes)
 
     def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
@@ -491,8 +495,9 @@ class JobService:
                     self._dirty = True
                 if self._dirty and now >= self._next_pass_at:
                     last_full_pass = now
+                    self._waited_s = 0.0
                     self.schedule_pass()
-                    spent = time.monotonic() - now
+                    spent = time.monotonic() - now - self._waited_s
                     # An expensive pass (a long queue) is not repeated at once: scheduling
                     # takes at most a twentieth of the loop, whatever the submit rate.
                     self._next_pass_at = now + 19 * spent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -21,9 +22,9 @@ from corral.backends.slurm.script import build_sbatch
 from corral.core.dependency import Dependency
 from corral.core.job import Job, Outcome
 from corral.core.paths import expand_pattern
-from corral.core.spec import JobSpec
+from corral.core.spec import JobSpec, build_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict
+from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.executor.files import write_json_atomic
 from corral.server.service import JobService, _apply_outcome
 
@@ -32,6 +33,7 @@ log = logging.getLogger("corral.slurm")
 POLL_INTERVAL_S = 2.0
 MAX_BACKOFF_S = 60.0
 BURST_S, BURST_INTERVAL_S = 3.0, 0.1  # after an epilog's nudge
+SUBMITS_PER_PASS = 16  # sbatch calls in one turn of the event loop (each takes 10-50 ms)
 _TASK_SENTINEL = "\x00TASK\x00"
 
 
@@ -76,11 +78,18 @@ class SlurmJobService(JobService):
         """Submit to Slurm every queued job that may go now (the scheduling is Slurm's)."""
         self._dirty = False
         waiting = self._map_dependencies()
+        submitted = 0
         for job_id in list(self._queue) + [a for a in self._arrays if self._arrays[a].backend_id is None]:
             job = self.active.get(job_id)
             if job is None or job.backend_id is not None or job.held or job_id in waiting:
                 continue
+            if submitted == SUBMITS_PER_PASS:
+                self._mark_dirty()  # the rest in the next pass: the API is served in between
+                return
+            started = time.monotonic()
             self._submit(job, self._slurm_dependency.pop(job_id, None))
+            self._waited_s += time.monotonic() - started
+            submitted += 1
 
     def _map_dependencies(self) -> dict[int, PendingReason]:
         """Dependencies whose targets are all at Slurm become Slurm dependencies; the rest corral
@@ -299,6 +308,40 @@ class SlurmJobService(JobService):
 
     # -- requests ---------------------------------------------------------------------------------
 
+    async def attach(self, slurm_id: str) -> Job:
+        """Track a job submitted with plain sbatch: its state, its logs, the runs it logs.
+
+        Raises:
+            InvalidRequest: not a Slurm job id; NotFound: Slurm does not know it.
+        """
+        slurm_id = str(slurm_id).strip()
+        if not re.fullmatch(r"[0-9]{1,12}", slurm_id):
+            raise InvalidRequest("slurm_job_id", f"{slurm_id!r} is not a Slurm job id", "give the number sbatch printed")
+        for job in self.active.values():
+            if job.backend_id == slurm_id:
+                return self._current(job)
+        try:
+            info = self.cluster.job_info(slurm_id)
+        except SlurmError:
+            raise NotFound(f"Slurm has no job {slurm_id} (finished jobs leave scontrol after MinJobAge)") from None
+        request = {
+            "command": [info.get("Command") or f"slurm-job-{slurm_id}"], "name": info.get("JobName") or slurm_id,
+            "workdir": info.get("WorkDir") or "/", "cpus": int(info.get("NumCPUs") or 1),
+            "stdout": _literal_path(info.get("StdOut") or os.path.join(info.get("WorkDir") or "/", f"slurm-{slurm_id}.out")),
+        }
+        if info.get("StdErr") and info.get("StdErr") != info.get("StdOut"):
+            request["stderr"] = _literal_path(info["StdErr"])
+        spec = replace(build_spec(request, user=self.user, log_dir=self.log_dir, default_workdir="/",
+                                  server_env=self.server_env), inherit_env=False, env={}, partition=info.get("Partition") or "",
+                       qos="")
+        (job,) = self.store.insert([spec], self.clock())
+        job.backend_id = slurm_id
+        self.store.save_state(job)
+        self._track(job)
+        self._queue.pop(job.id, None)  # Slurm runs it; corral never submits it
+        self.poll_soon()
+        return job
+
     async def cancel(self, ref: str | int) -> Job:
         ref = str(ref)
         job = self.resolve(ref)
@@ -324,6 +367,11 @@ class SlurmJobService(JobService):
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
                  "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "job_id": None, "job_name": None,
                            "user": None} for g in n.gpus]} for n in self.nodes]
+
+
+def _literal_path(path: str) -> str:
+    """A path Slurm already expanded, as a corral pattern that expands to itself."""
+    return path.replace("%", "%%")
 
 
 def _write_executable(path: str, text: str) -> None:

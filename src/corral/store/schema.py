@@ -54,6 +54,7 @@ jobs = Table(
     Column("warn_signal", String(32)),
     Column("restarts", Integer, nullable=False),
     Column("backend_id", String(64)),
+    Column("nodes", Integer, nullable=False, server_default="1"),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,

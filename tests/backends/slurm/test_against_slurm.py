@@ -20,14 +20,22 @@ TESTBED = os.path.join(REPO, "scripts", "slurm-testbed.sh")
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> None:
-    """The testbed, started if it is not running (idempotent)."""
+    """The testbed, started if it is not running (idempotent), with an empty queue."""
     done = subprocess.run(["bash", TESTBED, "start"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"the Slurm testbed did not start:\n{done.stdout}\n{done.stderr}"
+    cancel_everything()
+
+
+def cancel_everything() -> None:
+    # the testbed is this machine's own cluster: whatever a test left queued would hold up the next
+    subprocess.run(["scancel", f"--user={os.getuid()}"], check=False)
+    wait_for(lambda: not squeue_ids(), timeout=30)
 
 
 @pytest.fixture
 def slurm(slurm_cluster, server_factory):
-    return server_factory(extra=["--backend", "slurm"])
+    yield server_factory(extra=["--backend", "slurm"])
+    cancel_everything()
 
 
 def finished(client: Client, job_id, timeout: float = 60) -> dict:
@@ -151,3 +159,24 @@ def test_the_same_cli_session_works_on_both_backends(backend, request, server_fa
     assert "from-the-job" in done.stdout
     history = done.stdout.split("JOBID")[-1]
     assert "COMPLETED" in history and "CANCELLED" in history
+
+
+def test_a_job_submitted_with_plain_sbatch_can_be_attached_and_followed(slurm, short_tmp):
+    out = os.path.join(short_tmp, "plain-%j.out")
+    slurm_id = subprocess.run(["sbatch", "--parsable", f"--output={out}", "--wrap", "echo from plain sbatch; sleep 2"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    client = slurm.client()
+    job = client.attach(slurm_id)
+    assert client.attach(slurm_id)["id"] == job["id"]  # attaching twice tracks it once
+    ended = finished(client, job["id"])
+    assert (ended["state"], ended["backend_id"]) == ("COMPLETED", slurm_id)
+    assert client.logs(job["id"])[0] == b"from plain sbatch\n"
+
+
+def test_attach_is_refused_by_name_on_the_local_backend(server_factory):
+    from corral.errors import Conflict
+
+    client = server_factory().client()
+    with pytest.raises(Conflict) as err:
+        client.attach("123")
+    assert "--backend slurm" in err.value.message

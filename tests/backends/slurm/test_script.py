@@ -290,3 +290,37 @@ def test_the_command_replaces_the_batch_shell(tmp_path):
 def test_a_script_job_without_a_saved_script_is_a_programming_error():
     with pytest.raises(AssertionError):
         build(make_job(command=(), script="#!/bin/bash\n"), user_script_path=None)
+
+
+FAKE = """#!/bin/sh
+printf '%s\\n' "$(basename "$0")" "$@" >> "$CALLS"
+"""
+FAKE_SCONTROL = """#!/bin/sh
+printf 'node17\\nnode18\\n'
+"""
+
+
+def test_a_multi_node_job_runs_srun_torchrun_with_a_rendezvous_on_its_first_node(tmp_path):
+    from tests.helpers import make_spec
+
+    spec = make_spec(command=["python", "train.py", "--lr", "$(touch pwned)"], nodes=2, gpus_per_node=4)
+    job = Job(id=9, spec=spec, state=JobState.PENDING, submit_time=0.0)
+    request = build_sbatch(job, partition=None, account=None, dependency=None, env={}, stdout="/tmp/o",
+                           stderr=None, user_script_path=None)
+    assert "--nodes=2" in request.argv and "--ntasks-per-node=1" in request.argv and "--gres=gpu:4" in request.argv
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("srun", FAKE), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    script = tmp_path / "job.sh"
+    script.write_text(request.script)
+    calls = tmp_path / "calls"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "CALLS": str(calls), "SLURM_NNODES": "2", "SLURM_JOB_ID": "4242",
+           "SLURM_JOB_NODELIST": "node[17-18]"}
+    subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, check=True)
+    assert calls.read_text().splitlines() == [
+        "srun", "--ntasks-per-node=1", "torchrun", "--nnodes=2", "--nproc_per_node=4", "--rdzv_id=4242",
+        "--rdzv_backend=c10d", "--rdzv_endpoint=node17:29500", "train.py", "--lr", "$(touch pwned)",
+    ]
+    assert not (tmp_path / "pwned").exists()

@@ -97,6 +97,11 @@ class SlurmCluster:
             argv = ["scancel"] + ([f"--signal={signal}"] if signal else []) + list(job_ids)
             self._run(argv)
 
+    def job_info(self, job_id: str) -> dict[str, str]:
+        """`scontrol show job` of one job, as its KEY=VALUE fields (a job sbatch'ed outside corral)."""
+        out = self._run(["scontrol", "show", "job", "--oneliner", job_id])
+        return dict(_FIELD.findall(out.splitlines()[0] if out.strip() else ""))
+
     def requeue(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             self._run(["scontrol", "requeue", ",".join(job_ids)])
@@ -118,6 +123,7 @@ class SlurmCluster:
         return list(found.values())
 
 
+_FIELD = re.compile(r"(?:^|\s)([A-Za-z:/]+)=(\S*)")
 _GRES = re.compile(r"gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
 
 

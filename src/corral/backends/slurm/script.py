@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -50,6 +51,8 @@ def build_sbatch(
         argv.append(f"--error={stderr}")
     # A requeued job appends to its logs, as the local backend does: the earlier runs' output stays.
     argv.append("--open-mode=append")
+    if spec.nodes > 1:  # one task per node: torchrun, started by srun on each, starts the GPU workers
+        argv += [f"--nodes={spec.nodes}", "--ntasks-per-node=1"]
     argv.append(f"--cpus-per-task={spec.cpus}")
     if spec.mem_mb:  # 0 asks for no limit; Slurm's --mem=0 would instead take all of the node's memory
         argv.append(f"--mem={spec.mem_mb}M")
@@ -77,13 +80,39 @@ def build_sbatch(
         argv.append(f"--signal={warn_signal_option(spec.warn_signal)}")
     argv.append("--requeue" if requeue else "--no-requeue")
     argv.append("--export=ALL" if spec.inherit_env else "--export=NONE")
-    return SbatchRequest(tuple(argv), batch_script(spec.command, spec.script_args, env, user_script_path))
+    launcher, command = "", spec.command
+    if spec.nodes > 1 and user_script_path is None:
+        launcher, command = torchrun_launcher(spec.command, spec.gpus)
+    return SbatchRequest(tuple(argv), batch_script(command, spec.script_args, env, user_script_path, launcher=launcher))
+
+
+RDZV_PORT = 29500
+
+
+def torchrun_launcher(command: tuple[str, ...], gpus_per_node: int) -> tuple[str, tuple[str, ...]]:
+    """How a multi-node job starts: `srun torchrun` on every node with a c10d rendezvous on the first
+    (the seed's Slurm multi-GPU recipe). Returns the launcher's words (corral's own, with variables
+    for bash to fill in) and the command it runs: `python train.py ...` becomes `train.py ...`,
+    any other program runs under `--no-python`."""
+    launcher = (
+        'srun --ntasks-per-node=1 torchrun --nnodes="$SLURM_NNODES" '
+        f'--nproc_per_node={max(1, gpus_per_node)} --rdzv_id="$SLURM_JOB_ID" --rdzv_backend=c10d '
+        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"'
+    )
+    if len(command) > 1 and os.path.basename(command[0]).startswith("python") and not command[1].startswith("-"):
+        return launcher, command[1:]
+    return launcher + " --no-python", command
 
 
 def batch_script(
-    command: tuple[str, ...], script_args: tuple[str, ...], env: Mapping[str, str], user_script_path: str | None
+    command: tuple[str, ...], script_args: tuple[str, ...], env: Mapping[str, str], user_script_path: str | None,
+    *, launcher: str = "",
 ) -> str:
-    """`#!/bin/bash`, one quoted `export` per variable, then `exec` of the command or the user's script."""
+    """`#!/bin/bash`, one quoted `export` per variable, then `exec` of the command or the user's script.
+
+    With a `launcher` (torchrun_launcher's), MASTER_ADDR (the job's first host) and MASTER_PORT are
+    set first and the command runs under it; only the command's words are the user's, all quoted.
+    """
     lines = ["#!/bin/bash"]
     odd: list[str] = []
     for key in sorted(env):
@@ -94,11 +123,16 @@ def batch_script(
             # bash cannot `export` names such as BASH_FUNC_module%% (an exported shell function,
             # common on clusters); env(1) can still put them into the command's environment.
             odd.append(f"{key}={env[key]}")
+    if launcher:
+        lines.append('export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
+        lines.append(f'export MASTER_PORT="${{MASTER_PORT:-{RDZV_PORT}}}"')
     if user_script_path is not None:
         target = shlex.join((user_script_path, *script_args))
     else:
         assert command, "a job has a command or a script"
         target = shlex.join(command)
+    if launcher:
+        target = f"{launcher} {target}"
     # exec: the command replaces the batch shell, so Slurm's signals and exit status are its own.
     lines.append(f"exec env -- {shlex.join(odd)} {target}" if odd else f"exec {target}")
     return "\n".join(lines) + "\n"
