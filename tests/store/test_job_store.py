@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import MetaData, Table, text
 
 from corral.core.states import JobState
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
-from corral.store.jobs import JobStore
+from corral.store.jobs import JobStore, _spec_row
 from tests.helpers import make_spec
 
 
@@ -72,9 +72,14 @@ def test_migrations_run_twice_without_change(store):
 def test_a_database_of_the_first_release_upgrades_keeping_its_jobs(tmp_path):
     engine = open_engine(database_url(None, str(tmp_path)))
     migrate.upgrade(engine, "0001")
-    old = JobStore(engine).insert([make_spec(name="from-0.1")], now=1.0)[0]
+    old_jobs = Table("jobs", MetaData(), autoload_with=engine)  # the table as 0.1 made it
+    row = _spec_row(make_spec(name="from-0.1")) | {
+        "state": "PENDING", "submit_time": 1.0, "held": False, "restarts": 0, "kill_on_invalid_dep": False}
+    with engine.begin() as conn:
+        old_id = conn.execute(old_jobs.insert().values(**{k: v for k, v in row.items() if k in old_jobs.c})).inserted_primary_key[0]
     migrate.upgrade(engine)
-    assert JobStore(engine).get(old.id).spec.name == "from-0.1"
+    upgraded = JobStore(engine).get(old_id)
+    assert (upgraded.spec.name, upgraded.spec.nodes, upgraded.backend_id) == ("from-0.1", 1, None)
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM runs")).scalar() == 0
 
