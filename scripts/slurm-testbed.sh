@@ -213,7 +213,7 @@ SlurmdDebug=info
 $OVERRIDES
 $ACCT_LINES
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=5
+JobAcctGatherFrequency=task=1
 JobCompType=jobcomp/none
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$REAL_MEM Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP

@@ -74,6 +74,10 @@ class Client:
             body["script"] = script
         return self._request("POST", "/api/v1/jobs", body)
 
+    def efficiency(self, job_id: int | str) -> dict[str, Any]:
+        """CPU and memory efficiency of a job that ran (Slurm backend, from sacct)."""
+        return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}/efficiency")
+
     def attach(self, slurm_job_id: int | str) -> dict[str, Any]:
         """Track a job submitted with plain sbatch (servers with the Slurm backend)."""
         return self._request("POST", "/api/v1/jobs/attach", {"slurm_job_id": str(slurm_job_id)})

@@ -93,6 +93,15 @@ async def attach_job(request: Request) -> Response:
     return _json(job.to_dict(), 201)
 
 
+@router.get("/{job_id}/efficiency", responses={409: {"model": ErrorOut}},
+            summary="CPU and memory efficiency of a job (Slurm backend, from sacct)")
+async def job_efficiency(request: Request, job_id: str = JobRef) -> Response:
+    service = _service(request)
+    if not hasattr(service, "efficiency"):
+        raise Conflict("efficiency comes from Slurm's accounting here; this server runs jobs itself (local backend)")
+    return _json(service.efficiency(job_id))
+
+
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")
 async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
     job = await _service(request).cancel(job_id)

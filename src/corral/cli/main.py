@@ -252,6 +252,22 @@ def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bo
 
 
 @cli.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def eff(ctx: click.Context, job_id: str, as_json: bool) -> None:
+    """How well a job used its CPUs and memory, like seff (Slurm backend)."""
+    client = client_for(ctx)
+    report = client.efficiency(job_id)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    from corral.backends.slurm.efficiency import format_efficiency
+
+    click.echo(format_efficiency(client.get(job_id), report))
+
+
+@cli.command()
 @click.argument("slurm_job_id")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context

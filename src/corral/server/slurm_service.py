@@ -13,11 +13,12 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 from corral.backends.slurm.cluster import SlurmCluster, SlurmError
-from corral.backends.slurm.parse import SqueueRow, outcome_from_sacct
+from corral.backends.slurm.parse import SacctRow, SqueueRow, outcome_from_sacct
 from corral.backends.slurm.script import build_sbatch
 from corral.core.dependency import Dependency
 from corral.core.job import Job, Outcome
@@ -52,6 +53,9 @@ class SlurmJobService(JobService):
         self._backoff = poll_interval_s
         self._slurm_reasons: dict[int, str] = {}
         self._burst_until = 0.0
+        self._slurm_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-slurm")
+        self._reading: Future[tuple[list[SqueueRow], dict[str, SacctRow]]] | None = None
+        self._read_for: Mapping[str, Job] = {}
 
     # -- what differs from the local service --------------------------------------------------
 
@@ -61,6 +65,10 @@ class SlurmJobService(JobService):
     def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
         # partitions, QoS and their limits are the cluster's: "" leaves the choice to Slurm
         return replace(spec, partition=spec.partition or self.partition or "", qos=spec.qos or "")
+
+    def close(self) -> None:
+        self._slurm_thread.shutdown(wait=False, cancel_futures=True)  # a slow squeue must not hold up a stop
+        super().close()
 
     def poll_soon(self) -> None:
         """Read Slurm's state now and a few times more in quick succession (a job's epilog said it
@@ -179,25 +187,53 @@ class SlurmJobService(JobService):
     # -- watching ---------------------------------------------------------------------------------
 
     def reap(self) -> None:
+        """Start a read of Slurm's state when one is due; apply one that has come back. The
+        commands run in a thread of their own: a slow slurmctld never holds up the API."""
+        if self._reading is not None:
+            if self._reading.done():
+                self._apply_read()
+            return
         if time.monotonic() < self._next_poll:
             return
         submitted = {j.backend_id: j for j in self.active.values() if j.backend_id is not None}
         if not submitted:
             self._next_poll = time.monotonic() + self.poll_interval_s
             return
+        arrays = {bid for bid, j in submitted.items() if j.is_array}
+        self._reading = self._slurm_thread.submit(self._read_slurm, set(submitted), arrays)
+        self._read_for = submitted
+
+    def _read_slurm(self, ids: set[str], arrays: set[str]) -> tuple[list[SqueueRow], dict[str, SacctRow]]:
+        """In the Slurm thread: the queue (one squeue), then accounting for what left it (one sacct)."""
+        rows = self.cluster.queue()
+        present = {row.job_id for row in rows if not row.slurm_state.startswith("COMPLETING")}
+        present |= {str(row.array_job_id) for row in rows if row.array_job_id is not None}
+        gone = sorted(i for i in ids if i not in present or (i in arrays and not _array_has_rows(i, rows)))
         try:
-            self._poll(submitted)
+            records = {r.job_id: r for r in self.cluster.accounting(gone)} if gone else {}
+        except SlurmError as exc:
+            log.warning("sacct failed (%s); jobs that left the queue are settled without it", exc.message)
+            records = {}
+        return rows, records
+
+    def _apply_read(self) -> None:
+        assert self._reading is not None
+        reading, submitted, self._reading = self._reading, self._read_for, None
+        try:
+            rows, records = reading.result()
         except SlurmError as exc:
             self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
             log.warning("polling Slurm failed (next try in %.0f s): %s", self._backoff, exc.message)
             self._next_poll = time.monotonic() + self._backoff
             return
+        # jobs ended or cancelled while Slurm was being read are no longer corral's to settle
+        submitted = {bid: j for bid, j in submitted.items() if self.active.get(j.id) is j}
+        self._poll(submitted, rows, records)
         self._backoff = self.poll_interval_s
         now = time.monotonic()
         self._next_poll = now + (BURST_INTERVAL_S if now < self._burst_until else self.poll_interval_s)
 
-    def _poll(self, submitted: Mapping[str, Job]) -> None:
-        rows = self.cluster.queue()
+    def _poll(self, submitted: Mapping[str, Job], rows: Sequence[SqueueRow], records: Mapping[str, SacctRow]) -> None:
         queued: set[str] = set()
         changed: list[Job] = []
         arrays_seen: set[str] = set()
@@ -220,7 +256,7 @@ class SlurmJobService(JobService):
         gone = [j for bid, j in submitted.items() if bid not in queued and bid not in arrays_seen]
         self.store.save_states(changed)
         if gone:
-            self._settle(gone)
+            self._settle(gone, records)
         self._mark_dirty()
 
     def _task(self, array: Job, task_id: int, submitted: Mapping[str, Job]) -> Job:
@@ -255,14 +291,8 @@ class SlurmJobService(JobService):
             self._slurm_reasons[job.id] = row.reason or "None"
         return (job.state, job.node, job.start_time) != before
 
-    def _settle(self, gone: Sequence[Job]) -> None:
-        """Jobs that left Slurm's queue: their outcome from accounting."""
-        ids = [j.backend_id for j in gone if j.backend_id]
-        try:
-            records = {r.job_id: r for r in self.cluster.accounting(ids)}
-        except SlurmError as exc:
-            log.warning("sacct failed (%s); jobs that left the queue are settled without it", exc.message)
-            records = {}
+    def _settle(self, gone: Sequence[Job], records: Mapping[str, SacctRow]) -> None:
+        """Jobs that left Slurm's queue: their outcome from accounting (read with the queue)."""
         ended = []
         for job in gone:
             if job.is_array:
@@ -307,6 +337,22 @@ class SlurmJobService(JobService):
         self._finish_array_if_done(array.id)
 
     # -- requests ---------------------------------------------------------------------------------
+
+    def efficiency(self, ref: str) -> dict[str, Any]:
+        """CPU and memory efficiency of a job, from Slurm's accounting.
+
+        Raises:
+            Conflict: the job has not run on Slurm yet, or accounting has no record of it.
+        """
+        from corral.backends.slurm.efficiency import efficiency
+
+        job = self.resolve(ref)
+        if job.backend_id is None or job.state is JobState.PENDING:
+            raise Conflict(f"job {job.id} has not run yet; efficiency is known once it runs")
+        try:
+            return efficiency(self.cluster.efficiency_record(job.backend_id))
+        except (SlurmError, ValueError) as exc:
+            raise Conflict(f"Slurm's accounting has no efficiency for job {job.id}: {getattr(exc, 'message', exc)}") from None
 
     async def attach(self, slurm_id: str) -> Job:
         """Track a job submitted with plain sbatch: its state, its logs, the runs it logs.
@@ -367,6 +413,10 @@ class SlurmJobService(JobService):
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
                  "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "job_id": None, "job_name": None,
                            "user": None} for g in n.gpus]} for n in self.nodes]
+
+
+def _array_has_rows(array_id: str, rows: Sequence[SqueueRow]) -> bool:
+    return any(str(row.array_job_id) == array_id and not row.slurm_state.startswith("COMPLETING") for row in rows)
 
 
 def _literal_path(path: str) -> str:

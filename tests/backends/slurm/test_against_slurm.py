@@ -180,3 +180,19 @@ def test_attach_is_refused_by_name_on_the_local_backend(server_factory):
     with pytest.raises(Conflict) as err:
         client.attach("123")
     assert "--backend slurm" in err.value.message
+
+
+def test_efficiency_of_a_finished_job_comes_from_slurms_accounting(slurm):
+    client = slurm.client()
+    burn = "import time\nt = time.time()\nx = bytearray(200 * 2**20)\nwhile time.time() - t < 4: pass\n"
+    job = client.submit([sys.executable, "-c", burn], mem="1G", cpus=1)
+    assert finished(client, job["id"])["state"] == "COMPLETED"
+    eff = wait_for(lambda: _efficiency_with_cpu(client, job["id"]), timeout=30)
+    assert eff["cpus"] == 1 and eff["mem_requested_mb"] == 1024.0
+    assert 0.3 < eff["cpu_efficiency"] <= 1.2  # a busy loop: most of a core
+    assert eff["max_rss_mb"] > 150  # the 200 MB it held
+
+
+def _efficiency_with_cpu(client: Client, job_id):
+    eff = client.efficiency(job_id)
+    return eff if eff["cpu_time_s"] > 0 and eff["max_rss_mb"] > 0 else None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from corral.backends.slurm.parse import (
-    SACCT_ARGS, SLURM_ENV, SQUEUE_ARGS, SacctRow, SqueueRow, parse_sacct, parse_sbatch_id, parse_squeue,
+    SACCT_ARGS, SEP, SLURM_ENV, SQUEUE_ARGS, SacctRow, SqueueRow, parse_sacct, parse_sbatch_id, parse_squeue,
 )
 from corral.backends.slurm.script import SbatchRequest
 from corral.core.resources import Gpu, Node
@@ -91,6 +91,13 @@ class SlurmCluster:
         if not job_ids:
             return []
         return parse_sacct(self._run(["sacct", *SACCT_ARGS, "-X", f"--jobs={','.join(job_ids)}"]))
+
+    def efficiency_record(self, job_id: str) -> str:
+        """sacct's lines for one job and its steps, with what `efficiency` reads."""
+        from corral.backends.slurm.efficiency import SACCT_EFFICIENCY_FIELDS
+
+        return self._run(["sacct", "--parsable2", "--noheader", f"--delimiter={SEP}",
+                          f"--format={','.join(SACCT_EFFICIENCY_FIELDS)}", f"--jobs={job_id}"])
 
     def cancel(self, job_ids: Sequence[str], signal: str | None = None) -> None:
         if job_ids:
