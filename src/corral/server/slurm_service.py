@@ -52,6 +52,7 @@ class SlurmJobService(JobService):
         self._next_poll = 0.0
         self._backoff = poll_interval_s
         self._slurm_reasons: dict[int, str] = {}
+        self._slurm_dependency: dict[int, str] = {}  # jobs about to be submitted with these Slurm dependencies
         self._burst_until = 0.0
         self._slurm_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-slurm")
         self._reading: Future[tuple[list[SqueueRow], dict[str, SacctRow]]] | None = None
@@ -102,7 +103,6 @@ class SlurmJobService(JobService):
     def _map_dependencies(self) -> dict[int, PendingReason]:
         """Dependencies whose targets are all at Slurm become Slurm dependencies; the rest corral
         evaluates as on one machine (a target that already ended, or is not submitted yet)."""
-        self._slurm_dependency: dict[int, str] = getattr(self, "_slurm_dependency", {})
         for job_id, dependency in list(self._dependencies.items()):
             mapped = self._to_slurm(dependency)
             if mapped is not None:
@@ -353,6 +353,14 @@ class SlurmJobService(JobService):
             return efficiency(self.cluster.efficiency_record(job.backend_id))
         except (SlurmError, ValueError) as exc:
             raise Conflict(f"Slurm's accounting has no efficiency for job {job.id}: {getattr(exc, 'message', exc)}") from None
+
+    def _set_held(self, ref: str, held: bool) -> Job:
+        job = self.resolve(ref)
+        if job.backend_id is not None and job.state is JobState.PENDING and job.held != held:
+            # already at Slurm: it is Slurm that must hold it (shown as JobHeldUser) or let it go
+            self.cluster.hold([job.backend_id], release=not held)
+            self._slurm_reasons[job.id] = "JobHeldUser" if held else "None"
+        return super()._set_held(ref, held)
 
     async def attach(self, slurm_id: str) -> Job:
         """Track a job submitted with plain sbatch: its state, its logs, the runs it logs.

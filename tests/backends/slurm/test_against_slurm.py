@@ -196,3 +196,19 @@ def test_efficiency_of_a_finished_job_comes_from_slurms_accounting(slurm):
 def _efficiency_with_cpu(client: Client, job_id):
     eff = client.efficiency(job_id)
     return eff if eff["cpu_time_s"] > 0 and eff["max_rss_mb"] > 0 else None
+
+
+def test_holding_a_job_waiting_at_slurm_holds_it_there(slurm):
+    client = slurm.client()
+    blocker = client.submit(["sleep", "300"], gpus=4, time="10")
+    waiting = client.submit(["true"], gpus=4, time="1")
+    wait_for(lambda: client.get(waiting["id"])["backend_id"], timeout=30)
+    client.hold(waiting["id"])
+    backend_id = client.get(waiting["id"])["backend_id"]
+    reason = subprocess.run(["squeue", "-h", "-j", backend_id, "-o", "%r"], capture_output=True, text=True).stdout
+    assert reason.strip() == "JobHeldUser"
+    client.cancel(blocker["id"])
+    time.sleep(3)
+    assert client.get(waiting["id"])["state"] == "PENDING"  # room now, but held
+    client.release(waiting["id"])
+    assert finished(client, waiting["id"])["state"] == "COMPLETED"

@@ -109,6 +109,12 @@ class SlurmCluster:
         out = self._run(["scontrol", "show", "job", "--oneliner", job_id])
         return dict(_FIELD.findall(out.splitlines()[0] if out.strip() else ""))
 
+    def hold(self, job_ids: Sequence[str], *, release: bool = False) -> None:
+        """`scontrol uhold` (or `release`) of pending jobs."""
+        if job_ids:
+            # uhold: held by its user (JobHeldUser), as `corral hold` means, even when the server runs as root
+            self._run(["scontrol", "release" if release else "uhold", ",".join(job_ids)])
+
     def requeue(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             self._run(["scontrol", "requeue", ",".join(job_ids)])
