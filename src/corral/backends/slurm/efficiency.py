@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from corral.backends.slurm.parse import SEP, parse_slurm_duration
+from corral.backends.slurm.parse import parse_slurm_duration, split_lines
 
 SACCT_EFFICIENCY_FIELDS = ("JobID", "State", "Elapsed", "TotalCPU", "AllocCPUS", "MaxRSS", "ReqMem")
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)")
@@ -20,7 +20,8 @@ def efficiency(sacct_text: str) -> dict[str, Any]:
     Raises:
         ValueError: no row for the job.
     """
-    rows = [dict(zip(SACCT_EFFICIENCY_FIELDS, line.split(SEP))) for line in sacct_text.splitlines() if line.strip()]
+    width = len(SACCT_EFFICIENCY_FIELDS)
+    rows = [dict(zip(SACCT_EFFICIENCY_FIELDS, fields)) for _, fields in split_lines(sacct_text, width, "sacct")]
     job = next((r for r in rows if "." not in r["JobID"]), None)
     if job is None:
         raise ValueError("sacct has no record of the job")

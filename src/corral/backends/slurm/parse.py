@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from corral.core.arrays import parse_array
@@ -119,17 +120,24 @@ def map_state(slurm_state: str, *, requeue: bool = True) -> JobState:
     return state
 
 
-def parse_squeue(text: str, *, requeue: bool = True) -> list[SqueueRow]:
-    """Rows of `squeue` run with SQUEUE_ARGS; a line that cannot be read is logged and skipped."""
-    rows = []
+def split_lines(text: str, width: int, command: str) -> Iterator[tuple[str, list[str]]]:
+    """(line, its stripped fields) for each line of `command`'s SEP-separated output with `width`
+    fields; a line with another count is logged and skipped."""
     for line in text.splitlines():
         if not line.strip():
             continue
         fields = line.split(SEP)
-        if len(fields) != len(SQUEUE_FIELDS):
-            log.warning("squeue line with %d fields, expected %d: %r", len(fields), len(SQUEUE_FIELDS), line)
+        if len(fields) != width:
+            log.warning("%s line with %d fields, expected %d: %r", command, len(fields), width, line)
             continue
-        job_id, raw_id, array_job_id, task_text, state, reason, nodes, start, used = (f.strip() for f in fields)
+        yield line, [f.strip() for f in fields]
+
+
+def parse_squeue(text: str, *, requeue: bool = True) -> list[SqueueRow]:
+    """Rows of `squeue` run with SQUEUE_ARGS; a line that cannot be read is logged and skipped."""
+    rows = []
+    for line, fields in split_lines(text, len(SQUEUE_FIELDS), "squeue"):
+        job_id, raw_id, array_job_id, task_text, state, reason, nodes, start, used = fields
         try:
             is_array = task_text not in _NO_VALUE
             rows.append(SqueueRow(
@@ -152,14 +160,8 @@ def parse_squeue(text: str, *, requeue: bool = True) -> list[SqueueRow]:
 def parse_sacct(text: str, *, requeue: bool = True) -> list[SacctRow]:
     """Job rows of `sacct` run with SACCT_ARGS; step rows (`123.batch`, `123.0`) are skipped."""
     rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        fields = line.split(SEP)
-        if len(fields) != len(SACCT_FIELDS):
-            log.warning("sacct line with %d fields, expected %d: %r", len(fields), len(SACCT_FIELDS), line)
-            continue
-        job_id, raw_id, state, exit_text, start, end, elapsed, nodes = (f.strip() for f in fields)
+    for line, fields in split_lines(text, len(SACCT_FIELDS), "sacct"):
+        job_id, raw_id, state, exit_text, start, end, elapsed, nodes = fields
         if "." in job_id:  # a step: the job's own row says how the job ended
             continue
         try:
