@@ -54,6 +54,7 @@ run array_submit
 run metrics_ingest ${ingest_args[@]+"${ingest_args[@]}"}
 run series_read ${series_args[@]+"${series_args[@]}"}
 run sdk_log
+run monitor_sampler
 
 "$python" - "$results" <<'EOF'
 import json, os, sys
@@ -121,6 +122,13 @@ if k:
     rows.append(("run.log() in the training loop", f"{k['median_us']:.2f} us/call", "<= 5 us", k["verdict"], k.get("detail", "")))
 else:
     rows.append(("run.log()", "-", "<= 5 us", "FAILED", ""))
+m = load("monitor_sampler")
+if m:
+    rows.append((f"sampler, {m['jobs']} jobs + {m['gpus']} GPUs", f"{m['percent_of_core_at_10s']:.2f} % of a core",
+                 "< 1 % at 10 s", m["verdict"], f"{m['cpu_ms_per_sample']:.1f} ms CPU per sample "
+                 f"({m['machine_processes']} processes on the machine); {m['percent_of_core_at_1s']:.2f} % at 1 s"))
+else:
+    rows.append(("job sampler", "-", "< 1 % at 10 s", "FAILED", ""))
 
 head = ("benchmark", "measured", "floor", "verdict", "detail")
 widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]

@@ -75,8 +75,12 @@ class Client:
         return self._request("POST", "/api/v1/jobs", body)
 
     def efficiency(self, job_id: int | str) -> dict[str, Any]:
-        """CPU and memory efficiency of a job that ran (Slurm backend, from sacct)."""
+        """How well a job used its CPUs, memory and GPUs, with advice (sacct on Slurm, samples locally)."""
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}/efficiency")
+
+    def diagnose(self, job_id: int | str) -> dict[str, Any]:
+        """The likely causes of a job's trouble, each with evidence and fixes."""
+        return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}/diagnosis")
 
     def attach(self, slurm_job_id: int | str) -> dict[str, Any]:
         """Track a job submitted with plain sbatch (servers with the Slurm backend)."""
@@ -143,6 +147,58 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/api/v1/health")
+
+    # -- monitoring and alerts --------------------------------------------------------------------
+
+    def metrics(self, job_id: int | str, metric: str, *, start: str | None = None, end: str | None = None,
+                max_points: int = 1000) -> dict[str, Any]:
+        """A job's metric over time: `start` like `-30m`, `-2h`, ISO 8601 or epoch seconds."""
+        query: list[tuple[str, Any]] = [("metric", metric), ("job", _ref(job_id)), ("max_points", max_points)]
+        query += [(name, value) for name, value in (("start", start), ("end", end)) if value is not None]
+        return self._request("GET", f"/api/v1/metrics?{urllib.parse.urlencode(query)}")
+
+    def top(self) -> list[dict[str, Any]]:
+        """Each running job now: GPUs, CPU, memory and training progress."""
+        return self._request("GET", "/api/v1/top")
+
+    def create_alert(self, name: str, condition: str, *, severity: str = "warning", message: str = "",
+                     job: int | None = None, label: str | None = None, user: str | None = None,
+                     channels: Sequence[str] = ()) -> dict[str, Any]:
+        """A rule such as `state == FAILED`, `gpu_utilization < 10 for 15m` or `metric.loss is nan`."""
+        body = {"name": name, "condition": condition, "severity": severity, "message": message, "job": job,
+                "label": label, "user": user, "channels": list(channels)}
+        return self._request("POST", "/api/v1/alerts/rules", {k: v for k, v in body.items() if v is not None})
+
+    def alert_rules(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/api/v1/alerts/rules")
+
+    def delete_alert(self, name: str) -> None:
+        self._request("DELETE", f"/api/v1/alerts/rules/{_name(name)}")
+
+    def add_channel(self, name: str, type: str, **config: Any) -> dict[str, Any]:
+        """A channel: webhook (url), slack (url), email (to), command (argv or command)."""
+        return self._request("POST", "/api/v1/alerts/channels", {"name": name, "type": type, **config})
+
+    def channels(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/api/v1/alerts/channels")
+
+    def delete_channel(self, name: str) -> None:
+        self._request("DELETE", f"/api/v1/alerts/channels/{_name(name)}")
+
+    def test_channel(self, name: str) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/alerts/channels/{_name(name)}/test")
+
+    def alerts(self, *, status: str | None = None, job: int | None = None, unacknowledged: bool = False,
+               limit: int = 100) -> list[dict[str, Any]]:
+        """Firings, newest first, with their deliveries."""
+        query: list[tuple[str, Any]] = [("limit", limit)]
+        query += [(k, v) for k, v in (("status", status), ("job", job)) if v is not None]
+        if unacknowledged:
+            query.append(("unacknowledged", "true"))
+        return self._request("GET", f"/api/v1/alerts?{urllib.parse.urlencode(query)}")
+
+    def acknowledge(self, firing_id: int) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/alerts/{int(firing_id)}/ack")
 
     # -- runs (tracking) --------------------------------------------------------------------------
 
@@ -258,6 +314,13 @@ def _ref(job_id: int | str) -> str:
     if not head.isdigit() or not head.isascii() or (task and not (task.isdigit() and task.isascii())):
         raise InvalidRequest("job_id", f"{text!r} is not a job id", "write 12, or 12_3 for task 3 of array 12")
     return text
+
+
+def _name(name: str) -> str:
+    """A rule's or channel's name, checked before it goes into a URL."""
+    if not (0 < len(name) <= 64 and name.isascii() and all(c.isalnum() or c in "_-." for c in name)):
+        raise InvalidRequest("name", f"{name!r} is not a rule or channel name", "letters, digits, '-', '_' and '.'")
+    return name
 
 
 def _run_ref(ref: int | str) -> str:

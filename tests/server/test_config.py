@@ -24,6 +24,13 @@ def test_config_file_fills_what_the_command_line_left_unset(tmp_path):
     assert options.inventory.gpu_type == "H100"
 
 
+def test_monitor_and_smtp_sections_are_read(tmp_path):
+    write_config(str(tmp_path), '[monitor]\nsample_interval_s = 2.5\n[smtp]\nhost = "mail.lab"\nport = 587\nstarttls = true\n')
+    options = load_config(ServerOptions(home=str(tmp_path)), set())
+    assert options.sample_interval_s == 2.5
+    assert options.smtp == {"host": "mail.lab", "port": 587, "starttls": True}
+
+
 def test_no_config_file_changes_nothing(tmp_path):
     options = ServerOptions(home=str(tmp_path))
     assert load_config(options, set()) == options
@@ -39,6 +46,11 @@ def test_no_config_file_changes_nothing(tmp_path):
     ("[scheduler]\ndefault_partition = 'gpu'\n[partitions.debug]\n", "scheduler.default_partition"),
     ("[scheduler.weights]\nage = 'lots'\n", "scheduler.weights.age"),
     ("[server\n", "config.toml"),
+    ("[monitor]\nsample_interval_s = 0\n", "monitor.sample_interval_s"),
+    ("[monitor]\nsample_retention_days = -1\n", "monitor.sample_retention_days"),
+    ("[monitor]\nsample_every = 3\n", "monitor.sample_every"),
+    ("[smtp]\nport = '25'\n", "smtp.port"),
+    ("[smtp]\nstarttls = 'yes'\n", "smtp.starttls"),
 ])
 def test_a_bad_config_file_is_an_error_that_names_the_key(tmp_path, text, field):
     write_config(str(tmp_path), text)

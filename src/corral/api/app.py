@@ -9,27 +9,31 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import jobs, nodes, runs, webhooks
+from corral.api import alerts, jobs, monitoring, nodes, runs, sizing, webhooks
 from corral.api.errors import install_error_handlers
 from corral.api.submit_path import SubmitPath
+from corral.monitor.service import MonitorService
 from corral.server.service import JobService
 from corral.tracking.service import TrackingService
 
 
 def create_app(
-    service: JobService, *, home: str, tracking: TrackingService, webhook_token: str | None = None, on_started: Callable[[], None] = lambda: None,
+    service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, webhook_token: str | None = None, on_started: Callable[[], None] = lambda: None,
     on_stopped: Callable[[], None] = lambda: None,
 ) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         loop_task = asyncio.create_task(service.run(), name="corral-scheduler")
+        monitor_task = asyncio.create_task(monitor.run(), name="corral-monitor")
         on_started()
         try:
             yield
         finally:
-            loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop_task
+            for task in (monitor_task, loop_task):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            monitor.close()
             service.close()
             tracking.close()
             on_stopped()
@@ -41,6 +45,7 @@ def create_app(
     app.state.service = service
     app.state.home = home
     app.state.tracking = tracking
+    app.state.monitor = monitor
     app.state.webhook_token = webhook_token
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
@@ -48,4 +53,7 @@ def create_app(
     app.include_router(nodes.router)
     app.include_router(runs.router)
     app.include_router(webhooks.router)
+    app.include_router(monitoring.router)
+    app.include_router(alerts.router)
+    app.include_router(sizing.router)
     return app

@@ -94,12 +94,21 @@ async def attach_job(request: Request) -> Response:
 
 
 @router.get("/{job_id}/efficiency", responses={409: {"model": ErrorOut}},
-            summary="CPU and memory efficiency of a job (Slurm backend, from sacct)")
+            summary="How well a job used its CPUs, memory and GPUs, with advice (like seff)")
 async def job_efficiency(request: Request, job_id: str = JobRef) -> Response:
+    """From Slurm's accounting on the Slurm backend, else from the job's samples and the kernel's count."""
+    from corral.monitor.efficiency import advice
+
     service = _service(request)
-    if not hasattr(service, "efficiency"):
-        raise Conflict("efficiency comes from Slurm's accounting here; this server runs jobs itself (local backend)")
-    return _json(service.efficiency(job_id))
+    if hasattr(service, "efficiency"):
+        report = service.efficiency(job_id)
+        return _json(report | {"advice": advice(report)})
+    return _json(await request.app.state.monitor.efficiency(job_id))
+
+
+@router.get("/{job_id}/diagnosis", summary="Why a job failed or runs badly: likely causes, evidence and fixes")
+async def job_diagnosis(request: Request, job_id: str = JobRef) -> Response:
+    return _json(await request.app.state.monitor.diagnose(job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from corral.api.jobs import json_object
+from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
 from corral.tracking.service import TrackingService
 
@@ -47,8 +47,6 @@ def _tracking(request: Request) -> TrackingService:
     return request.app.state.tracking
 
 
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
 @router.post("/runs", status_code=201, summary="Create a run (or get the one its uid or resume_key names)",

@@ -34,6 +34,7 @@ class LocalBackend:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
         self._last_liveness: dict[int, float] = {}
+        self._pids: dict[int, int] = {}  # running job -> its main process, read once from started.json
 
     def job_dir(self, job_id: int) -> str:
         return os.path.join(self.jobs_dir, str(job_id))
@@ -41,6 +42,7 @@ class LocalBackend:
     def start(self, job: Job, allocation: Allocation) -> None:
         job_dir = self.job_dir(job.id)
         os.makedirs(job_dir, exist_ok=True)
+        self._pids.pop(job.id, None)
         for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT):
             try:
                 os.unlink(os.path.join(job_dir, stale))
@@ -77,6 +79,23 @@ class LocalBackend:
             config["warn_signal"], config["warn_before_s"] = parse_signal(job.spec.warn_signal)
         self._children[job.id] = spawn_supervisor(job_dir, config)
 
+    def job_pid(self, job_id: int) -> int | None:
+        """The running job's main process (its session leader), once its supervisor has started it."""
+        cached = self._pids.get(job_id)
+        if cached is not None:
+            return cached
+        started = files.read_json(os.path.join(self.job_dir(job_id), files.STARTED))
+        if started is None or not started.get("pid"):
+            return None
+        self._pids[job_id] = int(started["pid"])
+        return self._pids[job_id]
+
+    def final_usage(self, job_id: int) -> dict[str, float] | None:
+        """CPU seconds and peak memory of an ended job, as the kernel counted them for its supervisor."""
+        result = files.read_json(os.path.join(self.job_dir(job_id), files.RESULT))
+        usage = result.get("usage") if result else None
+        return usage if isinstance(usage, dict) else None
+
     def cancel(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id))
 
@@ -97,6 +116,7 @@ class LocalBackend:
             if outcome is not None:
                 ended.append((job, outcome))
                 self._last_liveness.pop(job.id, None)
+                self._pids.pop(job.id, None)
                 child = self._children.pop(job.id, None)
                 if child is not None:
                     self._exiting.append(child)

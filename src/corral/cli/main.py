@@ -15,6 +15,8 @@ import click
 
 from corral.cli.connect import client_for
 from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
+from corral.cli.monitoring import MONITORING_COMMANDS
+from corral.cli.sizing import recommend
 from corral.errors import CorralError
 
 
@@ -74,6 +76,8 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
               help="local: run jobs on this machine; slurm: submit every job to the Slurm cluster with sbatch.")
 @click.option("--partition", "slurm_partition", help="With --backend slurm: the partition jobs go to by default.")
 @click.option("--account", "slurm_account", help="With --backend slurm: the account jobs are charged to.")
+@click.option("--sample-interval", "sample_interval_s", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True,
+              help="Seconds between samples of each running job's GPUs, CPU, memory and I/O.")
 @click.option("--detach", is_flag=True, help="Run in the background; logs go to <home>/server.log.")
 @click.pass_context
 def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) -> None:
@@ -102,7 +106,7 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
     server_options = ServerOptions(
         home=home, host=options["host"], port=options["port"], db=options["db"], kill_grace_s=options["kill_grace"],
         inventory=inventory, backend=options["backend"], slurm_partition=options["slurm_partition"],
-        slurm_account=options["slurm_account"],
+        slurm_account=options["slurm_account"], sample_interval_s=options["sample_interval_s"],
     )
     serve(load_config(server_options, {"kill_grace_s" if n == "kill_grace" else n for n in explicit}))
 
@@ -113,7 +117,8 @@ def _up_args(ctx: click.Context, home: str, options: dict[str, Any]) -> list[str
         source = ctx.get_parameter_source(name)
         if value is None or source is not click.core.ParameterSource.COMMANDLINE:
             continue
-        flag = {"slurm_partition": "partition", "slurm_account": "account"}.get(name, name)
+        flag = {"slurm_partition": "partition", "slurm_account": "account",
+                "sample_interval_s": "sample-interval"}.get(name, name)
         args += [f"--{flag.replace('_', '-')}", str(value)]
     return args
 
@@ -249,22 +254,6 @@ def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bo
         click.echo(json.dumps(jobs, indent=2))
     else:
         click.echo(start_table(jobs) if starts else queue_table(jobs))
-
-
-@cli.command()
-@click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def eff(ctx: click.Context, job_id: str, as_json: bool) -> None:
-    """How well a job used its CPUs and memory, like seff (Slurm backend)."""
-    client = client_for(ctx)
-    report = client.efficiency(job_id)
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-        return
-    from corral.backends.slurm.efficiency import format_efficiency
-
-    click.echo(format_efficiency(client.get(job_id), report))
 
 
 @cli.command()
@@ -452,5 +441,5 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in TRACKING_COMMANDS:
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend):
     cli.add_command(_command)

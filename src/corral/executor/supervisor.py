@@ -78,12 +78,12 @@ class Supervisor:
         })
         os.write(gate_w, b"1")
         os.close(gate_w)
-        state, status = self.watch(wake_r)
+        state, status, usage = self.watch(wake_r)
         self.kill_session(signal.SIGKILL)  # Slurm's rule: the job's leftover processes die with it
         exit_code, sig = _decode(status)
         if state is None:
             state = "COMPLETED" if exit_code == 0 else "FAILED"
-        self.finish(state, exit_code, sig)
+        self.finish(state, exit_code, sig, usage=usage)
 
     def open_logs(self) -> tuple[int, int]:
         # a requeued job appends: the earlier runs' output is part of its story
@@ -122,7 +122,7 @@ class Supervisor:
         except BaseException:  # noqa: BLE001 - nothing may escape the child back into the supervisor
             os._exit(1)
 
-    def watch(self, wake_r: int) -> tuple[str | None, int]:
+    def watch(self, wake_r: int) -> tuple[str | None, int, dict[str, float]]:
         """Wait for the job to end while enforcing cancel, the time limit and the memory limit."""
         limit = self.config.get("time_limit_s")
         grace = float(self.config.get("kill_grace_s", 10))
@@ -151,9 +151,13 @@ class Supervisor:
             except InterruptedError:
                 pass
             _drain(wake_r)
-            done, status = os.waitpid(self.pid, os.WNOHANG)
+            done, status, rusage = os.wait4(self.pid, os.WNOHANG)
             if done == self.pid:
-                return outcome, status
+                # The kernel's count covers the job and every descendant it waited for: exact
+                # even for a job shorter than one sampling interval (what `corral eff` reports).
+                usage = {"cpu_time_s": round(rusage.ru_utime + rusage.ru_stime, 3),
+                         "max_rss_mb": round(rusage.ru_maxrss / 1024, 1)}
+                return outcome, status, usage
             now = time.monotonic()
             if warn_at is not None and now >= warn_at and outcome is None:
                 self.kill_session(int(warn_signal), session=False)
@@ -204,10 +208,11 @@ class Supervisor:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def finish(self, state: str, exit_code: int | None, sig: int | None, error: str | None = None) -> None:
+    def finish(self, state: str, exit_code: int | None, sig: int | None, error: str | None = None,
+               usage: dict[str, float] | None = None) -> None:
         files.write_json_atomic(self.path(files.RESULT), {
             "state": state, "exit_code": exit_code, "signal": sig, "end_time": time.time(),
-            "error": error,
+            "error": error, "usage": usage,
         })
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:

@@ -36,6 +36,9 @@ class ServerOptions:
     backend: str = "local"
     slurm_partition: str | None = None
     slurm_account: str | None = None
+    sample_interval_s: float = 10.0
+    sample_retention_days: float = 90.0
+    smtp: dict[str, object] = field(default_factory=dict)  # [smtp]: where email alerts go out
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -54,28 +57,41 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
         raise InvalidRequest(CONFIG_FILE, f"{path} is not valid TOML: {exc}") from None
     server = config.pop("server", {})
     node = config.pop("node", {})
+    monitor = config.pop("monitor", {})
+    smtp = config.pop("smtp", {})
     scheduler = parse_scheduler_config(
         config.pop("scheduler", {}), config.pop("partitions", {}), config.pop("qos", {}), path
     )
     if config:
         raise InvalidRequest(
             CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
-            "known: [server], [node], [scheduler], [partitions.NAME], [qos.NAME]",
+            "known: [server], [node], [monitor], [smtp], [scheduler], [partitions.NAME], [qos.NAME]",
         )
     server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float)}
     node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
+    monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
+    smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
+                 "timeout_s": (int, float)}
     updates: dict[str, object] = {}
-    for section, table, keys in (("server", server, server_keys), ("node", node, node_keys)):
+    for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
+                                 ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys)):
         for key, value in table.items():
             if key not in keys:
                 raise InvalidRequest(f"{section}.{key}", f"unknown key in {path}", f"known: {', '.join(keys)}")
-            if not isinstance(value, keys[key]) or isinstance(value, bool):
+            if not isinstance(value, keys[key]) or (isinstance(value, bool) and keys[key] is not bool):
                 raise InvalidRequest(f"{section}.{key}", f"has the wrong type in {path}: {value!r}")
+            if section == "smtp":
+                continue
             if key not in explicit:
                 updates[key] = value
+    if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
+        raise InvalidRequest("monitor.sample_retention_days", f"must be positive in {path}")
+    interval = updates.get("sample_interval_s", options.sample_interval_s)
+    if not 0.1 <= float(interval) <= 3600:  # type: ignore[arg-type]
+        raise InvalidRequest("monitor.sample_interval_s", f"must be between 0.1 and 3600 seconds in {path}, got {interval}")
     inventory = replace(options.inventory, **{k: v for k, v in updates.items() if k in node_keys})
-    return replace(options, inventory=inventory, scheduler=scheduler,
-                   **{k: v for k, v in updates.items() if k in server_keys})
+    return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp),
+                   **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys})
 
 
 def acquire_home(home: str) -> IO[str]:
@@ -137,6 +153,23 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def build_monitor(options: ServerOptions, service: object, engine: object, run_store: object) -> object:
+    """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
+    from corral.monitor.channels import SmtpSettings
+    from corral.monitor.service import MonitorService
+
+    sampler = None
+    if options.backend == "local":
+        from corral.monitor.nvml import gpu_source_from_env
+        from corral.monitor.sampling import JobSampler
+
+        sampler = JobSampler(gpu_source_from_env(os.environ))
+    smtp = SmtpSettings(**{k: v for k, v in options.smtp.items()})  # type: ignore[arg-type]
+    return MonitorService(jobs=service, engine=engine, run_store=run_store, sampler=sampler,  # type: ignore[arg-type]
+                          interval_s=float(options.sample_interval_s), smtp=smtp,
+                          retention_days=float(options.sample_retention_days))
+
+
 def serve(options: ServerOptions) -> None:
     """Run the server in the foreground until SIGINT or SIGTERM."""
     import uvicorn
@@ -191,9 +224,13 @@ def serve(options: ServerOptions) -> None:
             store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
             server_env=server_env, config=options.scheduler,
         )
-    tracking = TrackingService(RunStore(engine), user=service.user, job_info=service.job_info)
+    run_store = RunStore(engine)
+    tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
     service.on_job_ended.append(tracking.job_ended)
+    monitor = build_monitor(options, service, engine, run_store)
+    service.on_job_ended.append(monitor.job_ended)
     service.recover()
+    monitor.start()
     # Everything loaded so far lives as long as the server: keep it out of the collector's full
     # passes, which otherwise rescan every queued job each time a pass allocates heavily.
     gc.freeze()
@@ -208,7 +245,8 @@ def serve(options: ServerOptions) -> None:
         remove_server_info(home, os.getpid())
         engine.dispose()
 
-    app = create_app(service, home=home, tracking=tracking, webhook_token=webhook_token(home), on_started=announce, on_stopped=retire)
+    app = create_app(service, home=home, tracking=tracking, monitor=monitor, webhook_token=webhook_token(home),
+                     on_started=announce, on_stopped=retire)
     config = uvicorn.Config(
         app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
         timeout_graceful_shutdown=5, timeout_keep_alive=30,

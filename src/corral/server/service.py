@@ -209,6 +209,8 @@ class JobService:
             for target in parse_dependency(spec.dependency).job_ids:
                 if self._state_of(target) is None:
                     raise InvalidRequest("dependency", f"job {target} does not exist", "depend on jobs that were submitted")
+        if "params" in spec.labels:
+            warnings.extend(_sizing_warnings(spec, self.nodes))
         time_limit = spec.time_limit_s
         if time_limit is None:
             time_limit = part.default_time_s or part.max_time_s
@@ -794,6 +796,22 @@ class JobService:
                 if not tasks:
                     del self._array_tasks[job.array_job_id]
             self._finish_array_if_done(job.array_job_id)
+
+
+def _sizing_warnings(spec: JobSpec, nodes: Sequence[Node]) -> list[str]:
+    """A job that declares its model (labels params=7B, mode=, precision=) and asks for less GPU
+    memory than that needs gets a warning at submit; it still runs, as the user asked."""
+    from corral.core.sizing import parse_params, undersized
+
+    labels = spec.labels
+    per_gpu = spec.gpu_mem_mb or max((g.mem_mb for n in nodes for g in n.gpus
+                                      if spec.gpu_type is None or g.type == spec.gpu_type), default=None)
+    try:
+        warning = undersized(parse_params(labels["params"]), labels.get("mode", "train"),
+                             labels.get("precision", "bf16"), spec.gpus * spec.nodes, per_gpu)
+    except InvalidRequest as exc:
+        return [f"labels: cannot size the declared model: {exc.message}"]
+    return [warning] if warning else []
 
 
 @functools.lru_cache(maxsize=1024)

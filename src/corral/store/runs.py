@@ -135,6 +135,8 @@ class RunStore:
             "min_value": meta.min_value if meta else None, "min_step": meta.min_step if meta else None,
             "max_value": meta.max_value if meta else None, "max_step": meta.max_step if meta else None,
         }
+        if not finite.all() and (meta is None or meta.first_nonfinite_step is None):
+            summary["first_nonfinite_step"] = int(points.steps[int(np.argmin(finite))])
         if finite.any():
             candidates = np.where(finite, values, np.inf)
             i = int(np.argmin(candidates))

@@ -119,6 +119,7 @@ metric_series = Table(
     Column("min_step", BigInteger),
     Column("max_value", Float),
     Column("max_step", BigInteger),
+    Column("first_nonfinite_step", BigInteger),  # where it first went NaN or infinite: alerts and diagnosis
     PrimaryKeyConstraint("run_id", "key"),
 )
 
@@ -169,5 +170,97 @@ artifacts = Table(
     Column("deleted", Boolean, nullable=False),
     Column("created", Float, nullable=False),
     UniqueConstraint("run_id", "path", name="uq_artifacts_run_path"),
+    sqlite_autoincrement=True,
+)
+
+
+# -- monitoring -----------------------------------------------------------------------------------
+
+# One row per job per sampling tick: the job's system metrics (see corral.monitor.sampling).
+job_samples = Table(
+    "job_samples",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, nullable=False),
+    Column("time", Float, nullable=False),
+    Column("gpu_utilization", Float),
+    Column("gpu_memory_mb", Float),
+    Column("gpu_power_w", Float),
+    Column("gpu_temperature_c", Float),
+    Column("cpu_utilization", Float),
+    Column("cpu_time_s", Float),
+    Column("rss_mb", Float),
+    Column("read_mb_s", Float),
+    Column("write_mb_s", Float),
+    Column("processes", Integer),
+    Index("ix_job_samples_job_time", "job_id", "time"),
+    sqlite_autoincrement=True,
+)
+
+alert_channels = Table(
+    "alert_channels",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("type", String(16), nullable=False),
+    Column("config", JSON, nullable=False),
+    Column("created", Float, nullable=False),
+)
+
+alert_rules = Table(
+    "alert_rules",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("severity", String(16), nullable=False),
+    Column("condition", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("scope_job", Integer),
+    Column("scope_label", String(400)),
+    Column("scope_user", String(64)),
+    Column("channels", JSON, nullable=False),
+    Column("owner", String(64), nullable=False),
+    Column("created", Float, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+# A firing outlives its rule: the history keeps the rule's name and severity as they were.
+alert_firings = Table(
+    "alert_firings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("rule_id", Integer),
+    Column("rule", String(64), nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("condition", Text, nullable=False),
+    Column("job_id", Integer),
+    Column("job_name", String(200)),
+    Column("user", String(64)),
+    Column("status", String(16), nullable=False),
+    Column("value", Text),
+    Column("message", Text, nullable=False),
+    Column("fired_at", Float, nullable=False),
+    Column("resolved_at", Float),
+    Column("acknowledged_at", Float),
+    Column("acknowledged_by", String(64)),
+    Index("ix_alert_firings_status", "status", "id"),
+    Index("ix_alert_firings_job", "job_id"),
+    sqlite_autoincrement=True,
+)
+
+# Each notification to each channel, kept until sent or given up: retried after a restart too.
+alert_deliveries = Table(
+    "alert_deliveries",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("firing_id", Integer, ForeignKey("alert_firings.id", ondelete="CASCADE"), nullable=False),
+    Column("channel", String(64), nullable=False),
+    Column("event", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", Float),
+    Column("last_error", Text),
+    Column("sent_at", Float),
+    Index("ix_alert_deliveries_due", "status", "next_attempt_at"),
+    Index("ix_alert_deliveries_firing", "firing_id"),
     sqlite_autoincrement=True,
 )

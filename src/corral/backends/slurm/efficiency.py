@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from corral.backends.slurm.parse import parse_slurm_duration, split_lines
+from corral.monitor.efficiency import format_efficiency  # moved there: one report for both backends
+
+__all__ = ["SACCT_EFFICIENCY_FIELDS", "cpu_seconds", "efficiency", "format_efficiency", "size_mb"]
 
 SACCT_EFFICIENCY_FIELDS = ("JobID", "State", "Elapsed", "TotalCPU", "AllocCPUS", "MaxRSS", "ReqMem")
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)")
@@ -56,20 +58,3 @@ def size_mb(text: str) -> float | None:
     if not match:
         return None
     return float(match.group(1)) * _UNIT_MB[match.group(2)]
-
-
-def format_efficiency(job: Mapping[str, Any], eff: Mapping[str, Any]) -> str:
-    """A seff-like report."""
-    cpu = eff.get("cpu_efficiency")
-    mem = eff.get("mem_efficiency")
-    lines = [
-        f"Job ID: {job['id']} (Slurm {job.get('backend_id')})", f"State: {eff['state']}",
-        f"Cores: {eff['cpus']}", f"CPU Utilized: {eff['cpu_time_s']:.1f} s",
-        f"CPU Efficiency: {cpu * 100:.2f}% of {eff['elapsed_s'] * eff['cpus']} core-seconds" if cpu is not None
-        else "CPU Efficiency: -",
-        f"Job Wall-clock time: {eff['elapsed_s']} s",
-        f"Memory Utilized: {eff['max_rss_mb']:.1f} MB",
-        f"Memory Efficiency: {mem * 100:.2f}% of {eff['mem_requested_mb']:.0f} MB" if mem is not None
-        else "Memory Efficiency: - (no memory was requested)",
-    ]
-    return "\n".join(lines)

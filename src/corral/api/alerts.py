@@ -1,0 +1,85 @@
+"""Routes for alerts: rules (the seed's alert_create), channels, and the firing history."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Query, Request
+from starlette.responses import Response
+
+from corral.api.jobs import json_object
+from corral.api.responses import json_response as _json
+from corral.api.schemas import ErrorOut
+
+router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"],
+                   responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+
+Name = Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RULE = {"type": "object", "required": ["name", "condition"], "properties": {
+    "name": {"type": "string"}, "severity": {"enum": ["info", "warning", "critical"], "default": "warning"},
+    "condition": {"type": "string", "examples": ["state == FAILED", "gpu_utilization < 10 for 15m", "metric.loss is nan",
+                                                   "no_progress for 30m", "time_left < 10m", "queue_wait > 1h"]},
+    "message": {"type": "string", "description": "Placeholders: {job} {name} {user} {state} {value} {rule} {condition}"},
+    "job": {"type": "integer"}, "label": {"type": "string", "description": "KEY=VALUE"}, "user": {"type": "string"},
+    "channels": {"type": "array", "items": {"type": "string"}}}}
+_CHANNEL = {"type": "object", "required": ["name", "type"], "properties": {
+    "name": {"type": "string"}, "type": {"enum": ["webhook", "slack", "email", "command"]},
+    "url": {"type": "string"}, "headers": {"type": "object"}, "to": {}, "smtp_host": {"type": "string"},
+    "smtp_port": {"type": "integer"}, "sender": {"type": "string"}, "argv": {"type": "array", "items": {"type": "string"}},
+    "command": {"type": "string"}}}
+
+
+def _body(schema: dict) -> dict:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+@router.post("/rules", status_code=201, summary="Create an alert rule", openapi_extra=_body(_RULE))
+async def create_rule(request: Request) -> Response:
+    monitor = request.app.state.monitor
+    return _json(await monitor.create_rule(json_object(await request.body()), owner=monitor.jobs.user), 201)
+
+
+@router.get("/rules", summary="The alert rules")
+async def list_rules(request: Request) -> Response:
+    return _json(await request.app.state.monitor.rules())
+
+
+@router.delete("/rules/{name}", status_code=204, summary="Delete a rule (its open firings resolve)")
+async def delete_rule(request: Request, name: str = Name) -> Response:
+    await request.app.state.monitor.delete_rule(name)
+    return Response(status_code=204)
+
+
+@router.post("/channels", status_code=201, summary="Create or replace a channel", openapi_extra=_body(_CHANNEL))
+async def put_channel(request: Request) -> Response:
+    return _json(await request.app.state.monitor.put_channel(json_object(await request.body())), 201)
+
+
+@router.get("/channels", summary="The channels (secrets redacted)")
+async def list_channels(request: Request) -> Response:
+    return _json(await request.app.state.monitor.channels())
+
+
+@router.delete("/channels/{name}", status_code=204, summary="Delete a channel no rule uses")
+async def delete_channel(request: Request, name: str = Name) -> Response:
+    await request.app.state.monitor.delete_channel(name)
+    return Response(status_code=204)
+
+
+@router.post("/channels/{name}/test", summary="Send a test notification through a channel now")
+async def test_channel(request: Request, name: str = Name) -> Response:
+    return _json(await request.app.state.monitor.test_channel(name))
+
+
+@router.get("", summary="Alert firings, newest first, with their deliveries")
+async def list_firings(
+    request: Request, status: str | None = Query(None, description="firing or resolved; all when absent"),
+    job: int | None = Query(None, ge=1, le=2**31 - 1), unacknowledged: bool = False,
+    limit: int = Query(100, ge=1, le=10_000),
+) -> Response:
+    return _json(await request.app.state.monitor.firings(status=status, job_id=job, unacknowledged=unacknowledged,
+                                                         limit=limit))
+
+
+@router.post("/{firing_id}/ack", summary="Acknowledge a firing")
+async def acknowledge(request: Request, firing_id: int = Path(ge=1, le=2**31 - 1)) -> Response:
+    monitor = request.app.state.monitor
+    return _json(await monitor.acknowledge(firing_id, monitor.jobs.user))

@@ -1,0 +1,1 @@
+"""Watching jobs: sampling, alerts, diagnosis."""

@@ -1,0 +1,686 @@
+"""The monitor: samples running jobs, keeps their system metrics, evaluates alert rules, sends alerts.
+
+Each tick (every `interval_s`, and at once when a job ends) takes a snapshot of the
+jobs on the event loop, then does everything else on one worker thread: sample,
+store, read the jobs' tracked runs, evaluate the rules and record firings. Only
+that thread touches the episodes, so a rule fires once per episode. Deliveries
+are rows in the database, sent by a thread of their own with retries, so a slow
+mail server never delays sampling and nothing is lost across a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine
+
+from corral.core import alerts as A
+from corral.core.states import JobState
+from corral.core.timespec import parse_moment
+from corral.errors import Conflict, InvalidRequest, NotFound
+from corral.monitor.progress import Progress, ProgressTracker
+from corral.store.monitoring import SAMPLE_COLUMNS, MonitorStore
+
+if TYPE_CHECKING:
+    from corral.core.job import Job
+    from corral.monitor.channels import SmtpSettings
+    from corral.monitor.sampling import JobSample, JobSampler
+    from corral.server.service import JobService
+    from corral.store.runs import RunStore
+
+log = logging.getLogger("corral.monitor")
+
+DEFAULT_INTERVAL_S = 10.0
+MAX_QUERY_POINTS = 10_000
+DISPATCH_IDLE_S = 5.0
+DEFAULT_RETENTION_DAYS = 90.0  # 50 jobs sampled every 10 s add ~430,000 rows a day
+PRUNE_EVERY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    now: float
+    facts: list[A.JobFacts]  # every job the rules may look at
+    watched: list[tuple[int, int, tuple[int, ...], int, float]]  # running local jobs: id, pid, GPUs, cpus, start
+    logs: dict[int, tuple[str, ...]]  # running job -> its log files
+
+
+class MonitorService:
+    def __init__(
+        self, *, jobs: JobService, engine: Engine, run_store: RunStore, sampler: JobSampler | None,
+        interval_s: float = DEFAULT_INTERVAL_S, smtp: SmtpSettings | None = None, clock: Callable[[], float] = time.time,
+        retention_days: float = DEFAULT_RETENTION_DAYS,
+    ) -> None:
+        from corral.monitor.channels import SmtpSettings
+
+        self.jobs = jobs
+        self.engine = engine
+        self.store = MonitorStore()
+        self.run_store = run_store
+        self.sampler = sampler
+        self.interval_s = interval_s
+        self.retention_s = retention_days * 86400
+        self._next_prune = 0.0
+        self.smtp = smtp or SmtpSettings()
+        self.clock = clock
+        self.latest: dict[int, JobSample] = {}
+        self.progress: dict[int, Progress] = {}
+        self._tracker = ProgressTracker()
+        self._rules: list[A.Rule] = []
+        self._episodes: dict[tuple[int, int], A.Episode] = {}
+        self._ended: list[Job] = []
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-monitor")
+        self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="corral-monitor-read")
+        self._dispatch_wake = threading.Event()
+        self._closed = False
+        self._dispatcher = threading.Thread(target=self._dispatch_loop, name="corral-alerts", daemon=True)
+
+    # -- life -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the rules and the open firings (an episode open before a restart stays one), start sending."""
+        with self.engine.begin() as conn:
+            self._rules = [_rule(row) for row in self.store.rules(conn)]
+            for firing in self.store.open_firings(conn):
+                if firing["rule_id"] is not None and firing["job_id"] is not None:
+                    self._episodes[(firing["rule_id"], firing["job_id"])] = A.Episode(None, firing["id"])
+        self._dispatcher.start()
+
+    def job_ended(self, job: Job) -> None:
+        """A JobService listener: check state rules for the job at once, not at the next tick."""
+        self._ended.append(job)
+        if self._wake is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def run(self) -> None:
+        """Tick until cancelled."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        loop = self._loop
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                snapshot = self._snapshot()
+                await loop.run_in_executor(self._worker, self._tick, snapshot)
+            except Exception:  # noqa: BLE001 - the monitor must outlive any one bad tick
+                log.exception("monitor tick failed")
+
+    def close(self) -> None:
+        self._closed = True
+        self._dispatch_wake.set()
+        self._worker.shutdown(wait=True, cancel_futures=True)
+        self._readers.shutdown(wait=False, cancel_futures=True)
+        if self._dispatcher.is_alive():
+            self._dispatcher.join(timeout=15)
+        if self.sampler is not None and hasattr(self.sampler, "close"):
+            self.sampler.close()
+
+    # -- one tick ---------------------------------------------------------------------------------
+
+    def _snapshot(self) -> _Snapshot:
+        """Everything the tick needs from the job service, copied on the loop thread."""
+        now = self.clock()
+        ended, self._ended = self._ended, []
+        job_pid = getattr(self.jobs.backend, "job_pid", None)
+        wants_pending = any(r.condition.kind == "queue_wait" or
+                            (r.condition.kind == "state" and "PENDING" in r.condition.states) for r in self._rules)
+        facts, watched, logs = [], [], {}
+        jobs = {job.id: job for job in self.jobs.active.values()} | {job.id: job for job in ended}
+        for job in jobs.values():
+            if job.is_array or (job.state is JobState.PENDING and not wants_pending):
+                continue
+            facts.append(_facts(job))
+            if job.state is JobState.RUNNING:
+                logs[job.id] = tuple({job.log_path("stdout"), job.log_path("stderr")})
+                pid = job_pid(job.id) if job_pid is not None else None
+                if pid is not None and job.start_time is not None:
+                    watched.append((job.id, pid, tuple(job.gpu_ids or ()), job.spec.cpus, job.start_time))
+        return _Snapshot(now, facts, watched, logs)
+
+    def _tick(self, snap: _Snapshot) -> None:
+        samples = self._sample(snap.watched)
+        running = [f.job_id for f in snap.facts if f.state == JobState.RUNNING.value]
+        with self.engine.begin() as conn:
+            if snap.now >= self._next_prune:
+                self._next_prune = snap.now + PRUNE_EVERY_S
+                pruned = self.store.prune_samples(conn, snap.now - self.retention_s)
+                if pruned:
+                    log.info("pruned %d samples older than %.0f days", pruned, self.retention_s / 86400)
+            self.store.add_samples(conn, [_sample_row(s) for s in samples])
+            runs = self.store.runs_of(conn, running)
+            heads = self.store.series_heads(conn, [r["id"] for r in runs])
+            self._append_system_metrics(conn, runs, samples)
+        latest = dict(self.latest)
+        for sample in samples:
+            latest[sample.job_id] = sample
+        self.latest = {job_id: s for job_id, s in latest.items() if job_id in set(running)}
+        self.progress = self._progress(runs, heads)
+        facts = self._enrich(snap, heads, runs)
+        self._evaluate(facts, snap.now)
+
+    def _sample(self, watched: Sequence[tuple[int, int, tuple[int, ...], int, float]]) -> list[JobSample]:
+        if self.sampler is None:
+            return []
+        from corral.monitor.sampling import WatchedJob
+
+        try:
+            return self.sampler.sample([WatchedJob(*w) for w in watched])
+        except Exception:  # noqa: BLE001 - a sampler failure costs the tick's samples, never the alerts
+            log.exception("sampling failed")
+            return []
+
+    def _append_system_metrics(self, conn: Any, runs: Sequence[Mapping[str, Any]], samples: Sequence[JobSample]) -> None:
+        """Each running run gets its job's samples as `system/...` metrics, stepped in seconds since
+        the run started (W&B's `_runtime`), so its page charts them beside the training curves."""
+        import numpy as np
+
+        from corral.tracking.batch import MetricsBatch
+        from corral.tracking.series import Points
+
+        by_job = {s.job_id: s for s in samples}
+        for run in runs:
+            sample = by_job.get(run["job_id"])
+            if sample is None or run["state"] != "running":
+                continue
+            step = np.array([int(sample.time - run["start_time"])], np.int64)
+            series = {}
+            for name in SAMPLE_COLUMNS:
+                value = getattr(sample, name)
+                if value is not None and name != "processes":
+                    series[f"system/{name}"] = Points(step, np.array([float(value)]), np.array([sample.time]))
+            if series:
+                self.run_store.append(conn, run["id"], MetricsBatch(None, series))
+
+    def _progress(self, runs: Sequence[Mapping[str, Any]], heads: Sequence[Mapping[str, Any]]) -> dict[int, Progress]:
+        newest: dict[int, Mapping[str, Any]] = {}
+        for run in runs:
+            newest[run["job_id"]] = run  # runs come in id order: the last one is the newest
+        heads_of: dict[int, list[Mapping[str, Any]]] = {}
+        for head in heads:
+            heads_of.setdefault(head["run_id"], []).append(head)
+        out = {}
+        for job_id, run in newest.items():
+            progress = self._tracker.update(job_id, run, heads_of.get(run["id"], []))
+            if progress is not None:
+                out[job_id] = progress
+        self._tracker.forget(set(newest))
+        return out
+
+    def _enrich(self, snap: _Snapshot, heads: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]]) -> list[A.JobFacts]:
+        job_of_run = {r["id"]: r["job_id"] for r in runs}
+        metrics: dict[int, dict[str, float | None]] = {}
+        nonfinite: dict[int, dict[str, int]] = {}
+        tracked_at: dict[int, float] = {}
+        for head in heads:
+            job_id = job_of_run[head["run_id"]]
+            metrics.setdefault(job_id, {})[head["key"]] = head["last_value"]
+            if head["first_nonfinite_step"] is not None:
+                nonfinite.setdefault(job_id, {})[head["key"]] = int(head["first_nonfinite_step"])
+            tracked_at[job_id] = max(tracked_at.get(job_id, 0.0), float(head["last_time"]))
+        out = []
+        for facts in snap.facts:
+            if facts.state != JobState.RUNNING.value:
+                out.append(facts)
+                continue
+            sample = self.latest.get(facts.job_id)
+            activity = [t for t in (facts.start_time, tracked_at.get(facts.job_id), _last_write(snap.logs.get(facts.job_id, ())))
+                        if t is not None]
+            out.append(replace(
+                facts, sample={name: getattr(sample, name) for name in SAMPLE_COLUMNS} if sample else None,
+                metrics=metrics.get(facts.job_id, {}), nonfinite=nonfinite.get(facts.job_id, {}),
+                last_activity=max(activity) if activity else None,
+            ))
+        return out
+
+    def _evaluate(self, facts: Sequence[A.JobFacts], now: float) -> None:
+        """Advance every (rule, job) episode; record firings and resolutions in one transaction."""
+        fire: list[tuple[A.Rule, A.JobFacts, object]] = []
+        resolve: list[tuple[A.Rule | None, int]] = []
+        seen: set[tuple[int, int]] = set()
+        rules = list(self._rules)
+        for rule in rules:
+            condition = rule.condition
+            for fact in facts:
+                if not rule.scope.covers(fact):
+                    continue
+                key = (rule.id, fact.job_id)
+                seen.add(key)
+                true, value = A.holds(condition, fact, now)
+                episode, action = A.advance(self._episodes.get(key, A.Episode()), true, now, condition.for_s)
+                if action == "fire":
+                    fire.append((rule, fact, value))
+                elif action == "resolve":
+                    resolve.append((rule, self._episodes[key].firing_id or 0))
+                if action == "resolve" or (episode.true_since is None and episode.firing_id is None):
+                    self._episodes.pop(key, None)
+                else:
+                    self._episodes[key] = episode
+        by_id = {r.id: r for r in rules}
+        for key in [k for k in self._episodes if k not in seen]:
+            episode = self._episodes[key]
+            rule = by_id.get(key[0])
+            # The job left the watched set (it ended): what it watched while running is over;
+            # a state firing stays open until someone acknowledges it.
+            if episode.firing_id is not None and (rule is None or rule.condition.kind != "state"):
+                resolve.append((rule, episode.firing_id))
+            del self._episodes[key]
+        if not fire and not resolve:
+            return
+        with self.engine.begin() as conn:
+            for rule, fact, value in fire:
+                row = {
+                    "rule_id": rule.id, "rule": rule.name, "severity": rule.severity, "condition": rule.condition.text,
+                    "job_id": fact.job_id, "job_name": fact.name, "user": fact.user,
+                    "value": None if value is None else str(value),
+                    "message": A.render_message(rule.message, rule, fact, value), "fired_at": now,
+                }
+                firing_id = self.store.fire(conn, row, rule.channels, now)
+                if rule.condition.kind == "state" and fact.state not in ("PENDING", "RUNNING"):
+                    continue  # the job has ended: nothing will clear it; kept open until acknowledged
+                self._episodes[(rule.id, fact.job_id)] = replace(
+                    self._episodes.get((rule.id, fact.job_id), A.Episode(now)), firing_id=firing_id)
+                log.info("alert %s fired for job %d", rule.name, fact.job_id)
+            for rule, firing_id in resolve:
+                self.store.resolve(conn, firing_id, rule.channels if rule else (), now)
+        self._dispatch_wake.set()
+
+    # -- deliveries -------------------------------------------------------------------------------
+
+    def _dispatch_loop(self) -> None:
+        from corral.monitor.channels import Channel, DeliveryError, deliver, retry_delay_s
+
+        while not self._closed:
+            now = self.clock()
+            try:
+                with self.engine.begin() as conn:
+                    due = self.store.due_deliveries(conn, now)
+                for item in due:
+                    if self._closed:
+                        return
+                    attempts = item["attempts"] + 1
+                    try:
+                        if item["channel_type"] is None:
+                            raise DeliveryError(f"channel {item['channel']!r} no longer exists")
+                        channel = Channel(item["channel"], item["channel_type"], item["channel_config"])
+                        deliver(channel, _notification(item["firing"], item["event"]), self.smtp)
+                    except DeliveryError as exc:
+                        delay = retry_delay_s(attempts) if item["channel_type"] is not None else None
+                        retry_at = None if delay is None else self.clock() + delay
+                        log.warning("alert delivery %d to %s failed (attempt %d%s): %s", item["delivery_id"],
+                                    item["channel"], attempts, "" if retry_at else ", giving up", exc.message)
+                        with self.engine.begin() as conn:
+                            self.store.delivery_failed(conn, item["delivery_id"], attempts, exc.message, retry_at)
+                    else:
+                        with self.engine.begin() as conn:
+                            self.store.delivered(conn, item["delivery_id"], attempts, self.clock())
+                with self.engine.begin() as conn:
+                    next_due = self.store.next_due(conn)
+            except Exception:  # noqa: BLE001 - keep sending whatever one bad row or a database hiccup does
+                log.exception("alert dispatch failed")
+                next_due = None
+            wait = DISPATCH_IDLE_S if next_due is None else min(DISPATCH_IDLE_S, max(0.0, next_due - self.clock()))
+            if self._dispatch_wake.wait(wait):
+                self._dispatch_wake.clear()
+
+    # -- requests: rules, channels, firings --------------------------------------------------------
+
+    async def create_rule(self, body: Any, owner: str) -> dict[str, Any]:
+        if not isinstance(body, Mapping):
+            raise InvalidRequest("body", "must be a JSON object")
+        known = {"name", "severity", "condition", "message", "job", "label", "user", "channels"}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise InvalidRequest(unknown[0], "unknown field", f"known: {', '.join(sorted(known))}")
+        name, severity, message = A.check_rule_fields(body.get("name"), body.get("severity", "warning"), body.get("message"))
+        condition = A.parse_condition(body.get("condition"))  # type: ignore[arg-type]
+        scope = A.parse_scope(body.get("job"), body.get("label"), body.get("user"))
+        channels = body.get("channels") or []
+        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+            raise InvalidRequest("channels", "must be a list of channel names")
+        row = {
+            "name": name, "severity": severity, "condition": condition.text, "message": message,
+            "scope_job": scope.job_id, "scope_label": "=".join(scope.label) if scope.label else None,
+            "scope_user": scope.user, "channels": list(dict.fromkeys(channels)), "owner": owner, "created": self.clock(),
+        }
+
+        def apply() -> dict[str, Any]:
+            with self.engine.begin() as conn:
+                rule_id = self.store.add_rule(conn, row)
+                saved = self.store.rule(conn, name)
+            self._rules = [*self._rules, _rule(saved)]
+            return _rule_view(saved) | {"id": rule_id}
+
+        return await self._on_worker(apply)
+
+    async def rules(self) -> list[dict[str, Any]]:
+        return await self._read(lambda conn: [_rule_view(r) for r in self.store.rules(conn)])
+
+    async def delete_rule(self, name: str) -> None:
+        def apply() -> None:
+            with self.engine.begin() as conn:
+                rule = self.store.rule(conn, name)
+                self.store.delete_rule(conn, name, self.clock())
+            self._rules = [r for r in self._rules if r.id != rule["id"]]
+            for key in [k for k in self._episodes if k[0] == rule["id"]]:
+                del self._episodes[key]
+
+        await self._on_worker(apply)
+
+    async def put_channel(self, body: Any) -> dict[str, Any]:
+        from corral.monitor.channels import parse_channel
+
+        channel = parse_channel(body)
+
+        def apply() -> dict[str, Any]:
+            with self.engine.begin() as conn:
+                self.store.put_channel(conn, channel.name, channel.type, channel.config, self.clock())
+                return next(_channel_view(c) for c in self.store.channels(conn) if c["name"] == channel.name)
+
+        return await self._on_worker(apply)
+
+    async def channels(self) -> list[dict[str, Any]]:
+        return await self._read(lambda conn: [_channel_view(c) for c in self.store.channels(conn)])
+
+    async def delete_channel(self, name: str) -> None:
+        def apply() -> None:
+            with self.engine.begin() as conn:
+                self.store.delete_channel(conn, name)
+
+        await self._on_worker(apply)
+
+    async def test_channel(self, name: str) -> dict[str, Any]:
+        """Send a test notification now, once, without retries; the error if it fails."""
+        from corral.monitor.channels import Channel, DeliveryError, Notification, deliver
+
+        def send() -> dict[str, Any]:
+            with self.engine.begin() as conn:
+                found = next((c for c in self.store.channels(conn) if c["name"] == name), None)
+            if found is None:
+                raise NotFound(f"no alert channel named {name!r}")
+            note = Notification(
+                firing_id=0, rule="test", severity="info", status="firing", condition="test",
+                message="a test notification from corral: this channel works", job_id=None, job_name=None,
+                user=self.jobs.user, value=None, fired_at=self.clock(), resolved_at=None)
+            try:
+                deliver(Channel(found["name"], found["type"], found["config"]), note, self.smtp)
+            except DeliveryError as exc:
+                raise Conflict(f"the test notification did not get through: {exc.message}") from None
+            return {"channel": name, "sent": True}
+
+        return await asyncio.get_running_loop().run_in_executor(self._readers, send)
+
+    async def firings(self, *, status: str | None, job_id: int | None, unacknowledged: bool, limit: int) -> list[dict[str, Any]]:
+        if status not in (None, "firing", "resolved"):
+            raise InvalidRequest("status", f"must be firing or resolved, got {status!r}")
+        return await self._read(lambda conn: [_firing_view(f) for f in self.store.firings(
+            conn, status=status, job_id=job_id, unacknowledged=unacknowledged, limit=limit)])
+
+    async def acknowledge(self, firing_id: int, user: str) -> dict[str, Any]:
+        def apply() -> dict[str, Any]:
+            with self.engine.begin() as conn:
+                return _firing_view(self.store.acknowledge(conn, firing_id, user, self.clock()))
+
+        return await self._on_worker(apply)
+
+    # -- requests: metrics, top, efficiency, diagnosis ---------------------------------------------
+
+    async def metrics(self, ref: str, metric: str, *, start: str | None, end: str | None,
+                      max_points: int) -> dict[str, Any]:
+        """A job's metric over time: a system metric from its samples, else a tracked metric of its runs."""
+        job = self.jobs.resolve(ref)
+        now = self.clock()
+        since = parse_moment(start, now, field="start")
+        until = parse_moment(end, now, field="end")
+        if since is not None and until is not None and until < since:
+            raise InvalidRequest("end", "is before start")
+        if not metric or len(metric) > 250:
+            raise InvalidRequest("metric", "is required", f"system metrics: {', '.join(SAMPLE_COLUMNS)}; or a tracked key")
+        max_points = max(2, min(max_points, MAX_QUERY_POINTS))
+
+        def read(conn: Any) -> dict[str, Any]:
+            if metric in SAMPLE_COLUMNS:
+                count, points = self.store.series(conn, job.id, metric, start=since, end=until, max_points=max_points)
+                source = "samples"
+            else:
+                count, points = self._tracked_points(conn, job.id, metric, since, until, max_points)
+                source = "run"
+            return {"job": job.id, "metric": metric, "source": source, "start": since, "end": until,
+                    "count": count, "points": [[round(t, 3), v] for t, v in points]}
+
+        return await self._read(read)
+
+    def _tracked_points(self, conn: Any, job_id: int, key: str, since: float | None, until: float | None,
+                        max_points: int) -> tuple[int, list[tuple[float, float | None]]]:
+        runs = self.store.runs_of(conn, [job_id])
+        heads = {(h["run_id"], h["key"]) for h in self.store.series_heads(conn, [r["id"] for r in runs])}
+        if key.startswith("system/"):
+            heads |= {(r["id"], key) for r in runs}
+        run = next((r for r in reversed(runs) if (r["id"], key) in heads), None)
+        if run is None:
+            raise NotFound(f"job {job_id} has no system metric or tracked metric {key!r}",)
+        _, _, points = self.run_store.series(conn, run["id"], key, start=None, end=None, max_points=max_points)
+        kept = [(float(t), None if v != v else float(v)) for t, v in zip(points.times, points.values)
+                if (since is None or t >= since) and (until is None or t <= until)]
+        return len(kept), kept
+
+    def top(self) -> list[dict[str, Any]]:
+        """Each running job now: its GPUs' utilization and memory, CPU, memory, and training progress."""
+        rows = []
+        for job in self.jobs.active.values():
+            if job.state is not JobState.RUNNING:
+                continue
+            sample = self.latest.get(job.id)
+            progress = self.progress.get(job.id)
+            rows.append({
+                "id": job.id, "ref": job.ref, "name": job.spec.name, "user": job.spec.user, "node": job.node,
+                "start_time": job.start_time, "time_limit_s": job.spec.time_limit_s, "cpus": job.spec.cpus,
+                "gpu_ids": list(job.gpu_ids or ()), "mem_mb": job.spec.mem_mb,
+                "sample": _sample_view(sample) if sample else None,
+                "progress": progress.to_dict() if progress else None,
+            })
+        return sorted(rows, key=lambda r: r["id"])
+
+    async def efficiency(self, ref: str) -> dict[str, Any]:
+        """How well a local job used what it asked for (`corral eff`), from its samples and the kernel's count."""
+        from corral.monitor.efficiency import local_efficiency
+        from corral.monitor.summary import summarize
+
+        job = self.jobs.resolve(ref)
+        if job.start_time is None:
+            raise Conflict(f"job {job.ref} has not run yet; its efficiency is known once it runs")
+        usage = getattr(self.jobs.backend, "final_usage", lambda _: None)(job.id) if job.state.is_terminal() else None
+        now = self.clock()
+        rows = await self._read(lambda conn: self.store.sample_rows(conn, job.id))
+        return local_efficiency(_job_view(job), summarize(rows), usage, now=now)
+
+    async def diagnose(self, ref: str) -> dict[str, Any]:
+        """The likely causes of a job's trouble, each with its evidence and fixes (`corral diagnose`)."""
+        from corral.monitor.diagnosis import Evidence, diagnose
+        from corral.monitor.summary import summarize
+
+        job = self.jobs.resolve(ref)
+        view = _job_view(job)
+        checkpoint_dir = os.path.join(os.path.dirname(self.jobs.log_dir), "checkpoints", str(job.id))
+        paths = tuple(dict.fromkeys([job.log_path("stdout"), job.log_path("stderr")]))
+        streams = ("stdout", "stderr") if len(paths) == 2 else ("stdout",)
+        now = self.clock()
+
+        def gather(conn: Any) -> Evidence:
+            rows = self.store.sample_rows(conn, job.id)
+            runs = self.store.runs_of(conn, [job.id])
+            names = {r["id"]: r["name"] for r in runs}
+            heads = self.store.series_heads(conn, list(names))
+            checkpoints = sum(1 for r in runs for a in self.run_store.artifacts(conn, r["id"], type_="checkpoint", deleted=True))
+            lines = [line for stream, path in zip(streams, paths) for line in _log_tail(stream, path)]
+            return Evidence(
+                job=view, summary=summarize(rows), log_lines=lines,
+                nonfinite=[(names[h["run_id"]], h["key"], int(h["first_nonfinite_step"])) for h in heads
+                           if h["first_nonfinite_step"] is not None],
+                checkpoints=checkpoints + _files_in(checkpoint_dir),
+                last_steps=[(names[h["run_id"]], h["key"], int(h["last_step"]), float(h["last_time"])) for h in heads],
+                now=now, log_mtime=_last_write(paths),
+            )
+
+        evidence = await self._read(gather)
+        findings = diagnose(evidence)
+        return {"job": view, "findings": [_finding_view(f) for f in findings],
+                "checked": {"samples": evidence.summary.count if evidence.summary else 0,
+                            "log_lines": len(evidence.log_lines), "tracked_series": len(evidence.last_steps),
+                            "checkpoints": evidence.checkpoints}}
+
+    async def _read(self, fn: Callable[[Any], Any]) -> Any:
+        def run() -> Any:
+            with self.engine.connect() as conn:
+                return fn(conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._readers, run)
+
+    async def _on_worker(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn)
+
+
+# -- views and conversions --------------------------------------------------------------------------
+
+def _facts(job: Job) -> A.JobFacts:
+    s = job.spec
+    return A.JobFacts(
+        job_id=job.id, name=s.name, user=s.user, state=job.state.value, submit_time=job.submit_time,
+        labels=dict(s.labels), array_job_id=job.array_job_id, start_time=job.start_time, time_limit_s=s.time_limit_s,
+    )
+
+
+def _rule(row: Mapping[str, Any]) -> A.Rule:
+    label = row["scope_label"]
+    scope = A.Scope(row["scope_job"], tuple(label.split("=", 1)) if label else None, row["scope_user"])  # type: ignore[arg-type]
+    return A.Rule(row["id"], row["name"], row["severity"], A.parse_condition(row["condition"]), row["message"],
+                  scope, tuple(row["channels"] or ()))
+
+
+def _rule_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "name": row["name"], "severity": row["severity"], "condition": row["condition"],
+            "message": row["message"], "job": row["scope_job"], "label": row["scope_label"], "user": row["scope_user"],
+            "channels": list(row["channels"] or ()), "owner": row["owner"], "created": row["created"]}
+
+
+def _channel_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {"name": row["name"], "type": row["type"], "config": _redacted(row["config"]), "created": row["created"]}
+
+
+def _redacted(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A channel's settings fit to show: a webhook URL's path and header values are secrets (Slack's are)."""
+    from urllib.parse import urlsplit
+
+    shown = dict(config)
+    if isinstance(shown.get("url"), str):
+        parts = urlsplit(shown["url"])
+        shown["url"] = f"{parts.scheme}://{parts.netloc}/" + ("…" if parts.path.strip("/") else "")
+    if isinstance(shown.get("headers"), Mapping):
+        shown["headers"] = {k: "…" for k in shown["headers"]}
+    return shown
+
+
+def _firing_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    view = {k: row[k] for k in ("id", "rule", "severity", "condition", "job_id", "job_name", "user", "status", "value",
+                                "message", "fired_at", "resolved_at", "acknowledged_at", "acknowledged_by")}
+    view["deliveries"] = [{k: d[k] for k in ("channel", "event", "status", "attempts", "last_error", "sent_at",
+                                             "next_attempt_at")} for d in row.get("deliveries", [])]
+    return view
+
+
+def _notification(firing: Mapping[str, Any], event: str) -> Any:
+    from corral.monitor.channels import Notification
+
+    return Notification(
+        firing_id=firing["id"], rule=firing["rule"], severity=firing["severity"], status=event,
+        condition=firing["condition"], message=firing["message"], job_id=firing["job_id"], job_name=firing["job_name"],
+        user=firing["user"], value=firing["value"], fired_at=firing["fired_at"],
+        resolved_at=firing["resolved_at"] if event == "resolved" else None,
+    )
+
+
+def _sample_row(sample: JobSample) -> dict[str, Any]:
+    return {"job_id": sample.job_id, "time": sample.time, **{name: getattr(sample, name) for name in SAMPLE_COLUMNS}}
+
+
+def _sample_view(sample: JobSample) -> dict[str, Any]:
+    view: dict[str, Any] = {"time": sample.time}
+    for name in SAMPLE_COLUMNS:
+        value = getattr(sample, name)
+        view[name] = round(value, 2) if isinstance(value, float) else value
+    view["gpus"] = [{"index": g[0], "utilization": g[1], "memory_used_mb": g[2], "memory_total_mb": g[3]}
+                    for g in sample.gpus]
+    view["stray_gpus"] = list(sample.stray_gpus)
+    return view
+
+
+def _job_view(job: Job) -> dict[str, Any]:
+    """The job as the API shows it, with its times also in epoch seconds for the arithmetic."""
+    view = job.to_dict(detail=False)
+    view.update(submit_time_s=job.submit_time, start_time_s=job.start_time, end_time_s=job.end_time)
+    return view
+
+
+def _finding_view(finding: Any) -> dict[str, Any]:
+    return {"cause": finding.cause, "title": finding.title, "severity": finding.severity,
+            "evidence": list(finding.evidence), "fixes": list(finding.fixes)}
+
+
+def _last_write(paths: Sequence[str]) -> float | None:
+    times = []
+    for path in paths:
+        try:
+            times.append(os.stat(path).st_mtime)
+        except OSError:
+            pass
+    return max(times) if times else None
+
+
+TAIL_BYTES = 256 * 1024
+TAIL_LINES = 400
+
+
+def _log_tail(stream: str, path: str) -> list[tuple[str, int, str]]:
+    """The last lines of a log with their 1-based numbers (counted over the whole file)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size - TAIL_BYTES)
+            before = 0
+            while f.tell() < start:
+                block = f.read(min(1 << 20, start - f.tell()))
+                if not block:
+                    break
+                before += block.count(b"\n")
+            data = f.read()
+    except OSError:
+        return []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    first = before + 1
+    if start > 0 and lines:  # the first line read is the end of a line cut in two
+        lines, first = lines[1:], first + 1
+    numbered = [(stream, first + i, line.decode("utf-8", "replace")) for i, line in enumerate(lines)]
+    return numbered[-TAIL_LINES:]
+
+
+def _files_in(path: str) -> int:
+    try:
+        return sum(1 for entry in os.scandir(path)
+                   if entry.is_file() and not entry.name.startswith(".") and entry.name != "checkpoints.json")
+    except OSError:
+        return 0

@@ -1,0 +1,55 @@
+"""The monitoring tables: migrations that build exactly the declared schema; thinning that keeps extremes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import select
+
+from corral.store import migrate
+from corral.store.db import open_engine
+from corral.store.monitoring import thin_extremes
+from corral.store.schema import metadata, metric_series
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_migrations_build_exactly_the_declared_tables(db, tmp_path, request):
+    url = f"sqlite:///{tmp_path / 'c.db'}" if db == "sqlite" else request.getfixturevalue("pg_schema_url")
+    engine = open_engine(url)
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    engine.dispose()
+    assert diff == []
+
+
+def test_a_series_remembers_where_it_first_went_nan(tmp_path):
+    from corral.store.runs import RunStore
+    from corral.tracking.batch import parse_metrics_batch
+    from corral.tracking.requests import parse_run_request
+
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    migrate.upgrade(engine)
+    store = RunStore(engine)
+    with engine.begin() as conn:
+        run_id, _ = store.create(conn, parse_run_request({"project": "p"}), user="u", now=1.0, job=None)
+        for steps, values in (([1, 2], [1.0, 0.5]), ([3, 4, 5], [0.4, math.inf, math.nan]), ([6], [math.nan])):
+            batch = parse_metrics_batch({"metrics": [{"key": "loss", "steps": steps, "values": values}]}, 2.0)
+            store.append(conn, run_id, batch)
+        first = conn.execute(select(metric_series.c.first_nonfinite_step)).scalar_one()
+    assert first == 4  # the first bad step, not a later one
+    engine.dispose()
+
+
+def test_thinning_keeps_each_buckets_low_and_high():
+    points = [(float(t), 50.0) for t in range(10_000)]
+    points[1234] = (1234.0, 0.0)  # a dip
+    points[8765] = (8765.0, 100.0)  # a spike
+    thinned = thin_extremes(points, 100)
+    assert len(thinned) <= 100
+    assert (1234.0, 0.0) in thinned and (8765.0, 100.0) in thinned
+    assert [t for t, _ in thinned] == sorted(t for t, _ in thinned)
+    assert thin_extremes(points[:50], 100) == points[:50]
