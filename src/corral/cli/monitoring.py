@@ -7,7 +7,6 @@ its calls to the client.
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import time
 from typing import Any
@@ -94,7 +93,7 @@ def alert() -> None:
                    "'no_progress for 30m', 'time_left < 10m', 'queue_wait > 1h'.")
 @click.option("-s", "--severity", type=click.Choice(["info", "warning", "critical"]), default="warning", show_default=True)
 @click.option("-m", "--message", default="", help="Text sent; {job} {name} {user} {state} {value} {rule} are filled in.")
-@click.option("-j", "--job", "job", type=click.IntRange(1), help="Only this job (or array).")
+@click.option("-j", "--job", "job", type=click.IntRange(1, 2**31 - 1), help="Only this job (or array).")
 @click.option("-l", "--label", help="Only jobs with this label, KEY=VALUE.")
 @click.option("-u", "--user", help="Only this user's jobs.")
 @click.option("--channel", "channels", multiple=True, help="Send to this channel (repeatable).")
@@ -132,17 +131,16 @@ def alert_delete(ctx: click.Context, name: str) -> None:
 
 
 @alert.command("list")
-@click.option("-a", "--all", "show_all", is_flag=True, help="Resolved and acknowledged firings too.")
-@click.option("-j", "--job", "job", type=click.IntRange(1), help="Only this job's firings.")
+@click.option("-a", "--all", "show_all", is_flag=True, help="Acknowledged firings too.")
+@click.option("-j", "--job", "job", type=click.IntRange(1, 2**31 - 1), help="Only this job's firings.")
 @click.option("-n", "--limit", type=click.IntRange(1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def alert_list(ctx: click.Context, show_all: bool, job: int | None, limit: int, as_json: bool) -> None:
-    """Alert firings, newest first, and whether each channel got them (open, unacknowledged ones by default)."""
+    """Alert firings, newest first, and whether each channel got them (those not acknowledged, by default)."""
     from corral.cli.format_monitor import firings_table
 
-    found = client_for(ctx).alerts(status=None if show_all else "firing", job=job, unacknowledged=not show_all,
-                                   limit=limit)
+    found = client_for(ctx).alerts(job=job, unacknowledged=not show_all, limit=limit)
     click.echo(json.dumps(found, indent=2) if as_json else firings_table(found))
 
 
@@ -187,7 +185,7 @@ def channel_add(ctx: click.Context, name: str, webhook: str | None, slack: str |
         config["to"] = list(emails)
         config.update({k: v for k, v in (("smtp_host", smtp_host), ("smtp_port", smtp_port)) if v is not None})
     else:
-        config["argv"] = shlex.split(command or "")
+        config["command"] = command  # split by the server, which names the field if the quotes do not balance
     if kind != "email" and (smtp_host or smtp_port):
         raise click.UsageError("--smtp-host and --smtp-port go with --email")
     saved = client_for(ctx).add_channel(name, kind, **config)

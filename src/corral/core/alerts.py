@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core.states import JobState
-from corral.core.units import format_duration, parse_duration_s
+from corral.core.units import parse_duration_s
 from corral.errors import InvalidRequest
 
 SEVERITIES = ("info", "warning", "critical")
@@ -33,6 +33,7 @@ SAMPLE_FIELDS = (
 )
 _COMPARE = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}
 _STATES = tuple(s.value for s in JobState)
+_LASTING_STATES = ("PENDING", "RUNNING")  # states a job stays in, so a `for` means something
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FOR = re.compile(r"^(?P<body>.*?)\s+for\s+(?P<duration>\S+)$", re.IGNORECASE | re.DOTALL)
 _THRESHOLD = re.compile(r"^(?P<subject>[A-Za-z_][\w./-]*)\s*(?P<op><=|>=|<|>)\s*(?P<value>[-+]?[\d.]+(?:e[-+]?\d+)?\w*)$",
@@ -118,22 +119,31 @@ def parse_condition(text: str) -> Condition:
     """
     if not isinstance(text, str) or not text.strip():
         raise _bad(text, "is empty")
+    if len(text) > 500 or not _printable(text):
+        raise _bad(text[:80], "is longer than 500 characters or holds control characters")
     body = " ".join(text.split())
     for_s = 0.0
     matched = _FOR.match(body)
     if matched:
         body = matched.group("body").strip()
         for_s = float(_duration(matched.group("duration"), text))
+    state_names: list[str] | None = None
     if m := _STATE_EQ.match(body):
-        states = frozenset([_state(m.group("state"), text)])
-        return Condition("state", f"state == {next(iter(states))}", states=states, for_s=for_s)
-    if m := _STATE_IN.match(body):
-        names = [s for s in re.split(r"[\s,]+", m.group("states")) if s]
-        states = frozenset(_state(s, text) for s in names)
+        state_names = [m.group("state")]
+    elif m := _STATE_IN.match(body):
+        state_names = [s for s in re.split(r"[\s,]+", m.group("states")) if s]
+    if state_names is not None:
+        states = frozenset(_state(s, text) for s in state_names)
         if not states:
             raise _bad(text, "names no state")
-        return Condition("state", f"state in ({', '.join(sorted(states))})", states=states, for_s=for_s)
+        if for_s and all(s not in _LASTING_STATES for s in states):
+            raise _bad(text, "takes no `for`: a job that ends leaves its state at once",
+                       "a `for` only goes with PENDING or RUNNING")
+        normal = f"state == {next(iter(states))}" if len(states) == 1 else f"state in ({', '.join(sorted(states))})"
+        return Condition("state", normal + _for_text(for_s), states=states, for_s=for_s)
     if m := _NONFINITE.match(body):
+        if for_s:
+            raise _bad(text, "takes no `for`: a series that went NaN stays so")
         key = m.group("key")
         return Condition("nonfinite", f"metric.{key} is nan", subject=key)
     if _PROGRESS.match(body):
@@ -223,15 +233,17 @@ def parse_scope(job: Any = None, label: Any = None, user: Any = None) -> Scope:
     Raises:
         InvalidRequest: the field at fault.
     """
-    if job is not None and (isinstance(job, bool) or not isinstance(job, int) or job <= 0):
+    if job is not None and (isinstance(job, bool) or not isinstance(job, int) or not 0 < job < 2**31):
         raise InvalidRequest("job", f"must be a job id, got {job!r}")
     pair = None
     if label is not None:
-        if not isinstance(label, str) or "=" not in label or not label.split("=", 1)[0]:
-            raise InvalidRequest("label", f"must be KEY=VALUE, got {label!r}", "e.g. team=vision")
+        if (not isinstance(label, str) or "=" not in label or not label.split("=", 1)[0] or len(label) > 400
+                or not _printable(label)):
+            raise InvalidRequest("label", f"must be KEY=VALUE (at most 400 printable characters), got {label!r}",
+                                 "e.g. team=vision")
         key, value = label.split("=", 1)
         pair = (key, value)
-    if user is not None and (not isinstance(user, str) or not user or len(user) > 64):
+    if user is not None and (not isinstance(user, str) or not user or len(user) > 64 or not _printable(user)):
         raise InvalidRequest("user", f"must be a user name, got {user!r}")
     return Scope(job, pair, user)
 
@@ -248,8 +260,8 @@ def check_rule_fields(name: Any, severity: Any, message: Any) -> tuple[str, str,
         raise InvalidRequest("severity", f"must be one of {', '.join(SEVERITIES)}, got {severity!r}")
     if message is None:
         message = ""
-    if not isinstance(message, str) or len(message) > 2000:
-        raise InvalidRequest("message", "must be text of at most 2,000 characters")
+    if not isinstance(message, str) or len(message) > 2000 or not _printable(message, newlines=True):
+        raise InvalidRequest("message", "must be text of at most 2,000 characters, without control characters")
     for placeholder in _PLACEHOLDER.findall(message):
         if placeholder not in _PLACEHOLDERS:
             raise InvalidRequest("message", f"unknown placeholder {{{placeholder}}}",
@@ -273,6 +285,17 @@ def render_message(template: str, rule: Rule, facts: JobFacts, value: object) ->
     if not template:
         return f"job {facts.job_id} ({facts.name}): {rule.condition.text}" + (f" (value {value})" if value is not None else "")
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def _printable(text: str, newlines: bool = False) -> bool:
+    """No control characters (a NUL cannot even be stored by PostgreSQL), nor lone surrogates."""
+    if any(ord(c) < 32 and not (newlines and c in "\n\t") or ord(c) == 127 for c in text):
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _duration(text: str, condition: str) -> int:
@@ -300,11 +323,12 @@ def _state(name: str, condition: str) -> str:
 
 
 def _format(seconds: float) -> str:
+    """A duration the parser reads back: the largest whole unit, else seconds."""
     s = int(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if s % size == 0 and s >= size:
             return f"{s // size}{unit}"
-    return f"{s}s" if s < 60 else format_duration(s)
+    return f"{s}s"
 
 
 def _for_text(for_s: float) -> str:

@@ -180,7 +180,7 @@ def parse_params(text: str) -> int:
     number, exponent, suffix = match.groups()
     try:
         value = Decimal(number) * (Decimal(10) ** int(exponent or 0)) * _SCALE[(suffix or "").upper()]
-    except (InvalidOperation, OverflowError):
+    except (ArithmeticError, InvalidOperation):  # decimal.Overflow for 1e999999999999
         raise InvalidRequest("params", f"cannot read {text!r} as a parameter count", _PARAMS_HINT) from None
     count = int(value.to_integral_value())
     if count <= 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 
 from corral.errors import InvalidRequest
@@ -20,7 +21,11 @@ def parse_moment(text: str | float | int | None, now: float, *, field: str) -> f
     """
     if text is None or text == "":
         return None
+    bad = InvalidRequest(field, f"cannot read {text!r} as a time",
+                         "write -30m, -2h, -1d, now, 2026-11-21T10:00:00Z or epoch seconds")
     if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if not math.isfinite(text):
+            raise bad
         return float(text)
     raw = str(text).strip()
     if raw.lower() == "now":
@@ -29,14 +34,17 @@ def parse_moment(text: str | float | int | None, now: float, *, field: str) -> f
     if relative:
         return now - float(relative.group(1)) * _UNIT_S[relative.group(2).lower()]
     try:
-        return float(raw)
+        number = float(raw)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(number):
+            raise bad
+        return number
     try:
         moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidRequest(field, f"cannot read {raw!r} as a time",
-                             "write -30m, -2h, -1d, now, 2026-11-21T10:00:00Z or epoch seconds") from None
+        raise bad from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return moment.timestamp()

@@ -162,7 +162,12 @@ def parse_channel(body: Any) -> Channel:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidRequest("name", "missing" if name is None else f"{name!r} is not a channel name",
                              "use 1-64 letters, digits, -, _ or .")
-    return Channel(name=name, type=kind, config=_CONFIG_PARSERS[kind](body))
+    config = _CONFIG_PARSERS[kind](body)
+    try:
+        json.dumps(config, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidRequest("body", "holds text that is not valid Unicode (a lone surrogate)") from None
+    return Channel(name=name, type=kind, config=config)
 
 
 def _webhook_config(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -186,7 +191,7 @@ def _email_config(body: Mapping[str, Any]) -> dict[str, Any]:
     config: dict[str, Any] = {"to": list(dict.fromkeys(checked))}
     if "smtp_host" in body:
         host = body["smtp_host"]
-        if not isinstance(host, str) or not _HOST.fullmatch(host):
+        if not isinstance(host, str) or not _HOST.fullmatch(host) or any(len(part) > 63 for part in host.split(".")):
             raise InvalidRequest("smtp_host", f"{host!r} is not a host name", "e.g. smtp.example.com or 10.0.0.5")
         config["smtp_host"] = host
     if "smtp_port" in body:
@@ -291,7 +296,14 @@ def deliver(channel: Channel, note: Notification, smtp: SmtpSettings = SmtpSetti
     send = _SENDERS.get(channel.type)
     if send is None:
         raise DeliveryError(f"channel {channel.name!r}: unknown type {channel.type!r}")
-    send(channel, note, smtp, timeout_s)
+    try:
+        send(channel, note, smtp, timeout_s)
+    except DeliveryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a library raises is a failed delivery, never a stuck queue
+        # an HTTP library's message may quote the URL, whose path is a secret: name the error only
+        detail = type(exc).__name__ if channel.type in ("webhook", "slack") else f"{type(exc).__name__}: {exc}"
+        raise DeliveryError(f"channel {channel.name!r}: failed unexpectedly ({detail})") from exc
 
 
 def _send_webhook(channel: Channel, note: Notification, smtp: SmtpSettings, timeout_s: float) -> None:

@@ -43,6 +43,8 @@ MAX_QUERY_POINTS = 10_000
 DISPATCH_IDLE_S = 5.0
 DEFAULT_RETENTION_DAYS = 90.0  # 50 jobs sampled every 10 s add ~430,000 rows a day
 PRUNE_EVERY_S = 3600.0
+PRUNE_BATCH = 20_000
+STALE_SAMPLES = 3  # a sample older than this many intervals no longer speaks for the job
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class _Snapshot:
     facts: list[A.JobFacts]  # every job the rules may look at
     watched: list[tuple[int, int, tuple[int, ...], int, float]]  # running local jobs: id, pid, GPUs, cpus, start
     logs: dict[int, tuple[str, ...]]  # running job -> its log files
+    ended: tuple[Job, ...] = ()  # jobs that ended since the last tick
 
 
 class MonitorService:
@@ -90,7 +93,12 @@ class MonitorService:
     def start(self) -> None:
         """Load the rules and the open firings (an episode open before a restart stays one), start sending."""
         with self.engine.begin() as conn:
-            self._rules = [_rule(row) for row in self.store.rules(conn)]
+            self._rules = []
+            for row in self.store.rules(conn):
+                try:
+                    self._rules.append(_rule(row))
+                except InvalidRequest as exc:  # a rule no longer understood must not keep the server down
+                    log.error("alert rule %s is ignored: %s (delete it and create it again)", row["name"], exc.message)
             for firing in self.store.open_firings(conn):
                 if firing["rule_id"] is not None and firing["job_id"] is not None:
                     self._episodes[(firing["rule_id"], firing["job_id"])] = A.Episode(None, firing["id"])
@@ -113,11 +121,14 @@ class MonitorService:
             except TimeoutError:
                 pass
             self._wake.clear()
+            snapshot = None
             try:
                 snapshot = self._snapshot()
                 await loop.run_in_executor(self._worker, self._tick, snapshot)
             except Exception:  # noqa: BLE001 - the monitor must outlive any one bad tick
                 log.exception("monitor tick failed")
+                if snapshot is not None:
+                    self._ended[:0] = snapshot.ended  # looked at again next tick: no state alert is lost
 
     def close(self) -> None:
         self._closed = True
@@ -149,28 +160,44 @@ class MonitorService:
                 pid = job_pid(job.id) if job_pid is not None else None
                 if pid is not None and job.start_time is not None:
                     watched.append((job.id, pid, tuple(job.gpu_ids or ()), job.spec.cpus, job.start_time))
-        return _Snapshot(now, facts, watched, logs)
+        return _Snapshot(now, facts, watched, logs, tuple(ended))
 
     def _tick(self, snap: _Snapshot) -> None:
         samples = self._sample(snap.watched)
         running = [f.job_id for f in snap.facts if f.state == JobState.RUNNING.value]
-        with self.engine.begin() as conn:
-            if snap.now >= self._next_prune:
-                self._next_prune = snap.now + PRUNE_EVERY_S
-                pruned = self.store.prune_samples(conn, snap.now - self.retention_s)
-                if pruned:
-                    log.info("pruned %d samples older than %.0f days", pruned, self.retention_s / 86400)
-            self.store.add_samples(conn, [_sample_row(s) for s in samples])
-            runs = self.store.runs_of(conn, running)
-            heads = self.store.series_heads(conn, [r["id"] for r in runs])
-            self._append_system_metrics(conn, runs, samples)
+        runs: list[dict[str, Any]] = []
+        heads: list[dict[str, Any]] = []
+        try:
+            with self.engine.begin() as conn:
+                self.store.add_samples(conn, [_sample_row(s) for s in samples])
+                runs = self.store.runs_of(conn, running)
+                heads = self.store.series_heads(conn, [r["id"] for r in runs])
+                self._append_system_metrics(conn, runs, samples)
+        except Exception:  # noqa: BLE001 - without this tick's samples, the rules are still checked
+            log.exception("could not store this tick's samples")
         latest = dict(self.latest)
         for sample in samples:
             latest[sample.job_id] = sample
-        self.latest = {job_id: s for job_id, s in latest.items() if job_id in set(running)}
-        self.progress = self._progress(runs, heads)
-        facts = self._enrich(snap, heads, runs)
-        self._evaluate(facts, snap.now)
+        keep = set(running)
+        self.latest = {job_id: s for job_id, s in latest.items() if job_id in keep}
+        newest = _newest_runs(runs)
+        self.progress = self._progress(newest, heads)
+        self._evaluate(self._enrich(snap, heads, newest), snap.now)
+        if snap.now >= self._next_prune:
+            self._next_prune = snap.now + PRUNE_EVERY_S
+            self._prune(snap.now - self.retention_s)
+
+    def _prune(self, before: float) -> None:
+        """Forget old samples a batch per transaction, so that the database's writers never wait long."""
+        total = 0
+        while True:
+            with self.engine.begin() as conn:
+                pruned = self.store.prune_samples(conn, before, limit=PRUNE_BATCH)
+            total += pruned
+            if pruned < PRUNE_BATCH:
+                break
+        if total:
+            log.info("pruned %d samples older than %.0f days", total, self.retention_s / 86400)
 
     def _sample(self, watched: Sequence[tuple[int, int, tuple[int, ...], int, float]]) -> list[JobSample]:
         if self.sampler is None:
@@ -205,10 +232,7 @@ class MonitorService:
             if series:
                 self.run_store.append(conn, run["id"], MetricsBatch(None, series))
 
-    def _progress(self, runs: Sequence[Mapping[str, Any]], heads: Sequence[Mapping[str, Any]]) -> dict[int, Progress]:
-        newest: dict[int, Mapping[str, Any]] = {}
-        for run in runs:
-            newest[run["job_id"]] = run  # runs come in id order: the last one is the newest
+    def _progress(self, newest: Mapping[int, Mapping[str, Any]], heads: Sequence[Mapping[str, Any]]) -> dict[int, Progress]:
         heads_of: dict[int, list[Mapping[str, Any]]] = {}
         for head in heads:
             heads_of.setdefault(head["run_id"], []).append(head)
@@ -220,23 +244,31 @@ class MonitorService:
         self._tracker.forget(set(newest))
         return out
 
-    def _enrich(self, snap: _Snapshot, heads: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]]) -> list[A.JobFacts]:
-        job_of_run = {r["id"]: r["job_id"] for r in runs}
+    def _enrich(self, snap: _Snapshot, heads: Sequence[Mapping[str, Any]],
+                newest: Mapping[int, Mapping[str, Any]]) -> list[A.JobFacts]:
+        """The running jobs' facts completed with their latest fresh sample and their newest run's metrics
+        (an older run of the job, finished, speaks no more for it)."""
+        job_of_run = {run["id"]: job_id for job_id, run in newest.items()}
         metrics: dict[int, dict[str, float | None]] = {}
         nonfinite: dict[int, dict[str, int]] = {}
         tracked_at: dict[int, float] = {}
         for head in heads:
-            job_id = job_of_run[head["run_id"]]
+            job_id = job_of_run.get(head["run_id"])
+            if job_id is None:
+                continue
             metrics.setdefault(job_id, {})[head["key"]] = head["last_value"]
             if head["first_nonfinite_step"] is not None:
                 nonfinite.setdefault(job_id, {})[head["key"]] = int(head["first_nonfinite_step"])
             tracked_at[job_id] = max(tracked_at.get(job_id, 0.0), float(head["last_time"]))
+        fresh_after = snap.now - STALE_SAMPLES * self.interval_s
         out = []
         for facts in snap.facts:
             if facts.state != JobState.RUNNING.value:
                 out.append(facts)
                 continue
             sample = self.latest.get(facts.job_id)
+            if sample is not None and sample.time < fresh_after:
+                sample = None
             activity = [t for t in (facts.start_time, tracked_at.get(facts.job_id), _last_write(snap.logs.get(facts.job_id, ())))
                         if t is not None]
             out.append(replace(
@@ -247,7 +279,9 @@ class MonitorService:
         return out
 
     def _evaluate(self, facts: Sequence[A.JobFacts], now: float) -> None:
-        """Advance every (rule, job) episode; record firings and resolutions in one transaction."""
+        """Advance every (rule, job) episode; record firings and resolutions in one transaction, and
+        keep the new episodes only once it has committed (a failed commit is tried again next tick)."""
+        episodes = dict(self._episodes)
         fire: list[tuple[A.Rule, A.JobFacts, object]] = []
         resolve: list[tuple[A.Rule | None, int]] = []
         seen: set[tuple[int, int]] = set()
@@ -260,81 +294,89 @@ class MonitorService:
                 key = (rule.id, fact.job_id)
                 seen.add(key)
                 true, value = A.holds(condition, fact, now)
-                episode, action = A.advance(self._episodes.get(key, A.Episode()), true, now, condition.for_s)
+                before = episodes.get(key, A.Episode())
+                episode, action = A.advance(before, true, now, condition.for_s)
                 if action == "fire":
                     fire.append((rule, fact, value))
-                elif action == "resolve":
-                    resolve.append((rule, self._episodes[key].firing_id or 0))
-                if action == "resolve" or (episode.true_since is None and episode.firing_id is None):
-                    self._episodes.pop(key, None)
+                elif action == "resolve" and before.firing_id is not None:
+                    resolve.append((rule, before.firing_id))
+                if episode.true_since is None and episode.firing_id is None:
+                    episodes.pop(key, None)
                 else:
-                    self._episodes[key] = episode
+                    episodes[key] = episode
         by_id = {r.id: r for r in rules}
-        for key in [k for k in self._episodes if k not in seen]:
-            episode = self._episodes[key]
-            rule = by_id.get(key[0])
-            # The job left the watched set (it ended): what it watched while running is over;
-            # a state firing stays open until someone acknowledges it.
-            if episode.firing_id is not None and (rule is None or rule.condition.kind != "state"):
-                resolve.append((rule, episode.firing_id))
-            del self._episodes[key]
-        if not fire and not resolve:
-            return
-        with self.engine.begin() as conn:
-            for rule, fact, value in fire:
-                row = {
-                    "rule_id": rule.id, "rule": rule.name, "severity": rule.severity, "condition": rule.condition.text,
-                    "job_id": fact.job_id, "job_name": fact.name, "user": fact.user,
-                    "value": None if value is None else str(value),
-                    "message": A.render_message(rule.message, rule, fact, value), "fired_at": now,
-                }
-                firing_id = self.store.fire(conn, row, rule.channels, now)
-                if rule.condition.kind == "state" and fact.state not in ("PENDING", "RUNNING"):
-                    continue  # the job has ended: nothing will clear it; kept open until acknowledged
-                self._episodes[(rule.id, fact.job_id)] = replace(
-                    self._episodes.get((rule.id, fact.job_id), A.Episode(now)), firing_id=firing_id)
-                log.info("alert %s fired for job %d", rule.name, fact.job_id)
-            for rule, firing_id in resolve:
-                self.store.resolve(conn, firing_id, rule.channels if rule else (), now)
-        self._dispatch_wake.set()
+        for key in [k for k in episodes if k not in seen]:
+            # The job left the watched set (it ended, or went back to waiting): its episode is over.
+            if episodes[key].firing_id is not None:
+                resolve.append((by_id.get(key[0]), episodes[key].firing_id))  # type: ignore[arg-type]
+            del episodes[key]
+        if fire or resolve:
+            with self.engine.begin() as conn:
+                for rule, fact, value in fire:
+                    row = {
+                        "rule_id": rule.id, "rule": rule.name, "severity": rule.severity,
+                        "condition": rule.condition.text, "job_id": fact.job_id, "job_name": fact.name,
+                        "user": fact.user, "value": None if value is None else str(value),
+                        "message": A.render_message(rule.message, rule, fact, value), "fired_at": now,
+                    }
+                    firing_id = self.store.fire(conn, row, rule.channels, now)
+                    key = (rule.id, fact.job_id)
+                    if fact.state in _ENDED_STATES:
+                        # an event, not a condition that can clear: over as soon as it is told
+                        self.store.resolve(conn, firing_id, (), now)
+                        episodes.pop(key, None)
+                    else:
+                        episodes[key] = replace(episodes.get(key, A.Episode(now)), firing_id=firing_id)
+                    log.info("alert %s fired for job %d", rule.name, fact.job_id)
+                for rule, firing_id in resolve:
+                    self.store.resolve(conn, firing_id, rule.channels if rule else (), now)
+            self._dispatch_wake.set()
+        self._episodes = episodes
 
     # -- deliveries -------------------------------------------------------------------------------
 
     def _dispatch_loop(self) -> None:
-        from corral.monitor.channels import Channel, DeliveryError, deliver, retry_delay_s
-
         while not self._closed:
-            now = self.clock()
             try:
                 with self.engine.begin() as conn:
-                    due = self.store.due_deliveries(conn, now)
+                    due = self.store.due_deliveries(conn, self.clock())
                 for item in due:
                     if self._closed:
                         return
-                    attempts = item["attempts"] + 1
-                    try:
-                        if item["channel_type"] is None:
-                            raise DeliveryError(f"channel {item['channel']!r} no longer exists")
-                        channel = Channel(item["channel"], item["channel_type"], item["channel_config"])
-                        deliver(channel, _notification(item["firing"], item["event"]), self.smtp)
-                    except DeliveryError as exc:
-                        delay = retry_delay_s(attempts) if item["channel_type"] is not None else None
-                        retry_at = None if delay is None else self.clock() + delay
-                        log.warning("alert delivery %d to %s failed (attempt %d%s): %s", item["delivery_id"],
-                                    item["channel"], attempts, "" if retry_at else ", giving up", exc.message)
-                        with self.engine.begin() as conn:
-                            self.store.delivery_failed(conn, item["delivery_id"], attempts, exc.message, retry_at)
-                    else:
-                        with self.engine.begin() as conn:
-                            self.store.delivered(conn, item["delivery_id"], attempts, self.clock())
+                    self._deliver(item)
                 with self.engine.begin() as conn:
                     next_due = self.store.next_due(conn)
-            except Exception:  # noqa: BLE001 - keep sending whatever one bad row or a database hiccup does
+            except Exception:  # noqa: BLE001 - a database hiccup: try again shortly
                 log.exception("alert dispatch failed")
                 next_due = None
             wait = DISPATCH_IDLE_S if next_due is None else min(DISPATCH_IDLE_S, max(0.0, next_due - self.clock()))
             if self._dispatch_wake.wait(wait):
                 self._dispatch_wake.clear()
+
+    def _deliver(self, item: Mapping[str, Any]) -> None:
+        """One attempt at one delivery, and its outcome recorded: sent, retried later, or given up."""
+        from corral.monitor.channels import Channel, DeliveryError, deliver, retry_delay_s
+
+        attempts = item["attempts"] + 1
+        error = None
+        try:
+            if item["channel_type"] is None:
+                raise DeliveryError(f"channel {item['channel']!r} no longer exists")
+            channel = Channel(item["channel"], item["channel_type"], item["channel_config"])
+            deliver(channel, _notification(item["firing"], item["event"]), self.smtp)
+        except DeliveryError as exc:
+            error = exc.message
+        except Exception as exc:  # noqa: BLE001 - one bad row must not hold up the ones behind it
+            error = f"{type(exc).__name__}: {exc}"
+        with self.engine.begin() as conn:
+            if error is None:
+                self.store.delivered(conn, item["delivery_id"], attempts, self.clock())
+                return
+            delay = retry_delay_s(attempts) if item["channel_type"] is not None else None
+            retry_at = None if delay is None else self.clock() + delay
+            self.store.delivery_failed(conn, item["delivery_id"], attempts, error, retry_at)
+        log.warning("alert delivery %d to %s failed (attempt %d%s): %s", item["delivery_id"], item["channel"],
+                    attempts, "" if retry_at else ", giving up", error)
 
     # -- requests: rules, channels, firings --------------------------------------------------------
 
@@ -419,6 +461,8 @@ class MonitorService:
                 deliver(Channel(found["name"], found["type"], found["config"]), note, self.smtp)
             except DeliveryError as exc:
                 raise Conflict(f"the test notification did not get through: {exc.message}") from None
+            except Exception as exc:  # noqa: BLE001 - answered as a failed test, never a 500
+                raise Conflict(f"the test notification did not get through: {type(exc).__name__}") from None
             return {"channel": name, "sent": True}
 
         return await asyncio.get_running_loop().run_in_executor(self._readers, send)
@@ -472,10 +516,14 @@ class MonitorService:
         run = next((r for r in reversed(runs) if (r["id"], key) in heads), None)
         if run is None:
             raise NotFound(f"job {job_id} has no system metric or tracked metric {key!r}",)
-        _, _, points = self.run_store.series(conn, run["id"], key, start=None, end=None, max_points=max_points)
+        steps = self.store.step_range(conn, run["id"], key, since, until)
+        if steps is None:
+            return 0, []
+        count, _, points = self.run_store.series(conn, run["id"], key, start=steps[0], end=steps[1],
+                                                 max_points=max_points)
         kept = [(float(t), None if v != v else float(v)) for t, v in zip(points.times, points.values)
                 if (since is None or t >= since) and (until is None or t <= until)]
-        return len(kept), kept
+        return count, kept
 
     def top(self) -> list[dict[str, Any]]:
         """Each running job now: its GPUs' utilization and memory, CPU, memory, and training progress."""
@@ -497,20 +545,18 @@ class MonitorService:
     async def efficiency(self, ref: str) -> dict[str, Any]:
         """How well a local job used what it asked for (`corral eff`), from its samples and the kernel's count."""
         from corral.monitor.efficiency import local_efficiency
-        from corral.monitor.summary import summarize
 
         job = self.jobs.resolve(ref)
         if job.start_time is None:
             raise Conflict(f"job {job.ref} has not run yet; its efficiency is known once it runs")
         usage = getattr(self.jobs.backend, "final_usage", lambda _: None)(job.id) if job.state.is_terminal() else None
         now = self.clock()
-        rows = await self._read(lambda conn: self.store.sample_rows(conn, job.id))
-        return local_efficiency(_job_view(job), summarize(rows), usage, now=now)
+        summary = await self._read(lambda conn: self.store.sample_summary(conn, job.id))
+        return local_efficiency(_job_view(job), summary, usage, now=now)
 
     async def diagnose(self, ref: str) -> dict[str, Any]:
         """The likely causes of a job's trouble, each with its evidence and fixes (`corral diagnose`)."""
         from corral.monitor.diagnosis import Evidence, diagnose
-        from corral.monitor.summary import summarize
 
         job = self.jobs.resolve(ref)
         view = _job_view(job)
@@ -520,14 +566,14 @@ class MonitorService:
         now = self.clock()
 
         def gather(conn: Any) -> Evidence:
-            rows = self.store.sample_rows(conn, job.id)
+            summary = self.store.sample_summary(conn, job.id)
             runs = self.store.runs_of(conn, [job.id])
             names = {r["id"]: r["name"] for r in runs}
             heads = self.store.series_heads(conn, list(names))
             checkpoints = sum(1 for r in runs for a in self.run_store.artifacts(conn, r["id"], type_="checkpoint", deleted=True))
             lines = [line for stream, path in zip(streams, paths) for line in _log_tail(stream, path)]
             return Evidence(
-                job=view, summary=summarize(rows), log_lines=lines,
+                job=view, summary=summary, log_lines=lines,
                 nonfinite=[(names[h["run_id"]], h["key"], int(h["first_nonfinite_step"])) for h in heads
                            if h["first_nonfinite_step"] is not None],
                 checkpoints=checkpoints + _files_in(checkpoint_dir),
@@ -554,6 +600,17 @@ class MonitorService:
 
 
 # -- views and conversions --------------------------------------------------------------------------
+
+_ENDED_STATES = frozenset(state.value for state in JobState if state.is_terminal())
+
+
+def _newest_runs(runs: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """Each job's newest run (runs come in id order)."""
+    newest: dict[int, Mapping[str, Any]] = {}
+    for run in runs:
+        newest[run["job_id"]] = run
+    return newest
+
 
 def _facts(job: Job) -> A.JobFacts:
     s = job.spec
@@ -650,6 +707,7 @@ def _last_write(paths: Sequence[str]) -> float | None:
 
 
 TAIL_BYTES = 256 * 1024
+COUNT_LINES_UP_TO = 64 << 20  # bytes of log before the tail whose lines are counted exactly
 TAIL_LINES = 400
 
 
@@ -660,12 +718,17 @@ def _log_tail(stream: str, path: str) -> list[tuple[str, int, str]]:
             size = os.fstat(f.fileno()).st_size
             start = max(0, size - TAIL_BYTES)
             before = 0
-            while f.tell() < start:
-                block = f.read(min(1 << 20, start - f.tell()))
-                if not block:
-                    break
-                before += block.count(b"\n")
+            if start <= COUNT_LINES_UP_TO:
+                while f.tell() < start:
+                    block = f.read(min(1 << 20, start - f.tell()))
+                    if not block:
+                        break
+                    before += block.count(b"\n")
+            f.seek(start)
             data = f.read()
+            if start > COUNT_LINES_UP_TO:
+                # too long to count on every diagnosis: estimated from the tail's own line length
+                before = int(start * max(1, data.count(b"\n")) / max(1, len(data)))
     except OSError:
         return []
     lines = data.split(b"\n")

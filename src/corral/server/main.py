@@ -84,6 +84,9 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                 continue
             if key not in explicit:
                 updates[key] = value
+    if float(smtp.get("timeout_s", 1)) <= 0 or not 0 < int(smtp.get("port", 25)) < 65536:
+        raise InvalidRequest("smtp.timeout_s" if float(smtp.get("timeout_s", 1)) <= 0 else "smtp.port",
+                             f"is out of range in {path}")
     if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
         raise InvalidRequest("monitor.sample_retention_days", f"must be positive in {path}")
     interval = updates.get("sample_interval_s", options.sample_interval_s)

@@ -9,18 +9,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select, update
 
 from corral.errors import Conflict, NotFound
+from corral.monitor.summary import LOW_GPU_UTILIZATION, SampleSummary
 from corral.store.schema import (
-    alert_channels, alert_deliveries, alert_firings, alert_rules, job_samples, metric_series, runs,
+    alert_channels, alert_deliveries, alert_firings, alert_rules, job_samples, metric_chunks, metric_series, runs,
 )
 
 SAMPLE_COLUMNS = (
     "gpu_utilization", "gpu_memory_mb", "gpu_power_w", "gpu_temperature_c", "cpu_utilization", "cpu_time_s",
     "rss_mb", "read_mb_s", "write_mb_s", "processes",
 )
-MAX_SAMPLE_ROWS = 200_000  # a month of one job at 10 s is 260k: older samples are thinned to this when read
 
 
 class MonitorStore:
@@ -30,9 +30,10 @@ class MonitorStore:
         if rows:
             conn.execute(insert(job_samples), [{k: row.get(k) for k in ("job_id", "time", *SAMPLE_COLUMNS)} for row in rows])
 
-    def prune_samples(self, conn: Connection, before: float) -> int:
-        """Forget samples taken before `before`; how many went."""
-        return conn.execute(delete(job_samples).where(job_samples.c.time < before)).rowcount
+    def prune_samples(self, conn: Connection, before: float, limit: int) -> int:
+        """Forget up to `limit` of the samples taken before `before`; how many went."""
+        oldest = select(job_samples.c.id).where(job_samples.c.time < before).order_by(job_samples.c.time).limit(limit)
+        return conn.execute(delete(job_samples).where(job_samples.c.id.in_(oldest.scalar_subquery()))).rowcount
 
     def series(self, conn: Connection, job_id: int, metric: str, *, start: float | None, end: float | None,
                max_points: int) -> tuple[int, list[tuple[float, float | None]]]:
@@ -46,15 +47,25 @@ class MonitorStore:
         rows = conn.execute(query.order_by(job_samples.c.time)).all()
         return len(rows), thin_extremes([(r[0], r[1]) for r in rows], max_points)
 
-    def sample_rows(self, conn: Connection, job_id: int) -> list[dict[str, Any]]:
-        """A job's samples in time order (evenly thinned past MAX_SAMPLE_ROWS)."""
-        count = conn.execute(select(func.count()).where(job_samples.c.job_id == job_id)).scalar_one()
-        query = select(job_samples).where(job_samples.c.job_id == job_id).order_by(job_samples.c.time)
-        rows = [dict(r._mapping) for r in conn.execute(query)]
-        if count > MAX_SAMPLE_ROWS:
-            stride = -(-count // MAX_SAMPLE_ROWS)
-            rows = rows[::stride] + ([rows[-1]] if (len(rows) - 1) % stride else [])
-        return rows
+    def sample_summary(self, conn: Connection, job_id: int) -> SampleSummary | None:
+        """A job's samples boiled down (what eff and diagnose read), by the database: a month of
+        samples is one aggregate query, never a month of rows in memory."""
+        c = job_samples.c
+        low = func.sum(case((c.gpu_utilization < LOW_GPU_UTILIZATION, 1), else_=0))
+        row = conn.execute(select(
+            func.count(), func.min(c.time), func.max(c.time), func.avg(c.gpu_utilization), func.max(c.gpu_utilization),
+            func.max(c.gpu_memory_mb), func.avg(c.gpu_power_w), func.avg(c.cpu_utilization), func.max(c.cpu_time_s),
+            func.max(c.rss_mb), func.count(c.gpu_utilization), low,
+        ).where(c.job_id == job_id)).one()
+        count, first, last, gpu_mean, gpu_max, gpu_mem, power, cpu, cpu_time, rss, gpu_count, low_count = row
+        if not count:
+            return None
+        return SampleSummary(
+            count=int(count), first_time=float(first), last_time=float(last), gpu_utilization_mean=_float(gpu_mean),
+            gpu_utilization_max=_float(gpu_max), gpu_memory_peak_mb=_float(gpu_mem), gpu_power_mean_w=_float(power),
+            cpu_utilization_mean=_float(cpu), cpu_time_s=_float(cpu_time),  # cumulative: the largest is the last
+            rss_peak_mb=_float(rss), low_gpu_fraction=int(low_count or 0) / gpu_count if gpu_count else None,
+        )
 
     # -- tracked runs, as the monitor reads them ----------------------------------------------------
 
@@ -76,6 +87,19 @@ class MonitorStore:
         query = select(c.run_id, c.key, c.count, c.last_step, c.last_value, c.last_time, c.first_nonfinite_step).where(
             c.run_id.in_(ids), ~c.key.startswith("system/"))
         return [dict(r._mapping) for r in conn.execute(query)]
+
+    def step_range(self, conn: Connection, run_id: int, key: str, since: float | None,
+                   until: float | None) -> tuple[int, int] | None:
+        """The steps of a tracked series logged between two times (whole chunks: the caller trims
+        the edges), so a time window is cut before the series is downsampled; None if there are none."""
+        c = metric_chunks.c
+        query = select(func.min(c.first_step), func.max(c.last_step)).where(c.run_id == run_id, c.key == key)
+        if since is not None:
+            query = query.where(c.last_time >= since)
+        if until is not None:
+            query = query.where(c.first_time <= until)
+        first, last = conn.execute(query).one()
+        return None if first is None else (int(first), int(last))
 
     # -- channels ---------------------------------------------------------------------------------
 
@@ -239,3 +263,7 @@ def thin_extremes(points: list[tuple[float, float | None]], max_points: int) -> 
         for k in sorted({i, j}):
             kept.append((float(times[k]), float(values[k])))
     return kept
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -194,6 +194,7 @@ job_samples = Table(
     Column("write_mb_s", Float),
     Column("processes", Integer),
     Index("ix_job_samples_job_time", "job_id", "time"),
+    Index("ix_job_samples_time", "time"),  # pruning the oldest
     sqlite_autoincrement=True,
 )
 

@@ -25,6 +25,7 @@ def upgrade() -> None:
         sqlite_autoincrement=True,
     )
     op.create_index("ix_job_samples_job_time", "job_samples", ["job_id", "time"])
+    op.create_index("ix_job_samples_time", "job_samples", ["time"])
     op.create_table(
         "alert_channels",
         sa.Column("name", sa.String(64), primary_key=True),
