@@ -408,3 +408,16 @@ def test_environment_is_not_polluted_by_delivery(tmp_path: Path) -> None:
     channel = parse_channel({"name": "pager", "type": "command", "argv": [sys.executable, "-c", "pass"]})
     deliver(channel, NOTE, timeout_s=10)
     assert not any(key.startswith("CORRAL_ALERT_") for key in os.environ)
+
+
+def test_an_unexpected_error_in_a_sender_is_a_delivery_error_that_keeps_the_url_secret(monkeypatch) -> None:
+    import corral.monitor.channels as channels
+
+    def explode(*_: Any) -> None:
+        raise ValueError(f"bad thing at https://hooks.slack.com{SLACK_PATH}")
+
+    monkeypatch.setitem(channels._SENDERS, "slack", explode)
+    channel = parse_channel({"name": "s", "type": "slack", "url": f"https://hooks.slack.com{SLACK_PATH}"})
+    with pytest.raises(DeliveryError) as caught:
+        deliver(channel, NOTE)
+    assert "ValueError" in caught.value.message and SLACK_PATH not in caught.value.message
