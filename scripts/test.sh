@@ -9,4 +9,6 @@ bash scripts/install.sh
 if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
   bash scripts/slurm-testbed.sh start
 fi
+# The dashboard's browser tests drive Debian's headless Chromium (scripts/browser.sh installs it as root).
+bash scripts/browser.sh
 exec .venv/bin/python -m pytest "$@"

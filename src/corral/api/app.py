@@ -9,20 +9,27 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import alerts, jobs, monitoring, nodes, runs, sizing, webhooks
+from corral.api import alerts, dashboard, events, jobs, monitoring, nodes, runs, sizing, webhooks
 from corral.api.errors import install_error_handlers
 from corral.api.submit_path import SubmitPath
 from corral.monitor.service import MonitorService
+from corral.server.events import EventBus
 from corral.server.service import JobService
 from corral.tracking.service import TrackingService
+from corral.web.routes import install_dashboard
 
 
 def create_app(
     service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, webhook_token: str | None = None, on_started: Callable[[], None] = lambda: None,
-    on_stopped: Callable[[], None] = lambda: None,
+    on_stopped: Callable[[], None] = lambda: None, stopping: Callable[[], bool] = lambda: False,
 ) -> FastAPI:
+    bus = EventBus()
+    tracking.on_metrics.append(lambda runs: bus.publish("runs", {"runs": runs}))
+    monitor.events = bus
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        bus.bind(asyncio.get_running_loop())
         loop_task = asyncio.create_task(service.run(), name="corral-scheduler")
         monitor_task = asyncio.create_task(monitor.run(), name="corral-monitor")
         on_started()
@@ -46,6 +53,8 @@ def create_app(
     app.state.home = home
     app.state.tracking = tracking
     app.state.monitor = monitor
+    app.state.events = bus
+    app.state.stopping = stopping  # long-lived event streams end when the server stops
     app.state.webhook_token = webhook_token
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
@@ -56,4 +65,7 @@ def create_app(
     app.include_router(monitoring.router)
     app.include_router(alerts.router)
     app.include_router(sizing.router)
+    app.include_router(events.router)
+    app.include_router(dashboard.router)
+    install_dashboard(app)
     return app

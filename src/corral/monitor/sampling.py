@@ -99,15 +99,20 @@ class JobSampler:
         self._gpu_source = gpu_source
         self._clock = clock
         self._previous: dict[int, _Counters] = {}
+        self.gpus: list[GpuReading] = []
+        """Every GPU as last read, held or free (what the dashboard's cluster view shows)."""
+        self.gpus_time: float | None = None
 
     def sample(self, jobs: Sequence[WatchedJob]) -> list[JobSample]:
         """One sample per job whose main process is alive; jobs not passed are forgotten."""
+        now = self._clock()
+        readings = self._read_gpus()
+        if self._gpu_source is not None:
+            self.gpus, self.gpus_time = readings, now
         if not jobs:
             self._previous.clear()
             return []
-        now = self._clock()
         table = snapshot_processes()
-        readings = self._read_gpus()
         by_index = {reading.index: reading for reading in readings}
         gpus_of_pid: dict[int, set[int]] = {}
         for reading in readings:

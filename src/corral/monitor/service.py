@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from corral.core.job import Job
     from corral.monitor.channels import SmtpSettings
     from corral.monitor.sampling import JobSample, JobSampler
+    from corral.server.events import EventBus
     from corral.server.service import JobService
     from corral.store.runs import RunStore
 
@@ -87,6 +88,7 @@ class MonitorService:
         self._dispatch_wake = threading.Event()
         self._closed = False
         self._dispatcher = threading.Thread(target=self._dispatch_loop, name="corral-alerts", daemon=True)
+        self.events: EventBus | None = None  # the dashboard's live updates, once the app is made
 
     # -- life -------------------------------------------------------------------------------------
 
@@ -182,6 +184,8 @@ class MonitorService:
         self.latest = {job_id: s for job_id, s in latest.items() if job_id in keep}
         newest = _newest_runs(runs)
         self.progress = self._progress(newest, heads)
+        if samples and self.events is not None:
+            self.events.publish_threadsafe("samples", {"time": snap.now})
         self._evaluate(self._enrich(snap, heads, newest), snap.now)
         if snap.now >= self._next_prune:
             self._next_prune = snap.now + PRUNE_EVERY_S
@@ -331,6 +335,8 @@ class MonitorService:
                 for rule, firing_id in resolve:
                     self.store.resolve(conn, firing_id, rule.channels if rule else (), now)
             self._dispatch_wake.set()
+            if self.events is not None:
+                self.events.publish_threadsafe("alerts", {"fired": len(fire), "resolved": len(resolve)})
         self._episodes = episodes
 
     # -- deliveries -------------------------------------------------------------------------------
@@ -478,7 +484,10 @@ class MonitorService:
             with self.engine.begin() as conn:
                 return _firing_view(self.store.acknowledge(conn, firing_id, user, self.clock()))
 
-        return await self._on_worker(apply)
+        acknowledged = await self._on_worker(apply)
+        if self.events is not None:
+            self.events.publish("alerts", {"acknowledged": firing_id})
+        return acknowledged
 
     # -- requests: metrics, top, efficiency, diagnosis ---------------------------------------------
 

@@ -248,13 +248,16 @@ def serve(options: ServerOptions) -> None:
         remove_server_info(home, os.getpid())
         engine.dispose()
 
+    server: uvicorn.Server | None = None
     app = create_app(service, home=home, tracking=tracking, monitor=monitor, webhook_token=webhook_token(home),
-                     on_started=announce, on_stopped=retire)
+                     on_started=announce, on_stopped=retire,
+                     stopping=lambda: server is not None and server.should_exit)
     config = uvicorn.Config(
         app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
         timeout_graceful_shutdown=5, timeout_keep_alive=30,
     )
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server = uvicorn.Server(config)
+        server.run(sockets=[sock])
     finally:
         lock.close()

@@ -79,6 +79,7 @@ class JobService:
         self._next_pass_at = 0.0
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
         self._waited_s = 0.0  # of a pass, the time spent waiting on another program (sbatch), not thinking
+        self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -565,6 +566,7 @@ class JobService:
         # no supervisor and queues the job again instead of losing or doubling it.
         try:
             self.store.save_states(started)
+            self.generation += 1
         except Exception:
             self._requeue_unsaved(started)
             raise
@@ -714,6 +716,11 @@ class JobService:
         rows.sort(key=lambda row: (-row[1].priority, row[0].id))
         return [(self._current(job), factors) for job, factors in rows]
 
+    def priority_of(self, job_id: int) -> int | None:
+        """A pending job's priority from the latest pass (None before its first)."""
+        factors = self._priorities.get(job_id)
+        return factors.priority if factors is not None else None
+
     def _charge(self, user: str, gpu_hours: float, at: float) -> None:
         """Add usage that happened at time `at` (decayed to the present bookkeeping time)."""
         value = decay(gpu_hours, self._usage_at - at, self.config.half_life_s) if at < self._usage_at else gpu_hours
@@ -730,6 +737,7 @@ class JobService:
     # -- helpers --------------------------------------------------------------------------------
 
     def _mark_dirty(self) -> None:
+        self.generation += 1
         self._dirty = True
         if self._wake is not None:
             self._wake.set()
@@ -770,6 +778,7 @@ class JobService:
         return self._reasons.get(waiting[0].id, PendingReason.NONE) if waiting else PendingReason.NONE
 
     def _forget(self, job: Job) -> None:
+        self.generation += 1
         if self.active.pop(job.id, None) is not None and job.array_job_id is None:
             self._active_per_user[(job.spec.user, job.spec.qos)] -= 1
         self._arrays.pop(job.id, None)

@@ -52,6 +52,7 @@ class TrackingService:
         self.user = user
         self.job_info = job_info
         self.clock = clock
+        self.on_metrics: list[Callable[[list[dict[str, Any]]], None]] = []  # after a commit, on the loop
         self._pending: list[_Write] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -82,10 +83,18 @@ class TrackingService:
             return parse_metrics_batch(decoded, self.clock())
 
         def apply(conn: Connection, batch: MetricsBatch) -> dict[str, Any]:
-            done = self.store.append(conn, self.store.resolve(conn, ref), batch)
-            return {"accepted": done.accepted, "skipped": done.skipped, "duplicate": done.duplicate}
+            run_id = self.store.resolve(conn, ref)
+            done = self.store.append(conn, run_id, batch)
+            last = max((int(p.steps[-1]) for p in batch.series.values() if len(p)), default=None)
+            return {"accepted": done.accepted, "skipped": done.skipped, "duplicate": done.duplicate,
+                    "_run": {"id": run_id, "last_step": last}}
 
-        return await self._write(apply, prepare)
+        result = await self._write(apply, prepare)
+        changed = result.pop("_run")
+        if result["accepted"]:
+            for listener in self.on_metrics:
+                listener([changed])
+        return result
 
     async def log_params(self, ref: str, body: Any) -> dict[str, Any]:
         params = R.parse_params(body)

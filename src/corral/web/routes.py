@@ -1,0 +1,28 @@
+"""Serving the dashboard: its static files, and index.html for every page path (the pages route themselves)."""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import APIRouter, FastAPI
+from starlette.responses import FileResponse, Response
+from starlette.staticfiles import StaticFiles
+
+STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+PAGES = ("/", "/queue", "/jobs/{job_id}", "/runs", "/runs/{run_id}", "/compare", "/alerts")
+
+router = APIRouter(include_in_schema=False)
+
+
+def _index() -> Response:
+    # no-cache: a new corral version's pages are picked up at once; the files themselves are small
+    return FileResponse(os.path.join(STATIC_DIR, "index.html"), headers={"Cache-Control": "no-cache"})
+
+
+for _path in PAGES:
+    router.add_api_route(_path, _index, methods=["GET"])
+
+
+def install_dashboard(app: FastAPI) -> None:
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")

@@ -1,0 +1,127 @@
+"""The routes the dashboard reads: the queue by pages, the cluster, and the server-sent events."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import time
+import urllib.parse
+
+from tests.helpers import wait_for
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def get(server, path: str):
+    return json.loads(server.client()._raw("GET", path)[2])
+
+
+def test_the_queue_pages_running_first_then_pending_in_priority_order(server_factory):
+    server = server_factory(gpus=2)
+    client = server.client()
+    ids = [client.submit(SLEEP, gpus=2, name=f"j{i}", nice=(50 if i == 3 else 0),
+                         labels={"team": "a" if i % 2 else "b"})["id"] for i in range(6)]
+    wait_for(lambda: client.get(ids[0])["state"] == "RUNNING")
+    wait_for(lambda: all(client.get(i)["reason"] not in (None, "None") for i in ids[1:]))
+    first = get(server, "/api/v1/queue?limit=3")
+    assert (first["total"], first["running"], first["pending"]) == (6, 1, 5)
+    assert [j["id"] for j in first["jobs"]][0] == ids[0] and first["jobs"][0]["state"] == "RUNNING"
+    rest = get(server, "/api/v1/queue?limit=3&offset=3")
+    pending = [j for j in first["jobs"] + rest["jobs"] if j["state"] == "PENDING"]
+    assert [j["priority"] for j in pending] == sorted((j["priority"] for j in pending), reverse=True)
+    assert pending[-1]["id"] == ids[3]  # the nice one comes last
+    assert all(j["reason"] for j in pending)
+    team_a = get(server, "/api/v1/queue?label=team%3Da")
+    assert {j["id"] for j in team_a["jobs"]} == {ids[1], ids[3], ids[5]}
+    assert get(server, "/api/v1/queue?state=RUNNING")["total"] == 1
+    status, _, body = client._raw("GET", "/api/v1/queue?state=DONE")
+    assert status == 422 and json.loads(body)["error"]["field"] == "state"
+    for i in ids:
+        client.cancel(i)
+
+
+def test_paging_through_the_queue_shows_every_job_once(server_factory):
+    server = server_factory(gpus=1)
+    client = server.client()
+    ids = {client.submit(SLEEP, gpus=1)["id"] for _ in range(250)}
+    seen, offset = [], 0
+    while True:
+        page = get(server, f"/api/v1/queue?limit=100&offset={offset}")
+        assert page["total"] == 250
+        seen += [j["id"] for j in page["jobs"]]
+        offset += 100
+        if offset >= page["total"]:
+            break
+    assert sorted(seen) == sorted(ids) and len(seen) == 250
+
+
+def test_the_cluster_shows_who_holds_each_gpu_and_the_totals(server_factory):
+    server = server_factory(gpus=4)
+    client = server.client()
+    job = client.submit(SLEEP, gpus=2, cpus=1)["id"]
+    wait_for(lambda: client.get(job)["state"] == "RUNNING")
+    cluster = get(server, "/api/v1/cluster")
+    gpus = cluster["nodes"][0]["gpus"]
+    assert sum(1 for g in gpus if g["job_id"] == job) == 2
+    assert cluster["totals"]["gpus"] == 4 and cluster["totals"]["gpus_used"] == 2 and cluster["totals"]["cpus_alloc"] == 1
+    assert all(g["utilization"] is None for g in gpus)  # declared GPUs: nothing measured, and none made up
+    client.cancel(job)
+
+
+def read_events(server, path: str, until, timeout: float = 20.0) -> list[tuple[str, dict]]:
+    """Open an event stream and collect events until `until(events)` holds."""
+    parts = urllib.parse.urlsplit(server.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    assert response.status == 200 and response.getheader("Content-Type").startswith("text/event-stream")
+    events, name, deadline = [], None, time.monotonic() + timeout
+    while time.monotonic() < deadline and not until(events):
+        line = response.fp.readline().decode().rstrip("\n")
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: ") and name:
+            events.append((name, json.loads(line[6:])))
+            name = None
+    conn.close()
+    return events
+
+
+def test_events_tell_of_job_changes_stored_metrics_and_a_jobs_new_log_lines(server_factory):
+    import threading
+
+    server = server_factory(extra=["--sample-interval", "0.3"])
+    client = server.client()
+    job = client.submit([sys.executable, "-u", "-c", "import time\nfor i in range(100):\n print('line', i); time.sleep(0.2)"])
+    wait_for(lambda: client.get(job["id"])["state"] == "RUNNING")
+    run = client.create_run(project="p", job_id=job["id"])
+
+    def later() -> None:
+        time.sleep(1)
+        client.log_metrics(run["id"], {"points": [{"key": "loss", "step": 7, "value": 0.5}]})
+        client.submit(["true"])
+
+    threading.Thread(target=later, daemon=True).start()
+    kinds = lambda evs: {n for n, _ in evs}  # noqa: E731
+    events = read_events(server, f"/api/v1/events?job={job['id']}",
+                         lambda evs: {"jobs", "runs", "log", "samples"} <= kinds(evs))
+    assert {"jobs", "runs", "log", "samples"} <= kinds(events)
+    runs = next(d for n, d in events if n == "runs")["runs"]
+    assert runs == [{"id": run["id"], "last_step": 7}]
+    text = "".join(d["text"] for n, d in events if n == "log" and d["stream"] == "stdout")
+    assert "line " in text and text.endswith("\n")  # whole lines
+    status, _, body = client._raw("GET", "/api/v1/events?job=99999")
+    assert status == 404
+    client.cancel(job["id"])
+
+
+def test_dashboard_pages_are_served_for_every_page_path(server_factory):
+    server = server_factory()
+    client = server.client()
+    for path in ("/", "/queue", "/jobs/12", "/runs", "/runs/3", "/compare?runs=1,2", "/alerts"):
+        status, headers, body = client._raw("GET", path)
+        assert status == 200 and headers["content-type"].startswith("text/html"), path
+        assert b'type="module"' in body
+    status, headers, _ = client._raw("GET", "/static/vendor/uplot/uPlot.iife.min.js")
+    assert status == 200 and "javascript" in headers["content-type"]
