@@ -52,7 +52,8 @@ class TrackingService:
         self.user = user
         self.job_info = job_info
         self.clock = clock
-        self.on_metrics: list[Callable[[list[dict[str, Any]]], None]] = []  # after a commit, on the loop
+        # runs whose metrics or state changed (after the commit, on the loop): the dashboard's live view
+        self.on_metrics: list[Callable[[list[dict[str, Any]]], None]] = []
         self._pending: list[_Write] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -106,8 +107,11 @@ class TrackingService:
 
     async def finish(self, ref: str, body: Any) -> dict[str, Any]:
         state, end = R.parse_finish(body)
-        return await self._write(lambda conn, _: self._then_get(
+        run = await self._write(lambda conn, _: self._then_get(
             conn, ref, lambda i: self.store.finish(conn, i, state, end if end is not None else self.clock())))
+        for listener in self.on_metrics:
+            listener([{"id": run["id"], "last_step": run["last_step"], "state": run["state"]}])
+        return run
 
     async def put_artifacts(self, ref: str, body: Any) -> list[dict[str, Any]]:
         items = R.parse_artifacts(body)

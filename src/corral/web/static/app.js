@@ -1,0 +1,207 @@
+// corral's dashboard: routes on location.pathname (History API), keeps the live connection,
+// and mounts one page module from ./pages/ at a time. Plain ES modules, no build step.
+//
+// Pages: /  (cluster)  /queue  /jobs/ID  /runs  /runs/ID  /compare?runs=1,2,3  /alerts
+// The server answers each of these paths with index.html; links are real <a href>s that we
+// intercept for client-side navigation, so back/forward and opening in a new tab both work.
+//
+// TEST HOOKS (browser tests rely on these; keep them stable)
+//   data-testid              where                                         extra attributes / text
+//   nav-cluster nav-queue    top navigation links                           aria-current="page" on the active one
+//   nav-runs nav-alerts
+//   live-status              live indicator                                 text "connecting" | "live" | "reconnecting"
+//   empty-state              any page or section with nothing to show       says what to do
+//   error-state              any page or section whose request failed       the server's message + a Retry button
+//   gpu-card                 cluster: one per GPU                           data-index, data-node, data-job-id ("" when free)
+//   queue-row                queue: one per job (<tr>)                      data-job-id, data-state (PENDING, RUNNING, ...)
+//   queue-reason             queue: a pending job's reason cell             the reason code (e.g. "Resources") + its meaning
+//   pager-prev pager-next    queue: page buttons                            disabled at either end
+//   pager-summary            queue: "Showing 101–200 of 10,000"
+//   job-state                job: the state badge                           data-state; text symbol + word, e.g.
+//                                                                           "● running", "◌ pending", "‖ held" (a held
+//                                                                           pending job), "⊘ cancelled", "✗ failed"
+//   job-cancel job-hold      job: action buttons, present only when allowed
+//   job-release
+//   confirm-yes confirm-no   job: confirm or drop a cancel (shown after job-cancel is pressed)
+//   action-error             job: the server's message when an action is refused (role=alert)
+//   log-stdout log-stderr    job: the log panes (<pre>), both in the DOM; the hidden one keeps its text
+//                            (log-stderr only when stderr goes to its own file); live text is appended
+//   log-tab-stdout           job: the tabs that switch panes (aria-selected)
+//   log-tab-stderr
+//   timeline                 job: the state timeline (<ol>); items carry data-event = submitted |
+//                            started | requeued | pending | running | ended
+//   diagnosis                job: findings (each .finding with data-cause), or "nothing found"
+//   efficiency               job: the efficiency report
+//   run-row                  runs: one per run (<tr>)                       data-run-id
+//   run-select               runs: the row's checkbox                       value = run id
+//   compare-button           runs: opens /compare?runs=... (disabled until 2 runs are picked)
+//   sort-KEY                 runs: header sort buttons (KEY = project, name, state, start, duration,
+//                            config.NAME, final.METRIC, best.METRIC)        aria-sort on the <th>
+//   chart                    run, compare and job pages: one per chart      data-key (metric); data-points (points
+//                                                                           drawn, all runs together on compare) once
+//                                                                           drawn; data-zoomed="true" while zoomed
+//                            (the job page's four system charts are charts too: select by data-key)
+//   smoothing                run, compare: EMA slider (0–0.99)
+//   x-axis-toggle            run, compare: button switching step/time       data-mode = "step" | "time"
+//   config-table             run: the config; compare: configs side by side, differing rows
+//                            have class "differs" and data-differs="true"
+//   run-state                run: the state badge                           data-state (running, finished, ...)
+//   artifacts                run: artifacts and checkpoints table
+//   firing-row               alerts: one per firing (<tr>)                  data-firing-id, data-status (firing | resolved)
+//   ack-button               alerts: acknowledge that firing
+//   rule-row                 alerts: one per rule (<tr>)                    data-rule
+//   show-acknowledged        alerts: checkbox including acknowledged firings
+// document.body.dataset.chartsReady === "true" once every chart of the current page has drawn
+// (run, compare and job pages); it is removed whenever the page changes.
+
+import {LiveConnection, refresher} from "./lib/live.js";
+import {fmtDuration} from "./lib/format.js";
+import {ApiError, UNREACHABLE, errorState} from "./lib/api.js";
+
+const ROUTES = [
+  {pattern: /^\/$/, page: "cluster", nav: "cluster", title: "Cluster"},
+  {pattern: /^\/queue\/?$/, page: "queue", nav: "queue", title: "Queue"},
+  {pattern: /^\/jobs\/([0-9]+(?:_[0-9]+)?)\/?$/, page: "job", nav: "queue", title: "Job"},
+  {pattern: /^\/runs\/?$/, page: "runs", nav: "runs", title: "Runs"},
+  {pattern: /^\/runs\/([A-Za-z0-9_-]+)\/?$/, page: "run", nav: "runs", title: "Run"},
+  {pattern: /^\/compare\/?$/, page: "compare", nav: "runs", title: "Compare runs"},
+  {pattern: /^\/alerts\/?$/, page: "alerts", nav: "alerts", title: "Alerts"},
+];
+
+const main = document.getElementById("main");
+const liveBox = document.getElementById("live");
+const liveText = liveBox.querySelector("[data-testid=live-status]");
+const live = new LiveConnection((state) => {
+  liveBox.dataset.state = state;
+  liveText.textContent = state;
+  liveBox.title = state === "live" ? "Live: pages update as things change"
+    : "Lost the live connection to the server; reconnecting (pages may be stale)";
+});
+
+let current = null;  // {key, route, params, instance, controller, cleanups}
+
+function match(pathname) {
+  for (const route of ROUTES) {
+    const m = pathname.match(route.pattern);
+    if (m) return {route, params: m.slice(1).map(decodeURIComponent)};
+  }
+  return null;
+}
+
+/** Go to a URL inside the dashboard (pushState, or replaceState with {replace: true}). */
+export function navigate(url, {replace = false} = {}) {
+  const target = new URL(url, location.href);
+  if (target.href === location.href && !replace) return;
+  history[replace ? "replaceState" : "pushState"]({}, "", target.pathname + target.search + target.hash);
+  render({focus: !replace, scroll: !replace});
+}
+
+function leave() {
+  if (!current) return;
+  current.controller.abort();
+  for (const fn of current.cleanups.splice(0)) {
+    try { fn(); } catch (err) { console.error("corral: cleanup failed", err); }
+  }
+  if (current.instance && current.instance.unmount) current.instance.unmount();
+  current = null;
+}
+
+async function render({focus = false, scroll = false} = {}) {
+  const found = match(location.pathname);
+  const key = found ? `${found.route.page}:${found.params.join("/")}` : "notfound";
+  // Same page, other query (a filter, a page of the queue): let the page update in place.
+  if (current && current.key === key && current.instance && current.instance.update) {
+    current.instance.update();
+    return;
+  }
+  leave();
+  delete document.body.dataset.chartsReady;
+  for (const link of document.querySelectorAll("[data-nav]")) {
+    if (found && link.dataset.nav === found.route.nav) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  live.connect(found && found.route.page === "job" ? found.params[0] : null);
+  main.replaceChildren();
+  if (scroll) window.scrollTo(0, 0);
+  if (!found) {
+    document.title = "Not found · corral";
+    const p = document.createElement("p");
+    p.dataset.testid = "empty-state";
+    p.className = "empty-state";
+    p.append("No page here. Try the ");
+    const a = document.createElement("a");
+    a.href = "/queue";
+    a.textContent = "queue";
+    p.append(a, ".");
+    main.append(p);
+    return;
+  }
+  const controller = new AbortController();
+  const state = {key, route: found.route, params: found.params, instance: null, controller, cleanups: []};
+  current = state;
+  document.title = `${found.route.title} · corral`;
+  const ctx = {
+    params: found.params,
+    signal: controller.signal,
+    query: () => new URLSearchParams(location.search),
+    navigate,
+    title: (text) => { document.title = `${text} · corral`; },
+    onLeave: (fn) => state.cleanups.push(fn),
+    on: (name, fn) => state.cleanups.push(live.on(name, fn)),
+    /**
+     * Run `fn` on each of these events (those `filter(name, data)` accepts) and after a
+     * reconnection, at most once per `wait` ms and never twice at once; returns the trigger.
+     */
+    refreshOn: (names, fn, {wait = 300, filter = null} = {}) => {
+      const r = refresher(fn, wait);
+      state.cleanups.push(r.cancel);
+      for (const name of [...names, "reconnect"]) state.cleanups.push(live.on(name, (data) => {
+        if (name === "reconnect" || !filter || filter(name, data)) r.trigger();
+      }));
+      return r.trigger;
+    },
+    live,
+  };
+  let module;
+  try {
+    module = await import(`./pages/${found.route.page}.js`);
+  } catch (err) {
+    if (current !== state) return;
+    // A module that failed to load is not fetched again by import(): only a reload retries it.
+    main.replaceChildren(errorState(new ApiError(0, {message: `${UNREACHABLE} (${err.message})`}), () => location.reload()));
+    state.cleanups.push(live.on("reconnect", () => location.reload()));
+    return;
+  }
+  if (current !== state) return;
+  state.instance = module.mount(main, ctx) || null;
+  if (focus) main.focus({preventScroll: true});
+}
+
+// Links: same-origin page links navigate without a reload; API, static and modified clicks don't.
+document.addEventListener("click", (event) => {
+  if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+  const a = event.target.closest("a[href]");
+  if (!a || a.target || a.hasAttribute("download")) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || /^\/(api|static|docs|openapi)/.test(url.pathname)) return;
+  if (!match(url.pathname) && url.pathname !== "/") return;
+  if (url.pathname === location.pathname && url.search === location.search && url.hash) return;
+  event.preventDefault();
+  navigate(url.href);
+});
+
+window.addEventListener("popstate", () => render());
+
+// Elapsed times count up in place once a second (cheap: only the [data-since] elements).
+setInterval(() => {
+  const now = Date.now() / 1000;
+  for (const el of main.querySelectorAll("[data-since]")) el.textContent = fmtDuration(now - Number(el.dataset.since));
+}, 1000);
+
+render();
+
+// Fetch the other pages' modules once the first page is up, so moving between pages is instant
+// (and still works if the server goes away for a moment).
+setTimeout(() => {
+  for (const page of new Set(ROUTES.map((r) => r.page))) import(`./pages/${page}.js`).catch(() => {});
+}, 1500);

@@ -1,0 +1,96 @@
+// Cluster (/): every node and GPU, who holds it, live utilization and memory; free/used totals.
+// GET /api/v1/cluster; refetched on `samples` (a monitoring tick) and `jobs` (allocations changed).
+
+import {h, replace, bar} from "../lib/dom.js";
+import {api, errorState, emptyState, isAbort} from "../lib/api.js";
+import {fmtMB, fmtPct, fmtRelative, fmtNumber} from "../lib/format.js";
+
+export function mount(main, ctx) {
+  const status = h("p", {class: "muted page-sub", "aria-live": "polite"});
+  const totalsBox = h("section", {class: "totals", "aria-label": "Totals"});
+  const nodesBox = h("div", {class: "nodes"}, h("p", {class: "muted"}, "Loading the cluster…"));
+  main.append(h("div", {class: "page-head"}, h("h1", {}, "Cluster"), status), totalsBox, nodesBox);
+
+  async function load() {
+    let cluster;
+    try {
+      cluster = await api("/api/v1/cluster", {signal: ctx.signal});
+    } catch (err) {
+      if (isAbort(err)) return;
+      totalsBox.replaceChildren();
+      replace(nodesBox, errorState(err, load, {what: "the cluster"}));
+      return;
+    }
+    render(cluster);
+  }
+
+  function render(cluster) {
+    const t = cluster.totals || {};
+    replace(totalsBox,
+      total("GPUs", t.gpus_used, t.gpus, (v) => fmtNumber(v), "in use"),
+      total("CPUs", t.cpus_alloc, t.cpus, (v) => fmtNumber(v), "allocated"),
+      total("Memory", t.mem_alloc_mb, t.mem_mb, fmtMB, "allocated"));
+    status.textContent = cluster.sampled_at
+      ? `GPU figures sampled ${fmtRelative(cluster.sampled_at)}`
+      : "No GPU figures: no GPU driver answered, so only allocations are shown.";
+    const nodes = cluster.nodes || [];
+    if (!nodes.length) {
+      replace(nodesBox, emptyState("No nodes: the server declares none. Start it with GPUs, e.g. ",
+        h("code", {}, "corral up --gpus 4 --gpu-type A100"), "."));
+      return;
+    }
+    replace(nodesBox, nodes.map(node));
+  }
+
+  load();
+  ctx.refreshOn(["samples", "jobs"], load, {wait: 500});
+}
+
+function total(label, used, all, fmt, verb) {
+  const known = Number.isFinite(used) && Number.isFinite(all) && all > 0;
+  return h("div", {class: "total card"},
+    h("h2", {}, label),
+    h("p", {class: "total-figure"}, `${fmt(used ?? 0)} / ${fmt(all ?? 0)}`, h("span", {class: "muted"}, ` ${verb}`)),
+    bar(known ? used / all : null, known ? `${fmt(all - used)} free` : "—", {label}));
+}
+
+function node(n) {
+  const gpus = n.gpus || [];
+  return h("section", {class: "node card", "aria-label": `Node ${n.name}`, "data-node": n.name},
+    h("div", {class: "node-head"},
+      h("h2", {}, n.name),
+      h("span", {class: "node-res"}, "CPUs ",
+        bar(n.cpus ? n.cpus_alloc / n.cpus : null, `${n.cpus_alloc} / ${n.cpus} allocated`, {label: "CPUs"})),
+      h("span", {class: "node-res"}, "Memory ",
+        bar(n.mem_mb ? n.mem_alloc_mb / n.mem_mb : null, `${fmtMB(n.mem_alloc_mb)} / ${fmtMB(n.mem_mb)} allocated`, {label: "Memory"}))),
+    gpus.length
+      ? h("ul", {class: "gpus"}, gpus.map((g) => gpuCard(n, g)))
+      : h("p", {class: "muted"}, "No GPUs on this node."));
+}
+
+function gpuCard(n, g) {
+  const busy = g.job_id !== null && g.job_id !== undefined;
+  const memFraction = g.memory_used_mb !== null && g.memory_used_mb !== undefined && g.mem_mb ? g.memory_used_mb / g.mem_mb : null;
+  return h("li", {class: "gpu card" + (busy ? " busy" : " free"), "data-testid": "gpu-card", "data-index": g.index,
+    "data-node": n.name, "data-job-id": busy ? g.job_id : ""},
+    h("div", {class: "gpu-head"},
+      h("strong", {}, `GPU ${g.index}`),
+      h("span", {class: "muted"}, ` ${g.type || "GPU"} · ${fmtMB(g.mem_mb)}`)),
+    h("p", {class: "gpu-holder"}, busy
+      ? [h("span", {"aria-hidden": "true"}, "● "), "held by ",
+        h("a", {href: `/jobs/${g.job_id}`}, `#${g.job_id}${g.job_name ? " " + g.job_name : ""}`),
+        g.user ? h("span", {class: "muted"}, ` (${g.user})`) : null]
+      : [h("span", {"aria-hidden": "true"}, "○ "), "free"]),
+    h("div", {class: "gpu-meters"},
+      h("span", {class: "meter-label"}, "Util"),
+      bar(g.utilization === null || g.utilization === undefined ? null : g.utilization / 100,
+        g.utilization === null || g.utilization === undefined ? "—" : fmtPct(g.utilization / 100), {label: "Utilization"}),
+      h("span", {class: "meter-label"}, "Mem"),
+      bar(memFraction, g.memory_used_mb === null || g.memory_used_mb === undefined ? "—"
+        : `${fmtMB(g.memory_used_mb)} / ${fmtMB(g.mem_mb)}`, {label: "Memory", warn: memFraction !== null && memFraction > 0.95})),
+    g.temperature_c !== null && g.temperature_c !== undefined || g.power_w !== null && g.power_w !== undefined
+      ? h("p", {class: "muted small"},
+        g.temperature_c !== null && g.temperature_c !== undefined ? `${Math.round(g.temperature_c)} °C` : "",
+        g.power_w !== null && g.power_w !== undefined ? ` · ${Math.round(g.power_w)} W` : "")
+      : null);
+}

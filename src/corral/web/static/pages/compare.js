@@ -1,0 +1,142 @@
+// Compare (/compare?runs=1,2,3): the runs' shared metrics overlaid, one chart per key (each run
+// its own colour AND dash pattern, named in a legend), and their configs side by side with the
+// differing values highlighted (bold and a ≠ marker, not colour alone).
+
+import {h, replace} from "../lib/dom.js";
+import {api, errorState, emptyState, isAbort, withQuery} from "../lib/api.js";
+import {flatten, fmtValue, stateBadge} from "../lib/format.js";
+import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
+import {orderKeys} from "./run.js";
+
+export function mount(main, ctx) {
+  const ids = [...new Set((ctx.query().get("runs") || "").split(",").map((s) => s.trim()).filter(Boolean))];
+  const charts = [];
+  let smoothing = 0;
+  let onlyDiffs = false;
+  let runs = [];
+
+  const status = h("div", {}, h("p", {class: "muted"}, "Loading runs…"));
+  const legend = h("ul", {class: "run-legend", "aria-label": "Runs"});
+  const controls = h("div", {class: "toolbar chart-controls", hidden: true},
+    smoothingControl((w) => { smoothing = w; charts.forEach((c) => c.setSmoothing(w)); }),
+    xAxisToggle((mode) => charts.forEach((c) => c.setXMode(mode))),
+    h("span", {class: "muted small"}, "Drag to zoom; double-click to zoom out."));
+  const chartsBox = h("div", {class: "charts"});
+  const note = h("p", {class: "muted small"});
+  const configBox = h("section", {class: "card", "aria-labelledby": "config-h"});
+  main.append(h("div", {class: "page-head"}, h("h1", {}, "Compare runs")), status, legend, controls, note, chartsBox, configBox);
+  ctx.onLeave(() => charts.forEach((c) => c.destroy()));
+
+  if (ids.length < 1) {
+    replace(status, emptyState("No runs to compare. Pick two or more on the ", h("a", {href: "/runs"}, "runs page"),
+      " and press Compare (the address lists them: ", h("code", {}, "/compare?runs=1,2"), ")."));
+    document.body.dataset.chartsReady = "true";
+    return;
+  }
+
+  async function load() {
+    try {
+      runs = await Promise.all(ids.map((id) => api(`/api/v1/runs/${encodeURIComponent(id)}`, {signal: ctx.signal})));
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(status, errorState(err, load, {what: "the runs"}));
+      document.body.dataset.chartsReady = "true";
+      return;
+    }
+    status.replaceChildren();
+    ctx.title(`Compare ${runs.map((r) => r.name).join(", ")}`);
+    renderLegend();
+    renderCharts();
+    renderConfig();
+  }
+
+  function label(r) {
+    return `${r.name || "run"} (#${r.id})`;
+  }
+
+  function renderLegend() {
+    replace(legend, runs.map((r, i) => {
+      const s = styleFor(i);
+      return h("li", {"data-run-id": r.id},
+        swatch(s), " ",
+        h("a", {href: `/runs/${r.id}`}, label(r)), " ",
+        h("span", {class: "muted small"}, `${r.project} · ${s.dashName} line${s.points ? " with markers" : ""}`), " ",
+        stateBadge(r.state));
+    }));
+  }
+
+  function renderCharts() {
+    const keySets = runs.map((r) => new Set(Object.keys(r.metrics || {})));
+    const all = [...new Set(keySets.flatMap((s) => [...s]))];
+    const shared = orderKeys(all.filter((k) => keySets.every((s) => s.has(k))));
+    const notShared = all.filter((k) => !shared.includes(k));
+    note.textContent = notShared.length ? `Not logged by every run (not shown): ${orderKeys(notShared).join(", ")}` : "";
+    controls.hidden = !shared.length;
+    if (!shared.length) {
+      replace(chartsBox, emptyState("These runs share no metric, so there is nothing to overlay."));
+      document.body.dataset.chartsReady = "true";
+      return;
+    }
+    const ready = readyCounter(shared.length, () => { if (!ctx.signal.aborted) document.body.dataset.chartsReady = "true"; });
+    chartsBox.replaceChildren();
+    for (const key of shared) {
+      const el = h("div", {});
+      chartsBox.append(el);
+      charts.push(new MetricChart(el, {
+        key, smoothing, onDrawn: ready,
+        sources: runs.map((r, i) => ({
+          label: label(r), origin: r.start_time, style: styleFor(i),
+          fetch: ({start, end, maxPoints, signal}) => api(withQuery(`/api/v1/runs/${encodeURIComponent(r.id)}/series`,
+            {key, max_points: maxPoints, start, end}), {signal}),
+        })),
+      }));
+    }
+    charts.forEach((c) => c.load());
+  }
+
+  function renderConfig() {
+    const configs = runs.map((r) => flatten(r.config || {}));
+    const keys = [...new Set(configs.flatMap((c) => Object.keys(c)))].sort();
+    const differs = (k) => new Set(configs.map((c) => JSON.stringify(c[k] ?? null))).size > 1;
+    const rows = keys.map((k) => ({k, diff: differs(k)})).sort((a, b) => (b.diff - a.diff) || a.k.localeCompare(b.k));
+    const nDiff = rows.filter((r) => r.diff).length;
+    const toggle = h("label", {class: "control"}, h("input", {type: "checkbox", checked: onlyDiffs,
+      onchange: (e) => { onlyDiffs = e.target.checked; renderConfig(); }}), " Only differences");
+    replace(configBox, h("div", {class: "card-head"}, h("h2", {id: "config-h"}, "Config"), toggle,
+      h("span", {class: "muted small"}, `${nDiff} of ${keys.length} keys differ (marked ≠)`)),
+    keys.length
+      ? h("div", {class: "table-box"}, h("table", {class: "grid kv compare-config", "data-testid": "config-table"},
+        h("thead", {}, h("tr", {}, h("th", {scope: "col"}, "Key"), runs.map((r, i) => h("th", {scope: "col"}, swatch(styleFor(i)), " ", label(r))))),
+        h("tbody", {}, rows.filter((r) => r.diff || !onlyDiffs).map(({k, diff}) => h("tr", {class: diff ? "differs" : "", "data-differs": diff ? "true" : "false", "data-key": k},
+          h("th", {scope: "row"}, diff ? h("span", {class: "diff-mark", title: "differs between runs"}, "≠ ") : null, k,
+            diff ? h("span", {class: "sr-only"}, " (differs)") : null),
+          configs.map((c) => h("td", {}, fmtValue(c[k]))))))))
+      : h("p", {class: "muted", "data-testid": "config-table"}, "None of these runs logged a config."));
+  }
+
+  load();
+  const mine = new Set(ids);
+  ctx.refreshOn(["runs"], async () => {
+    await Promise.all(charts.map((c) => c.load()));
+  }, {wait: 1500, filter: (name, data) => !data.runs || data.runs.some((r) => mine.has(String(r.id ?? r)))});
+}
+
+/** A short line drawn in the run's colour and dash pattern (so the legend works without colour). */
+function swatch(style) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("width", "28");
+  svg.setAttribute("height", "10");
+  svg.setAttribute("aria-hidden", "true");
+  svg.classList.add("swatch");
+  const line = document.createElementNS(ns, "line");
+  for (const [k, v] of Object.entries({x1: 1, y1: 5, x2: 27, y2: 5, stroke: style.color, "stroke-width": 2.5,
+    "stroke-dasharray": style.dash.length ? style.dash.join(" ") : "none"})) line.setAttribute(k, String(v));
+  svg.append(line);
+  if (style.points) {
+    const dot = document.createElementNS(ns, "circle");
+    for (const [k, v] of Object.entries({cx: 14, cy: 5, r: 3, fill: style.color})) dot.setAttribute(k, String(v));
+    svg.append(dot);
+  }
+  return svg;
+}

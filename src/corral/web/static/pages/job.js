@@ -1,0 +1,457 @@
+// Job (/jobs/ID): spec, state timeline, live log tail, system charts, alerts, diagnosis,
+// efficiency, its runs; cancel (with a confirm step), hold and release where the state allows.
+// The live connection is opened with ?job=ID here, so `log` events carry this job's new text.
+
+import {h, replace, facts, bar} from "../lib/dom.js";
+import {api, apiBytes, post, errorState, emptyState, isAbort, withQuery, ApiError} from "../lib/api.js";
+import {elapsedEl, fmtDuration, fmtLimit, fmtMB, fmtNumber, fmtPct, severityBadge, stateBadge, timeEl, toEpoch} from "../lib/format.js";
+import {allowedActions, commandText, reasonText, resourcesText} from "../lib/jobs.js";
+import {TimeChart, readyCounter} from "../lib/chart.js";
+
+const SYSTEM_CHARTS = [
+  ["gpu_utilization", "GPU utilization", "%"],
+  ["gpu_memory_mb", "GPU memory", "MB"],
+  ["cpu_utilization", "CPU utilization", "%"],
+  ["rss_mb", "Memory (RSS)", "MB"],
+];
+const LOG_LIMIT = 512 * 1024;  // characters kept per pane; older text is dropped from the top
+
+export function mount(main, ctx) {
+  const id = ctx.params[0];
+  let job = null;
+  let confirming = false;
+  let charts = [];
+
+  const head = h("div", {class: "page-head job-head"}, h("h1", {}, `Job #${id}`));
+  const actions = h("div", {class: "actions"});
+  const message = h("div", {class: "action-error", role: "alert", "data-testid": "action-error", hidden: true});
+  const specBox = h("section", {class: "card", "aria-labelledby": "spec-h"}, h("h2", {id: "spec-h"}, "Spec"));
+  const timelineBox = h("section", {class: "card", "aria-labelledby": "timeline-h"}, h("h2", {id: "timeline-h"}, "Timeline"));
+  const logs = new Logs(id, ctx);
+  const chartsBox = h("div", {class: "charts small-charts"});
+  const diagnosisBox = h("div", {"data-testid": "diagnosis"}, h("p", {class: "muted"}, "Loading…"));
+  const efficiencyBox = h("div", {"data-testid": "efficiency"}, h("p", {class: "muted"}, "Loading…"));
+  const alertsBox = h("div", {}, h("p", {class: "muted"}, "Loading…"));
+  const runsBox = h("div", {}, h("p", {class: "muted"}, "Loading…"));
+  const body = h("div", {class: "job-body", hidden: true},
+    h("div", {class: "two"}, specBox, timelineBox),
+    logs.el,
+    h("section", {class: "card", "aria-labelledby": "charts-h"}, h("h2", {id: "charts-h"}, "Resources over time"), chartsBox),
+    h("div", {class: "two"},
+      h("section", {class: "card", "aria-labelledby": "diag-h"}, h("h2", {id: "diag-h"}, "Diagnosis"), diagnosisBox),
+      h("section", {class: "card", "aria-labelledby": "eff-h"}, h("h2", {id: "eff-h"}, "Efficiency"), efficiencyBox)),
+    h("div", {class: "two"},
+      h("section", {class: "card", "aria-labelledby": "alerts-h"}, h("h2", {id: "alerts-h"}, "Alerts"), alertsBox),
+      h("section", {class: "card", "aria-labelledby": "runs-h"}, h("h2", {id: "runs-h"}, "Runs"), runsBox)));
+  const status = h("div", {}, h("p", {class: "muted"}, "Loading the job…"));
+  main.append(head, message, status, body);
+  ctx.onLeave(() => charts.forEach((c) => c.destroy()));
+
+  async function loadJob() {
+    let fresh;
+    try {
+      fresh = await api(`/api/v1/jobs/${encodeURIComponent(id)}`, {signal: ctx.signal});
+    } catch (err) {
+      if (isAbort(err)) return;
+      if (!job) {
+        replace(status, err instanceof ApiError && err.status === 404
+          ? emptyState(`No job ${id}. `, h("a", {href: "/queue"}, "See the queue"), " for the jobs there are.")
+          : errorState(err, loadJob, {what: `job ${id}`}));
+        document.body.dataset.chartsReady = "true";  // no charts will come
+      }
+      return;
+    }
+    apply(fresh);
+  }
+
+  /** Show a newer view of the job; reload what its change of state affects. */
+  function apply(fresh) {
+    const before = job;
+    if (before && JSON.stringify(before) === JSON.stringify(fresh)) return;  // nothing to redraw (keeps focus)
+    job = fresh;
+    status.replaceChildren();
+    body.hidden = false;
+    ctx.title(`Job #${job.ref || job.id} ${job.name || ""}`);
+    renderHead();
+    renderSpec();
+    renderTimeline();
+    logs.setJob(job);
+    if (!before) {
+      logs.start(job);
+      makeCharts();
+      loadDiagnosis();
+      loadEfficiency();
+      loadAlerts();
+      loadRuns();
+    } else if (before.state !== job.state || before.restarts !== job.restarts) {
+      if (before.restarts !== job.restarts) logs.start(job);
+      else logs.catchUp();
+      if (before.state === "PENDING" && job.state !== "PENDING") makeCharts();
+      loadDiagnosis();
+      loadEfficiency();
+      loadRuns();
+    }
+  }
+
+  function renderHead() {
+    replace(head,
+      h("h1", {}, `Job #${job.ref || job.id} `, h("span", {class: "job-name"}, job.name || "")),
+      stateBadge(job.state, {held: job.held, testid: "job-state"}),
+      actions);
+    renderActions();
+  }
+
+  function renderActions() {
+    const allowed = allowedActions(job);
+    const buttons = [];
+    if (confirming && allowed.cancel) {
+      buttons.push(h("span", {class: "confirm", role: "group", "aria-label": "Confirm cancel"},
+        `Cancel job #${job.id}${job.state === "RUNNING" ? " (it is running: its process is stopped)" : ""}? `,
+        h("button", {type: "button", class: "danger", "data-testid": "confirm-yes", onclick: () => act("cancel")}, "Yes, cancel it"),
+        " ",
+        h("button", {type: "button", "data-testid": "confirm-no", onclick: () => { confirming = false; renderActions(); focusAction("job-cancel"); }}, "Keep it")));
+    } else {
+      confirming = false;
+      if (allowed.cancel) buttons.push(h("button", {type: "button", class: "danger", "data-testid": "job-cancel",
+        onclick: () => { confirming = true; renderActions(); focusAction("confirm-yes"); }}, "Cancel…"));
+    }
+    if (allowed.hold) buttons.push(h("button", {type: "button", "data-testid": "job-hold", onclick: () => act("hold")}, "Hold"));
+    if (allowed.release) buttons.push(h("button", {type: "button", "data-testid": "job-release", onclick: () => act("release")}, "Release"));
+    replace(actions, buttons);
+  }
+
+  function focusAction(testid) {
+    const el = actions.querySelector(`[data-testid=${testid}]`);
+    if (el) el.focus();
+  }
+
+  async function act(action) {
+    confirming = false;
+    message.hidden = true;
+    for (const b of actions.querySelectorAll("button")) b.disabled = true;
+    try {
+      apply(await post(`/api/v1/jobs/${encodeURIComponent(id)}/${action}`, undefined, {signal: ctx.signal}));
+      renderActions();
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(message, h("strong", {}, `✗ Could not ${action} job #${id}: `), err.message, err.hint ? ` (${err.hint})` : "");
+      message.hidden = false;
+      renderActions();
+    }
+  }
+
+  function renderSpec() {
+    const labels = Object.entries(job.labels || {});
+    replace(specBox, h("h2", {id: "spec-h"}, "Spec"),
+      facts([
+        ["Command", h("code", {class: "cmd"}, commandText(job))],
+        ["User", job.user],
+        ["Resources", resourcesText(job)],
+        ["GPUs held", job.gpu_ids && job.gpu_ids.length ? `${job.gpu_ids.join(", ")}${job.node ? " on " + job.node : ""}` : null],
+        ["Partition", job.partition || "default"],
+        ["QoS", job.qos],
+        ["Labels", labels.length ? h("span", {}, labels.map(([k, v]) => h("span", {class: "tag"}, `${k}=${v}`))) : null],
+        ["Workdir", job.workdir ? h("code", {}, job.workdir) : null],
+        ["Exit", job.exit_code !== null && job.exit_code !== undefined ? `code ${job.exit_code}${job.signal ? `, signal ${job.signal}` : ""}` : job.signal ? `signal ${job.signal}` : null],
+        ["Logs", h("span", {class: "small"}, h("code", {}, job.stdout_path || "—"),
+          job.stderr_path && job.stderr_path !== job.stdout_path ? [h("br"), h("code", {}, job.stderr_path)] : null)],
+      ]),
+      job.script ? h("details", {}, h("summary", {}, "Batch script"), h("pre", {class: "script"}, job.script)) : null);
+  }
+
+  function renderTimeline() {
+    const items = [];
+    const item = (event, sym, what, when, extra = null) => h("li", {"data-event": event},
+      h("span", {class: "tl-sym", "aria-hidden": "true"}, sym), h("strong", {}, what), " ", when ? timeEl(when) : null,
+      extra ? h("span", {class: "muted"}, " ", extra) : null);
+    items.push(item("submitted", "○", "Submitted", job.submit_time));
+    if (job.start_time) {
+      const waited = toEpoch(job.start_time) - toEpoch(job.submit_time);
+      items.push(item("started", "●", "Started", job.start_time, Number.isFinite(waited) ? `after waiting ${fmtDuration(waited)}` : null));
+    }
+    if (job.restarts) items.push(item("requeued", "↺", `Requeued ×${job.restarts}`, null, "(preempted or requeued; started again)"));
+    if (job.state === "PENDING") {
+      items.push(h("li", {"data-event": "pending"}, h("span", {class: "tl-sym", "aria-hidden": "true"}, "◌"),
+        h("strong", {}, job.held ? "Held" : "Waiting"), " ",
+        job.reason ? h("span", {}, reasonText(job.reason)) : null,
+        job.estimated_start ? h("span", {class: "muted"}, " · estimated start ", timeEl(job.estimated_start)) : null));
+    } else if (job.state === "RUNNING") {
+      items.push(h("li", {"data-event": "running"}, h("span", {class: "tl-sym", "aria-hidden": "true"}, "▸"),
+        h("strong", {}, "Running for "), elapsedEl(job.start_time),
+        job.time_limit_s ? h("span", {class: "muted"}, ` of ${fmtLimit(job.time_limit_s)}`) : null));
+    }
+    if (job.end_time) {
+      const ran = job.start_time ? toEpoch(job.end_time) - toEpoch(job.start_time) : null;
+      items.push(item("ended", "■", `Ended ${job.state.toLowerCase().replaceAll("_", " ")}`, job.end_time,
+        [ran !== null ? `after running ${fmtDuration(ran)}` : "without starting",
+          job.reason && job.state !== "COMPLETED" ? ` · ${job.reason}` : ""].join("")));
+    }
+    replace(timelineBox, h("h2", {id: "timeline-h"}, "Timeline"), h("ol", {class: "timeline", "data-testid": "timeline"}, items));
+  }
+
+  function makeCharts() {
+    charts.forEach((c) => c.destroy());
+    charts = [];
+    if (!job.start_time) {
+      replace(chartsBox, h("p", {class: "muted"}, job.end_time ? "No samples: the job never started." : "No samples: the job has not started."));
+      document.body.dataset.chartsReady = "true";
+      return;
+    }
+    chartsBox.replaceChildren();
+    const ready = readyCounter(SYSTEM_CHARTS.length, () => { if (!ctx.signal.aborted) document.body.dataset.chartsReady = "true"; });
+    for (const [key, title, unit] of SYSTEM_CHARTS) {
+      const el = h("div", {});
+      chartsBox.append(el);
+      const chart = new TimeChart(el, {
+        key, title, unit, onDrawn: ready,
+        emptyText: key.startsWith("gpu") ? "No GPU samples (no GPU driver answered, or the job used none)."
+          : job.end_time ? "No samples: the job ended before the first one." : "No samples yet.",
+        fetch: ({maxPoints, signal}) => api(withQuery("/api/v1/metrics", {
+          job: id, metric: key, start: job.start_time, end: job.end_time, max_points: maxPoints}), {signal}),
+      });
+      charts.push(chart);
+      chart.load();
+    }
+  }
+
+  async function loadDiagnosis() {
+    try {
+      const d = await api(`/api/v1/jobs/${encodeURIComponent(id)}/diagnosis`, {signal: ctx.signal});
+      const findings = d.findings || [];
+      if (!findings.length) {
+        const c = d.checked || {};
+        replace(diagnosisBox, h("p", {}, h("span", {"aria-hidden": "true"}, "✓ "), "Nothing looks wrong. ",
+          h("span", {class: "muted small"}, `Checked ${fmtNumber(c.samples || 0)} samples, ${fmtNumber(c.log_lines || 0)} log lines, ${fmtNumber(c.tracked_series || 0)} tracked series.`)));
+        return;
+      }
+      replace(diagnosisBox, h("ol", {class: "findings"}, findings.map((f) => h("li", {class: "finding", "data-cause": f.cause},
+        h("p", {}, severityBadge(f.severity), " ", h("strong", {}, f.title), h("span", {class: "muted small"}, ` (${f.cause})`)),
+        f.evidence && f.evidence.length ? h("div", {}, h("h4", {}, "Evidence"), h("ul", {class: "evidence"}, f.evidence.map((e) => h("li", {}, h("code", {}, e))))) : null,
+        f.fixes && f.fixes.length ? h("div", {}, h("h4", {}, "Fixes"), h("ul", {}, f.fixes.map((x) => h("li", {}, x)))) : null))));
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(diagnosisBox, errorState(err, loadDiagnosis, {what: "the diagnosis"}));
+    }
+  }
+
+  async function loadEfficiency() {
+    if (!job.start_time) {
+      replace(efficiencyBox, h("p", {class: "muted"}, job.end_time ? "No report: the job never ran." : "No report yet: the job has not started."));
+      return;
+    }
+    try {
+      const e = await api(`/api/v1/jobs/${encodeURIComponent(id)}/efficiency`, {signal: ctx.signal});
+      const pct = (f) => bar(f, fmtPct(f), {warn: f !== null && f !== undefined && f < 0.3});
+      replace(efficiencyBox,
+        facts([
+          ["CPU", e.cpu_efficiency !== null && e.cpu_efficiency !== undefined ? pct(e.cpu_efficiency) : "—"],
+          ["Memory", e.mem_efficiency !== null && e.mem_efficiency !== undefined
+            ? h("span", {}, pct(e.mem_efficiency), h("span", {class: "muted small"}, ` peak ${fmtMB(e.max_rss_mb)} of ${fmtMB(e.mem_requested_mb)}`))
+            : e.max_rss_mb ? `peak ${fmtMB(e.max_rss_mb)}` : "—"],
+          ["GPU utilization (mean)", e.gpu_utilization_mean !== null && e.gpu_utilization_mean !== undefined
+            ? pct(e.gpu_utilization_mean / 100) : null],
+          ["GPU memory (peak)", e.gpu_memory_peak_mb !== null && e.gpu_memory_peak_mb !== undefined ? fmtMB(e.gpu_memory_peak_mb) : null],
+        ]),
+        e.advice && e.advice.length ? h("ul", {class: "advice"}, e.advice.map((a) => h("li", {}, a))) : null,
+        job && job.state === "RUNNING" ? h("p", {class: "muted small"}, "So far; final figures once it ends.") : null);
+    } catch (err) {
+      if (isAbort(err)) return;
+      if (err instanceof ApiError && err.status === 409) {
+        replace(efficiencyBox, h("p", {class: "muted"}, "No report yet: ", err.message));
+      } else {
+        replace(efficiencyBox, errorState(err, loadEfficiency, {what: "the efficiency report"}));
+      }
+    }
+  }
+
+  async function loadAlerts() {
+    try {
+      const firings = await api(withQuery("/api/v1/alerts", {job: String(id).split("_")[0], limit: 20}), {signal: ctx.signal});
+      if (!firings.length) {
+        replace(alertsBox, h("p", {class: "muted"}, "No alerts fired for this job. ", h("a", {href: "/alerts"}, "See the rules"), "."));
+        return;
+      }
+      replace(alertsBox, h("ul", {class: "plain"}, firings.map((f) => h("li", {},
+        severityBadge(f.severity), " ",
+        h("strong", {}, f.rule), " ", h("span", {class: "badge"}, f.status === "firing" ? "◉ firing" : "✓ resolved"), " ",
+        timeEl(f.fired_at), h("div", {class: "small"}, f.message || f.condition)))),
+      h("p", {}, h("a", {href: "/alerts"}, "All alerts")));
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(alertsBox, errorState(err, loadAlerts, {what: "alerts"}));
+    }
+  }
+
+  async function loadRuns() {
+    try {
+      const {runs} = await api(withQuery("/api/v1/runs", {job: String(id).split("_")[0], limit: 50}), {signal: ctx.signal});
+      if (!runs.length) {
+        replace(runsBox, h("p", {class: "muted"}, "No tracked runs. Log metrics from the job with ",
+          h("code", {}, "import corral; run = corral.init(project=...)"), "."));
+        return;
+      }
+      replace(runsBox, h("ul", {class: "plain"}, runs.map((r) => h("li", {},
+        stateBadge(r.state), " ", h("a", {href: `/runs/${r.id}`}, `${r.project} / ${r.name}`),
+        r.last_step !== null && r.last_step !== undefined ? h("span", {class: "muted"}, ` · step ${fmtNumber(r.last_step)}`) : null))),
+      runs.length > 1 ? h("p", {}, h("a", {href: `/compare?runs=${runs.map((r) => r.id).join(",")}`}, "Compare these runs")) : null);
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(runsBox, errorState(err, loadRuns, {what: "runs"}));
+    }
+  }
+
+  loadJob();
+  // `jobs` events say only that something changed (often with no ids): refetch this job.
+  ctx.refreshOn(["jobs"], loadJob, {wait: 300, filter: (name, data) => !data.ids || data.ids.map(String).includes(String(id))});
+  ctx.refreshOn(["samples"], async () => {
+    if (job && job.state === "RUNNING") {
+      await Promise.all(charts.map((c) => c.load()));
+      loadEfficiency();
+    }
+  }, {wait: 1000});
+  ctx.refreshOn(["alerts"], loadAlerts, {wait: 500});
+  ctx.refreshOn(["runs"], loadRuns, {wait: 2000, filter: (name, data) =>
+    !data.runs || data.runs.some((r) => String(r.job_id) === String(id).split("_")[0])});
+  ctx.on("log", (data) => logs.onEvent(data));
+  ctx.on("reconnect", () => logs.catchUp());
+}
+
+/** The stdout/stderr tabs and panes: a tail, then live text appended by offset. */
+class Logs {
+  constructor(id, ctx) {
+    this.id = id;
+    this.ctx = ctx;
+    this.streams = {};
+    this.active = "stdout";
+    this.emptyText = "(no output yet)";
+    this.tabs = h("div", {class: "tabs", role: "tablist", "aria-label": "Log streams", onkeydown: (e) => this.onKey(e)});
+    this.panes = h("div", {});
+    this.follow = h("button", {type: "button", class: "small follow", hidden: true, onclick: () => this.jump()}, "↓ Jump to the end");
+    this.el = h("section", {class: "card logs", "aria-labelledby": "logs-h"},
+      h("div", {class: "logs-head"}, h("h2", {id: "logs-h"}, "Logs"), this.tabs, this.follow), this.panes);
+  }
+
+  /** Follow the job's state: an ended job's empty log has no output, rather than none yet. */
+  setJob(job) {
+    const ended = !["PENDING", "RUNNING", "PREEMPTED"].includes(job.state);
+    this.emptyText = ended ? "(no output)" : job.state === "PENDING" ? "(no output yet: the job has not started)" : "(no output yet)";
+    for (const s of Object.values(this.streams)) if (s.pre.dataset.empty !== undefined) s.pre.dataset.empty = this.emptyText;
+  }
+
+  /** (Re)load the tails of the job's streams (stderr only when it is a separate file). */
+  start(job) {
+    const names = job.stderr_path && job.stderr_path !== job.stdout_path ? ["stdout", "stderr"] : ["stdout"];
+    this.streams = {};
+    this.tabs.replaceChildren();
+    this.panes.replaceChildren();
+    for (const name of names) {
+      const pre = h("pre", {class: "log", id: `log-${name}`, "data-testid": `log-${name}`, role: "tabpanel",
+        "aria-labelledby": `log-tab-${name}`, tabindex: "0", hidden: name !== this.active});
+      const tab = h("button", {type: "button", role: "tab", id: `log-tab-${name}`, "data-testid": `log-tab-${name}`,
+        "aria-controls": `log-${name}`, "aria-selected": String(name === this.active), onclick: () => this.show(name)}, name);
+      const s = {name, pre, tab, offset: null, stick: true, loading: null, decoder: new TextDecoder()};
+      pre.addEventListener("scroll", () => {
+        s.stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+        if (name === this.active) this.follow.hidden = s.stick;
+      });
+      this.streams[name] = s;
+      this.tabs.append(tab);
+      this.panes.append(pre);
+    }
+    if (!this.streams[this.active]) this.show("stdout");
+    const first = Object.values(this.streams).map((s) => this.fetch(s, true));
+    // Only stderr has something to say (a crash before any output): show it first.
+    Promise.all(first).then(() => {
+      const out = this.streams.stdout;
+      const err = this.streams.stderr;
+      if (err && this.active === "stdout" && !out.pre.textContent && err.pre.textContent) this.show("stderr");
+    });
+  }
+
+  onKey(e) {
+    if (e.key !== "ArrowRight" && e.key !== "ArrowLeft") return;
+    const order = Object.keys(this.streams);
+    const next = order[(order.indexOf(this.active) + (e.key === "ArrowRight" ? 1 : order.length - 1)) % order.length];
+    this.show(next);
+    this.streams[next].tab.focus();
+  }
+
+  show(name) {
+    this.active = name;
+    for (const s of Object.values(this.streams)) {
+      s.pre.hidden = s.name !== name;
+      s.tab.setAttribute("aria-selected", String(s.name === name));
+    }
+    const s = this.streams[name];
+    if (s) this.follow.hidden = s.stick;
+  }
+
+  /** Read the tail (first time) or everything after our offset. */
+  async fetch(s, tail = false) {
+    if (s.loading) return s.loading;
+    const path = withQuery(`/api/v1/jobs/${encodeURIComponent(this.id)}/logs`,
+      tail || s.offset === null ? {stream: s.name, tail: 200} : {stream: s.name, offset: s.offset});
+    s.loading = (async () => {
+      try {
+        const {bytes, headers} = await apiBytes(path, {signal: this.ctx.signal});
+        const next = Number(headers.get("X-Corral-Offset"));
+        const text = s.decoder.decode(bytes, {stream: true});
+        if (tail || s.offset === null) {
+          s.pre.textContent = "";
+          if (!text) s.pre.dataset.empty = this.emptyText;
+        }
+        this.append(s, text);
+        if (Number.isFinite(next)) s.offset = next;
+      } catch (err) {
+        if (isAbort(err)) return;
+        if (s.offset === null) s.pre.textContent = `✗ Could not read ${s.name}: ${err.message}`;
+      } finally {
+        s.loading = null;
+      }
+    })();
+    return s.loading;
+  }
+
+  /** A `log` event: {stream, offset (where the next read starts), text}. Append if it follows ours. */
+  async onEvent(data) {
+    const s = this.streams[data.stream];
+    if (!s || typeof data.text !== "string") return;
+    if (s.loading) await s.loading;
+    if (s.offset === null) return;
+    const end = Number(data.offset);
+    const start = end - new TextEncoder().encode(data.text).length;
+    if (end <= s.offset) return;  // already shown
+    if (start === s.offset) {
+      this.append(s, data.text);
+      s.offset = end;
+    } else {
+      this.fetch(s);  // a gap or an overlap: read what we miss from the server
+    }
+  }
+
+  /** Catch up after a missed stretch (a reconnection, the job ended). */
+  catchUp() {
+    for (const s of Object.values(this.streams)) if (s.offset !== null) this.fetch(s);
+  }
+
+  append(s, text) {
+    if (!text) return;
+    delete s.pre.dataset.empty;
+    const node = s.pre.firstChild;
+    if (node && node.nodeType === Node.TEXT_NODE && node.length + text.length <= LOG_LIMIT) {
+      node.appendData(text);
+    } else {
+      const all = (s.pre.textContent + text);
+      s.pre.textContent = all.length > LOG_LIMIT ? "…(older output not shown)\n" + all.slice(all.length - LOG_LIMIT) : all;
+    }
+    if (s.stick) s.pre.scrollTop = s.pre.scrollHeight;
+  }
+
+  jump() {
+    const s = this.streams[this.active];
+    if (!s) return;
+    s.stick = true;
+    s.pre.scrollTop = s.pre.scrollHeight;
+    this.follow.hidden = true;
+  }
+}

@@ -1,0 +1,184 @@
+// Run (/runs/ID): a chart per metric (training metrics, then system/... ones), each with zoom by
+// drag (refetched at the new range), double-click to reset, EMA smoothing and a step/time x-axis;
+// the config; artifacts and checkpoints.
+//
+// Fast with long series: every series is fetched at once, downsampled to the chart's width, and
+// each chart draws as its answer arrives. body.dataset.chartsReady = "true" once all have drawn.
+
+import {h, replace, facts} from "../lib/dom.js";
+import {api, errorState, emptyState, isAbort, withQuery, ApiError} from "../lib/api.js";
+import {elapsedEl, flatten, fmtBytes, fmtDuration, fmtNumber, fmtValue, stateBadge, timeEl} from "../lib/format.js";
+import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
+
+/** Metric keys in display order: training metrics by name, then system/... ones. */
+export function orderKeys(keys) {
+  const sys = (k) => k.startsWith("system/");
+  return [...keys].sort((a, b) => (sys(a) - sys(b)) || a.localeCompare(b, undefined, {numeric: true}));
+}
+
+export function mount(main, ctx) {
+  const id = ctx.params[0];
+  let run = null;
+  const charts = new Map();  // key -> MetricChart
+  let smoothing = 0;
+  let xMode = "step";
+
+  const head = h("div", {class: "page-head"}, h("h1", {}, `Run ${id}`));
+  const summary = h("div", {});
+  const controls = h("div", {class: "toolbar chart-controls", hidden: true},
+    smoothingControl((w) => { smoothing = w; charts.forEach((c) => c.setSmoothing(w)); }),
+    xAxisToggle((mode) => { xMode = mode; charts.forEach((c) => c.setXMode(mode)); }),
+    h("span", {class: "muted small"}, "Drag across a chart to zoom in; double-click to zoom out."));
+  const training = h("div", {class: "charts"});
+  const systemHead = h("h2", {hidden: true}, "System");
+  const system = h("div", {class: "charts"});
+  const chartsBox = h("section", {"aria-label": "Metrics"}, training, systemHead, system);
+  const configBox = h("section", {class: "card", "aria-labelledby": "config-h"}, h("h2", {id: "config-h"}, "Config"));
+  const artifactsBox = h("section", {class: "card", "aria-labelledby": "art-h"}, h("h2", {id: "art-h"}, "Artifacts and checkpoints"),
+    h("p", {class: "muted"}, "Loading…"));
+  const status = h("div", {}, h("p", {class: "muted"}, "Loading the run…"));
+  main.append(head, status, summary, controls, chartsBox, h("div", {class: "two"}, configBox, artifactsBox));
+  ctx.onLeave(() => charts.forEach((c) => c.destroy()));
+
+  async function load() {
+    let fresh;
+    try {
+      fresh = await api(`/api/v1/runs/${encodeURIComponent(id)}`, {signal: ctx.signal});
+    } catch (err) {
+      if (isAbort(err)) return;
+      if (!run) {
+        replace(status, err instanceof ApiError && err.status === 404
+          ? emptyState(`No run ${id}. `, h("a", {href: "/runs"}, "See all runs"), ".")
+          : errorState(err, load, {what: `run ${id}`}));
+        document.body.dataset.chartsReady = "true";
+      }
+      return;
+    }
+    const first = !run;
+    run = fresh;
+    status.replaceChildren();
+    ctx.title(`${run.project} / ${run.name}`);
+    renderHead();
+    if (first) {
+      makeCharts();
+      renderConfig();
+      loadArtifacts();
+    } else {
+      addNewCharts();
+      renderConfig();
+    }
+  }
+
+  function renderHead() {
+    replace(head, h("h1", {}, h("a", {href: withQuery("/runs", {project: run.project})}, run.project), " / ", run.name || `run ${run.id}`),
+      stateBadge(run.state, {testid: "run-state"}));
+    const tags = run.tags || [];
+    replace(summary, facts([
+      ["Job", run.job_id ? h("a", {href: `/jobs/${run.job_id}`}, `#${run.job_id}`) : null],
+      ["User", run.user],
+      ["Started", run.start_time ? timeEl(run.start_time) : null],
+      ["Duration", run.start_time ? (run.end_time ? fmtDuration(run.end_time - run.start_time) : elapsedEl(run.start_time)) : null],
+      ["Last step", run.last_step !== null && run.last_step !== undefined ? fmtNumber(run.last_step) : null],
+      ["Tags", tags.length ? h("span", {}, tags.map((t) => h("span", {class: "tag"}, t))) : null],
+      ["ID", h("span", {class: "small"}, `${run.id}`, run.uid ? h("code", {}, ` ${run.uid}`) : null)],
+    ], {class: "facts inline"}));
+  }
+
+  function newChart(key) {
+    const el = h("div", {});
+    const chart = new MetricChart(el, {
+      key, sources: [{label: run.name, origin: run.start_time, style: styleFor(0),
+        fetch: ({start, end, maxPoints, signal}) => api(withQuery(`/api/v1/runs/${encodeURIComponent(id)}/series`,
+          {key, max_points: maxPoints, start, end}), {signal})}],
+      xMode, smoothing, onDrawn: () => ready && ready(),
+      // Downsampling keeps finite points where a bucket has any: say so when the series ended badly.
+      extraNote: () => {
+        const m = (run.metrics || {})[key];
+        return m && typeof m.last === "string" ? `⚠ last value ${m.last}` : "";
+      },
+    });
+    charts.set(key, chart);
+    return chart;
+  }
+
+  let ready = null;
+  function makeCharts() {
+    const keys = orderKeys(Object.keys(run.metrics || {}));
+    controls.hidden = !keys.length;
+    if (!keys.length) {
+      replace(training, emptyState("No metrics logged yet. Log them from the training script with ",
+        h("code", {}, 'run.log({"loss": loss}, step=step)'), "; they appear here as they arrive."));
+      document.body.dataset.chartsReady = "true";
+      return;
+    }
+    ready = readyCounter(keys.length, () => { if (!ctx.signal.aborted) document.body.dataset.chartsReady = "true"; });
+    const made = keys.map(newChart);
+    place();
+    for (const chart of made) chart.load();  // all at once: the browser runs them in parallel
+  }
+
+  function addNewCharts() {
+    const keys = orderKeys(Object.keys(run.metrics || {})).filter((k) => !charts.has(k));
+    if (!keys.length) return;
+    if (!charts.size) training.replaceChildren();
+    controls.hidden = false;
+    const made = keys.map(newChart);
+    place();
+    made.forEach((c) => c.load());
+  }
+
+  /** Put chart containers in order (moving a node keeps its chart). */
+  function place() {
+    const keys = orderKeys([...charts.keys()]);
+    training.replaceChildren(...keys.filter((k) => !k.startsWith("system/")).map((k) => charts.get(k).container));
+    const sys = keys.filter((k) => k.startsWith("system/"));
+    system.replaceChildren(...sys.map((k) => charts.get(k).container));
+    systemHead.hidden = !sys.length;
+  }
+
+  function renderConfig() {
+    const config = flatten(run.config || {});
+    const keys = Object.keys(config).sort();
+    replace(configBox, h("h2", {id: "config-h"}, "Config"),
+      keys.length
+        ? h("table", {class: "grid kv", "data-testid": "config-table"},
+          h("thead", {}, h("tr", {}, h("th", {scope: "col"}, "Key"), h("th", {scope: "col"}, "Value"))),
+          h("tbody", {}, keys.map((k) => h("tr", {"data-key": k}, h("th", {scope: "row"}, k), h("td", {}, fmtValue(config[k]))))))
+        : h("p", {class: "muted", "data-testid": "config-table"}, "No config logged. Pass it at the start: ",
+          h("code", {}, "corral.init(project=..., config=args)"), "."));
+  }
+
+  async function loadArtifacts() {
+    try {
+      const {artifacts} = await api(`/api/v1/runs/${encodeURIComponent(id)}/artifacts`, {signal: ctx.signal});
+      const sorted = [...artifacts].sort((a, b) => (a.type !== "checkpoint") - (b.type !== "checkpoint") || (b.step ?? -1) - (a.step ?? -1));
+      replace(artifactsBox, h("h2", {id: "art-h"}, "Artifacts and checkpoints"),
+        sorted.length
+          ? h("div", {class: "table-box"}, h("table", {class: "grid", "data-testid": "artifacts"},
+            h("thead", {}, h("tr", {}, ["Path", "Type", "Step", "Metric", "Size", "Created"].map((t) => h("th", {scope: "col"}, t)))),
+            h("tbody", {}, sorted.map((a) => h("tr", {},
+              h("td", {}, h("code", {class: "path"}, a.path)),
+              h("td", {}, a.type || "—"),
+              h("td", {class: "num"}, a.step !== null && a.step !== undefined ? fmtNumber(a.step) : "—"),
+              h("td", {}, a.metric ? `${a.metric} = ${fmtNumber(a.metric_value)}` : "—"),
+              h("td", {class: "num"}, fmtBytes(a.size)),
+              h("td", {class: "small"}, timeEl(a.created)))))))
+          : h("p", {class: "muted"}, "No artifacts. Checkpoints saved with ", h("code", {}, "run.save_checkpoint(...)"), " appear here."));
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(artifactsBox, h("h2", {id: "art-h"}, "Artifacts and checkpoints"), errorState(err, loadArtifacts, {what: "artifacts"}));
+    }
+  }
+
+  load();
+  // New metrics: refresh the summary and each chart (a zoomed chart keeps its range).
+  ctx.refreshOn(["runs"], async () => {
+    await load();
+    await Promise.all([...charts.values()].map((c) => c.load()));
+  }, {wait: 1000, filter: (name, data) => !data.runs || data.runs.some((r) => String(r.id ?? r) === String(id) || r.uid === id)});
+  ctx.refreshOn(["jobs"], load, {wait: 1000});
+  // Finishing a run sends no event (only stored metrics do): look again now and then while it runs.
+  const poll = setInterval(() => { if (run && run.state === "running") load(); }, 15000);
+  ctx.onLeave(() => clearInterval(poll));
+  ctx.refreshOn([], loadArtifacts, {wait: 1000});  // after a reconnection
+}

@@ -1,0 +1,193 @@
+// Runs (/runs): a table of tracked runs: project, name, state, duration, the config values that
+// differ between the listed runs, and the final and best value of each metric. Filter by project
+// and state (in the URL), sort by clicking a header (a button: keyboard too), pick runs and Compare.
+// GET /api/v1/runs and /api/v1/projects; refetched on `runs` and `jobs`.
+
+import {h, replace, keepFocus} from "../lib/dom.js";
+import {api, errorState, emptyState, isAbort, withQuery} from "../lib/api.js";
+import {flatten, fmtDuration, fmtNumber, fmtTime, fmtValue, num, stateBadge} from "../lib/format.js";
+
+const LIMIT = 500;
+const STATES = ["running", "finished", "failed", "crashed"];
+
+/** The best value of a metric: min for losses, max otherwise (with the step it was reached). */
+export function best(key, m) {
+  return key.toLowerCase().includes("loss") ? {value: m.min, step: m.min_step, how: "min"} : {value: m.max, step: m.max_step, how: "max"};
+}
+
+export function mount(main, ctx) {
+  const selected = new Set();
+  let runs = [];
+  let projects = [];
+  const readSort = () => ({key: ctx.query().get("sort") || "start", dir: ctx.query().get("dir") === "asc" ? "asc" : "desc"});
+  let sort = readSort();
+
+  const count = h("p", {class: "muted page-sub", "aria-live": "polite"});
+  const compare = h("button", {type: "button", class: "primary", "data-testid": "compare-button", disabled: true,
+    onclick: () => ctx.navigate(`/compare?runs=${[...selected].join(",")}`)}, "Compare");
+  const compareHint = h("span", {class: "muted small"}, "Pick two or more runs to compare them.");
+  const form = h("form", {class: "filters", role: "search", "aria-label": "Filter runs"});
+  const tableBox = h("div", {class: "table-box wide"}, h("p", {class: "muted"}, "Loading runs…"));
+  main.append(h("div", {class: "page-head"}, h("h1", {}, "Runs"), count),
+    h("div", {class: "toolbar"}, form, h("span", {class: "spacer"}), compareHint, compare), tableBox);
+  form.addEventListener("submit", (e) => e.preventDefault());
+
+  function filters() {
+    const q = ctx.query();
+    return {project: q.get("project") || "", state: q.get("state") || ""};
+  }
+
+  function setUrl(changes, push = false) {
+    const q = {...filters(), sort: sort.key === "start" ? null : sort.key, dir: sort.key === "start" ? null : sort.dir, ...changes};
+    const url = withQuery("/runs", q);
+    if (push) ctx.navigate(url);
+    else history.replaceState({}, "", url);
+  }
+
+  function renderForm() {
+    const f = filters();
+    const select = (name, label, options) => h("label", {}, label, " ",
+      h("select", {name, onchange: (e) => setUrl({[name]: e.target.value}, true)},
+        h("option", {value: ""}, "all"),
+        [...new Set([...options, f[name]].filter(Boolean))].map((o) => h("option", {value: o, selected: o === f[name]}, o))));
+    replace(form, select("project", "Project", projects.map((p) => p.name)), select("state", "State", STATES));
+  }
+
+  let seq = 0;
+  async function load() {
+    const mySeq = ++seq;
+    const f = filters();
+    try {
+      const [found, proj] = await Promise.all([
+        api(withQuery("/api/v1/runs", {...f, limit: LIMIT}), {signal: ctx.signal}),
+        api("/api/v1/projects", {signal: ctx.signal}).catch(() => ({projects: []})),
+      ]);
+      if (mySeq !== seq) return;
+      runs = found.runs || [];
+      projects = proj.projects || [];
+    } catch (err) {
+      if (isAbort(err) || mySeq !== seq) return;
+      renderForm();
+      replace(tableBox, errorState(err, load, {what: "runs"}));
+      return;
+    }
+    if (!form.contains(document.activeElement)) renderForm();
+    render();
+  }
+
+  function render() {
+    const f = filters();
+    count.textContent = runs.length >= LIMIT ? `the newest ${fmtNumber(LIMIT)} runs` : `${fmtNumber(runs.length)} run${runs.length === 1 ? "" : "s"}`;
+    for (const id of [...selected]) if (!runs.some((r) => String(r.id) === id)) selected.delete(id);
+    updateCompare();
+    if (!runs.length) {
+      replace(tableBox, f.project || f.state
+        ? emptyState("No runs match these filters. ", h("a", {href: "/runs"}, "Show all runs"), ".")
+        : emptyState("No runs yet — track one from your training script: ",
+          h("code", {}, 'run = corral.init(project="mnist", config=args)'), " then ", h("code", {}, 'run.log({"loss": loss})'), "."));
+      return;
+    }
+    const columns = columnsFor(runs);
+    const sorted = sortRuns(runs, columns, sort);
+    keepFocus(tableBox, () => replace(tableBox, h("table", {class: "grid runs"},
+      h("thead", {}, h("tr", {},
+        h("th", {scope: "col"}, h("span", {class: "sr-only"}, "Select")),
+        columns.map((c) => h("th", {scope: "col", class: c.num ? "num" : "",
+          "aria-sort": sort.key === c.key ? (sort.dir === "asc" ? "ascending" : "descending") : null},
+        h("button", {type: "button", class: "sort", "data-testid": `sort-${c.key}`, title: c.title || null,
+          onclick: () => sortBy(c.key)}, c.label,
+        h("span", {"aria-hidden": "true", class: "sort-mark"}, sort.key === c.key ? (sort.dir === "asc" ? " ▲" : " ▼") : "")))))),
+      h("tbody", {}, sorted.map((r) => row(r, columns))))));
+  }
+
+  function row(r, columns) {
+    const id = String(r.id);
+    return h("tr", {"data-testid": "run-row", "data-run-id": r.id, class: selected.has(id) ? "selected" : ""},
+      h("td", {}, h("input", {type: "checkbox", "data-testid": "run-select", value: id, checked: selected.has(id),
+        "aria-label": `Select run ${r.project}/${r.name}`,
+        onchange: (e) => {
+          if (e.target.checked) selected.add(id); else selected.delete(id);
+          e.target.closest("tr").classList.toggle("selected", e.target.checked);
+          updateCompare();
+        }})),
+      columns.map((c) => h("td", {class: c.num ? "num" : ""}, c.cell(r))));
+  }
+
+  function updateCompare() {
+    compare.disabled = selected.size < 2;
+    compareHint.textContent = selected.size < 2 ? "Pick two or more runs to compare them." : `${selected.size} runs picked`;
+  }
+
+  function sortBy(key) {
+    sort = sort.key === key ? {key, dir: sort.dir === "asc" ? "desc" : "asc"} : {key, dir: "asc"};
+    setUrl({});
+    render();
+  }
+
+  load();
+  ctx.refreshOn(["runs", "jobs"], load, {wait: 1000});
+  return {update: () => { sort = readSort(); load(); }};
+}
+
+function duration(r) {
+  if (!r.start_time) return null;
+  const end = r.end_time || (r.state === "running" ? Date.now() / 1000 : null);
+  return end ? end - r.start_time : null;
+}
+
+/** The columns: fixed ones, then config keys whose values differ, then final/best per metric. */
+function columnsFor(runs) {
+  const columns = [
+    {key: "project", label: "Project", value: (r) => r.project, cell: (r) => r.project},
+    {key: "name", label: "Name", value: (r) => r.name, cell: (r) => h("a", {href: `/runs/${r.id}`}, r.name || `run ${r.id}`)},
+    {key: "state", label: "State", value: (r) => r.state, cell: (r) => stateBadge(r.state)},
+    {key: "start", label: "Started", value: (r) => r.start_time, cell: (r) => h("span", {class: "small"}, fmtTime(r.start_time))},
+    {key: "duration", label: "Duration", num: true, value: duration, cell: (r) => fmtDuration(duration(r))},
+  ];
+  const configs = runs.map((r) => flatten(r.config || {}));
+  const keys = [...new Set(configs.flatMap((c) => Object.keys(c)))].sort();
+  for (const k of keys) {
+    const values = new Set(configs.map((c) => JSON.stringify(c[k] ?? null)));
+    if (values.size < 2 && runs.length > 1) continue;  // the same everywhere: says nothing here
+    columns.push({key: `config.${k}`, label: k, title: `config: ${k}`, num: configs.some((c) => typeof c[k] === "number"),
+      value: (r) => flatten(r.config || {})[k], cell: (r) => fmtValue(flatten(r.config || {})[k])});
+  }
+  const metricKeys = [...new Set(runs.flatMap((r) => Object.keys(r.metrics || {})))]
+    .filter((k) => !k.startsWith("system/")).sort();
+  for (const k of metricKeys) {
+    const get = (r) => (r.metrics || {})[k];
+    columns.push({key: `final.${k}`, label: `${k} (final)`, title: `the last value of ${k}`, num: true,
+      value: (r) => (get(r) ? num(get(r).last) : null),
+      cell: (r) => metricCell(get(r) ? get(r).last : null, get(r) ? get(r).last_step : null)});
+    const how = k.toLowerCase().includes("loss") ? "min" : "max";
+    columns.push({key: `best.${k}`, label: `${k} (best)`, title: `the ${how === "min" ? "lowest" : "highest"} value of ${k}`, num: true,
+      value: (r) => (get(r) ? num(best(k, get(r)).value) : null),
+      cell: (r) => { const m = get(r); if (!m) return "—"; const b = best(k, m); return metricCell(b.value, b.step); }});
+  }
+  return columns;
+}
+
+function metricCell(value, step) {
+  if (value === null || value === undefined) return h("span", {class: "muted"}, "—");
+  const bad = typeof value === "string";
+  return h("span", {title: step !== null && step !== undefined ? `at step ${fmtNumber(step)}` : null, class: bad ? "bad" : ""},
+    bad ? h("span", {"aria-hidden": "true"}, "⚠ ") : null, fmtNumber(value));
+}
+
+function sortRuns(runs, columns, sort) {
+  const column = columns.find((c) => c.key === sort.key) || columns.find((c) => c.key === "start");
+  const sign = sort.dir === "asc" ? 1 : -1;
+  const key = (r) => {
+    const v = column.value(r);
+    return v === null || v === undefined || (typeof v === "number" && Number.isNaN(v)) ? null : v;
+  };
+  return [...runs].sort((a, b) => {
+    const x = key(a);
+    const y = key(b);
+    if (x === null && y === null) return 0;
+    if (x === null) return 1;  // missing values last, either direction
+    if (y === null) return -1;
+    if (typeof x === "number" && typeof y === "number") return sign * (x - y);
+    return sign * String(x).localeCompare(String(y), undefined, {numeric: true});
+  });
+}
