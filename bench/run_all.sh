@@ -22,6 +22,7 @@ cli_args=()
 pass_args=()
 ingest_args=()
 series_args=()
+dashboard_args=()
 if [[ "${1:-}" == "--quick" ]]; then
     ingest_args=(--points 2000000)
     series_args=(--points 1000000 --samples 10)
@@ -29,6 +30,7 @@ if [[ "${1:-}" == "--quick" ]]; then
     latency_args=(--samples 10)
     cli_args=(--samples 10 --baseline-samples 5)
     pass_args=(--runs 2)
+    dashboard_args=(--metrics 5 --points 200000 --jobs 2000 --loads 3)
 elif [[ $# -gt 0 ]]; then
     echo "usage: $0 [--quick]" >&2
     exit 2
@@ -55,6 +57,7 @@ run metrics_ingest ${ingest_args[@]+"${ingest_args[@]}"}
 run series_read ${series_args[@]+"${series_args[@]}"}
 run sdk_log
 run monitor_sampler
+run dashboard_load ${dashboard_args[@]+"${dashboard_args[@]}"}
 
 "$python" - "$results" <<'EOF'
 import json, os, sys
@@ -129,6 +132,18 @@ if m:
                  f"({m['machine_processes']} processes on the machine); {m['percent_of_core_at_1s']:.2f} % at 1 s"))
 else:
     rows.append(("job sampler", "-", "< 1 % at 10 s", "FAILED", ""))
+d = load("dashboard_load")
+if d:
+    rp, qp, v = d["run_page"], d["queue_page"], d["verdicts"]
+    checked = "" if d["verified"] else " (VERIFY FAILED)"
+    rows.append((f"run page, {d['metrics']} x {d['points_per_metric']:,} points", f"{rp['painted_ms']['median']:.0f} ms median",
+                 "<= 1000 ms", v["run_page"] + checked, f"max {rp['painted_ms']['max']:.0f} ms; first chart "
+                 f"{rp['first_chart_ms']['median']:.0f} ms; zoom {rp['zoom_ms']['median']:.0f} ms"))
+    rows.append((f"queue of {d['jobs']:,} jobs, page turn", f"{qp['turn_ms']['median']:.0f} ms median", "<= 300 ms",
+                 v["queue_page_turn"] + checked, f"max {qp['turn_ms']['max']:.0f} ms; first page "
+                 f"{qp['first_page_ms']['median']:.0f} ms median ({v['queue_first_page']}, <= 1000 ms)"))
+else:
+    rows.append(("dashboard load (browser)", "-", "<= 1000 ms / 300 ms", "FAILED", ""))
 
 head = ("benchmark", "measured", "floor", "verdict", "detail")
 widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]

@@ -38,4 +38,13 @@ step corral runs
 runs=$(corral runs --json | python3 -c 'import json,sys; print(" ".join(str(r["id"]) for r in json.load(sys.stdin)))')
 step corral compare $runs
 step corral metrics "${runs##* }" val/loss
+step corral eff "$(corral history --json | python3 -c 'import json,sys; print(next(j["id"] for j in json.load(sys.stdin) if j["name"] == "mnist-fast"))')"
+step corral diagnose "$(corral history --json | python3 -c 'import json,sys; print(next(j["id"] for j in json.load(sys.stdin) if j["name"] == "leaky"))')"
+url=$(python3 -c 'import json,os,sys; print(json.load(open(os.path.join(sys.argv[1], "server.json")))["url"])' "$CORRAL_HOME")
+if [ -n "${CORRAL_DEMO_KEEP:-}" ]; then
+  echo "The dashboard is at $url/ ; stop the server with: CORRAL_HOME=$CORRAL_HOME corral down"
+  trap - EXIT
+  exit 0
+fi
+echo "(CORRAL_DEMO_KEEP=1 ./scripts/demo.sh leaves the server up to look at the dashboard at $url/)"
 step corral down

@@ -125,3 +125,20 @@ def test_dashboard_pages_are_served_for_every_page_path(server_factory):
         assert b'type="module"' in body
     status, headers, _ = client._raw("GET", "/static/vendor/uplot/uPlot.iife.min.js")
     assert status == 200 and "javascript" in headers["content-type"]
+
+
+def test_a_chart_page_gets_many_series_in_one_request(server_factory):
+    client = server_factory().client()
+    run = client.create_run(project="p")
+    client.log_metrics(run["id"], {"metrics": [{"key": k, "steps": list(range(1000)), "values": [float(i) for i in range(1000)]}
+                                               for k in ("a", "b/c")]})
+    status, _, body = client._raw("GET", f"/api/v1/runs/{run['id']}/series/batch?key=b/c&key=a&max_points=10")
+    assert status == 200
+    series = json.loads(body)["series"]
+    assert [s["key"] for s in series] == ["b/c", "a"]  # in the order asked
+    assert all(s["count"] == 1000 and len(s["steps"]) <= 10 and s["steps"][0] == 0 and s["steps"][-1] == 999 for s in series)
+    status, _, body = client._raw("GET", f"/api/v1/runs/{run['id']}/series/batch?key=a&key=nope")
+    assert status == 404 and "nope" in json.loads(body)["error"]["message"]
+    too_many = "&".join(f"key=k{i}" for i in range(101))
+    status, _, body = client._raw("GET", f"/api/v1/runs/{run['id']}/series/batch?{too_many}")
+    assert status == 422 and json.loads(body)["error"]["field"] == "key"

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -38,13 +39,21 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Site:
+def site(tmp_path_factory) -> Iterator[Site]:
     home = str(tmp_path_factory.mktemp("dash"))
     os.environ["CORRAL_GPU_REPLAY"] = REPLAY
     try:
         server = Server(home=home, extra=["--sample-interval", "0.5", "--cpus", "16", "--mem", "64G"]).start()
     finally:
         del os.environ["CORRAL_GPU_REPLAY"]
+    try:
+        yield _populate(server)
+    finally:
+        server.stop()
+
+
+def _populate(server: Server) -> Site:
+    """Jobs running, waiting, failed; two tracked runs; an alert rule that fired."""
     client = server.client()
     client.create_alert("job-failed", "state == FAILED", severity="critical", message="{name} failed")
     jobs = {
@@ -75,13 +84,7 @@ def site(tmp_path_factory) -> Site:
         ]})
     client.finish_run(runs["high-lr"])
     wait_for(lambda: client.alerts(), timeout=20)
-    yield Site(server, client, jobs, runs)
-    for job in jobs.values():
-        try:
-            client.cancel(job)
-        except Exception:  # noqa: BLE001 - it may have ended
-            pass
-    server.stop()
+    return Site(server, client, jobs, runs)
 
 
 def test_the_cluster_page_shows_each_gpu_its_holder_and_live_utilization(site, page):

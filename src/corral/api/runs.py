@@ -118,6 +118,20 @@ async def list_artifacts(request: Request, ref: str = RunRef, type: str | None =
     return _json({"artifacts": await _tracking(request).artifacts(ref, type_=type, deleted=deleted)})
 
 
+@router.get("/runs/{ref}/series/batch", summary="Several metrics' points in one answer, each downsampled alike")
+async def read_series_batch(
+    request: Request,
+    ref: str = RunRef,
+    key: list[str] = Query(..., description="The metrics (repeatable, up to 100)."),
+    max_points: int = Query(2000, description="At most this many points per series (2 to 100,000)."),
+    start: int | None = Query(None, ge=0, lt=2**62, description="First step of the range."),
+    end: int | None = Query(None, ge=0, lt=2**62, description="Last step of the range."),
+) -> Response:
+    """`{"series": [...]}`, each as `/series` answers it, in the order asked."""
+    body = await _tracking(request).series_many(ref, key, start=start, end=end, max_points=max_points)
+    return Response(body, media_type="application/json")
+
+
 @router.get("/runs/{ref}/series", summary="One metric's points, downsampled keeping each bucket's min and max")
 async def read_series(
     request: Request,

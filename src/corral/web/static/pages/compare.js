@@ -7,6 +7,13 @@ import {api, errorState, emptyState, isAbort, withQuery} from "../lib/api.js";
 import {flatten, fmtValue, stateBadge} from "../lib/format.js";
 import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
 import {orderKeys} from "./run.js";
+import {seriesLoader} from "../lib/series.js";
+
+const loaders = new Map();  // run id -> its batched series loader
+function loaderFor(runId) {
+  if (!loaders.has(runId)) loaders.set(runId, seriesLoader(runId));
+  return loaders.get(runId);
+}
 
 export function mount(main, ctx) {
   const ids = [...new Set((ctx.query().get("runs") || "").split(",").map((s) => s.trim()).filter(Boolean))];
@@ -86,8 +93,7 @@ export function mount(main, ctx) {
         key, smoothing, onDrawn: ready,
         sources: runs.map((r, i) => ({
           label: label(r), origin: r.start_time, style: styleFor(i),
-          fetch: ({start, end, maxPoints, signal}) => api(withQuery(`/api/v1/runs/${encodeURIComponent(r.id)}/series`,
-            {key, max_points: maxPoints, start, end}), {signal}),
+          fetch: ({start, end, maxPoints, signal}) => loaderFor(r.id)({key, start, end, maxPoints, signal}),
         })),
       }));
     }

@@ -9,6 +9,7 @@ import {h, replace, facts} from "../lib/dom.js";
 import {api, errorState, emptyState, isAbort, withQuery, ApiError} from "../lib/api.js";
 import {elapsedEl, flatten, fmtBytes, fmtDuration, fmtNumber, fmtValue, stateBadge, timeEl} from "../lib/format.js";
 import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
+import {seriesLoader} from "../lib/series.js";
 
 /** Metric keys in display order: training metrics by name, then system/... ones. */
 export function orderKeys(keys) {
@@ -20,6 +21,7 @@ export function mount(main, ctx) {
   const id = ctx.params[0];
   let run = null;
   const charts = new Map();  // key -> MetricChart
+  const loadSeries = seriesLoader(id);
   let smoothing = 0;
   let xMode = "step";
 
@@ -88,8 +90,7 @@ export function mount(main, ctx) {
     const el = h("div", {});
     const chart = new MetricChart(el, {
       key, sources: [{label: run.name, origin: run.start_time, style: styleFor(0),
-        fetch: ({start, end, maxPoints, signal}) => api(withQuery(`/api/v1/runs/${encodeURIComponent(id)}/series`,
-          {key, max_points: maxPoints, start, end}), {signal})}],
+        fetch: ({start, end, maxPoints, signal}) => loadSeries({key, start, end, maxPoints, signal})}],
       xMode, smoothing, onDrawn: () => ready && ready(),
       // Downsampling keeps finite points where a bucket has any: say so when the series ended badly.
       extraNote: () => {
