@@ -33,4 +33,6 @@ async def priority(request: Request) -> Response:
 
 @router.get("/health", summary="Liveness and identity of the server")
 async def health(request: Request) -> dict[str, object]:
-    return {"ok": True, "version": __version__, "pid": os.getpid(), "home": request.app.state.home}
+    service = request.app.state.service
+    return {"ok": True, "version": __version__, "pid": os.getpid(), "home": request.app.state.home,
+            "backend": "slurm" if hasattr(service, "cluster") else "local", "user": service.user}
