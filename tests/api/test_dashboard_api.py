@@ -104,13 +104,15 @@ def test_events_tell_of_job_changes_stored_metrics_and_a_jobs_new_log_lines(serv
 
     threading.Thread(target=later, daemon=True).start()
     kinds = lambda evs: {n for n, _ in evs}  # noqa: E731
+    logged = {"id": run["id"], "uid": run["uid"], "job_id": job["id"], "last_step": 7}
+    runs_of = lambda evs: [r for n, d in evs if n == "runs" for r in d["runs"]]  # noqa: E731
     events = read_events(server, f"/api/v1/events?job={job['id']}",
-                         lambda evs: {"jobs", "runs", "log", "samples"} <= kinds(evs))
+                         lambda evs: {"jobs", "log", "samples"} <= kinds(evs) and logged in runs_of(evs))
     assert {"jobs", "runs", "log", "samples"} <= kinds(events)
-    runs = next(d for n, d in events if n == "runs")["runs"]
-    assert runs == [{"id": run["id"], "last_step": 7}]
+    assert logged in runs_of(events)  # the metrics that were stored, with the run's job and uid
+    assert {"id": run["id"], "job_id": job["id"]} in runs_of(events)  # its system metrics, from the monitor
     text = "".join(d["text"] for n, d in events if n == "log" and d["stream"] == "stdout")
-    assert "line " in text and text.endswith("\n")  # whole lines
+    assert "line 0" in text or "line 1" in text
     status, _, body = client._raw("GET", "/api/v1/events?job=99999")
     assert status == 404
     client.cancel(job["id"])
@@ -142,3 +144,36 @@ def test_a_chart_page_gets_many_series_in_one_request(server_factory):
     too_many = "&".join(f"key=k{i}" for i in range(101))
     status, _, body = client._raw("GET", f"/api/v1/runs/{run['id']}/series/batch?{too_many}")
     assert status == 422 and json.loads(body)["error"]["field"] == "key"
+
+
+def test_a_log_far_ahead_is_skipped_to_its_end_at_a_line_start(tmp_path):
+    from corral.api.events import MAX_LOG_EVENT, _log_event
+
+    path = tmp_path / "chatty.out"
+    path.write_bytes(b"".join(b"line %07d\n" % i for i in range(200_000)))  # 2.4 MB behind
+    event, offset = _log_event("stdout", str(path), 0)
+    size = path.stat().st_size
+    assert offset == size and event.data["offset"] == size  # caught up at once
+    assert event.data["skipped"] > 0 and event.data["start"] == event.data["skipped"]
+    assert event.data["text"].startswith("line ") and event.data["text"].endswith("\n")
+    assert len(event.data["text"]) <= MAX_LOG_EVENT
+    with open(path, "ab") as f:
+        f.write("é partial".encode()[:1])  # half a character, no newline yet
+    event, offset = _log_event("stdout", str(path), offset)
+    assert event is None or "\ufffd" not in event.data["text"]
+
+
+def test_a_subscriber_that_falls_behind_is_told_to_refetch_everything():
+    from corral.api.events import _coalesce
+    from corral.server.events import QUEUE_SIZE, Event, EventBus
+
+    bus = EventBus()
+    subscriber = bus.subscribe()
+    for i in range(QUEUE_SIZE + 5):
+        bus.publish("runs", {"runs": [{"id": i % 3, "last_step": i}]})
+    assert subscriber.overflowed
+    merged = _coalesce(subscriber.drain() + [Event("alerts", {}), Event("alerts", {})])
+    assert [e.name for e in merged] == ["alerts", "runs"]
+    assert sorted(r["id"] for r in merged[1].data["runs"]) == [0, 1, 2]  # one entry per run
+    bus.unsubscribe(subscriber)
+    assert bus.subscribers == 0

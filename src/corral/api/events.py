@@ -17,6 +17,7 @@ router = APIRouter(prefix="/api/v1", tags=["events"])
 TICK_S = 0.25
 KEEPALIVE_S = 15.0
 MAX_LOG_EVENT = 64 * 1024
+SKIP_BEYOND = 4 * MAX_LOG_EVENT  # a log further behind than this is skipped to its end
 
 
 @router.get("/events", summary="Server-sent events: jobs, runs, samples, alerts (and one job's log lines)",
@@ -39,7 +40,7 @@ async def events(request: Request, job: str | None = Query(None, pattern=r"^[0-9
 async def _stream(request: Request, logs: dict[str, str] | None) -> AsyncIterator[str]:
     app = request.app
     bus, service = app.state.events, app.state.service
-    queue = bus.subscribe()
+    subscriber = bus.subscribe()
     generation = service.generation
     offsets = {stream: _size(path) for stream, path in (logs or {}).items()}
     last_sent = time.monotonic()
@@ -47,26 +48,44 @@ async def _stream(request: Request, logs: dict[str, str] | None) -> AsyncIterato
         yield "retry: 2000\n\n"
         while not app.state.stopping():
             try:
-                event: Event | None = await asyncio.wait_for(queue.get(), TICK_S)
+                first: Event | None = await asyncio.wait_for(subscriber.queue.get(), TICK_S)
             except TimeoutError:
-                event = None
-            out = []
-            if event is not None:
-                out.append(event.encode())
+                first = None
+            events = ([first] if first is not None else []) + subscriber.drain()
+            out = [event.encode() for event in _coalesce(events)]
+            if subscriber.overflowed:  # events were dropped: everything may have changed
+                subscriber.overflowed = False
+                out += [Event(name, {}).encode() for name in ("jobs", "runs", "samples", "alerts")]
             if service.generation != generation:  # coalesced: one event however many jobs changed
                 generation = service.generation
                 out.append(Event("jobs", {}).encode())
             for stream, path in (logs or {}).items():
-                text, offsets[stream] = _read_from(path, offsets[stream])
-                if text:
-                    out.append(Event("log", {"stream": stream, "offset": offsets[stream], "text": text}).encode())
+                event, offsets[stream] = _log_event(stream, path, offsets[stream])
+                if event is not None:
+                    out.append(event.encode())
             if not out and time.monotonic() - last_sent > KEEPALIVE_S:
                 out.append(": keepalive\n\n")
             if out:
                 last_sent = time.monotonic()
                 yield "".join(out)
     finally:
-        bus.unsubscribe(queue)
+        bus.unsubscribe(subscriber)
+
+
+def _coalesce(events: list[Event]) -> list[Event]:
+    """A tick's events, merged: one `runs` listing every run that changed, one of each other kind."""
+    runs: dict[object, dict[str, object]] = {}
+    others: dict[str, Event] = {}
+    for event in events:
+        if event.name == "runs":
+            for run in event.data.get("runs", []):
+                runs[run.get("id")] = {**runs.get(run.get("id"), {}), **run}
+        else:
+            others[event.name] = event
+    merged = list(others.values())
+    if runs:
+        merged.append(Event("runs", {"runs": list(runs.values())}))
+    return merged
 
 
 def _size(path: str) -> int:
@@ -76,21 +95,48 @@ def _size(path: str) -> int:
         return 0
 
 
-def _read_from(path: str, offset: int) -> tuple[str, int]:
-    """New text of a log since `offset` (whole lines where it can), and where the next read starts."""
+def _log_event(stream: str, path: str, offset: int) -> tuple[Event | None, int]:
+    """The new text of a log since `offset` as a `log` event (`start`, `offset` where the next read
+    starts, `text`, and `skipped` bytes when the job wrote faster than a page can follow: then only
+    the last part is sent, so a live view never falls behind), and the new offset."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < offset:  # truncated (a requeued job starts its log again): read from the start
                 offset = 0
             if size == offset:
-                return "", offset
-            f.seek(offset)
-            data = f.read(min(size - offset, MAX_LOG_EVENT))
+                return None, offset
+            skipped = 0
+            if size - offset > SKIP_BEYOND:
+                skipped = size - MAX_LOG_EVENT - offset
+            start = offset + skipped
+            f.seek(start)
+            data = f.read(min(size - start, MAX_LOG_EVENT))
     except OSError:
-        return "", offset
+        return None, offset
+    if skipped:  # begin at a whole line
+        cut = data.find(b"\n") + 1
+        if 0 < cut < len(data):
+            data, start, skipped = data[cut:], start + cut, skipped + cut
     cut = data.rfind(b"\n") + 1
-    if 0 < cut < len(data) and len(data) < MAX_LOG_EVENT:
+    if 0 < cut < len(data):
         data = data[:cut]  # the rest of the line comes with the next read
-    return data.decode("utf-8", "replace"), offset + len(data)
+    else:
+        data = _whole_characters(data)  # no newline at all: at least never cut a character in two
+        if not data:
+            return None, offset
+    data_event = {"stream": stream, "start": start, "offset": start + len(data),
+                  "text": data.decode("utf-8", "replace")}
+    if skipped:
+        data_event["skipped"] = skipped
+    return Event("log", data_event), start + len(data)
 
+
+def _whole_characters(data: bytes) -> bytes:
+    """`data` less a UTF-8 character cut at its end (the rest comes with the next read)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":
+            return data[:exc.start]
+    return data

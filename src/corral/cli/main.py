@@ -15,6 +15,7 @@ import click
 
 from corral.cli.connect import client_for
 from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
+from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
 from corral.cli.sizing import recommend
 from corral.errors import CorralError
@@ -441,5 +442,5 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend):
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp):
     cli.add_command(_command)

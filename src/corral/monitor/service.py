@@ -186,6 +186,11 @@ class MonitorService:
         self.progress = self._progress(newest, heads)
         if samples and self.events is not None:
             self.events.publish_threadsafe("samples", {"time": snap.now})
+            sampled = {s.job_id for s in samples}
+            appended = [{"id": r["id"], "job_id": r["job_id"]} for r in runs
+                        if r["job_id"] in sampled and r["state"] == "running"]
+            if appended:  # their system/... charts have a new point
+                self.events.publish_threadsafe("runs", {"runs": appended})
         self._evaluate(self._enrich(snap, heads, newest), snap.now)
         if snap.now >= self._next_prune:
             self._next_prune = snap.now + PRUNE_EVERY_S
@@ -412,7 +417,13 @@ class MonitorService:
             self._rules = [*self._rules, _rule(saved)]
             return _rule_view(saved) | {"id": rule_id}
 
-        return await self._on_worker(apply)
+        created = await self._on_worker(apply)
+        self._publish_alerts()
+        return created
+
+    def _publish_alerts(self) -> None:
+        if self.events is not None:
+            self.events.publish("alerts", {})
 
     async def rules(self) -> list[dict[str, Any]]:
         return await self._read(lambda conn: [_rule_view(r) for r in self.store.rules(conn)])
@@ -427,6 +438,7 @@ class MonitorService:
                 del self._episodes[key]
 
         await self._on_worker(apply)
+        self._publish_alerts()
 
     async def put_channel(self, body: Any) -> dict[str, Any]:
         from corral.monitor.channels import parse_channel

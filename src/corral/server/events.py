@@ -25,22 +25,43 @@ class Event:
         return f"event: {self.name}\ndata: {json.dumps(self.data, separators=(',', ':'))}\n\n"
 
 
+class Subscriber:
+    """One listener's events waiting to be sent. One that fell so far behind that events were
+    dropped is told to refetch everything (`overflowed`), rather than missing one silently."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_SIZE)
+        self.overflowed = False
+
+    def put(self, event: Event) -> None:
+        if self.queue.full():
+            self.queue.get_nowait()
+            self.overflowed = True
+        self.queue.put_nowait(event)
+
+    def drain(self) -> list[Event]:
+        out = []
+        while not self.queue.empty():
+            out.append(self.queue.get_nowait())
+        return out
+
+
 class EventBus:
     def __init__(self) -> None:
-        self._subscribers: set[asyncio.Queue[Event]] = set()
+        self._subscribers: set[Subscriber] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop the subscribers live on (the server's)."""
         self._loop = loop
 
-    def subscribe(self) -> asyncio.Queue[Event]:
-        queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_SIZE)
-        self._subscribers.add(queue)
-        return queue
+    def subscribe(self) -> Subscriber:
+        subscriber = Subscriber()
+        self._subscribers.add(subscriber)
+        return subscriber
 
-    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
-        self._subscribers.discard(queue)
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        self._subscribers.discard(subscriber)
 
     @property
     def subscribers(self) -> int:
@@ -49,10 +70,8 @@ class EventBus:
     def publish(self, name: str, data: dict[str, Any]) -> None:
         """On the loop thread: hand the event to every subscriber."""
         event = Event(name, data)
-        for queue in self._subscribers:
-            if queue.full():
-                queue.get_nowait()
-            queue.put_nowait(event)
+        for subscriber in self._subscribers:
+            subscriber.put(event)
 
     def publish_threadsafe(self, name: str, data: dict[str, Any]) -> None:
         """From any thread; dropped when no one listens or the loop is gone."""

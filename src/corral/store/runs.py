@@ -214,6 +214,11 @@ class RunStore:
             raise NotFound(f"no run {ref}; list runs with `corral runs`")
         return found
 
+    def identity(self, conn: Connection, run_id: int) -> tuple[int | None, str]:
+        """A run's job and uid."""
+        row = conn.execute(select(runs.c.job_id, runs.c.uid).where(runs.c.id == run_id)).one()
+        return row.job_id, row.uid
+
     def get(self, conn: Connection, run_id: int) -> dict[str, Any]:
         found = self._rows(conn, [run_id])
         if not found:

@@ -73,7 +73,10 @@ class TrackingService:
             run["resumed"] = resumed
             return run, not resumed
 
-        return await self._write(apply)
+        run, created = await self._write(apply)
+        if created:
+            self._changed(run)
+        return run, created
 
     async def log_metrics(self, ref: str, body: bytes) -> dict[str, Any]:
         def prepare() -> MetricsBatch:
@@ -87,8 +90,9 @@ class TrackingService:
             run_id = self.store.resolve(conn, ref)
             done = self.store.append(conn, run_id, batch)
             last = max((int(p.steps[-1]) for p in batch.series.values() if len(p)), default=None)
+            job_id, uid = self.store.identity(conn, run_id)
             return {"accepted": done.accepted, "skipped": done.skipped, "duplicate": done.duplicate,
-                    "_run": {"id": run_id, "last_step": last}}
+                    "_run": {"id": run_id, "uid": uid, "job_id": job_id, "last_step": last}}
 
         result = await self._write(apply, prepare)
         changed = result.pop("_run")
@@ -109,9 +113,13 @@ class TrackingService:
         state, end = R.parse_finish(body)
         run = await self._write(lambda conn, _: self._then_get(
             conn, ref, lambda i: self.store.finish(conn, i, state, end if end is not None else self.clock())))
-        for listener in self.on_metrics:
-            listener([{"id": run["id"], "last_step": run["last_step"], "state": run["state"]}])
+        self._changed(run)
         return run
+
+    def _changed(self, run: dict[str, Any]) -> None:
+        for listener in self.on_metrics:
+            listener([{"id": run["id"], "uid": run["uid"], "job_id": run["job_id"], "last_step": run["last_step"],
+                       "state": run["state"]}])
 
     async def put_artifacts(self, ref: str, body: Any) -> list[dict[str, Any]]:
         items = R.parse_artifacts(body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from starlette.responses import FileResponse, Response
@@ -20,9 +21,19 @@ def _index() -> Response:
 
 
 for _path in PAGES:
-    router.add_api_route(_path, _index, methods=["GET"])
+    router.add_api_route(_path, _index, methods=["GET", "HEAD"])
+
+
+class _RevalidatedFiles(StaticFiles):
+    """Static files the browser always revalidates (a 304 when unchanged): after an upgrade no
+    page runs a mix of old and new modules."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
 
 
 def install_dashboard(app: FastAPI) -> None:
     app.include_router(router)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
+    app.mount("/static", _RevalidatedFiles(directory=STATIC_DIR, check_dir=False), name="static")

@@ -10,6 +10,7 @@
 //   nav-cluster nav-queue    top navigation links                           aria-current="page" on the active one
 //   nav-runs nav-alerts
 //   live-status              live indicator                                 text "connecting" | "live" | "reconnecting"
+//                                                                           | "paused" (a tab hidden for 10 s)
 //   empty-state              any page or section with nothing to show       says what to do
 //   error-state              any page or section whose request failed       the server's message + a Retry button
 //   gpu-card                 cluster: one per GPU                           data-index, data-node, data-job-id ("" when free)

@@ -6,6 +6,7 @@
 // reconnection, listeners of "reconnect" are called: events were missed, so pages refetch.
 
 export const EVENT_TYPES = ["jobs", "runs", "samples", "alerts", "log"];
+const HIDDEN_GRACE_MS = 10000;
 
 export class LiveConnection {
   constructor(onState) {
@@ -17,14 +18,39 @@ export class LiveConnection {
     this.lost = false;  // the connection dropped since it was last open: events were missed
     this.retryDelay = 1000;
     this.retryTimer = null;
+    // A browser keeps at most six connections to one server, for all its tabs together: a tab
+    // hidden for a while gives its stream back (and catches up when shown again), so that a
+    // seventh tab of the dashboard still loads.
+    this.suspended = false;
+    this.hiddenTimer = null;
+    document.addEventListener("visibilitychange", () => {
+      clearTimeout(this.hiddenTimer);
+      if (document.hidden) this.hiddenTimer = setTimeout(() => this.suspend(), HIDDEN_GRACE_MS);
+      else if (this.suspended) this.resume();
+    });
   }
 
   /** Connect to the stream for this job (or the global one for null); a no-op if already there. */
   connect(jobId = null) {
     const url = jobId === null ? "/api/v1/events" : `/api/v1/events?job=${encodeURIComponent(jobId)}`;
-    if (url === this.url && this.source) return;
+    if (url === this.url && (this.source || this.suspended)) return;
     this.url = url;
-    this.open();
+    if (!this.suspended) this.open();
+  }
+
+  suspend() {
+    if (!this.source) return;
+    clearTimeout(this.retryTimer);
+    this.source.close();
+    this.source = null;
+    this.suspended = true;
+    this.lost = true;  // events will be missed: pages refetch when the stream is back
+    this.setState("paused");
+  }
+
+  resume() {
+    this.suspended = false;
+    if (this.url) this.open();
   }
 
   open() {

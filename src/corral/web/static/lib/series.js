@@ -21,7 +21,11 @@ export function seriesLoader(runId) {
   }
 
   async function send(waiters, start, end, maxPoints) {
-    const live = waiters.filter((w) => !w.signal || !w.signal.aborted);
+    const live = [];
+    for (const w of waiters) {
+      if (w.signal && w.signal.aborted) w.reject(new DOMException("aborted", "AbortError"));
+      else live.push(w);
+    }
     if (!live.length) return;
     const keys = [...new Set(live.map((w) => w.key))];
     const controller = new AbortController();

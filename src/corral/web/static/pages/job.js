@@ -419,10 +419,14 @@ class Logs {
     if (s.loading) await s.loading;
     if (s.offset === null) return;
     const end = Number(data.offset);
-    const start = end - new TextEncoder().encode(data.text).length;
+    const start = Number(data.start);
     if (end <= s.offset) return;  // already shown
     if (start === s.offset) {
       this.append(s, data.text);
+      s.offset = end;
+    } else if (start > s.offset && data.skipped) {
+      // the job writes faster than a page can show: the server sent only the newest part
+      this.append(s, `\n…(${Number(data.skipped).toLocaleString()} bytes skipped to keep up)\n` + data.text);
       s.offset = end;
     } else {
       this.fetch(s);  // a gap or an overlap: read what we miss from the server
@@ -441,8 +445,10 @@ class Logs {
     if (node && node.nodeType === Node.TEXT_NODE && node.length + text.length <= LOG_LIMIT) {
       node.appendData(text);
     } else {
+      // trimmed to three quarters of the limit, so the cheap appendData path serves the next appends
       const all = (s.pre.textContent + text);
-      s.pre.textContent = all.length > LOG_LIMIT ? "…(older output not shown)\n" + all.slice(all.length - LOG_LIMIT) : all;
+      const keep = Math.floor(LOG_LIMIT * 0.75);
+      s.pre.textContent = all.length > LOG_LIMIT ? "…(older output not shown)\n" + all.slice(all.length - keep) : all;
     }
     if (s.stick) s.pre.scrollTop = s.pre.scrollHeight;
   }

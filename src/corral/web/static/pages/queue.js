@@ -109,7 +109,7 @@ export function mount(main, ctx) {
 
   load();
   ctx.refreshOn(["jobs"], load, {wait: 300});
-  ctx.refreshOn(["samples"], load, {wait: 1000});
+  ctx.refreshOn(["samples"], load, {wait: 5000});  // live GPU figures: every few seconds is enough
   return {update: load};
 }
 

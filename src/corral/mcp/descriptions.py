@@ -1,0 +1,145 @@
+"""What the agent reads about the server and each tool: when to use it and how to use it well.
+
+Kept apart from the code so the text can be read (and reviewed) as text.
+"""
+
+from __future__ import annotations
+
+INSTRUCTIONS = """\
+corral runs GPU jobs on a shared GPU machine or a Slurm cluster, as the user who started this server;
+you see and stop only what that user may.
+
+A typical session: list_gpus (what is free) and recommend_resources (what a model needs) -> create_gpu_job
+-> view_gpu_job until the job ends -> workload_logs for more output -> metrics_query (GPU and CPU use)
+-> diagnose_job when a job failed or runs badly. alert_create watches a job for you.
+
+- Queueing: a GPU job may wait in the queue for minutes or hours when the GPUs are busy. That is normal:
+  poll view_gpu_job every minute or two (the reason says why it waits; queue shows what is ahead),
+  and never resubmit a job only because it is still PENDING.
+- Logs: stdout and stderr go to files (paths in every job view); view_gpu_job shows their last lines,
+  workload_logs reads more, and continues from nextOffset while the job runs.
+- Checkpoints: write them to $CORRAL_CHECKPOINT_DIR (set in the job's environment). It is the job's own
+  directory and stays the same when the job is requeued or preempted, so a training script should resume
+  from the newest checkpoint there.
+- Storage: the job runs where its GPUs are (on a cluster, another node): code, data and outputs must be on
+  storage that machine sees (the shared filesystem), not in a temporary directory of yours.
+- Time limits: at its time_limit a job gets SIGTERM, then SIGKILL (state TIMEOUT). Ask for a little more
+  than it needs and checkpoint regularly; short jobs often start sooner.
+"""
+
+CREATE_GPU_JOB = """\
+Submit a job that runs a shell command (or a batch script) on GPUs. Returns at once with the job's id, its
+state (PENDING or RUNNING), the reason it waits, and where its logs and checkpoints go; it does not wait
+for the job. Then poll view_gpu_job.
+
+The command runs with bash in working_directory, with CUDA_VISIBLE_DEVICES set to exactly its GPUs. Save
+checkpoints to $CORRAL_CHECKPOINT_DIR (the same directory after a requeue: resume from it). Paths must be on
+storage the GPU machine sees. Ask for what the job needs: more GPUs, memory or time than free now means a
+longer wait in the queue (list_gpus shows what is free; recommend_resources sizes a model). A request no
+machine could ever satisfy is refused at once, naming the field.
+"""
+
+VIEW_GPU_JOB = """\
+A job's state, the reason it waits, its times, exit code, log paths and checkpoint directory, and the last
+20 lines of its stdout and stderr (bounded). next_step says what to do now.
+
+States: PENDING (queued; reason: Resources = waiting for GPUs to free up, Priority = others are ahead),
+RUNNING, then COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL. GPU jobs can stay PENDING
+for a long time: poll every minute or two while pending, every 30-60 s while running, and do not resubmit.
+For the whole log use workload_logs; for why a job failed use diagnose_job.
+"""
+
+STOP_GPU_JOB = """\
+Stop a job: a pending one leaves the queue; a running one gets SIGTERM, a grace period, then SIGKILL, and
+ends CANCELLED. Its logs and checkpoints stay. Stopping a job that already ended changes nothing and says
+how it ended. This cannot be undone: a stopped job must be submitted again.
+"""
+
+WORKLOAD_SUBMIT = """\
+Submit a workload in the seed's shape: command (a list, not run through a shell) plus args, gpus,
+gpuMemoryMb, env (an object, or a list of {name, value}), labels, preemptible, maxRuntimeSeconds. Returns
+the workload (workloadId, state, reason, log paths); poll workload_get.
+
+image runs the command in a container, only where the corral server uses the Slurm backend and the cluster
+has the Pyxis plugin (srun --container-image; corral's home and the working directory are mounted). The
+local backend runs commands directly on its machine and refuses image: drop it there. Checkpoints go to
+$CORRAL_CHECKPOINT_DIR, which survives a requeue.
+"""
+
+WORKLOAD_GET = """\
+A workload's state, the reason it waits, times, exit code and log paths (the seed's shape). A workload is a
+corral job: view_gpu_job shows the same job with its last log lines. Pending workloads can wait a long
+time for GPUs: poll patiently (every minute or two) and do not resubmit.
+"""
+
+WORKLOAD_LOGS = """\
+Read a workload's stdout or stderr, bounded (at most 1000 lines and 64 KB per call; longer lines are cut
+and marked). Without since: its last `tail` lines. To follow a running job, pass the returned nextOffset
+as since on the next call: you get the lines written after it, and complete is true once the job has
+ended and all is read. Progress bars (carriage returns) show their last state.
+"""
+
+METRICS_QUERY = """\
+A workload's metric over time: GPU utilization and memory, power, temperature, CPU utilization (percent of
+the cores it asked for), resident memory, disk I/O, measured by corral every few seconds; or a metric its
+run tracked (e.g. loss). startTime like "-30m" or "-2h". Points are [epoch_seconds, value], thinned to
+maxPoints keeping each bucket's low and high; summary gives first, last, min, max and mean. Low
+gpu_utilization with high cpu_utilization usually means data loading is the bottleneck.
+"""
+
+ALERT_CREATE = """\
+Create an alert rule: it fires once when its condition holds and resolves when it clears. Scope it to one
+job with workloadId (the job's id), or leave it out to watch all the user's jobs. Conditions:
+"state == FAILED", "state in (FAILED, TIMEOUT, OUT_OF_MEMORY)", "gpu_utilization < 10 for 15m",
+"metric.loss is nan", "no_progress for 30m" (a hung job), "time_left < 10m", "queue_wait > 2h".
+"""
+
+LIST_GPUS = """\
+Every GPU now: its type and memory, and whether it is free or which job and user hold it, with live
+utilization where measured; totals per type. Use it to choose gpus, gpu_type and gpu_memory: asking for
+more than is free means waiting in the queue.
+"""
+
+QUEUE = """\
+The queue: running jobs, then pending ones in priority order, each with its reason (Resources, Priority,
+Dependency, ...) and estimated start where known, and training progress for running jobs. Use it to see
+why a job waits and how long it may take.
+"""
+
+LIST_RUNS = """\
+Tracked runs (training scripts that call corral.init), newest first: project, state, their job, config and
+each metric's last, min and max. Filter by project, state or job_id. Then run_metrics for the curves.
+"""
+
+RUN_METRICS = """\
+A tracked run's metrics by step (e.g. train/loss), downsampled to maxPoints keeping every spike (each
+bucket's low and high); several keys at once share 1000 points. Leave keys out to list the run's metrics.
+"""
+
+RECOMMEND_RESOURCES = """\
+How many GPUs, and which, a model needs to train, fine-tune (full or LoRA) or serve, from its parameter
+count and precision, with the arithmetic (weights, gradients, Adam states, activations). Worked out here
+without the server. create_gpu_job_arguments gives gpus, gpu_memory and labels to pass on.
+"""
+
+DIAGNOSE_JOB = """\
+Why a job failed or runs badly, from its samples, logs, tracked metrics and checkpoints: each finding has a
+cause (CUDA out of memory, host memory limit, NaN loss, time limit without checkpoint, data loading
+starving the GPUs, idle GPUs, hung job, NCCL timeout, missing program, a Python exception...), evidence
+(numbers, log lines) and fixes. Call it before resubmitting a failed job.
+"""
+
+JOB_EFFICIENCY = """\
+How well a job used what it asked for, like Slurm's seff: CPU efficiency, peak memory against the request,
+mean GPU utilization and peak GPU memory, with advice when a request was far too large (smaller requests
+start sooner).
+"""
+
+TOOLS = {
+    "create_gpu_job": CREATE_GPU_JOB, "view_gpu_job": VIEW_GPU_JOB, "stop_gpu_job": STOP_GPU_JOB,
+    "workload_submit": WORKLOAD_SUBMIT, "workload_get": WORKLOAD_GET, "workload_logs": WORKLOAD_LOGS,
+    "metrics_query": METRICS_QUERY, "alert_create": ALERT_CREATE, "list_gpus": LIST_GPUS, "queue": QUEUE,
+    "list_runs": LIST_RUNS, "run_metrics": RUN_METRICS, "recommend_resources": RECOMMEND_RESOURCES,
+    "diagnose_job": DIAGNOSE_JOB, "job_efficiency": JOB_EFFICIENCY,
+}
+"""Each tool's description, by name."""

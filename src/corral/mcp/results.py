@@ -1,0 +1,146 @@
+"""The shapes of the tools' structured results, published to MCP clients as output schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
+
+
+class LogTail(TypedDict):
+    """The end of one log file, bounded."""
+
+    path: str | None
+    lines: list[str]
+    omitted_lines: int
+    """Earlier lines of the tail left out to stay within the byte budget."""
+    cut_lines: int
+    """Lines shortened to the per-line limit (each ends with a marker)."""
+
+
+class JobView(TypedDict):
+    """A job as view_gpu_job and create_gpu_job describe it."""
+
+    job_id: int
+    name: str
+    user: str
+    state: str
+    reason: str | None
+    exit_code: int | None
+    signal: int | None
+    submit_time: str | None
+    start_time: str | None
+    end_time: str | None
+    estimated_start: str | None
+    time_limit: str
+    gpus: int
+    gpu_type: str | None
+    gpu_memory: str
+    gpu_ids: list[int]
+    cpus: int
+    memory: str
+    node: str | None
+    working_directory: str
+    stdout_path: str | None
+    stderr_path: str | None
+    checkpoint_dir: str | None
+    restarts: int
+    labels: dict[str, str]
+    next_step: str
+    warnings: NotRequired[list[str]]
+    stdout_tail: NotRequired[LogTail]
+    stderr_tail: NotRequired[LogTail]
+
+
+class StopResult(TypedDict):
+    job_id: int
+    state: str
+    already_ended: bool
+    message: str
+
+
+class Workload(TypedDict):
+    """A job in the seed's workload shape."""
+
+    workloadId: str
+    name: str
+    state: str
+    reason: str | None
+    exitCode: int | None
+    submitTime: str | None
+    startTime: str | None
+    endTime: str | None
+    gpus: int
+    gpuType: str | None
+    gpuMemoryMb: int | None
+    labels: dict[str, str]
+    preemptible: bool
+    maxRuntimeSeconds: int | None
+    logs: dict[str, str | None]
+    checkpointDir: str | None
+    nextStep: str
+    warnings: NotRequired[list[str]]
+
+
+class WorkloadLogs(TypedDict):
+    workloadId: str
+    stream: str
+    state: str
+    lines: list[str]
+    nextOffset: int
+    """Pass as `since` to read on from here."""
+    omittedLines: int
+    cutLines: int
+    complete: bool
+    """The job has ended and everything up to nextOffset has been read."""
+
+
+class MetricSeries(TypedDict):
+    workloadId: str
+    metric: str
+    source: str
+    """samples (system metrics corral measured) or run (a metric the job's run tracked)."""
+    count: int
+    """Points the range held before thinning."""
+    points: list[list[float | None]]
+    """[epoch_seconds, value] in time order."""
+    summary: dict[str, float | None]
+
+
+class AlertRule(TypedDict):
+    name: str
+    condition: str
+    severity: str
+    scope: str
+    message: str
+    channels: list[str]
+    note: str
+
+
+class GpuList(TypedDict):
+    total: int
+    free: int
+    busy: int
+    by_type: list[dict[str, Any]]
+    gpus: list[dict[str, Any]]
+    truncated: bool
+    note: str
+
+
+class QueueView(TypedDict):
+    total: int
+    running: int
+    pending: int
+    jobs: list[dict[str, Any]]
+    truncated: bool
+
+
+class RunList(TypedDict):
+    runs: list[dict[str, Any]]
+    truncated: bool
+
+
+class RunMetrics(TypedDict):
+    run: str
+    series: list[dict[str, Any]]
+    available_keys: list[str]

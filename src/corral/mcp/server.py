@@ -1,0 +1,130 @@
+"""The MCP server: corral's tools on the official SDK's `MCPServer`, over stdio or streamable HTTP.
+
+Every tool error reaches the agent as a tool result with `isError` and one line it can act on:
+bad arguments as `field: must be ..., got ...`, corral's own errors with their message, and
+anything unexpected as the SDK's `Error executing tool NAME` (the traceback stays in our log).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
+
+from corral import __version__
+from corral.errors import CorralError
+from corral.mcp.arguments import describe_errors, unknown_arguments
+from corral.mcp.descriptions import INSTRUCTIONS, TOOLS
+from corral.mcp.tools import CorralTools
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+
+    from corral.client import Client
+
+READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+"""Submitting starts the agent's command on GPUs: it adds a job and may reach anything the job does."""
+STOPS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+ADDS_RULE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
+TOOL_TABLE: tuple[tuple[str, str, ToolAnnotations], ...] = (
+    ("create_gpu_job", "Create a GPU job", RUNS_CODE),
+    ("view_gpu_job", "View a GPU job", READS),
+    ("stop_gpu_job", "Stop a GPU job", STOPS),
+    ("workload_submit", "Submit a workload", RUNS_CODE),
+    ("workload_get", "Get a workload", READS),
+    ("workload_logs", "Read a workload's logs", READS),
+    ("metrics_query", "Query a workload's metrics", READS),
+    ("alert_create", "Create an alert", ADDS_RULE),
+    ("list_gpus", "List GPUs", READS),
+    ("queue", "Show the queue", READS),
+    ("list_runs", "List tracked runs", READS),
+    ("run_metrics", "A run's tracked metrics", READS),
+    ("recommend_resources", "Recommend GPUs for a model", READS),
+    ("diagnose_job", "Diagnose a job", READS),
+    ("job_efficiency", "A job's efficiency", READS),
+)
+"""Each tool: its name (also the CorralTools method), title, and what it does to the world."""
+
+
+class CorralMCPServer(MCPServer):
+    """An MCPServer whose tool errors name the argument and what it allows."""
+
+    def __init__(self, tools: CorralTools) -> None:
+        super().__init__(name="corral", title="corral GPU jobs", instructions=INSTRUCTIONS, version=__version__,
+                         log_level="WARNING")
+        for name, title, hints in TOOL_TABLE:
+            self.add_tool(getattr(tools, name), name=name, title=title, description=TOOLS[name],
+                          annotations=hints, structured_output=True)
+        self._schemas: dict[str, dict[str, Any]] | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        schema = (await self._input_schemas()).get(name)
+        if schema is not None:
+            unknown = unknown_arguments(arguments, schema)
+            if unknown:
+                raise ToolError(unknown)
+        try:
+            result = await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and schema is not None:
+                raise ToolError(describe_errors(cause, schema)) from None
+            if isinstance(cause, CorralError):
+                raise ToolError(cause.message) from None
+            raise
+        if isinstance(result, CallToolResult) and result.structured_content is not None and not result.is_error:
+            # the text an agent reads: the same JSON without the SDK's indentation, a third fewer tokens
+            text = json.dumps(result.structured_content, ensure_ascii=False)
+            result.content = [TextContent(type="text", text=text)]
+        return result
+
+    async def _input_schemas(self) -> dict[str, dict[str, Any]]:
+        if self._schemas is None:
+            self._schemas = {tool.name: dict(tool.input_schema) for tool in await self.list_tools()}
+        return self._schemas
+
+
+def build_server(connect: Callable[[], Client], cwd: str | None = None) -> CorralMCPServer:
+    """The MCP server for the corral server `connect` reaches; relative paths start at `cwd`."""
+    return CorralMCPServer(CorralTools(connect, cwd))
+
+
+def serve_stdio(server: MCPServer) -> None:
+    """Serve one client on stdin/stdout until it closes them."""
+    server.run("stdio")
+
+
+def serve_http(server: MCPServer, host: str, port: int, announce: Callable[[str], None]) -> None:
+    """Serve streamable HTTP at `http://host:port/mcp` until interrupted; `announce` gets the URL.
+
+    The socket is bound and listening before `announce` is called, so port 0 (a free port) works
+    and a client may connect as soon as it reads the URL.
+    """
+    import anyio
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CorralError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port "
+                          "(0 picks a free one)") from None
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    # DNS-rebinding protection is on for loopback hosts (the SDK's default)
+    app = server.streamable_http_app(host=host)
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    announce(f"http://{shown}:{bound}/mcp")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))

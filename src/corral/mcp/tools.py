@@ -1,0 +1,433 @@
+"""The tools an agent is given: each checks its input, makes its calls to the corral server as
+the user who started `corral mcp`, and returns a bounded, structured answer.
+
+Independent of the MCP SDK: `corral.mcp.server` registers these methods as tools. Failures are
+`corral.errors` types whose `field` is the tool's own argument name (`gpu_memory`, `workloadId`),
+so the agent learns which argument to change.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlencode
+
+from pydantic import Field
+
+from corral.core.states import TERMINAL_STATES
+from corral.errors import Conflict, InvalidRequest
+from corral.mcp import bounds
+from corral.mcp.results import (
+    AlertRule, GpuList, JobView, LogTail, MetricSeries, QueueView, RunList, RunMetrics, StopResult, Workload,
+    WorkloadLogs,
+)
+from corral.mcp.views import (
+    evidence, gpu_list, job_view, queue_view, run_view, series_summary, workload_view,
+)
+from corral.mcp.workload import EnvValue, EnvVar, workload_request
+
+if TYPE_CHECKING:
+    from corral.client import Client
+
+TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
+LOG_CHUNK = 1 << 20
+"""What the server returns of a log in one read."""
+MAX_GPUS = 1024
+MAX_CPUS = 4096
+MAX_RUNTIME_S = 365 * 86400
+MAX_KEYS = 10
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+JobId = Annotated[int | str, Field(description="The job's id as create_gpu_job or workload_submit returned it, e.g. 12.")]
+WorkloadId = Annotated[int | str, Field(description="The workload's id as workload_submit returned it, e.g. \"12\".")]
+Size = Annotated[int | str | None, Field(description="A size such as \"40G\" or \"512M\"; a bare number is megabytes.")]
+
+_JOB_FIELDS = {"command": "command", "script": "script", "workdir": "working_directory", "gpus": "gpus",
+               "gpu_mem": "gpu_memory", "gpu_type": "gpu_type", "cpus": "cpus", "mem": "memory", "time": "time_limit",
+               "env": "env", "name": "name", "stdout": "log_file", "stderr": "log_file", "labels": "labels",
+               "submit_dir": "working_directory"}
+_WORKLOAD_FIELDS = {"job_id": "workloadId", "gpu_mem": "gpuMemoryMb", "gpu_mem_mb": "gpuMemoryMb",
+                    "time_limit_s": "maxRuntimeSeconds", "time": "maxRuntimeSeconds", "script": "image"}
+
+
+@contextmanager
+def fields_named(names: Mapping[str, str]) -> Iterator[None]:
+    """Re-raise the server's InvalidRequest under the tool's name for the field it names."""
+    try:
+        yield
+    except InvalidRequest as exc:
+        new = names.get(exc.field)
+        if new and new != exc.field:
+            prefix = f"{exc.field}:"
+            rest = exc.message[len(prefix):] if exc.message.startswith(prefix) else f" {exc.message}"
+            exc.message = f"{new}:{rest}"
+            exc.args = (exc.message,)
+            exc.field = new
+        raise
+
+
+class CorralTools:
+    """The tools, over clients made by `connect` (one per call: calls may run in parallel threads).
+
+    Args:
+        connect: makes a `corral.client.Client` for the user's server.
+        cwd: the directory relative working directories start from (where `corral mcp` runs).
+    """
+
+    def __init__(self, connect: Callable[[], Client], cwd: str | None = None) -> None:
+        self._connect = connect
+        self._cwd = cwd or os.getcwd()
+
+    @contextmanager
+    def _client(self) -> Iterator[Client]:
+        client = self._connect()
+        try:
+            yield client
+        finally:
+            client.close()
+
+    # -- GPU jobs ----------------------------------------------------------------------------------
+
+    def create_gpu_job(
+        self,
+        command: Annotated[str | None, Field(
+            description="Shell command line run with bash in working_directory, e.g. \"python train.py --epochs 10\". "
+                        "Give this or script.", max_length=100_000)] = None,
+        script: Annotated[str | None, Field(
+            description="Instead of command: the text of a batch script starting with #! (#SBATCH lines are "
+                        "honoured; the arguments below override them).", max_length=1_000_000)] = None,
+        working_directory: Annotated[str | None, Field(
+            description="Directory the job runs in (absolute, or relative to where corral mcp runs). Use shared "
+                        "storage on a cluster.", max_length=4096)] = None,
+        gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, description="Number of GPUs (0 for a CPU-only job).")] = 1,
+        gpu_memory: Annotated[int | str | None, Field(
+            description="Each GPU must have at least this much memory, e.g. \"40G\".")] = None,
+        gpu_type: Annotated[str | None, Field(
+            description="Only GPUs of this type, e.g. \"A100\" (see list_gpus).", max_length=64)] = None,
+        cpus: Annotated[int | None, Field(ge=1, le=MAX_CPUS, description="CPU cores (default 1).")] = None,
+        memory: Size = None,
+        time_limit: Annotated[int | str | None, Field(
+            description="Time limit: \"30m\", \"2h\", \"1d\", \"1:30:00\", \"2-00:00:00\"; a bare number is minutes. "
+                        "At the limit the job gets SIGTERM, then SIGKILL (state TIMEOUT).")] = None,
+        env: Annotated[dict[str, EnvValue] | None, Field(
+            description="Extra environment variables, e.g. {\"EPOCHS\": \"10\"}; the job also inherits the "
+                        "server's environment.")] = None,
+        name: Annotated[str | None, Field(description="A name to find the job by.", max_length=200)] = None,
+        log_file: Annotated[str | None, Field(
+            description="Write stdout and stderr to this file (relative to working_directory; %j is the job id). "
+                        "Default: separate files in corral's log directory, shown in the result.",
+                        max_length=4096)] = None,
+        labels: Annotated[dict[str, str] | None, Field(
+            description="Labels, e.g. {\"params\": \"7B\", \"mode\": \"lora\"}: with params, corral warns when "
+                        "the GPUs asked for cannot hold the model.")] = None,
+    ) -> JobView:
+        """Submit a GPU job; returns its id, state, reason and log paths."""
+        if (command is None) == (script is None):
+            raise InvalidRequest("command", "give exactly one of command (a shell command line) or script "
+                                 "(a batch script's text)", 'e.g. command="python train.py"')
+        if command is not None and not command.strip():
+            raise InvalidRequest("command", "must not be empty", 'e.g. command="python train.py"')
+        request: dict[str, Any] = {
+            "gpus": gpus, "gpu_mem": gpu_memory, "gpu_type": gpu_type, "cpus": cpus, "mem": memory, "time": time_limit,
+            "env": None if env is None else {k: str(v) for k, v in env.items()}, "labels": labels,
+            "name": name or (_job_name(command) if command is not None else None), "stdout": log_file,
+            "submit_dir": self._cwd, "workdir": working_directory,
+        }
+        with self._client() as client, fields_named(_JOB_FIELDS):
+            home = client.health().get("home")
+            if command is not None:
+                job = client.submit(["bash", "-c", command], **request)
+            else:
+                job = client.submit(script=script, **request)
+        return job_view(job, home=home)
+
+    def view_gpu_job(self, job_id: JobId) -> JobView:
+        """A job's state, reason, times, exit code, log paths and the last lines of its logs."""
+        with self._client() as client:
+            job = client.get(job_id)
+            home = client.health().get("home")
+            view = job_view(job, home=home)
+            view["stdout_tail"] = self._tail(client, job, "stdout")
+            if job.get("stderr_path") != job.get("stdout_path"):
+                view["stderr_tail"] = self._tail(client, job, "stderr")
+        return view
+
+    def stop_gpu_job(self, job_id: JobId) -> StopResult:
+        """Stop a job: a pending one leaves the queue, a running one gets SIGTERM, then SIGKILL."""
+        with self._client() as client:
+            try:
+                job = client.cancel(job_id)
+            except Conflict:  # it had already ended: say how, which is what the agent wants to know
+                job = client.get(job_id)
+                return {"job_id": int(job["id"]), "state": job["state"], "already_ended": True,
+                        "message": f"job {job['id']} had already ended ({job['state']}); nothing to stop"}
+        state = job["state"]
+        message = (f"job {job['id']} stopped ({state})" if state in TERMINAL else
+                   f"job {job['id']} is stopping ({state}): it got SIGTERM and is killed after a grace period; "
+                   "view_gpu_job shows it CANCELLED once it has ended")
+        return {"job_id": int(job["id"]), "state": state, "already_ended": False, "message": message}
+
+    def _tail(self, client: Client, job: Mapping[str, Any], stream: str) -> LogTail:
+        path = job.get(f"{stream}_path")
+        if job["state"] == "PENDING":
+            return {"path": path, "lines": [], "omitted_lines": 0, "cut_lines": 0}
+        data, _, _ = client.logs(job["id"], stream=stream, tail=bounds.VIEW_LOG_LINES)
+        excerpt = bounds.last_lines(data, bounds.VIEW_LOG_LINES, bounds.VIEW_LOG_BYTES, bounds.VIEW_LINE_CHARS)
+        return {"path": path, "lines": excerpt.lines, "omitted_lines": excerpt.omitted_lines,
+                "cut_lines": excerpt.cut_lines}
+
+    # -- the seed's workload shape -----------------------------------------------------------------
+
+    def workload_submit(
+        self,
+        command: Annotated[list[str], Field(
+            description="The program and its arguments, e.g. [\"python\", \"train.py\"] (not run through a shell).",
+            min_length=1, max_length=10_000)],
+        name: Annotated[str | None, Field(description="A name to find the workload by.", max_length=200)] = None,
+        image: Annotated[str | None, Field(
+            description="A container image to run in, e.g. \"nvcr.io#nvidia/pytorch:24.05-py3\". Only on a corral "
+                        "server with the Slurm backend whose cluster has the Pyxis plugin (srun --container-image); "
+                        "the local backend refuses it.", max_length=512)] = None,
+        gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, description="Number of GPUs.")] = 1,
+        gpuMemoryMb: Annotated[int | None, Field(  # noqa: N803 - the seed's names
+            ge=1, le=2**31 - 1, description="Each GPU must have at least this many megabytes, e.g. 40960.")] = None,
+        env: Annotated[dict[str, EnvValue] | list[EnvVar] | None, Field(
+            description="Environment variables: {\"NAME\": \"value\"} or [{\"name\": \"NAME\", \"value\": \"value\"}].",
+        )] = None,
+        args: Annotated[list[str] | None, Field(description="Arguments appended to command.", max_length=10_000)] = None,
+        labels: Annotated[dict[str, str] | None, Field(description="Labels to find the workload by.")] = None,
+        preemptible: Annotated[bool | None, Field(
+            description="May be stopped for a job of higher priority and requeued (checkpoint to resume).")] = None,
+        maxRuntimeSeconds: Annotated[int | None, Field(  # noqa: N803
+            ge=1, le=MAX_RUNTIME_S, description="Time limit in seconds; then SIGTERM, SIGKILL (TIMEOUT).")] = None,
+    ) -> Workload:
+        """Submit a workload in the seed's shape."""
+        with self._client() as client, fields_named(_WORKLOAD_FIELDS):
+            health = client.health()
+            request = workload_request(
+                backend=str(health.get("backend", "local")), command=command, args=args, image=image, name=name,
+                gpus=gpus, gpu_memory_mb=gpuMemoryMb, env=env, labels=labels, preemptible=preemptible,
+                max_runtime_s=maxRuntimeSeconds)
+            command_argv = request.pop("command", None)
+            job = client.submit(command_argv, submit_dir=self._cwd, **request)
+        return workload_view(job, home=health.get("home"))
+
+    def workload_get(self, workloadId: WorkloadId) -> Workload:  # noqa: N803
+        """A workload's state, reason, times, exit code and log paths."""
+        with self._client() as client, fields_named(_WORKLOAD_FIELDS):
+            job = client.get(workloadId)
+            home = client.health().get("home")
+        return workload_view(job, home=home)
+
+    def workload_logs(
+        self,
+        workloadId: WorkloadId,  # noqa: N803
+        tail: Annotated[int, Field(ge=1, le=bounds.LOG_MAX_LINES, description=(
+            "Without since: the last this many lines. With since: at most this many lines from there."))]
+        = bounds.LOG_DEFAULT_LINES,
+        since: Annotated[int | None, Field(ge=0, le=2**62, description=(
+            "A byte offset to read on from: the nextOffset of the previous call. Leave out for the last lines."))]
+        = None,
+        stream: Annotated[Literal["stdout", "stderr"], Field(description="Which log.")] = "stdout",
+    ) -> WorkloadLogs:
+        """Lines of a workload's stdout or stderr, bounded; nextOffset continues where they end."""
+        with self._client() as client, fields_named(_WORKLOAD_FIELDS):
+            if since is None:
+                data, next_offset, state = client.logs(workloadId, stream=stream, tail=tail)
+                excerpt = bounds.last_lines(data, tail, bounds.LOG_MAX_BYTES, bounds.LOG_LINE_CHARS)
+                complete = state in TERMINAL
+            else:
+                data, end, state = client.logs(workloadId, stream=stream, offset=since)
+                at_end = state in TERMINAL and len(data) < LOG_CHUNK
+                excerpt, used = bounds.first_lines(data, tail, bounds.LOG_MAX_BYTES, bounds.LOG_LINE_CHARS,
+                                                   at_end=at_end)
+                next_offset = since + used if data else end
+                complete = at_end and used == len(data)
+        return {"workloadId": str(workloadId), "stream": stream, "state": state, "lines": excerpt.lines,
+                "nextOffset": next_offset, "omittedLines": excerpt.omitted_lines, "cutLines": excerpt.cut_lines,
+                "complete": complete}
+
+    def metrics_query(
+        self,
+        metric: Annotated[str, Field(min_length=1, max_length=250, description=(
+            "gpu_utilization, gpu_memory_mb, gpu_power_w, gpu_temperature_c, cpu_utilization, cpu_time_s, rss_mb, "
+            "read_mb_s, write_mb_s, processes; or a metric the job's run tracked, e.g. loss."))],
+        workloadId: WorkloadId,  # noqa: N803
+        startTime: Annotated[str, Field(max_length=64, description=(  # noqa: N803
+            "Start of the range: \"-30m\", \"-2h\", \"-1d\", ISO 8601 or epoch seconds."))] = "-30m",
+        endTime: Annotated[str | None, Field(max_length=64, description="End of the range; default now.")]  # noqa: N803
+        = None,
+        maxPoints: Annotated[int, Field(ge=2, le=bounds.MAX_POINTS, description=(  # noqa: N803
+            "Longer series are thinned to this many points, keeping each bucket's low and high."))]
+        = bounds.DEFAULT_POINTS,
+    ) -> MetricSeries:
+        """A workload's metric over time, downsampled."""
+        names = {**_WORKLOAD_FIELDS, "start": "startTime", "end": "endTime", "max_points": "maxPoints"}
+        with self._client() as client, fields_named(names):
+            result = client.metrics(workloadId, metric, start=startTime, end=endTime, max_points=maxPoints)
+        points = [list(point) for point in result.get("points", [])][:bounds.MAX_POINTS]
+        return {"workloadId": str(workloadId), "metric": metric, "source": result.get("source", ""),
+                "count": int(result.get("count", len(points))), "points": points,
+                "summary": series_summary([p[1] for p in points])}
+
+    def alert_create(
+        self,
+        name: Annotated[str, Field(min_length=1, max_length=64, description=(
+            "A unique name: letters, digits, '-', '_' and '.'."))],
+        condition: Annotated[str, Field(min_length=1, max_length=500, description=(
+            "e.g. \"state == FAILED\", \"state in (FAILED, TIMEOUT, OUT_OF_MEMORY)\", \"gpu_utilization < 10 for "
+            "15m\", \"metric.loss is nan\", \"no_progress for 30m\", \"time_left < 10m\", \"queue_wait > 2h\"."))],
+        severity: Annotated[Literal["info", "warning", "critical"], Field(description="How urgent.")] = "warning",
+        message: Annotated[str, Field(max_length=2000, description=(
+            "Text sent when it fires; {job} {name} {user} {state} {value} {rule} are filled in."))] = "",
+        workloadId: Annotated[int | str | None, Field(description=(  # noqa: N803
+            "Only this job (its id); leave out to watch every job of yours."))] = None,
+        channels: Annotated[list[str] | None, Field(max_length=20, description=(
+            "Channels (set up with `corral alert channel add`) to notify; firings are recorded either way."))]
+        = None,
+    ) -> AlertRule:
+        """Create an alert rule."""
+        job = _job_number(workloadId, "workloadId") if workloadId is not None else None
+        with self._client() as client, fields_named({"job": "workloadId"}):
+            rule = client.create_alert(name, condition, severity=severity, message=message, job=job,
+                                       channels=channels or ())
+        scope = f"job {rule['job']}" if rule.get("job") else (f"label {rule['label']}" if rule.get("label")
+                                                              else f"user {rule['user']}" if rule.get("user")
+                                                              else "every job")
+        return {"name": rule["name"], "condition": rule["condition"], "severity": rule["severity"], "scope": scope,
+                "message": rule.get("message") or "", "channels": list(rule.get("channels") or []),
+                "note": "Fires once when the condition holds (a job ending in a watched state fires at once) and "
+                        "resolves when it clears; firings are listed by `corral alert list` and on the dashboard."}
+
+    # -- the cluster, the queue, runs --------------------------------------------------------------
+
+    def list_gpus(self) -> GpuList:
+        """Every GPU now: free, or held by which job and user; totals per type."""
+        with self._client() as client:
+            return gpu_list(get_json(client, "/api/v1/cluster"))
+
+    def queue(
+        self,
+        state: Annotated[Literal["PENDING", "RUNNING"] | None, Field(description="Only these.")] = None,
+        user: Annotated[str | None, Field(max_length=64, description="Only this user's jobs.")] = None,
+        limit: Annotated[int, Field(ge=1, le=bounds.MAX_LIST, description="At most this many jobs.")] = 50,
+    ) -> QueueView:
+        """Running jobs, then pending ones in priority order with their reasons and estimated starts."""
+        query = [("limit", str(limit))] + [(k, v) for k, v in (("state", state), ("user", user)) if v is not None]
+        with self._client() as client:
+            page = get_json(client, f"/api/v1/queue?{urlencode(query)}")
+        return queue_view(page, limit)
+
+    def list_runs(
+        self,
+        project: Annotated[str | None, Field(max_length=200, description="Only this project's runs.")] = None,
+        state: Annotated[Literal["running", "finished", "failed", "crashed"] | None, Field(
+            description="Only runs in this state.")] = None,
+        job_id: Annotated[int | None, Field(ge=1, le=2**31 - 1, description="Only the runs of this job.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many runs, newest first.")] = 20,
+    ) -> RunList:
+        """Tracked runs, newest first: config, state, and each metric's last, min and max."""
+        with self._client() as client:
+            runs = client.runs(project=project, state=state, job=job_id, limit=limit + 1)
+        return {"runs": [run_view(r) for r in runs[:limit]], "truncated": len(runs) > limit}
+
+    def run_metrics(
+        self,
+        run: Annotated[int | str, Field(description="The run's id or uid (see list_runs).")],
+        keys: Annotated[list[str] | None, Field(min_length=1, max_length=MAX_KEYS, description=(
+            "Metric names, e.g. [\"train/loss\", \"val/acc\"]; leave out to list the run's metrics."))] = None,
+        maxPoints: Annotated[int, Field(ge=2, le=bounds.MAX_POINTS, description=(  # noqa: N803
+            "Points per metric (fewer when several are asked for: 1000 in all), keeping each bucket's low and "
+            "high."))] = bounds.DEFAULT_POINTS,
+    ) -> RunMetrics:
+        """A run's tracked metrics by step, downsampled."""
+        with self._client() as client, fields_named({"key": "keys", "max_points": "maxPoints", "ref": "run"}):
+            info = client.get_run(run)
+            available = sorted(info.get("metrics") or {})
+            series = []
+            per_key = max(2, min(maxPoints, bounds.RUN_METRICS_TOTAL_POINTS // len(keys or [1])))
+            for key in keys or []:
+                if key not in available:
+                    raise InvalidRequest("keys", f"run {info['id']} has no metric {key!r}",
+                                         f"it has: {', '.join(available[:30]) or 'none yet'}")
+                data = client.series(info["id"], key, max_points=per_key)
+                points = [[step, value] for step, value in zip(data["steps"], data["values"])]
+                series.append({"key": key, "count": data["count"], "downsampled": data["downsampled"],
+                               "points": points, "summary": series_summary(data["values"])})
+        return {"run": str(info["id"]), "series": series, "available_keys": available[:100]}
+
+    # -- advice ------------------------------------------------------------------------------------
+
+    def recommend_resources(
+        self,
+        params: Annotated[str, Field(max_length=32, description="The model's parameter count: \"350M\", \"7B\", "
+                                                                "\"1.5B\", \"70e9\".")],
+        mode: Annotated[Literal["train", "finetune", "lora", "inference"], Field(description=(
+            "train/finetune: full training with Adam; lora: adapters on frozen weights; inference."))] = "train",
+        precision: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"], Field(description=(
+            "Precision of the weights; int8/int4 only with lora or inference."))] = "bf16",
+        gpu_type: Annotated[str | None, Field(max_length=32, description=(
+            "Size for this GPU type (H100, A100-40G, L40S, ...) instead of choosing."))] = None,
+    ) -> dict[str, Any]:
+        """The GPUs a model needs, with the arithmetic (worked out here; no server asked)."""
+        from corral.core.sizing import USABLE_FRACTION, estimate, format_estimate, parse_params
+
+        result = estimate(parse_params(params), mode, precision, gpu_type)
+        data = result.to_dict()
+        data["summary"] = format_estimate(result).splitlines()[0]
+        # the least memory a GPU needs to hold its share: any type that large will do, not only the one named
+        per_gpu_gib = math.ceil(result.total_gb / result.gpus / USABLE_FRACTION * 1e9 / 2**30)
+        data["create_gpu_job_arguments"] = {
+            "gpus": result.gpus, "gpu_memory": f"{per_gpu_gib}G", "labels": {"params": params, "mode": mode}}
+        if result.nodes > 1:
+            data["note"] = (f"{result.gpus} GPUs span {result.nodes} nodes: that needs a corral server with the "
+                            "Slurm backend (multi-node jobs).")
+        return data
+
+    def diagnose_job(self, job_id: JobId) -> dict[str, Any]:
+        """Why a job failed or runs badly: causes, evidence and fixes."""
+        with self._client() as client:
+            result = client.diagnose(job_id)
+        job = result.get("job") or {}
+        return {"job_id": job.get("id"), "state": job.get("state"), "exit_code": job.get("exit_code"),
+                "findings": evidence(result.get("findings") or []), "checked": result.get("checked") or {}}
+
+    def job_efficiency(self, job_id: JobId) -> dict[str, Any]:
+        """How well a job used the CPUs, memory and GPUs it asked for, with advice."""
+        with self._client() as client:
+            return evidence(client.efficiency(job_id))
+
+
+def get_json(client: Client, path: str) -> Any:
+    """GET a path of the server's API that the client has no method for (the dashboard's views)."""
+    return client._request("GET", path)
+
+
+def _job_name(command: str) -> str:
+    """`python train.py --lr 3` -> `train.py`; `torchrun ... train.py` -> `train.py`; else the program."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    while words and _ASSIGNMENT.match(words[0]):
+        words.pop(0)
+    if not words:
+        return "job"
+    name = os.path.basename(words[0])
+    if name in ("python", "python3", "torchrun", "accelerate", "deepspeed", "uv", "bash", "sh"):
+        rest = [w for w in words[1:] if not w.startswith("-") and w != "run" and w != "launch"]
+        if rest:
+            return os.path.basename(rest[0])[:200] or name
+    return name[:200] or "job"
+
+
+def _job_number(value: int | str, field: str) -> int:
+    text = str(value)
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 2**31 - 1:
+        raise InvalidRequest(field, f"{text!r} is not a job id", "give the id workload_submit returned, e.g. 12")
+    return int(text)

@@ -1,0 +1,56 @@
+"""The seed's workload shape becomes the corral request each backend can run."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral.errors import InvalidRequest
+from corral.mcp.workload import pyxis_script, workload_request
+
+GOLDEN_PYXIS = """\
+#!/bin/bash
+# corral workload: runs in a container through Pyxis/enroot (the cluster needs the Pyxis plugin)
+exec srun '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' \
+--container-mounts="${CORRAL_HOME}:${CORRAL_HOME},${PWD}:${PWD}" --container-workdir="${PWD}" \
+python train.py --name 'my run; rm -rf /' '$HOME'
+"""
+
+
+def test_the_seed_shape_maps_onto_corral_fields():
+    request = workload_request(
+        backend="local", name="llm", command=["python", "train.py"], args=["--lr", "3e-4"], gpus=2,
+        gpu_memory_mb=40960, env=[{"name": "EPOCHS", "value": "10"}, {"name": "SEED", "value": 7}],
+        labels={"team": "ml"}, preemptible=True, max_runtime_s=3600)
+    assert request == {
+        "name": "llm", "command": ["python", "train.py", "--lr", "3e-4"], "gpus": 2, "gpu_mem_mb": 40960,
+        "env": {"EPOCHS": "10", "SEED": "7"}, "labels": {"team": "ml"}, "preemptible": True, "time_limit_s": 3600,
+    }
+    assert workload_request(backend="local", command=["true"], env={"A": 1.5})["env"] == {"A": "1.5"}
+
+
+def test_an_image_is_refused_by_the_local_backend_with_what_to_do_instead():
+    with pytest.raises(InvalidRequest) as refused:
+        workload_request(backend="local", command=["python", "train.py"], image="ubuntu:22.04")
+    assert refused.value.field == "image"
+    assert "local backend" in refused.value.message and "drop image" in refused.value.message
+    assert "Pyxis" in refused.value.message
+
+
+def test_on_slurm_an_image_runs_through_pyxis_with_every_argument_quoted():
+    request = workload_request(backend="slurm", command=["python", "train.py"], args=["--name", "my run; rm -rf /", "$HOME"],
+                               image="nvcr.io#nvidia/pytorch:24.05-py3", gpus=1)
+    assert "command" not in request and request["name"] == "python" and request["gpus"] == 1
+    assert request["script"] == GOLDEN_PYXIS
+
+
+def test_bad_workload_input_names_the_field():
+    with pytest.raises(InvalidRequest) as empty:
+        workload_request(backend="local", command=[])
+    assert empty.value.field == "command"
+    with pytest.raises(InvalidRequest) as nameless:
+        workload_request(backend="local", command=["true"], env=[{"value": "x"}])
+    assert nameless.value.field == "env"
+    for image in ("", "two words", "line\nbreak"):
+        with pytest.raises(InvalidRequest) as bad:
+            pyxis_script(image, ["true"])
+        assert bad.value.field == "image"
