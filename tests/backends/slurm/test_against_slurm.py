@@ -13,40 +13,12 @@ import pytest
 
 from corral.client import Client
 from tests.helpers import wait_for
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-TESTBED = os.path.join(REPO, "scripts", "slurm-testbed.sh")
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster() -> None:
-    """The testbed, started if it is not running (idempotent), with an empty queue."""
-    done = subprocess.run(["bash", TESTBED, "start"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"the Slurm testbed did not start:\n{done.stdout}\n{done.stderr}"
-    cancel_everything()
-
-
-def cancel_everything() -> None:
-    # the testbed is this machine's own cluster: whatever a test left queued would hold up the next
-    subprocess.run(["scancel", f"--user={os.getuid()}"], check=False)
-    wait_for(lambda: not squeue_ids(), timeout=30)
-
-
-@pytest.fixture
-def slurm(slurm_cluster, server_factory):
-    yield server_factory(extra=["--backend", "slurm"])
-    cancel_everything()
-
+from tests.slurm_testbed import squeue_ids
 
 def finished(client: Client, job_id, timeout: float = 60) -> dict:
     job = client.wait(job_id, timeout=timeout, poll=5)
     assert job["state"] not in ("PENDING", "RUNNING"), job
     return job
-
-
-def squeue_ids() -> set[str]:
-    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout
-    return set(out.split())
 
 
 def test_a_job_runs_on_slurm_with_its_gpus_and_keeps_its_corral_id(slurm):
