@@ -3,14 +3,18 @@ streamable HTTP against a live corral server, as an agent would."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -101,8 +105,9 @@ def test_an_agent_session_over_stdio_creates_polls_reads_measures_alerts_and_sto
             for name, tool in listed.items():
                 assert tool.description and len(tool.description) > 150 and tool.output_schema
                 assert tool.annotations.read_only_hint is (name in READ_ONLY)
-            assert listed["stop_gpu_job"].annotations.destructive_hint is True
-            assert listed["create_gpu_job"].annotations.destructive_hint is False
+            # stopping destroys work; submitting runs arbitrary code as the user: both are destructive
+            destructive = {name for name, tool in listed.items() if tool.annotations.destructive_hint}
+            assert destructive == {"stop_gpu_job", "create_gpu_job", "workload_submit"}
             gpus = listed["create_gpu_job"].input_schema["properties"]["gpus"]
             assert (gpus["type"], gpus["minimum"], gpus["maximum"]) == ("integer", 0, 1024)
             assert "CORRAL_CHECKPOINT_DIR" in listed["create_gpu_job"].description
@@ -270,3 +275,213 @@ def test_without_a_corral_server_the_tools_say_how_to_start_one(short_tmp):
             assert (await call(agent, "recommend_resources", params="70B"))["gpus"] >= 8  # needs no server
 
     anyio.run(session)
+
+
+def json_bytes(value: object) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def test_array_tasks_keep_their_ref_and_alerts_and_errors_name_the_argument(server_factory):
+    server = server_factory(gpus=2)
+    corral = server.client()
+    array = corral.submit(["sleep", "60"], gpus=1, array="0-2%1")  # task 0 runs, tasks 1 and 2 wait
+    first, waiting = f"{array['id']}_0", f"{array['id']}_2"
+    wait_for(lambda: corral.get(first)["state"] == "RUNNING")
+    task_id = corral.get(first)["id"]
+    assert task_id != array["id"]  # the task has an internal id of its own, which the agent never needs
+
+    async def session() -> None:
+        async with over_stdio(server.home) as agent:
+            view = await call(agent, "view_gpu_job", job_id=first)
+            assert (view["job_id"], view["ref"], view["state"]) == (first, first, "RUNNING")
+            assert (await call(agent, "workload_get", workloadId=first))["workloadId"] == first
+            assert first in [job["job_id"] for job in (await call(agent, "queue"))["jobs"]]
+
+            rule = await call(agent, "alert_create", name="task-stopped", condition="state == CANCELLED",
+                              workloadId=first)
+            assert rule["scope"] == f"job {first}"
+            text = await refused(agent, "alert_create", name="later", condition="state == FAILED", workloadId=waiting)
+            assert text.startswith(f"workloadId: task {waiting} has not started yet") and f"workloadId={array['id']}" in text
+
+            user = corral.health()["user"]
+            mine = await call(agent, "alert_create", name="mine", condition="state == FAILED")
+            assert mine["scope"] == f"every job of user {user} (yours)"
+            assert [r.get("user") for r in corral.alert_rules() if r["name"] == "mine"] == [user]
+
+            assert (await refused(agent, "alert_create", name="mine", condition="state == FAILED")).startswith(
+                "name: an alert rule named 'mine' exists")
+            assert (await refused(agent, "alert_create", name="loud", condition="state == FAILED",
+                                  channels=["nope"])).startswith("channels: no alert channel named 'nope'")
+            assert await refused(agent, "alert_create", name="typo", condition="state == FAILED",
+                                 workloadId=424242) == "workloadId: job 424242 does not exist"
+            assert await refused(agent, "view_gpu_job", job_id=424242) == "job_id: job 424242 does not exist"
+            assert (await refused(agent, "diagnose_job", job_id="424242_1")).startswith("job_id: job 424242")
+            assert await refused(agent, "workload_logs", workloadId="424242") == (
+                "workloadId: job 424242 does not exist")
+            assert (await refused(agent, "metrics_query", metric="loss", workloadId=first)).startswith(
+                "metric: job ")
+            assert [r["name"] for r in corral.alert_rules()] == ["task-stopped", "mine"]  # nothing else was made
+
+            stopped = await call(agent, "stop_gpu_job", job_id=first)
+            assert (stopped["job_id"], stopped["ref"]) == (first, first) and stopped["message"].startswith(f"job {first} ")
+            firing = wait_for(lambda: [f for f in corral.alerts(job=task_id) if f["rule"] == "task-stopped"])
+            assert firing
+            again = await call(agent, "stop_gpu_job", job_id=first)
+            assert again["already_ended"] and again["job_id"] == first
+
+    anyio.run(session)
+
+
+def test_nonfinite_values_read_alike_offsets_past_the_end_and_listings_stay_short(server_factory, short_tmp):
+    server = server_factory(gpus=1)
+    corral = server.client()
+    job = corral.submit(["echo", "hello"], gpus=0, name="lossy")
+    assert corral.wait(job["id"], timeout=30, poll=0.1)["state"] == "COMPLETED"
+    run = corral.create_run(project="nan", name="lossy", job_id=job["id"])
+    now = time.time()
+    corral.log_metrics(run["id"], {"batch_id": "b1", "metrics": [{
+        "key": "loss", "steps": [1, 2, 3, 4, 5], "values": [2.0, 1.0, "Infinity", "-Infinity", "NaN"],
+        "times": [now - 5, now - 4, now - 3, now - 2, now - 1]}]})
+    for i in range(30):  # runs an agent could not read whole
+        corral.create_run(project="p" * 200, name=f"{i}-" + "n" * 190, tags=[f"{t}-" + "t" * 190 for t in range(100)],
+                          config={f"key{k}": "v" * 1000 for k in range(50)})
+    blocker = corral.submit(["sleep", "60"], gpus=1)
+    for i in range(120):  # a long queue of long names behind it
+        corral.submit(["true"], gpus=1, name=f"{i}-" + "x" * 190)
+
+    async def session() -> None:
+        async with over_stdio(server.home, cwd=short_tmp) as agent:
+            expected = [2.0, 1.0, "Infinity", "-Infinity", "NaN"]
+            summary = {"first": 2.0, "last": "NaN", "last_finite": 1.0, "min": 1.0, "max": 2.0, "mean": 1.5,
+                       "nonfinite": 3}
+            query = await call(agent, "metrics_query", metric="loss", workloadId=job["id"], startTime="-1h")
+            assert query["source"] == "run" and [p[1] for p in query["points"]] == expected
+            assert query["summary"] == summary
+            tracked = (await call(agent, "run_metrics", run=run["id"], keys=["loss"]))["series"][0]
+            assert [p[1] for p in tracked["points"]] == expected and tracked["summary"] == summary
+
+            ref = str(job["id"])
+            past = await call(agent, "workload_logs", workloadId=ref, since=2**53)
+            assert (past["lines"], past["nextOffset"], past["complete"]) == ([], len("hello\n"), True)
+            assert (await call(agent, "workload_logs", workloadId=ref, since=2))["lines"] == ["llo"]
+
+            runs = await call(agent, "list_runs", limit=100)
+            assert json_bytes(runs) <= 32 * 1024 and runs["truncated"] and runs["total"] == 31
+            assert 0 < len(runs["runs"]) < 31 and not runs["more"]
+            queue = await call(agent, "queue", limit=200)
+            assert json_bytes(queue) <= 32 * 1024 and queue["truncated"] and queue["total"] == 121
+            assert queue["jobs"][0]["job_id"] == blocker["id"] and queue["jobs"][1]["name"].startswith("0-xxx")
+
+            before = len(corral.queue())
+            for place in ("../outside.log", "/tmp/corral-mcp-outside-%j.log"):
+                text = await refused(agent, "create_gpu_job", command="true", gpus=0, log_file=place)
+                assert text.startswith("log_file: ") and "use a path under the working directory" in text
+            assert len(corral.queue()) == before  # nothing was submitted
+            inside = await call(agent, "create_gpu_job", command="echo in", gpus=0, log_file="sub/../in-%j.log")
+            assert inside["stdout_path"] == os.path.join(short_tmp, f"in-{inside['job_id']}.log")
+
+    anyio.run(session)
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """A TCP server that accepts connections and never answers: a hung corral server."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in accepted:
+            conn.close()
+        listener.close()
+
+
+def test_a_corral_server_that_never_answers_delays_neither_start_nor_tools_for_long(short_tmp):
+    async def session(url: str, *options: str) -> tuple[float, str | None]:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "corral.cli", "--url", url, "mcp", *options],
+                                       cwd=short_tmp)
+        started = time.monotonic()
+        with tempfile.TemporaryFile("w+") as errlog:
+            async with MCPClient(stdio_client(params, errlog=errlog)) as agent:
+                ready = time.monotonic() - started
+                if not options:
+                    return ready, None
+                started = time.monotonic()
+                text = await refused(agent, "queue")
+                assert time.monotonic() - started < 5
+                return ready, text
+
+    async def both(url: str) -> list[tuple[float, str | None]]:
+        results: list[tuple[float, str | None]] = [(0.0, None), (0.0, None)]
+
+        async def run(i: int, *options: str) -> None:
+            results[i] = await session(url, *options)
+
+        async with anyio.create_task_group() as group:  # side by side: the test waits for the slower only
+            group.start_soon(run, 0)
+            group.start_soon(run, 1, "--request-timeout", "1")
+        return results
+
+    with silent_server() as url:
+        (ready, _), (_, text) = anyio.run(both, url)
+    assert ready < 10  # with the default options: the start-up check gives up after 3 s (the client's is 60)
+    assert text == f"cannot reach the corral server at {url}: timed out; check the URL"
+
+
+def test_http_names_the_bad_option_and_protects_every_loopback_address(tmp_path):
+    from click.testing import CliRunner
+
+    from corral.cli.main import cli
+
+    home = str(tmp_path / "home")
+    runner = CliRunner()
+    for host in ("203.0.113.7", "no-such-host.invalid"):  # not an address of this machine
+        result = runner.invoke(cli, ["--home", home, "mcp", "--http", "--host", host, "--port", "0"])
+        assert result.exit_code == 1 and "give --host an address of this machine" in result.output
+        assert "without authentication" not in result.output  # nothing listened, so nothing was exposed
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        result = runner.invoke(cli, ["--home", home, "mcp", "--http", "--port", port])
+        assert result.exit_code == 1 and "pick another --port" in result.output
+
+    process = subprocess.Popen([sys.executable, *corral_mcp(home, "--http", "--host", "127.0.0.2", "--port", "0")],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if "serving MCP" in line:
+                break
+        assert not any("without authentication" in line for line in lines)
+        port = int(re.search(r"http://127\.0\.0\.2:(\d+)/mcp", lines[-1]).group(1))
+        initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+
+        def post(host_header: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.2", port, timeout=10)
+            conn.request("POST", "/mcp", body=initialize, headers={
+                "Host": host_header, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+            status = conn.getresponse().status
+            conn.close()
+            return status
+
+        assert post("attacker.example") == 421  # a rebound DNS name is refused
+        assert post(f"127.0.0.2:{port}") == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

@@ -10,7 +10,10 @@ if TYPE_CHECKING:
     from corral.client import Client
 
 
-def client_for(ctx: click.Context) -> Client:
+def client_for(ctx: click.Context, timeout: float | None = None) -> Client:
+    """A client for the server of --home / --url; `timeout` (seconds) bounds each request, else the client's default."""
     from corral.client import Client
 
-    return Client(ctx.obj["url"], home=ctx.obj["home"])
+    if timeout is None:
+        return Client(ctx.obj["url"], home=ctx.obj["home"])
+    return Client(ctx.obj["url"], home=ctx.obj["home"], timeout=timeout)

@@ -34,14 +34,17 @@ for the job. Then poll view_gpu_job.
 
 The command runs with bash in working_directory, with CUDA_VISIBLE_DEVICES set to exactly its GPUs. Save
 checkpoints to $CORRAL_CHECKPOINT_DIR (the same directory after a requeue: resume from it). Paths must be on
-storage the GPU machine sees. Ask for what the job needs: more GPUs, memory or time than free now means a
-longer wait in the queue (list_gpus shows what is free; recommend_resources sizes a model). A request no
-machine could ever satisfy is refused at once, naming the field.
+storage the GPU machine sees. log_file must lie under working_directory (relative paths start there). Ask
+for what the job needs: more GPUs, memory or time than free now means a longer wait in the queue
+(list_gpus shows what is free; recommend_resources sizes a model). A request no machine could ever
+satisfy is refused at once, naming the field. The command runs as the user who started corral mcp, with
+their files: submit only what you would run in their shell.
 """
 
 VIEW_GPU_JOB = """\
 A job's state, the reason it waits, its times, exit code, log paths and checkpoint directory, and the last
-20 lines of its stdout and stderr (bounded). next_step says what to do now.
+20 lines of its stdout and stderr (bounded). next_step says what to do now. job_id is the id as you gave
+it: 12, or "12_3" for task 3 of array 12.
 
 States: PENDING (queued; reason: Resources = waiting for GPUs to free up, Priority = others are ahead),
 RUNNING, then COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL. GPU jobs can stay PENDING
@@ -60,7 +63,7 @@ Submit a workload in the seed's shape: command (a list, not run through a shell)
 gpuMemoryMb, env (an object, or a list of {name, value}), labels, preemptible, maxRuntimeSeconds. Returns
 the workload (workloadId, state, reason, log paths); poll workload_get.
 
-image runs the command in a container, only where the corral server uses the Slurm backend and the cluster
+It runs the command as the user who started corral mcp. image runs the command in a container, only where the corral server uses the Slurm backend and the cluster
 has the Pyxis plugin (srun --container-image; corral's home and the working directory are mounted). The
 local backend runs commands directly on its machine and refuses image: drop it there. Checkpoints go to
 $CORRAL_CHECKPOINT_DIR, which survives a requeue.
@@ -83,13 +86,16 @@ METRICS_QUERY = """\
 A workload's metric over time: GPU utilization and memory, power, temperature, CPU utilization (percent of
 the cores it asked for), resident memory, disk I/O, measured by corral every few seconds; or a metric its
 run tracked (e.g. loss). startTime like "-30m" or "-2h". Points are [epoch_seconds, value], thinned to
-maxPoints keeping each bucket's low and high; summary gives first, last, min, max and mean. Low
-gpu_utilization with high cpu_utilization usually means data loading is the bottleneck.
+maxPoints keeping each bucket's low and high. NaN and infinities read "NaN", "Infinity", "-Infinity";
+summary gives first and last as they are (last is "NaN" when a loss ended in NaN), last_finite, min, max
+and mean of the finite values, and nonfinite (how many are not). Low gpu_utilization with high
+cpu_utilization usually means data loading is the bottleneck.
 """
 
 ALERT_CREATE = """\
 Create an alert rule: it fires once when its condition holds and resolves when it clears. Scope it to one
-job with workloadId (the job's id), or leave it out to watch all the user's jobs. Conditions:
+job with workloadId (12, "12_3" for a task of an array, or an array's id for all its tasks), or leave it
+out to watch every job of the user who started corral mcp; the result's scope says which. Conditions:
 "state == FAILED", "state in (FAILED, TIMEOUT, OUT_OF_MEMORY)", "gpu_utilization < 10 for 15m",
 "metric.loss is nan", "no_progress for 30m" (a hung job), "time_left < 10m", "queue_wait > 2h".
 """
@@ -103,17 +109,22 @@ more than is free means waiting in the queue.
 QUEUE = """\
 The queue: running jobs, then pending ones in priority order, each with its reason (Resources, Priority,
 Dependency, ...) and estimated start where known, and training progress for running jobs. Use it to see
-why a job waits and how long it may take.
+why a job waits and how long it may take. The answer stays short (names cut, under 32 KB): truncated says
+when jobs were left out; filter by state or user to see them.
 """
 
 LIST_RUNS = """\
 Tracked runs (training scripts that call corral.init), newest first: project, state, their job, config and
-each metric's last, min and max. Filter by project, state or job_id. Then run_metrics for the curves.
+each metric's last, min and max (NaN and infinities as "NaN", "Infinity", "-Infinity"). Filter by project,
+state or job_id. The answer stays short (under 32 KB): a config over 300 characters comes as its JSON
+text, cut; at most 20 tags and 20 metrics per run; truncated says when runs were left out. Then
+run_metrics for the curves.
 """
 
 RUN_METRICS = """\
 A tracked run's metrics by step (e.g. train/loss), downsampled to maxPoints keeping every spike (each
 bucket's low and high); several keys at once share 1000 points. Leave keys out to list the run's metrics.
+Values and summaries read as in metrics_query ("NaN", "Infinity", "-Infinity"; last, last_finite, nonfinite).
 """
 
 RECOMMEND_RESOURCES = """\

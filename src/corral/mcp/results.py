@@ -21,7 +21,10 @@ class LogTail(TypedDict):
 class JobView(TypedDict):
     """A job as view_gpu_job and create_gpu_job describe it."""
 
-    job_id: int
+    job_id: int | str
+    """The id to pass back: as the agent gave it, else 12, or "12_3" for task 3 of array 12."""
+    ref: str
+    """How corral names the job: "12", "12_3", or "12_[4-9]" for an array's waiting tasks."""
     name: str
     user: str
     state: str
@@ -53,7 +56,8 @@ class JobView(TypedDict):
 
 
 class StopResult(TypedDict):
-    job_id: int
+    job_id: int | str
+    ref: str
     state: str
     already_ended: bool
     message: str
@@ -102,9 +106,10 @@ class MetricSeries(TypedDict):
     """samples (system metrics corral measured) or run (a metric the job's run tracked)."""
     count: int
     """Points the range held before thinning."""
-    points: list[list[float | None]]
-    """[epoch_seconds, value] in time order."""
-    summary: dict[str, float | None]
+    points: list[list[float | str | None]]
+    """[epoch_seconds, value] in time order; NaN and infinities as "NaN", "Infinity", "-Infinity"."""
+    summary: dict[str, float | int | str | None]
+    """first, last (as they are), last_finite, min, max, mean (finite values), nonfinite (a count)."""
 
 
 class AlertRule(TypedDict):
@@ -133,11 +138,16 @@ class QueueView(TypedDict):
     pending: int
     jobs: list[dict[str, Any]]
     truncated: bool
+    """Fewer jobs shown than total: past `limit`, or left out to keep the answer short."""
 
 
 class RunList(TypedDict):
     runs: list[dict[str, Any]]
+    total: int
+    """Runs that matched, counted up to `limit`; `more` says whether others match past it."""
+    more: bool
     truncated: bool
+    """Not every matching run is shown: past `limit`, or left out to keep the answer short."""
 
 
 class RunMetrics(TypedDict):

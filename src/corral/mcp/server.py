@@ -7,6 +7,8 @@ anything unexpected as the SDK's `Error executing tool NAME` (the traceback stay
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import json
 import socket
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
@@ -29,8 +32,9 @@ if TYPE_CHECKING:
     from corral.client import Client
 
 READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
-"""Submitting starts the agent's command on GPUs: it adds a job and may reach anything the job does."""
+RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+"""Submitting runs the agent's command on GPUs as the user: it may change or delete anything that user may,
+so a client should ask before each call as it would before a shell command."""
 STOPS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 ADDS_RULE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
@@ -107,24 +111,72 @@ def serve_http(server: MCPServer, host: str, port: int, announce: Callable[[str]
 
     The socket is bound and listening before `announce` is called, so port 0 (a free port) works
     and a client may connect as soon as it reads the URL.
+
+    Raises:
+        CorralError: cannot listen there, saying whether --host or --port is at fault.
     """
     import anyio
     import uvicorn
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise CorralError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port "
-                          "(0 picks a free one)") from None
-    sock.listen(128)
+    sock = listen(host, port)
     bound = sock.getsockname()[1]
-    # DNS-rebinding protection is on for loopback hosts (the SDK's default)
-    app = server.streamable_http_app(host=host)
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    app = server.streamable_http_app(host=host, transport_security=transport_security(host))
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, not a name that resolved to one
     announce(f"http://{shown}:{bound}/mcp")
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on `host`:`port` (0: a free port).
+
+    Raises:
+        CorralError: naming --host when no address of this machine is `host`, else --port.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CorralError(f"cannot listen on {host}: {getattr(exc, 'strerror', None) or exc}; give --host an "
+                          "address of this machine (127.0.0.1, the default, or 0.0.0.0 for all)") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            raise CorralError(f"cannot listen on {host}: {exc.strerror or exc}; give --host an address of this "
+                              "machine (127.0.0.1, the default, or 0.0.0.0 for all)") from None
+        raise CorralError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port "
+                          "(0 picks a free one)") from None
+    sock.listen(128)
+    return sock
+
+
+def transport_security(host: str) -> TransportSecuritySettings:
+    """DNS-rebinding protection for a loopback `host`: requests must name a loopback host (and origin).
+
+    A page in the user's browser can reach a loopback port under a hostname it controls; checking
+    Host and Origin refuses it. Any other host was chosen to be reached from elsewhere (by any name),
+    so the check is off there; `corral mcp` warns that such a server has no authentication.
+    """
+    if not is_loopback(host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    shown = f"[{host}]" if ":" in host else host
+    if shown not in names:
+        names.append(shown)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                     allowed_hosts=[f"{name}:*" for name in names],
+                                     allowed_origins=[f"http://{name}:*" for name in names])
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is this machine's loopback: `localhost`, 127.0.0.0/8 or ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

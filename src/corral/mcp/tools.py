@@ -17,17 +17,18 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlencode
 
-from pydantic import Field
+from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from corral.core.states import TERMINAL_STATES
-from corral.errors import Conflict, InvalidRequest
+from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.mcp import bounds
+from corral.mcp.inputs import given_id, job_ref, log_file_place
 from corral.mcp.results import (
     AlertRule, GpuList, JobView, LogTail, MetricSeries, QueueView, RunList, RunMetrics, StopResult, Workload,
     WorkloadLogs,
 )
 from corral.mcp.views import (
-    evidence, gpu_list, job_view, queue_view, run_view, series_summary, workload_view,
+    evidence, gpu_list, job_view, number, queue_view, run_view, series_summary, workload_view,
 )
 from corral.mcp.workload import EnvValue, EnvVar, workload_request
 
@@ -41,11 +42,19 @@ MAX_GPUS = 1024
 MAX_CPUS = 4096
 MAX_RUNTIME_S = 365 * 86400
 MAX_KEYS = 10
+MAX_OFFSET = 2**53
+"""The largest log offset taken: past any real log, and exact in every JSON parser."""
+RESOLVE_POINTS = 100_000
+"""The most points of a run's series read to tell NaN from infinities (the tracking API's limit)."""
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_NO_JOB = re.compile(r"^job \S+ does not exist")
 
-JobId = Annotated[int | str, Field(description="The job's id as create_gpu_job or workload_submit returned it, e.g. 12.")]
-WorkloadId = Annotated[int | str, Field(description="The workload's id as workload_submit returned it, e.g. \"12\".")]
-Size = Annotated[int | str | None, Field(description="A size such as \"40G\" or \"512M\"; a bare number is megabytes.")]
+JobId = Annotated[StrictInt | StrictStr, Field(description=(
+    "The job's id as create_gpu_job or workload_submit returned it: 12, or \"12_3\" for task 3 of array 12."))]
+WorkloadId = Annotated[StrictInt | StrictStr, Field(description=(
+    "The workload's id as workload_submit returned it: \"12\", or \"12_3\" for task 3 of array 12."))]
+Size = Annotated[StrictInt | StrictStr | None, Field(
+    description="A size such as \"40G\" or \"512M\"; a bare number is megabytes.")]
 
 _JOB_FIELDS = {"command": "command", "script": "script", "workdir": "working_directory", "gpus": "gpus",
                "gpu_mem": "gpu_memory", "gpu_type": "gpu_type", "cpus": "cpus", "mem": "memory", "time": "time_limit",
@@ -56,8 +65,16 @@ _WORKLOAD_FIELDS = {"job_id": "workloadId", "gpu_mem": "gpuMemoryMb", "gpu_mem_m
 
 
 @contextmanager
-def fields_named(names: Mapping[str, str]) -> Iterator[None]:
-    """Re-raise the server's InvalidRequest under the tool's name for the field it names."""
+def fields_named(names: Mapping[str, str], *, job: str | None = None, missing: str | None = None,
+                 clash: str | None = None) -> Iterator[None]:
+    """Re-raise the server's errors under the tool's own name for the argument at fault.
+
+    Args:
+        names: the server's field -> the tool's argument, for InvalidRequest.
+        job: the argument that named the job, for `job N does not exist`.
+        missing: the argument any other NotFound is about (`channels`, `run`).
+        clash: the argument a Conflict is about (`name` of a rule that exists).
+    """
     try:
         yield
     except InvalidRequest as exc:
@@ -69,6 +86,18 @@ def fields_named(names: Mapping[str, str]) -> Iterator[None]:
             exc.args = (exc.message,)
             exc.field = new
         raise
+    except NotFound as exc:
+        _name_field(exc, job if job and _NO_JOB.match(exc.message) else missing)
+        raise
+    except Conflict as exc:
+        _name_field(exc, clash)
+        raise
+
+
+def _name_field(exc: NotFound | Conflict, field: str | None) -> None:
+    if field and not exc.message.startswith(f"{field}:"):
+        exc.message = f"{field}: {exc.message}"
+        exc.args = (exc.message,)
 
 
 class CorralTools:
@@ -104,14 +133,14 @@ class CorralTools:
         working_directory: Annotated[str | None, Field(
             description="Directory the job runs in (absolute, or relative to where corral mcp runs). Use shared "
                         "storage on a cluster.", max_length=4096)] = None,
-        gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, description="Number of GPUs (0 for a CPU-only job).")] = 1,
-        gpu_memory: Annotated[int | str | None, Field(
+        gpus: Annotated[StrictInt, Field(ge=0, le=MAX_GPUS, description="Number of GPUs (0 for a CPU-only job).")] = 1,
+        gpu_memory: Annotated[StrictInt | StrictStr | None, Field(
             description="Each GPU must have at least this much memory, e.g. \"40G\".")] = None,
         gpu_type: Annotated[str | None, Field(
             description="Only GPUs of this type, e.g. \"A100\" (see list_gpus).", max_length=64)] = None,
-        cpus: Annotated[int | None, Field(ge=1, le=MAX_CPUS, description="CPU cores (default 1).")] = None,
+        cpus: Annotated[StrictInt | None, Field(ge=1, le=MAX_CPUS, description="CPU cores (default 1).")] = None,
         memory: Size = None,
-        time_limit: Annotated[int | str | None, Field(
+        time_limit: Annotated[StrictInt | StrictStr | None, Field(
             description="Time limit: \"30m\", \"2h\", \"1d\", \"1:30:00\", \"2-00:00:00\"; a bare number is minutes. "
                         "At the limit the job gets SIGTERM, then SIGKILL (state TIMEOUT).")] = None,
         env: Annotated[dict[str, EnvValue] | None, Field(
@@ -119,10 +148,11 @@ class CorralTools:
                         "server's environment.")] = None,
         name: Annotated[str | None, Field(description="A name to find the job by.", max_length=200)] = None,
         log_file: Annotated[str | None, Field(
-            description="Write stdout and stderr to this file (relative to working_directory; %j is the job id). "
-                        "Default: separate files in corral's log directory, shown in the result.",
+            description="Write stdout and stderr to this file: relative to working_directory, and inside it (or "
+                        "corral's home); %j is the job id, %x the name. Default: separate files in corral's log "
+                        "directory, shown in the result.",
                         max_length=4096)] = None,
-        labels: Annotated[dict[str, str] | None, Field(
+        labels: Annotated[dict[str, StrictStr] | None, Field(
             description="Labels, e.g. {\"params\": \"7B\", \"mode\": \"lora\"}: with params, corral warns when "
                         "the GPUs asked for cannot hold the model.")] = None,
     ) -> JobView:
@@ -132,14 +162,18 @@ class CorralTools:
                                  "(a batch script's text)", 'e.g. command="python train.py"')
         if command is not None and not command.strip():
             raise InvalidRequest("command", "must not be empty", 'e.g. command="python train.py"')
+        job_name = name or (_job_name(command) if command is not None else None)
         request: dict[str, Any] = {
             "gpus": gpus, "gpu_mem": gpu_memory, "gpu_type": gpu_type, "cpus": cpus, "mem": memory, "time": time_limit,
             "env": None if env is None else {k: str(v) for k, v in env.items()}, "labels": labels,
-            "name": name or (_job_name(command) if command is not None else None), "stdout": log_file,
-            "submit_dir": self._cwd, "workdir": working_directory,
+            "name": job_name, "stdout": log_file, "submit_dir": self._cwd, "workdir": working_directory,
         }
         with self._client() as client, fields_named(_JOB_FIELDS):
-            home = client.health().get("home")
+            health = client.health()
+            home = health.get("home")
+            if log_file is not None:
+                log_file_place(log_file, workdir=os.path.join(self._cwd, working_directory or ""), home=home,
+                               name=job_name or "job", user=str(health.get("user") or "user"))
             if command is not None:
                 job = client.submit(["bash", "-c", command], **request)
             else:
@@ -148,10 +182,11 @@ class CorralTools:
 
     def view_gpu_job(self, job_id: JobId) -> JobView:
         """A job's state, reason, times, exit code, log paths and the last lines of its logs."""
-        with self._client() as client:
-            job = client.get(job_id)
+        ref = job_ref(job_id, "job_id")
+        with self._client() as client, fields_named({}, job="job_id"):
+            job = client.get(ref)
             home = client.health().get("home")
-            view = job_view(job, home=home)
+            view = job_view(job, home=home, given=given_id(ref))
             view["stdout_tail"] = self._tail(client, job, "stdout")
             if job.get("stderr_path") != job.get("stdout_path"):
                 view["stderr_tail"] = self._tail(client, job, "stderr")
@@ -159,18 +194,21 @@ class CorralTools:
 
     def stop_gpu_job(self, job_id: JobId) -> StopResult:
         """Stop a job: a pending one leaves the queue, a running one gets SIGTERM, then SIGKILL."""
-        with self._client() as client:
+        ref = job_ref(job_id, "job_id")
+        given = given_id(ref)
+        with self._client() as client, fields_named({}, job="job_id"):
             try:
-                job = client.cancel(job_id)
+                job = client.cancel(ref)
             except Conflict:  # it had already ended: say how, which is what the agent wants to know
-                job = client.get(job_id)
-                return {"job_id": int(job["id"]), "state": job["state"], "already_ended": True,
-                        "message": f"job {job['id']} had already ended ({job['state']}); nothing to stop"}
+                job = client.get(ref)
+                return {"job_id": given, "ref": str(job.get("ref") or ref), "state": job["state"],
+                        "already_ended": True, "message": f"job {ref} had already ended ({job['state']}); nothing to stop"}
         state = job["state"]
-        message = (f"job {job['id']} stopped ({state})" if state in TERMINAL else
-                   f"job {job['id']} is stopping ({state}): it got SIGTERM and is killed after a grace period; "
+        message = (f"job {ref} stopped ({state})" if state in TERMINAL else
+                   f"job {ref} is stopping ({state}): it got SIGTERM and is killed after a grace period; "
                    "view_gpu_job shows it CANCELLED once it has ended")
-        return {"job_id": int(job["id"]), "state": state, "already_ended": False, "message": message}
+        return {"job_id": given, "ref": str(job.get("ref") or ref), "state": state, "already_ended": False,
+                "message": message}
 
     def _tail(self, client: Client, job: Mapping[str, Any], stream: str) -> LogTail:
         path = job.get(f"{stream}_path")
@@ -185,7 +223,7 @@ class CorralTools:
 
     def workload_submit(
         self,
-        command: Annotated[list[str], Field(
+        command: Annotated[list[StrictStr], Field(
             description="The program and its arguments, e.g. [\"python\", \"train.py\"] (not run through a shell).",
             min_length=1, max_length=10_000)],
         name: Annotated[str | None, Field(description="A name to find the workload by.", max_length=200)] = None,
@@ -193,17 +231,17 @@ class CorralTools:
             description="A container image to run in, e.g. \"nvcr.io#nvidia/pytorch:24.05-py3\". Only on a corral "
                         "server with the Slurm backend whose cluster has the Pyxis plugin (srun --container-image); "
                         "the local backend refuses it.", max_length=512)] = None,
-        gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, description="Number of GPUs.")] = 1,
-        gpuMemoryMb: Annotated[int | None, Field(  # noqa: N803 - the seed's names
+        gpus: Annotated[StrictInt, Field(ge=0, le=MAX_GPUS, description="Number of GPUs.")] = 1,
+        gpuMemoryMb: Annotated[StrictInt | None, Field(  # noqa: N803 - the seed's names
             ge=1, le=2**31 - 1, description="Each GPU must have at least this many megabytes, e.g. 40960.")] = None,
         env: Annotated[dict[str, EnvValue] | list[EnvVar] | None, Field(
             description="Environment variables: {\"NAME\": \"value\"} or [{\"name\": \"NAME\", \"value\": \"value\"}].",
         )] = None,
-        args: Annotated[list[str] | None, Field(description="Arguments appended to command.", max_length=10_000)] = None,
-        labels: Annotated[dict[str, str] | None, Field(description="Labels to find the workload by.")] = None,
-        preemptible: Annotated[bool | None, Field(
+        args: Annotated[list[StrictStr] | None, Field(description="Arguments appended to command.", max_length=10_000)] = None,
+        labels: Annotated[dict[str, StrictStr] | None, Field(description="Labels to find the workload by.")] = None,
+        preemptible: Annotated[StrictBool | None, Field(
             description="May be stopped for a job of higher priority and requeued (checkpoint to resume).")] = None,
-        maxRuntimeSeconds: Annotated[int | None, Field(  # noqa: N803
+        maxRuntimeSeconds: Annotated[StrictInt | None, Field(  # noqa: N803
             ge=1, le=MAX_RUNTIME_S, description="Time limit in seconds; then SIGTERM, SIGKILL (TIMEOUT).")] = None,
     ) -> Workload:
         """Submit a workload in the seed's shape."""
@@ -219,36 +257,43 @@ class CorralTools:
 
     def workload_get(self, workloadId: WorkloadId) -> Workload:  # noqa: N803
         """A workload's state, reason, times, exit code and log paths."""
-        with self._client() as client, fields_named(_WORKLOAD_FIELDS):
-            job = client.get(workloadId)
+        ref = job_ref(workloadId, "workloadId")
+        with self._client() as client, fields_named(_WORKLOAD_FIELDS, job="workloadId"):
+            job = client.get(ref)
             home = client.health().get("home")
         return workload_view(job, home=home)
 
     def workload_logs(
         self,
         workloadId: WorkloadId,  # noqa: N803
-        tail: Annotated[int, Field(ge=1, le=bounds.LOG_MAX_LINES, description=(
+        tail: Annotated[StrictInt, Field(ge=1, le=bounds.LOG_MAX_LINES, description=(
             "Without since: the last this many lines. With since: at most this many lines from there."))]
         = bounds.LOG_DEFAULT_LINES,
-        since: Annotated[int | None, Field(ge=0, le=2**62, description=(
-            "A byte offset to read on from: the nextOffset of the previous call. Leave out for the last lines."))]
+        since: Annotated[StrictInt | None, Field(ge=0, le=MAX_OFFSET, description=(
+            "A byte offset to read on from: the nextOffset of the previous call (past the end reads from the "
+            "end). Leave out for the last lines."))]
         = None,
         stream: Annotated[Literal["stdout", "stderr"], Field(description="Which log.")] = "stdout",
     ) -> WorkloadLogs:
         """Lines of a workload's stdout or stderr, bounded; nextOffset continues where they end."""
-        with self._client() as client, fields_named(_WORKLOAD_FIELDS):
+        ref = job_ref(workloadId, "workloadId")
+        with self._client() as client, fields_named(_WORKLOAD_FIELDS, job="workloadId"):
             if since is None:
-                data, next_offset, state = client.logs(workloadId, stream=stream, tail=tail)
+                data, next_offset, state = client.logs(ref, stream=stream, tail=tail)
                 excerpt = bounds.last_lines(data, tail, bounds.LOG_MAX_BYTES, bounds.LOG_LINE_CHARS)
                 complete = state in TERMINAL
             else:
-                data, end, state = client.logs(workloadId, stream=stream, offset=since)
+                start = since
+                if since > 0:  # an offset past the end reads from the end (the server cannot seek that far)
+                    _, size, _ = client.logs(ref, stream=stream, tail=0)
+                    start = min(since, size)
+                data, end, state = client.logs(ref, stream=stream, offset=start)
                 at_end = state in TERMINAL and len(data) < LOG_CHUNK
                 excerpt, used = bounds.first_lines(data, tail, bounds.LOG_MAX_BYTES, bounds.LOG_LINE_CHARS,
                                                    at_end=at_end)
-                next_offset = since + used if data else end
+                next_offset = start + used if data else end
                 complete = at_end and used == len(data)
-        return {"workloadId": str(workloadId), "stream": stream, "state": state, "lines": excerpt.lines,
+        return {"workloadId": ref, "stream": stream, "state": state, "lines": excerpt.lines,
                 "nextOffset": next_offset, "omittedLines": excerpt.omitted_lines, "cutLines": excerpt.cut_lines,
                 "complete": complete}
 
@@ -262,16 +307,19 @@ class CorralTools:
             "Start of the range: \"-30m\", \"-2h\", \"-1d\", ISO 8601 or epoch seconds."))] = "-30m",
         endTime: Annotated[str | None, Field(max_length=64, description="End of the range; default now.")]  # noqa: N803
         = None,
-        maxPoints: Annotated[int, Field(ge=2, le=bounds.MAX_POINTS, description=(  # noqa: N803
+        maxPoints: Annotated[StrictInt, Field(ge=2, le=bounds.MAX_POINTS, description=(  # noqa: N803
             "Longer series are thinned to this many points, keeping each bucket's low and high."))]
         = bounds.DEFAULT_POINTS,
     ) -> MetricSeries:
         """A workload's metric over time, downsampled."""
+        ref = job_ref(workloadId, "workloadId")
         names = {**_WORKLOAD_FIELDS, "start": "startTime", "end": "endTime", "max_points": "maxPoints"}
-        with self._client() as client, fields_named(names):
-            result = client.metrics(workloadId, metric, start=startTime, end=endTime, max_points=maxPoints)
-        points = [list(point) for point in result.get("points", [])][:bounds.MAX_POINTS]
-        return {"workloadId": str(workloadId), "metric": metric, "source": result.get("source", ""),
+        with self._client() as client, fields_named(names, job="workloadId", missing="metric"):
+            result = client.metrics(ref, metric, start=startTime, end=endTime, max_points=maxPoints)
+            points = [[t, number(v)] for t, v in result.get("points", [])][:bounds.MAX_POINTS]
+            if result.get("source") == "run" and any(v is None for _, v in points):
+                points = _tracked_values(client, int(result["job"]), metric, points)
+        return {"workloadId": ref, "metric": metric, "source": result.get("source", ""),
                 "count": int(result.get("count", len(points))), "points": points,
                 "summary": series_summary([p[1] for p in points])}
 
@@ -285,20 +333,32 @@ class CorralTools:
         severity: Annotated[Literal["info", "warning", "critical"], Field(description="How urgent.")] = "warning",
         message: Annotated[str, Field(max_length=2000, description=(
             "Text sent when it fires; {job} {name} {user} {state} {value} {rule} are filled in."))] = "",
-        workloadId: Annotated[int | str | None, Field(description=(  # noqa: N803
-            "Only this job (its id); leave out to watch every job of yours."))] = None,
-        channels: Annotated[list[str] | None, Field(max_length=20, description=(
+        workloadId: Annotated[StrictInt | StrictStr | None, Field(description=(  # noqa: N803
+            "Only this job: 12, or \"12_3\" for task 3 of array 12 (an array's id watches all its tasks); "
+            "leave out to watch every job of yours."))] = None,
+        channels: Annotated[list[StrictStr] | None, Field(max_length=20, description=(
             "Channels (set up with `corral alert channel add`) to notify; firings are recorded either way."))]
         = None,
     ) -> AlertRule:
-        """Create an alert rule."""
-        job = _job_number(workloadId, "workloadId") if workloadId is not None else None
-        with self._client() as client, fields_named({"job": "workloadId"}):
-            rule = client.create_alert(name, condition, severity=severity, message=message, job=job,
-                                       channels=channels or ())
-        scope = f"job {rule['job']}" if rule.get("job") else (f"label {rule['label']}" if rule.get("label")
-                                                              else f"user {rule['user']}" if rule.get("user")
-                                                              else "every job")
+        """Create an alert rule, on one job or on every job of the user's."""
+        ref = job_ref(workloadId, "workloadId") if workloadId is not None else None
+        with self._client() as client:
+            job_id = user = None
+            if ref is None:
+                user = client.health().get("user") or None
+                scope = f"every job of user {user} (yours)" if user else "every job"
+            else:
+                with fields_named({"job_id": "workloadId"}, job="workloadId"):
+                    job = client.get(ref)
+                if "_" in ref and job.get("array_task_id") is None:
+                    raise InvalidRequest("workloadId", f"task {ref} has not started yet, so it is not a job of its "
+                                         "own to watch", f"watch the whole array (workloadId={ref.split('_')[0]}), "
+                                         "or create the alert once the task runs")
+                job_id = int(job["id"])
+                scope = f"job {ref}"
+            with fields_named({"job": "workloadId"}, job="workloadId", missing="channels", clash="name"):
+                rule = client.create_alert(name, condition, severity=severity, message=message, job=job_id,
+                                           user=user, channels=channels or ())
         return {"name": rule["name"], "condition": rule["condition"], "severity": rule["severity"], "scope": scope,
                 "message": rule.get("message") or "", "channels": list(rule.get("channels") or []),
                 "note": "Fires once when the condition holds (a job ending in a watched state fires at once) and "
@@ -315,7 +375,8 @@ class CorralTools:
         self,
         state: Annotated[Literal["PENDING", "RUNNING"] | None, Field(description="Only these.")] = None,
         user: Annotated[str | None, Field(max_length=64, description="Only this user's jobs.")] = None,
-        limit: Annotated[int, Field(ge=1, le=bounds.MAX_LIST, description="At most this many jobs.")] = 50,
+        limit: Annotated[StrictInt, Field(ge=1, le=bounds.MAX_LIST, description=(
+            "At most this many jobs (fewer when their names are long: an answer stays short)."))] = 50,
     ) -> QueueView:
         """Running jobs, then pending ones in priority order with their reasons and estimated starts."""
         query = [("limit", str(limit))] + [(k, v) for k, v in (("state", state), ("user", user)) if v is not None]
@@ -328,25 +389,32 @@ class CorralTools:
         project: Annotated[str | None, Field(max_length=200, description="Only this project's runs.")] = None,
         state: Annotated[Literal["running", "finished", "failed", "crashed"] | None, Field(
             description="Only runs in this state.")] = None,
-        job_id: Annotated[int | None, Field(ge=1, le=2**31 - 1, description="Only the runs of this job.")] = None,
-        limit: Annotated[int, Field(ge=1, le=100, description="At most this many runs, newest first.")] = 20,
+        job_id: Annotated[StrictInt | None, Field(ge=1, le=2**31 - 1, description="Only the runs of this job.")]
+        = None,
+        limit: Annotated[StrictInt, Field(ge=1, le=100, description=(
+            "At most this many runs, newest first (fewer when they are large: an answer stays short)."))] = 20,
     ) -> RunList:
         """Tracked runs, newest first: config, state, and each metric's last, min and max."""
         with self._client() as client:
             runs = client.runs(project=project, state=state, job=job_id, limit=limit + 1)
-        return {"runs": [run_view(r) for r in runs[:limit]], "truncated": len(runs) > limit}
+        matched = [run_view(r) for r in runs[:limit]]
+        view: RunList = {"runs": [], "total": len(matched), "more": len(runs) > limit, "truncated": False}
+        view["runs"], dropped = bounds.fit_items(matched, bounds.RESULT_BYTES - bounds.json_size(view))
+        view["truncated"] = dropped or view["more"]
+        return view
 
     def run_metrics(
         self,
-        run: Annotated[int | str, Field(description="The run's id or uid (see list_runs).")],
-        keys: Annotated[list[str] | None, Field(min_length=1, max_length=MAX_KEYS, description=(
+        run: Annotated[StrictInt | StrictStr, Field(description="The run's id or uid (see list_runs).")],
+        keys: Annotated[list[StrictStr] | None, Field(min_length=1, max_length=MAX_KEYS, description=(
             "Metric names, e.g. [\"train/loss\", \"val/acc\"]; leave out to list the run's metrics."))] = None,
-        maxPoints: Annotated[int, Field(ge=2, le=bounds.MAX_POINTS, description=(  # noqa: N803
+        maxPoints: Annotated[StrictInt, Field(ge=2, le=bounds.MAX_POINTS, description=(  # noqa: N803
             "Points per metric (fewer when several are asked for: 1000 in all), keeping each bucket's low and "
             "high."))] = bounds.DEFAULT_POINTS,
     ) -> RunMetrics:
         """A run's tracked metrics by step, downsampled."""
-        with self._client() as client, fields_named({"key": "keys", "max_points": "maxPoints", "ref": "run"}):
+        with self._client() as client, fields_named({"key": "keys", "max_points": "maxPoints", "ref": "run"},
+                                                    missing="run"):
             info = client.get_run(run)
             available = sorted(info.get("metrics") or {})
             series = []
@@ -356,7 +424,7 @@ class CorralTools:
                     raise InvalidRequest("keys", f"run {info['id']} has no metric {key!r}",
                                          f"it has: {', '.join(available[:30]) or 'none yet'}")
                 data = client.series(info["id"], key, max_points=per_key)
-                points = [[step, value] for step, value in zip(data["steps"], data["values"])]
+                points = [[step, number(value)] for step, value in zip(data["steps"], data["values"])]
                 series.append({"key": key, "count": data["count"], "downsampled": data["downsampled"],
                                "points": points, "summary": series_summary(data["values"])})
         return {"run": str(info["id"]), "series": series, "available_keys": available[:100]}
@@ -391,16 +459,18 @@ class CorralTools:
 
     def diagnose_job(self, job_id: JobId) -> dict[str, Any]:
         """Why a job failed or runs badly: causes, evidence and fixes."""
-        with self._client() as client:
-            result = client.diagnose(job_id)
+        ref = job_ref(job_id, "job_id")
+        with self._client() as client, fields_named({}, job="job_id"):
+            result = client.diagnose(ref)
         job = result.get("job") or {}
-        return {"job_id": job.get("id"), "state": job.get("state"), "exit_code": job.get("exit_code"),
-                "findings": evidence(result.get("findings") or []), "checked": result.get("checked") or {}}
+        return evidence({"job_id": given_id(ref), "state": job.get("state"), "exit_code": job.get("exit_code"),
+                         "findings": result.get("findings") or [], "checked": result.get("checked") or {}})
 
     def job_efficiency(self, job_id: JobId) -> dict[str, Any]:
         """How well a job used the CPUs, memory and GPUs it asked for, with advice."""
-        with self._client() as client:
-            return evidence(client.efficiency(job_id))
+        ref = job_ref(job_id, "job_id")
+        with self._client() as client, fields_named({}, job="job_id"):
+            return evidence(client.efficiency(ref))
 
 
 def get_json(client: Client, path: str) -> Any:
@@ -426,8 +496,14 @@ def _job_name(command: str) -> str:
     return name[:200] or "job"
 
 
-def _job_number(value: int | str, field: str) -> int:
-    text = str(value)
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 2**31 - 1:
-        raise InvalidRequest(field, f"{text!r} is not a job id", "give the id workload_submit returned, e.g. 12")
-    return int(text)
+def _tracked_values(client: Client, job_id: int, metric: str, points: list[list[Any]]) -> list[list[Any]]:
+    """`points` of a tracked metric with the values the server wrote as null (its JSON has no NaN or
+    infinity) read from the run's own series, which names them; any it cannot place read "NaN"."""
+    runs = client.runs(job=job_id, limit=100)
+    run = next((r for r in runs if metric in (r.get("metrics") or {})), None)  # the newest, as the server picks
+    named: dict[float, Any] = {}
+    if run is not None:
+        data = client.series(run["id"], metric, max_points=RESOLVE_POINTS)
+        named = {round(float(t), 3): number(v) for t, v in zip(data.get("times") or [], data.get("values") or [])
+                 if isinstance(v, str)}
+    return [[t, named.get(round(float(t), 3), "NaN") if v is None else v] for t, v in points]

@@ -10,7 +10,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from corral.core.units import format_duration, format_memory
-from corral.mcp.bounds import MAX_LIST, TEXT_CHARS, capped, short_text
+from corral.mcp.bounds import (
+    MAX_LIST, MAX_TAGS, NAME_CHARS, RESULT_BYTES, TEXT_CHARS, capped, fit_items, json_size, short_text,
+)
 from corral.mcp.results import GpuList, JobView, QueueView, Workload
 
 _REASONS = {
@@ -24,9 +26,19 @@ _REASONS = {
     "DependencyNeverSatisfied": "its dependency can never hold: stop it",
     "None": "just queued; the scheduler places it within a moment",
 }
-_FAILED = ("FAILED", "OUT_OF_MEMORY", "NODE_FAIL")
-CONFIG_CHARS = 2000
+CONFIG_CHARS = 300
+"""The most characters of one run's config a listing shows."""
 RUN_METRIC_KEYS = 20
+MAX_WARNINGS = 10
+_NONFINITE = {"nan": "NaN", "infinity": "Infinity", "inf": "Infinity", "+infinity": "Infinity", "+inf": "Infinity",
+              "-infinity": "-Infinity", "-inf": "-Infinity"}
+
+
+def public_id(job: Mapping[str, Any]) -> int | str:
+    """The id an agent passes back for the job: `12`, or `"12_3"` for task 3 of array 12."""
+    if job.get("array_job_id") is not None and job.get("array_task_id") is not None:
+        return f"{job['array_job_id']}_{job['array_task_id']}"
+    return int(job["id"])
 
 
 def checkpoint_dir(home: str | None, job_id: int) -> str | None:
@@ -62,10 +74,16 @@ def next_step(job: Mapping[str, Any]) -> str:
             "cause and the fix before resubmitting.")
 
 
-def job_view(job: Mapping[str, Any], *, home: str | None) -> JobView:
-    """The job as view_gpu_job describes it (without log tails)."""
+def job_view(job: Mapping[str, Any], *, home: str | None, given: int | str | None = None) -> JobView:
+    """The job as view_gpu_job describes it (without log tails).
+
+    Args:
+        given: the id the agent named the job by, kept as `job_id` (an array task's internal id
+            stays what the agent wrote); else the job's own (`12`, or `12_3` for a task).
+    """
     view: JobView = {
-        "job_id": int(job["id"]), "name": job["name"], "user": job["user"], "state": job["state"],
+        "job_id": public_id(job) if given is None else given, "ref": str(job.get("ref") or job["id"]),
+        "name": job["name"], "user": job["user"], "state": job["state"],
         "reason": job.get("reason"), "exit_code": job.get("exit_code"), "signal": job.get("signal"),
         "submit_time": job.get("submit_time"), "start_time": job.get("start_time"), "end_time": job.get("end_time"),
         "estimated_start": job.get("estimated_start"), "time_limit": format_duration(job.get("time_limit_s")),
@@ -74,27 +92,35 @@ def job_view(job: Mapping[str, Any], *, home: str | None) -> JobView:
         "cpus": int(job.get("cpus") or 1), "memory": format_memory(job.get("mem_mb")), "node": job.get("node"),
         "working_directory": job.get("workdir") or "", "stdout_path": job.get("stdout_path"),
         "stderr_path": job.get("stderr_path"), "checkpoint_dir": checkpoint_dir(home, int(job["id"])),
-        "restarts": int(job.get("restarts") or 0), "labels": dict(job.get("labels") or {}), "next_step": next_step(job),
+        "restarts": int(job.get("restarts") or 0), "labels": bounded_labels(job.get("labels")),
+        "next_step": next_step(job),
     }
     if job.get("warnings"):
-        view["warnings"] = [short_text(w) for w in job["warnings"]]
+        view["warnings"] = [short_text(w) for w in job["warnings"][:MAX_WARNINGS]]
     return view
 
 
 def workload_view(job: Mapping[str, Any], *, home: str | None) -> Workload:
     """The job in the seed's workload shape (camelCase)."""
     view: Workload = {
-        "workloadId": str(job.get("ref") or job["id"]), "name": job["name"], "state": job["state"],
+        "workloadId": str(public_id(job)), "name": job["name"], "state": job["state"],
         "reason": job.get("reason"), "exitCode": job.get("exit_code"), "submitTime": job.get("submit_time"),
         "startTime": job.get("start_time"), "endTime": job.get("end_time"), "gpus": int(job.get("gpus") or 0),
-        "gpuType": job.get("gpu_type"), "gpuMemoryMb": job.get("gpu_mem_mb"), "labels": dict(job.get("labels") or {}),
+        "gpuType": job.get("gpu_type"), "gpuMemoryMb": job.get("gpu_mem_mb"),
+        "labels": bounded_labels(job.get("labels")),
         "preemptible": bool(job.get("preemptible")), "maxRuntimeSeconds": job.get("time_limit_s"),
         "logs": {"stdout": job.get("stdout_path"), "stderr": job.get("stderr_path")},
         "checkpointDir": checkpoint_dir(home, int(job["id"])), "nextStep": next_step(job),
     }
     if job.get("warnings"):
-        view["warnings"] = [short_text(w) for w in job["warnings"]]
+        view["warnings"] = [short_text(w) for w in job["warnings"][:MAX_WARNINGS]]
     return view
+
+
+def bounded_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+    """At most MAX_TAGS labels, each key and value cut to NAME_CHARS."""
+    return {short_text(str(k), NAME_CHARS): short_text(str(v), NAME_CHARS)
+            for k, v in list((labels or {}).items())[:MAX_TAGS]}
 
 
 def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
@@ -104,27 +130,36 @@ def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
     for node in cluster.get("nodes", []):
         for gpu in node.get("gpus", []):
             free = gpu.get("job_id") is None
-            gpus.append({"node": node["name"], "index": gpu["index"], "type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"),
-                         "free": free, "job_id": gpu.get("job_id"), "user": gpu.get("user"),
-                         "utilization": gpu.get("utilization"), "memory_used_mb": gpu.get("memory_used_mb")})
+            gpus.append({"node": short_text(str(node["name"]), NAME_CHARS), "index": gpu["index"],
+                         "type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "free": free,
+                         "job_id": gpu.get("job_id"), "user": gpu.get("user"), "utilization": gpu.get("utilization"),
+                         "memory_used_mb": gpu.get("memory_used_mb")})
             group = by_type.setdefault((gpu.get("type"), gpu.get("mem_mb")),
                                        {"type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "total": 0, "free": 0})
             group["total"] += 1
             group["free"] += free
-    shown, truncated = capped(gpus, MAX_LIST)
     free_count = sum(g["free"] for g in gpus)
-    return {"total": len(gpus), "free": free_count, "busy": len(gpus) - free_count, "by_type": list(by_type.values()),
-            "gpus": shown, "truncated": truncated,
-            "note": "Free right now. A job asking for more GPUs than are free waits in the queue until they are; "
-                    "gpu_type and gpu_memory pick among the types listed."}
+    view: GpuList = {
+        "total": len(gpus), "free": free_count, "busy": len(gpus) - free_count,
+        "by_type": list(by_type.values())[:MAX_LIST], "gpus": [], "truncated": False,
+        "note": "Free right now. A job asking for more GPUs than are free waits in the queue until they are; "
+                "gpu_type and gpu_memory pick among the types listed."}
+    shown, over_limit = capped(gpus, MAX_LIST)
+    view["gpus"], over_budget = fit_items(shown, RESULT_BYTES - json_size(view))
+    view["truncated"] = over_limit or over_budget
+    return view
 
 
 def queue_view(page: Mapping[str, Any], limit: int) -> QueueView:
-    """Running jobs, then pending ones in priority order, with reasons and estimated starts."""
+    """Running jobs, then pending ones in priority order, with reasons and estimated starts.
+
+    Names are cut and the list ends where its JSON would pass RESULT_BYTES; `total` counts them all.
+    """
     jobs = []
     for job in page.get("jobs", [])[:limit]:
         entry = {
-            "job_id": job["id"], "name": job["name"], "user": job["user"], "state": job["state"],
+            "job_id": public_id(job), "name": short_text(str(job["name"]), NAME_CHARS),
+            "user": short_text(str(job["user"]), NAME_CHARS), "state": job["state"],
             "reason": job.get("reason"), "gpus": job.get("gpus"), "gpu_type": job.get("gpu_type"),
             "gpu_ids": job.get("gpu_ids"), "submit_time": job.get("submit_time"), "start_time": job.get("start_time"),
             "estimated_start": job.get("estimated_start"), "time_limit": format_duration(job.get("time_limit_s")),
@@ -135,44 +170,94 @@ def queue_view(page: Mapping[str, Any], limit: int) -> QueueView:
             entry["progress"] = {k: job["progress"].get(k) for k in ("step", "total", "rate", "eta_s")}
         jobs.append(entry)
     total = int(page.get("total", len(jobs)))
-    return {"total": total, "running": int(page.get("running", 0)), "pending": int(page.get("pending", 0)),
-            "jobs": jobs, "truncated": total > len(jobs)}
+    view: QueueView = {"total": total, "running": int(page.get("running", 0)), "pending": int(page.get("pending", 0)),
+                       "jobs": [], "truncated": False}
+    view["jobs"], _ = fit_items(jobs, RESULT_BYTES - json_size(view))
+    view["truncated"] = total > len(view["jobs"])
+    return view
 
 
 def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A tracked run: identity, state, its job, a bounded config and each metric's last/min/max."""
+    """A tracked run: identity, state, its job, a bounded config and each metric's last/min/max.
+
+    A config longer than CONFIG_CHARS as JSON is given as that JSON's text, cut with a marker.
+    """
     metrics = run.get("metrics") or {}
     keys = sorted(metrics)[:RUN_METRIC_KEYS]
     config = run.get("config") or {}
-    text = json.dumps(config, default=str)
+    text = json.dumps(config, default=str, ensure_ascii=False)
+    tags = [short_text(str(tag), NAME_CHARS) for tag in list(run.get("tags") or [])[:MAX_TAGS]]
     return {
-        "id": run["id"], "uid": run.get("uid"), "project": run.get("project"), "name": run.get("name"),
-        "state": run.get("state"), "job_id": run.get("job_id"), "start_time": iso(run.get("start_time")),
-        "end_time": iso(run.get("end_time")), "last_step": run.get("last_step"), "tags": list(run.get("tags") or []),
-        "config": config if len(text) <= CONFIG_CHARS else {"truncated": short_text(text, CONFIG_CHARS)},
-        "metrics": {k: {f: metrics[k].get(f) for f in ("count", "last_step", "last", "min", "max")} for k in keys},
+        "id": run["id"], "uid": _short(run.get("uid")), "project": _short(run.get("project")),
+        "name": _short(run.get("name")), "state": run.get("state"), "job_id": run.get("job_id"),
+        "start_time": iso(run.get("start_time")), "end_time": iso(run.get("end_time")),
+        "last_step": run.get("last_step"), "tags": tags, "tags_total": len(run.get("tags") or []),
+        "config": config if len(text) <= CONFIG_CHARS else short_text(text, CONFIG_CHARS),
+        "metrics": {short_text(k, NAME_CHARS): {f: number(metrics[k].get(f)) if f in ("last", "min", "max")
+                                                 else metrics[k].get(f)
+                                                 for f in ("count", "last_step", "last", "min", "max")}
+                    for k in keys},
         "metric_keys_total": len(metrics),
     }
 
 
-def series_summary(values: Sequence[Any]) -> dict[str, float | None]:
-    """First, last, min, max and mean of a series' finite values (None when it has none)."""
-    finite = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
-    if not finite:
-        return {"first": None, "last": None, "min": None, "max": None, "mean": None}
-    return {"first": finite[0], "last": finite[-1], "min": min(finite), "max": max(finite),
-            "mean": round(sum(finite) / len(finite), 6)}
+def _short(value: Any) -> Any:
+    return short_text(value, NAME_CHARS) if isinstance(value, str) else value
 
 
-def evidence(data: Any, depth: int = 0) -> Any:
-    """A diagnosis or efficiency report with every string and list bounded."""
+def number(value: Any) -> Any:
+    """A metric value as the tools write it: finite numbers as numbers, NaN and the infinities as
+    the strings "NaN", "Infinity" and "-Infinity" (JSON has no such numbers), None as None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, str):
+        return _NONFINITE.get(value.lower(), value)
+    return value
+
+
+def series_summary(values: Sequence[Any]) -> dict[str, Any]:
+    """First, last, min, max and mean of a series, and how many of its values are not finite.
+
+    `first` and `last` are the values as they are, so a loss that ended in NaN reads `"NaN"`;
+    min, max, mean and `last_finite` count finite values only (None when there are none).
+    Missing values (None: not measured) are skipped.
+    """
+    present = [number(v) for v in values if v is not None]
+    finite = [float(v) for v in present if isinstance(v, int | float) and not isinstance(v, bool)]
+    summary: dict[str, Any] = {
+        "first": present[0] if present else None, "last": present[-1] if present else None,
+        "last_finite": finite[-1] if finite else None, "min": None, "max": None, "mean": None,
+        "nonfinite": len(present) - len(finite),
+    }
+    if finite:
+        summary.update(min=min(finite), max=max(finite), mean=round(sum(finite) / len(finite), 6))
+    return summary
+
+
+_EVIDENCE_CAPS = ((20, TEXT_CHARS), (10, 200), (5, NAME_CHARS), (2, 40))
+"""(list items, string characters) tried in turn until a report fits RESULT_BYTES."""
+
+
+def evidence(data: Any, max_bytes: int = RESULT_BYTES) -> Any:
+    """A diagnosis or efficiency report with every string and list bounded, within `max_bytes` of JSON."""
+    trimmed = data
+    for items, chars in _EVIDENCE_CAPS:
+        trimmed = _trim(data, items, chars, 0)
+        if json_size(trimmed) <= max_bytes:
+            break
+    return trimmed
+
+
+def _trim(data: Any, items: int, chars: int, depth: int) -> Any:
     if isinstance(data, str):
-        return short_text(data, TEXT_CHARS)
+        return short_text(data, chars)
+    if isinstance(data, float):
+        return number(data)
     if isinstance(data, list):
-        return [evidence(item, depth + 1) for item in data[:20]]
+        return [_trim(item, items, chars, depth + 1) for item in data[:items]]
     if isinstance(data, dict) and depth < 6:
-        return {key: evidence(value, depth + 1) for key, value in data.items()}
-    return data
+        return {key: _trim(value, items, chars, depth + 1) for key, value in list(data.items())[:items * 5]}
+    return data if depth < 6 or not isinstance(data, dict | list) else "…"
 
 
 def iso(epoch: float | None) -> str | None:

@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import StrictFloat, StrictInt, StrictStr
 from typing_extensions import TypedDict
 
 from corral.errors import InvalidRequest
@@ -21,12 +22,12 @@ MAX_IMAGE = 512
 class EnvVar(TypedDict):
     """One variable in the Kubernetes-style list form of `env`."""
 
-    name: str
-    value: str
+    name: StrictStr
+    value: StrictStr
 
 
-EnvValue = str | int | float
-"""A variable's value as an agent writes it; numbers become their text."""
+EnvValue = StrictStr | StrictInt | StrictFloat
+"""A variable's value as an agent writes it; numbers become their text, and true/false is refused."""
 
 # What a Pyxis container needs to see of the host: corral's home (logs, $CORRAL_CHECKPOINT_DIR)
 # and the job's working directory, at the same paths. Fixed text: only the image and the
