@@ -219,3 +219,11 @@ def test_out_of_range_numbers_in_urls_are_422_not_500(server, path):
 def test_values_the_database_could_not_hold_are_refused_up_front(server, body, field):
     status, answer, _ = call(server, "POST", "/api/v1/jobs", body)
     assert status == 422 and answer["error"]["field"] == field
+
+
+def test_reading_a_log_past_its_end_answers_nothing_from_the_end(server_factory):
+    client = server_factory().client()
+    job = client.submit(["sh", "-c", "echo hello"])["id"]
+    client.wait(job, timeout=30)
+    data, offset, state = client.logs(job, offset=2**62)
+    assert (data, offset, state) == (b"", len(b"hello\n"), "COMPLETED")

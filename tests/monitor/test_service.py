@@ -307,3 +307,14 @@ def test_rules_open_episodes_and_pending_deliveries_survive_a_restart(server_fac
     finally:
         client.cancel(job)
         receiver.close()
+
+
+def test_metric_queries_say_nan_and_infinity_as_the_run_series_do(fast_server):
+    client = fast_server.client()
+    job = client.submit(py("import time; time.sleep(60)"))["id"]
+    wait_for(lambda: client.get(job)["state"] == "RUNNING")
+    run = client.create_run(project="p", job_id=job)
+    client.log_metrics(run["id"], {"points": [{"key": "loss", "step": s, "value": v}
+                                              for s, v in enumerate([2.0, "NaN", "Infinity", 0.5])]})
+    assert [v for _, v in client.metrics(job, "loss", start="-5m")["points"]] == [2.0, "NaN", "Infinity", 0.5]
+    client.cancel(job)

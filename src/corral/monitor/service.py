@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
@@ -524,7 +525,7 @@ class MonitorService:
                 count, points = self._tracked_points(conn, job.id, metric, since, until, max_points)
                 source = "run"
             return {"job": job.id, "metric": metric, "source": source, "start": since, "end": until,
-                    "count": count, "points": [[round(t, 3), v] for t, v in points]}
+                    "count": count, "points": [[round(t, 3), _json_value(v)] for t, v in points]}
 
         return await self._read(read)
 
@@ -542,7 +543,7 @@ class MonitorService:
             return 0, []
         count, _, points = self.run_store.series(conn, run["id"], key, start=steps[0], end=steps[1],
                                                  max_points=max_points)
-        kept = [(float(t), None if v != v else float(v)) for t, v in zip(points.times, points.values)
+        kept = [(float(t), float(v)) for t, v in zip(points.times, points.values)
                 if (since is None or t >= since) and (until is None or t <= until)]
         return count, kept
 
@@ -688,6 +689,13 @@ def _notification(firing: Mapping[str, Any], event: str) -> Any:
         user=firing["user"], value=firing["value"], fired_at=firing["fired_at"],
         resolved_at=firing["resolved_at"] if event == "resolved" else None,
     )
+
+
+def _json_value(value: float | None) -> float | str | None:
+    """NaN and infinities as the strings the run series use ("NaN", "Infinity"): null means no value."""
+    if value is None or math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 def _sample_row(sample: JobSample) -> dict[str, Any]:

@@ -454,8 +454,9 @@ class JobService:
                     data = f.read(size - start)
                     lines = data.splitlines(keepends=True)
                     return b"".join(lines[-tail:]) if tail > 0 else b"", size, job
-                f.seek(offset)
+                f.seek(min(offset, size))  # past the end reads nothing, from the end
                 data = f.read(limit)
+                offset = min(offset, size)
         except FileNotFoundError:
             return b"", offset, job
         return data, offset + len(data), job

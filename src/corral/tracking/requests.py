@@ -145,6 +145,13 @@ def parse_tags(value: Any, name: str) -> tuple[str, ...]:
     return tuple(tags)
 
 
+def check_search_terms(project: str | None, tag: str | None) -> None:
+    """Raises InvalidRequest for a project or tag no run could have: PostgreSQL refuses a NUL byte even in a query."""
+    for name, value in (("project", project), ("tag", tag)):
+        if value is not None and not value.isprintable():
+            raise InvalidRequest(name, f"{value!r} holds control characters", "projects and tags are printable text")
+
+
 def _is_time(value: Any) -> bool:
     return type(value) in (int, float) and not _overflows(value) and math.isfinite(value)
 

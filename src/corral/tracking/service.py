@@ -231,6 +231,7 @@ class TrackingService:
                      where: list[str], limit: int) -> list[dict[str, Any]]:
         if state is not None and state not in RUN_STATES:
             raise InvalidRequest("state", f"{state!r} is not a run state", f"use one of {', '.join(RUN_STATES)}")
+        R.check_search_terms(project, tag)
         filters = [parse_filter(expr) for expr in where]
         return await self._read(lambda conn: self.store.search(
             conn, project=project, tag=tag, state=state, job_id=job_id, filters=filters, limit=limit))
