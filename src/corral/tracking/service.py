@@ -245,11 +245,7 @@ class TrackingService:
 
     async def series(self, ref: str, key: str, *, start: int | None, end: int | None, max_points: int) -> bytes:
         """The series as the JSON the API returns (built here, off the event loop)."""
-        check_key(key, "key")
-        if not 2 <= max_points <= MAX_SERIES_POINTS:
-            raise InvalidRequest("max_points", f"{max_points} is out of range", f"ask for 2 to {MAX_SERIES_POINTS:,} points")
-        if start is not None and end is not None and start > end:
-            raise InvalidRequest("start", f"{start} is after end {end}", "give start <= end")
+        _check_series_request([key], start, end, max_points)
 
         def read(conn: Connection) -> bytes:
             count, downsampled, points = self.store.series(
@@ -264,12 +260,7 @@ class TrackingService:
         page needs one request, not one per chart queued behind the browser's six connections."""
         if not 1 <= len(keys) <= MAX_BATCH_KEYS:
             raise InvalidRequest("key", f"{len(keys)} keys given", f"ask for 1 to {MAX_BATCH_KEYS} keys at once")
-        for key in keys:
-            check_key(key, "key")
-        if not 2 <= max_points <= MAX_SERIES_POINTS:
-            raise InvalidRequest("max_points", f"{max_points} is out of range", f"ask for 2 to {MAX_SERIES_POINTS:,} points")
-        if start is not None and end is not None and start > end:
-            raise InvalidRequest("start", f"{start} is after end {end}", "give start <= end")
+        _check_series_request(keys, start, end, max_points)
 
         def read(conn: Connection) -> bytes:
             run_id = self.store.resolve(conn, ref)
@@ -284,6 +275,15 @@ class TrackingService:
 
 
 MAX_BATCH_KEYS = 100
+
+
+def _check_series_request(keys: list[str], start: int | None, end: int | None, max_points: int) -> None:
+    for key in keys:
+        check_key(key, "key")
+    if not 2 <= max_points <= MAX_SERIES_POINTS:
+        raise InvalidRequest("max_points", f"{max_points} is out of range", f"ask for 2 to {MAX_SERIES_POINTS:,} points")
+    if start is not None and end is not None and start > end:
+        raise InvalidRequest("start", f"{start} is after end {end}", "give start <= end")
 
 
 def series_json(key: str, count: int, downsampled: bool, points: Points) -> bytes:
