@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from corral import __version__
 from corral.api import alerts, dashboard, events, jobs, monitoring, nodes, runs, sizing, webhooks
 from corral.api.errors import install_error_handlers
+from corral.api.limits import BodyLimit
 from corral.api.submit_path import SubmitPath
 from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
@@ -58,6 +59,7 @@ def create_app(
     app.state.webhook_token = webhook_token
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
+    app.add_middleware(BodyLimit)  # added last: the outermost, before any body is read
     app.include_router(jobs.router)
     app.include_router(nodes.router)
     app.include_router(runs.router)
