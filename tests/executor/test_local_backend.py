@@ -223,3 +223,16 @@ def test_a_preempted_job_ends_preempted(backend):
     wait_for(lambda: os.path.exists(os.path.join(backend.job_dir(job.id), files.STARTED)))
     backend.preempt(job)
     assert finish(backend, job).state == "PREEMPTED"
+
+
+def test_a_job_whose_log_runs_away_is_killed_before_it_fills_the_disk(short_tmp):
+    backend = LocalBackend(short_tmp, kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: None,
+                           max_log_mb=2)
+    job = start(backend, command=[sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"])
+    quiet = start(backend, command=["sh", "-c", "echo fine"])
+    outcome = finish(backend, job)
+    assert (outcome.state, outcome.signal) == ("FAILED", 9)
+    size = os.path.getsize(job.log_path("stdout"))
+    assert 2 << 20 < size < 600 << 20  # stopped within a check or two of the limit, not at the disk's end
+    assert "the job's log passed the server's limit of 2 MB" in read(job.log_path("stderr"))
+    assert finish(backend, quiet).state == "COMPLETED"  # the job is the one that fails

@@ -47,6 +47,7 @@ def test_no_config_file_changes_nothing(tmp_path):
     ("[scheduler.weights]\nage = 'lots'\n", "scheduler.weights.age"),
     ("[server\n", "config.toml"),
     ("[monitor]\nsample_interval_s = 0\n", "monitor.sample_interval_s"),
+    ("[server]\nmax_log_mb = 0\n", "server.max_log_mb"),
     ("[monitor]\nsample_retention_days = -1\n", "monitor.sample_retention_days"),
     ("[monitor]\nsample_every = 3\n", "monitor.sample_every"),
     ("[smtp]\nport = '25'\n", "smtp.port"),

@@ -22,12 +22,13 @@ LIVENESS_CHECK_S = 2.0
 class LocalBackend:
     def __init__(
         self, home: str, *, kill_grace_s: float, server_env: Mapping[str, str], server_url: Callable[[], str | None],
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, max_log_mb: int | None = None,
     ) -> None:
         self.home = home
         self.jobs_dir = os.path.join(home, "jobs")
         self.checkpoints_dir = os.path.join(home, "checkpoints")
         self.kill_grace_s = kill_grace_s
+        self.max_log_mb = max_log_mb
         self.server_env = server_env
         self.server_url = server_url
         self.clock = clock
@@ -71,6 +72,7 @@ class LocalBackend:
             "time_limit_s": job.spec.time_limit_s,
             "mem_limit_mb": job.spec.mem_mb,
             "kill_grace_s": self.kill_grace_s,
+            "max_log_mb": self.max_log_mb,
             "append_logs": job.restarts > 0,
         }
         if job.spec.warn_signal:

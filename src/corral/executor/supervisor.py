@@ -23,6 +23,7 @@ from typing import Any
 from corral.executor import files
 
 MEMORY_CHECK_INTERVAL_S = 0.5
+LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
 MAX_WAIT_S = 1.0  # re-check the cancel file at least this often, even if a signal was missed
 
 
@@ -127,9 +128,13 @@ class Supervisor:
         limit = self.config.get("time_limit_s")
         grace = float(self.config.get("kill_grace_s", 10))
         mem_limit = self.config.get("mem_limit_mb") or 0
+        log_limit = (self.config.get("max_log_mb") or 0) * 1024 * 1024
+        logs = sorted({self.config["stdout"], self.config["stderr"]})
         began = time.monotonic()
         deadline = began + limit if limit else None
-        next_mem_check = began + MEMORY_CHECK_INTERVAL_S if mem_limit else None
+        check_every = LOG_CHECK_INTERVAL_S if log_limit else MEMORY_CHECK_INTERVAL_S
+        next_mem_check = began + check_every if mem_limit or log_limit else None
+        next_rss_check = began + MEMORY_CHECK_INTERVAL_S
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
         warn_signal = self.config.get("warn_signal")
         warn_at = deadline - float(self.config.get("warn_before_s", 0)) if deadline and warn_signal else None
@@ -176,11 +181,19 @@ class Supervisor:
                     kill_at = now + grace
                     continue
             if next_mem_check is not None and now >= next_mem_check:
-                next_mem_check = now + MEMORY_CHECK_INTERVAL_S
-                if outcome is None and files.session_rss_mb(self.pid) > mem_limit:
+                next_mem_check = now + check_every
+                if outcome is None and log_limit and _total_size(logs) > log_limit:
+                    # a runaway log would fill the disk the server and every other job need
+                    outcome = "FAILED"
+                    self.kill_session(signal.SIGKILL)
+                    self.note_stderr(f"corral: the job's log passed the server's limit of {log_limit >> 20} MB; killed")
+                elif (outcome is None and mem_limit and now >= next_rss_check
+                      and files.session_rss_mb(self.pid) > mem_limit):
                     outcome = "OUT_OF_MEMORY"
                     self.note_stderr(f"corral: job exceeded its memory limit of {mem_limit} MB; killed")
                     self.kill_session(signal.SIGKILL)
+                if now >= next_rss_check:
+                    next_rss_check = now + MEMORY_CHECK_INTERVAL_S  # reading a session's RSS costs more
             if kill_at is not None and now >= kill_at:
                 self.kill_session(signal.SIGKILL)
                 kill_at = None
@@ -217,6 +230,16 @@ class Supervisor:
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
+
+
+def _total_size(paths: list[str]) -> int:
+    total = 0
+    for path in paths:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+    return total
 
 
 def _decode(status: int) -> tuple[int, int | None]:

@@ -31,6 +31,7 @@ class ServerOptions:
     port: int = 8765
     db: str | None = None
     kill_grace_s: float = 10.0
+    max_log_mb: int | None = 102_400  # a job whose logs pass this is killed (FAILED): they would fill the disk
     inventory: DeclaredInventory = field(default_factory=DeclaredInventory)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     backend: str = "local"
@@ -67,7 +68,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
             CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
             "known: [server], [node], [monitor], [smtp], [scheduler], [partitions.NAME], [qos.NAME]",
         )
-    server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float)}
+    server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int}
     node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
     monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
@@ -87,6 +88,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if float(smtp.get("timeout_s", 1)) <= 0 or not 0 < int(smtp.get("port", 25)) < 65536:
         raise InvalidRequest("smtp.timeout_s" if float(smtp.get("timeout_s", 1)) <= 0 else "smtp.port",
                              f"is out of range in {path}")
+    if int(updates.get("max_log_mb", 1)) < 1:  # type: ignore[call-overload]
+        raise InvalidRequest("server.max_log_mb", f"must be at least 1 in {path}")
     if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
         raise InvalidRequest("monitor.sample_retention_days", f"must be positive in {path}")
     interval = updates.get("sample_interval_s", options.sample_interval_s)
@@ -212,7 +215,8 @@ def serve(options: ServerOptions) -> None:
     engine = open_engine(database_url(options.db, home))
     migrate.upgrade(engine)
     server_env = dict(os.environ)
-    backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url)
+    backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url,
+                           max_log_mb=options.max_log_mb)
     if cluster is not None:
         from corral.backends.slurm.backend import SlurmBackend
         from corral.server.slurm_service import SlurmJobService
