@@ -31,16 +31,21 @@ def fuzz_server(request: pytest.FixtureRequest, server_factory):
     return server_factory(db=db, gpus=0, extra=["--cpus", "1"])
 
 
+def _populate(session: requests.Session, url: str) -> tuple[int, int, int]:
+    """(blocker, target job, run): the blocker holds the only CPU before anything fuzzed arrives (fuzzed
+    jobs would run as root here); stateless cases name jobs and runs that do not exist, so the target
+    job and the run give the fuzzer real ones to reach the store with."""
+    blocker = session.post(f"{url}/api/v1/jobs", json={"command": ["sleep", "600"], "name": "fuzz-blocker"}).json()["id"]
+    wait_for(lambda: session.get(f"{url}/api/v1/jobs/{blocker}").json()["state"] == "RUNNING")
+    target = session.post(f"{url}/api/v1/jobs", json={"command": ["true"], "name": "fuzz-target"}).json()["id"]
+    run = session.post(f"{url}/api/v1/runs", json={"project": "fuzz"}).json()["id"]
+    return blocker, target, run
+
+
 def test_fuzzed_requests_get_an_answer_or_a_clear_4xx_never_a_server_error(fuzz_server) -> None:
     url = fuzz_server.url
     session = _session()
-    blocker = session.post(f"{url}/api/v1/jobs", json={"command": ["sleep", "600"], "name": "fuzz-blocker"}).json()
-    # fuzzed jobs run as root here: nothing may start, so the only CPU is held before the first one arrives
-    wait_for(lambda: session.get(f"{url}/api/v1/jobs/{blocker['id']}").json()["state"] == "RUNNING")
-
-    # stateless cases name jobs and runs that do not exist; these give the fuzzer real ones to reach the store with
-    target = session.post(f"{url}/api/v1/jobs", json={"command": ["true"], "name": "fuzz-target"}).json()["id"]
-    run = session.post(f"{url}/api/v1/runs", json={"project": "fuzz"}).json()["id"]
+    blocker, target, run = _populate(session, url)
 
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     for method, path in EXCLUDED:
@@ -57,7 +62,7 @@ def test_fuzzed_requests_get_an_answer_or_a_clear_4xx_never_a_server_error(fuzz_
             for path_parameters in paths:
                 for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
                     _fuzz(operation, mode, path_parameters,
-                          lambda case: _check(case, url, session, blocker["id"], problems))
+                          lambda case: _check(case, url, session, blocker, problems))
     finally:
         _cancel_everything(session, url)
     assert not problems, "\n\n".join(dict.fromkeys(problems))
@@ -129,10 +134,7 @@ QUERY_HOSTILE = ["99999999999999999999", "-99999999999999999999", "NaN", "inf", 
 def test_hostile_values_in_each_field_get_a_clear_4xx_never_a_server_error(fuzz_server) -> None:
     url = fuzz_server.url
     session = _session()
-    blocker = session.post(f"{url}/api/v1/jobs", json={"command": ["sleep", "600"], "name": "fuzz-blocker"}).json()
-    wait_for(lambda: session.get(f"{url}/api/v1/jobs/{blocker['id']}").json()["state"] == "RUNNING")
-    target = session.post(f"{url}/api/v1/jobs", json={"command": ["true"], "name": "fuzz-target"}).json()["id"]
-    run = session.post(f"{url}/api/v1/runs", json={"project": "fuzz"}).json()["id"]
+    blocker, target, run = _populate(session, url)
     bodies: list[tuple[str, str, dict[str, Any], list[str]]] = [
         ("POST", "/api/v1/jobs", {"command": ["true"]}, [
             "command", "script", "condor", "script_args", "script_name", "name", "gpus", "gres", "gpu_type", "gpu_mem",

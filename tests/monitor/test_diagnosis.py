@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from corral.monitor.diagnosis import CRITICAL, WARNING, Evidence, Finding, diagnose, format_diagnosis
-from corral.monitor.summary import summarize
+from corral.core.samples import summarize
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_718_000_000.0

@@ -10,7 +10,7 @@ import pytest
 from corral.backends.slurm import efficiency as slurm_efficiency
 from corral.backends.slurm.parse import SEP
 from corral.monitor.efficiency import advice, format_efficiency, local_efficiency
-from corral.monitor.summary import SampleSummary, summarize
+from corral.core.samples import SampleSummary, summarize
 
 T0 = 1_718_000_000.0
 

@@ -53,3 +53,26 @@ def test_thinning_keeps_each_buckets_low_and_high():
     assert (1234.0, 0.0) in thinned and (8765.0, 100.0) in thinned
     assert [t for t, _ in thinned] == sorted(t for t, _ in thinned)
     assert thin_extremes(points[:50], 100) == points[:50]
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_the_sql_summary_of_samples_agrees_with_the_reference(db, tmp_path, request):
+    from corral.core.samples import summarize
+    from corral.store.monitoring import MonitorStore
+
+    url = f"sqlite:///{tmp_path / 'c.db'}" if db == "sqlite" else request.getfixturevalue("pg_schema_url")
+    engine = open_engine(url)
+    migrate.upgrade(engine)
+    rows = [{"job_id": 7, "time": 1000.0 + 10 * i, "gpu_utilization": None if i == 3 else float(i * 11 % 100),
+             "gpu_memory_mb": 1000.0 + i, "gpu_power_w": 300.0 + i, "gpu_temperature_c": 60.0,
+             "cpu_utilization": 50.0 + i, "cpu_time_s": 2.5 * i, "rss_mb": 100.0 + (i % 4) * 10,
+             "read_mb_s": 0.0, "write_mb_s": 0.0, "processes": 2} for i in range(12)]
+    store = MonitorStore()
+    with engine.begin() as conn:
+        store.add_samples(conn, rows + [{**rows[0], "job_id": 8, "rss_mb": 10**6}])  # another job's: left out
+        summary = store.sample_summary(conn, 7)
+        assert store.sample_summary(conn, 99) is None
+    engine.dispose()
+    expected = summarize(rows)
+    for field in expected.__dataclass_fields__:
+        assert getattr(summary, field) == pytest.approx(getattr(expected, field)), field

@@ -19,7 +19,7 @@ from typing import Any
 
 from corral.core.units import format_duration
 from corral.monitor.efficiency import epoch_seconds, format_mb
-from corral.monitor.summary import LOW_GPU_UTILIZATION, SampleSummary
+from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
 
 CRITICAL = "critical"
 """Why it failed (or will)."""

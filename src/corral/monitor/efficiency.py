@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from corral.monitor.summary import LOW_GPU_UTILIZATION, SampleSummary
+from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
 
 LOW_MEMORY_EFFICIENCY = 0.25
 """Below this share of its memory request used, advice suggests a smaller --mem ..."""

@@ -532,12 +532,9 @@ class MonitorService:
     def _tracked_points(self, conn: Any, job_id: int, key: str, since: float | None, until: float | None,
                         max_points: int) -> tuple[int, list[tuple[float, float | None]]]:
         runs = self.store.runs_of(conn, [job_id])
-        heads = {(h["run_id"], h["key"]) for h in self.store.series_heads(conn, [r["id"] for r in runs])}
-        if key.startswith("system/"):
-            heads |= {(r["id"], key) for r in runs}
-        run = next((r for r in reversed(runs) if (r["id"], key) in heads), None)
+        run = next((r for r in reversed(runs) if self.store.step_range(conn, r["id"], key, None, None)), None)
         if run is None:
-            raise NotFound(f"job {job_id} has no system metric or tracked metric {key!r}",)
+            raise NotFound(f"job {job_id} has no system metric or tracked metric {key!r}")
         steps = self.store.step_range(conn, run["id"], key, since, until)
         if steps is None:
             return 0, []

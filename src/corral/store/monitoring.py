@@ -12,7 +12,7 @@ import numpy as np
 from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select, update
 
 from corral.errors import Conflict, NotFound
-from corral.monitor.summary import LOW_GPU_UTILIZATION, SampleSummary
+from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
 from corral.store.schema import (
     alert_channels, alert_deliveries, alert_firings, alert_rules, job_samples, metric_chunks, metric_series, runs,
 )

@@ -1,4 +1,8 @@
-"""A job's resource samples boiled down to the figures diagnosis and efficiency reports read."""
+"""A job's resource samples boiled down to the figures diagnosis and efficiency reports read.
+
+The store computes the same summary with SQL aggregates (`MonitorStore.sample_summary`);
+`summarize` is the reference it is tested against.
+"""
 
 from __future__ import annotations
 
