@@ -21,6 +21,7 @@ from corral.home import read_server_info
 pytest_plugins = [
     "tests.monitor.receivers",  # the http and smtp_server fixtures
     "tests.slurm_testbed",  # slurm_cluster and slurm: a server on the Slurm testbed
+    "tests.users",  # os_users and shared_dir: real accounts for jobs that run as their owner
 ]
 
 PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")

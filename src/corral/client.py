@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -20,27 +21,54 @@ from typing import Any
 
 from corral.core.states import TERMINAL_STATES
 from corral.errors import ERROR_TYPES, CorralError, InvalidRequest, ServerUnavailable
-from corral.home import read_server_info, resolve_home
+from corral.home import read_server_info, resolve_home, system_home
 
 TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 # uvicorn closes a kept-alive connection idle for 30 s; reconnect well before rather than
 # retry a POST that the server might have seen
 IDLE_RECONNECT_S = 20.0
+MAX_RATE_WAIT_S = 30.0  # a rate-limited call waits this long in all before it reports the 429
 
 
 def find_server(url: str | None = None, home: str | None = None) -> str:
-    """The server's URL: `url`, else `$CORRAL_URL`, else the address file in the home.
+    """The server's URL: `url`, else `$CORRAL_URL`, else the address file in the home."""
+    return _locate(url, home)[0]
+
+
+def _locate(url: str | None, home: str | None) -> tuple[str, str | None]:
+    """(URL, Unix socket or None). Without a URL: the home's server, else the machine's shared one.
 
     Raises:
         ServerUnavailable: no server has announced itself in the home.
     """
     if url or os.environ.get("CORRAL_URL"):
-        return (url or os.environ["CORRAL_URL"]).rstrip("/")
+        return (url or os.environ["CORRAL_URL"]).rstrip("/"), None
     resolved = resolve_home(home)
     info = read_server_info(resolved)
+    if info is None and home is None and not os.environ.get("CORRAL_HOME"):
+        info = read_server_info(system_home())  # no server of one's own: the shared service's
     if info is None:
         raise ServerUnavailable(_no_server(resolved))
-    return str(info["url"])
+    sock = info.get("socket")
+    return str(info["url"]), str(sock) if sock and os.path.exists(str(sock)) else None
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over the server's Unix socket: the server learns the caller's uid from the kernel (SO_PEERCRED)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
 
 
 def _no_server(home: str) -> str:
@@ -50,10 +78,13 @@ def _no_server(home: str) -> str:
 class Client:
     """A connection to one corral server. Methods return the API's JSON (dicts)."""
 
-    def __init__(self, url: str | None = None, *, home: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, url: str | None = None, *, home: str | None = None, timeout: float = 60.0,
+                 token: str | None = None) -> None:
+        """`token`: an API token (`corral token create`), else `$CORRAL_TOKEN`; local callers need none."""
         self.home = resolve_home(home)
-        self.url = find_server(url, home)
+        self.url, self._socket = _locate(url, home)
         self._explicit_url = bool(url or os.environ.get("CORRAL_URL"))
+        self._token = token or os.environ.get("CORRAL_TOKEN") or None
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname:
             raise InvalidRequest("url", f"cannot use {self.url!r}", "give http://HOST:PORT; for https, put a TLS proxy in front")
@@ -257,6 +288,24 @@ class Client:
             query.append(("end", end))
         return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}/series?{urllib.parse.urlencode(query)}")
 
+    # -- tokens -----------------------------------------------------------------------------------
+
+    def create_token(self, *, scope: str = "submit", expires: str = "30d", name: str | None = None,
+                     user: str | None = None) -> dict[str, Any]:
+        """A new API token; its secret (`token`) is in this answer only."""
+        body = {"scope": scope, "expires": expires, "name": name, "user": user}
+        return self._request("POST", "/api/v1/tokens", {k: v for k, v in body.items() if v is not None})
+
+    def tokens(self, *, all: bool = False) -> list[dict[str, Any]]:
+        return self._request("GET", "/api/v1/tokens" + ("?all=true" if all else ""))["tokens"]
+
+    def revoke_token(self, token_id: int) -> dict[str, Any]:
+        return self._request("DELETE", f"/api/v1/tokens/{int(token_id)}")
+
+    def whoami(self) -> dict[str, Any]:
+        """Who the server takes this client for: user, scope, and how it knows."""
+        return self._request("GET", "/api/v1/whoami")
+
     # -- transport --------------------------------------------------------------------------------
 
     def _list(self, scope: str, states: Sequence[str], limit: int) -> list[dict[str, Any]]:
@@ -270,13 +319,27 @@ class Client:
         return json.loads(data) if data else None
 
     def _raw(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
+        """One request; a 429 (not processed) is tried again after the server's Retry-After, a few times."""
+        waited = 0.0
+        while True:
+            status, headers, data = self._send(method, path, body)
+            if status != 429 or waited >= MAX_RATE_WAIT_S:
+                return status, headers, data
+            pause = min(float(headers.get("retry-after") or 1), MAX_RATE_WAIT_S - waited)
+            time.sleep(max(pause, 0.05))
+            waited += max(pause, 0.05)
+
+    def _send(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         payload = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
         if self._conn is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
             self.close()
         for attempt in (1, 2):
             if self._conn is None:
-                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+                self._conn = (_UnixConnection(self._socket, self._timeout) if self._socket else
+                              http.client.HTTPConnection(self._host, self._port, timeout=self._timeout))
             try:
                 self._conn.request(method, path, body=payload, headers=headers)
                 response = self._conn.getresponse()

@@ -5,6 +5,9 @@
     │   └── Unsatisfiable        a valid request that no node could ever run (HTTP 422)
     ├── NotFound                 no such job (HTTP 404)
     ├── Conflict                 the request clashes with the job's state (HTTP 409)
+    ├── Unauthenticated          the server cannot tell who is calling (HTTP 401)
+    ├── Forbidden                the caller may not do this (HTTP 403)
+    ├── RateLimited              too many requests; `retry_after` says when to try again (HTTP 429)
     └── ServerUnavailable        the client found no server to talk to (CLI only)
 
 `corral.api.errors` turns these into HTTP responses and `corral.client` turns
@@ -63,11 +66,31 @@ class Conflict(CorralError):
     code = "conflict"
 
 
+class Unauthenticated(CorralError):
+    status = 401
+    code = "unauthenticated"
+
+
+class Forbidden(CorralError):
+    status = 403
+    code = "forbidden"
+
+
+class RateLimited(CorralError):
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class ServerUnavailable(CorralError):
     status = 503
     code = "unavailable"
 
 
 ERROR_TYPES: dict[str, type[CorralError]] = {
-    cls.code: cls for cls in (CorralError, InvalidRequest, Unsatisfiable, NotFound, Conflict, ServerUnavailable)
+    cls.code: cls for cls in (CorralError, InvalidRequest, Unsatisfiable, NotFound, Conflict, Unauthenticated, Forbidden,
+                              RateLimited, ServerUnavailable)
 }

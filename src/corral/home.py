@@ -7,11 +7,18 @@ import os
 from typing import Any
 
 SERVER_FILE = "server.json"
+SOCKET_FILE = "corral.sock"
+SYSTEM_HOME = "/var/lib/corral"  # the shared service's home (deploy/corral.service)
 
 
 def resolve_home(home: str | None = None) -> str:
     """`--home`, else `$CORRAL_HOME`, else `~/.corral`; always absolute."""
     return os.path.abspath(os.path.expanduser(home or os.environ.get("CORRAL_HOME") or "~/.corral"))
+
+
+def system_home() -> str:
+    """Where the machine's shared corral service lives: `$CORRAL_SYSTEM_HOME`, else /var/lib/corral."""
+    return os.environ.get("CORRAL_SYSTEM_HOME") or SYSTEM_HOME
 
 
 def read_server_info(home: str) -> dict[str, Any] | None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from corral.api.jobs import json_object
+from corral.api.identity import caller_of, policy_of
+from corral.api.jobs import json_object, owned_job
 from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
+from corral.errors import Forbidden
 
 router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"],
                    responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
@@ -34,7 +36,18 @@ def _body(schema: dict) -> dict:
 @router.post("/rules", status_code=201, summary="Create an alert rule", openapi_extra=_body(_RULE))
 async def create_rule(request: Request) -> Response:
     monitor = request.app.state.monitor
-    return _json(await monitor.create_rule(json_object(await request.body()), owner=monitor.jobs.user), 201)
+    caller, policy = caller_of(request), policy_of(request)
+    policy.require(caller, "submit", "creating an alert rule")
+    body = json_object(await request.body())
+    if not caller.is_admin:
+        # a user's rule watches their own jobs: notifications about others' are theirs (or an admin's) to set up
+        if body.get("user") is not None and body.get("user") != caller.user:
+            raise Forbidden(f"creating an alert rule for user {body.get('user')}: only an admin may; you are {caller.user}")
+        if isinstance(body.get("job"), int) and not isinstance(body.get("job"), bool):
+            owned_job(request, str(body["job"]), "watching")
+        elif body.get("label") is None:
+            body["user"] = caller.user
+    return _json(await monitor.create_rule(body, owner=caller.user), 201)
 
 
 @router.get("/rules", summary="The alert rules")
@@ -44,12 +57,17 @@ async def list_rules(request: Request) -> Response:
 
 @router.delete("/rules/{name}", status_code=204, summary="Delete a rule (its open firings resolve)")
 async def delete_rule(request: Request, name: str = Name) -> Response:
-    await request.app.state.monitor.delete_rule(name)
+    monitor = request.app.state.monitor
+    rule = next((r for r in await monitor.rules() if r.get("name") == name), None)
+    if rule is not None:
+        policy_of(request).check_manage(caller_of(request), str(rule.get("owner")), None, f"deleting alert rule {name}")
+    await monitor.delete_rule(name)
     return Response(status_code=204)
 
 
 @router.post("/channels", status_code=201, summary="Create or replace a channel", openapi_extra=_body(_CHANNEL))
 async def put_channel(request: Request) -> Response:
+    _channels_admin(request, "setting up an alert channel")
     return _json(await request.app.state.monitor.put_channel(json_object(await request.body())), 201)
 
 
@@ -60,12 +78,14 @@ async def list_channels(request: Request) -> Response:
 
 @router.delete("/channels/{name}", status_code=204, summary="Delete a channel no rule uses")
 async def delete_channel(request: Request, name: str = Name) -> Response:
+    _channels_admin(request, f"deleting alert channel {name}")
     await request.app.state.monitor.delete_channel(name)
     return Response(status_code=204)
 
 
 @router.post("/channels/{name}/test", summary="Send a test notification through a channel now")
 async def test_channel(request: Request, name: str = Name) -> Response:
+    _channels_admin(request, f"testing alert channel {name}")
     return _json(await request.app.state.monitor.test_channel(name))
 
 
@@ -81,5 +101,11 @@ async def list_firings(
 
 @router.post("/{firing_id}/ack", summary="Acknowledge a firing")
 async def acknowledge(request: Request, firing_id: int = Path(ge=1, le=2**31 - 1)) -> Response:
-    monitor = request.app.state.monitor
-    return _json(await monitor.acknowledge(firing_id, monitor.jobs.user))
+    caller = caller_of(request)
+    policy_of(request).require(caller, "submit", "acknowledging an alert")
+    return _json(await request.app.state.monitor.acknowledge(firing_id, caller.user))
+
+
+def _channels_admin(request: Request, action: str) -> None:
+    # A channel runs a program or posts to a URL as the server's user: that is an admin's decision.
+    policy_of(request).require(caller_of(request), "admin", action)

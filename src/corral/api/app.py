@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import alerts, dashboard, events, jobs, monitoring, nodes, runs, sizing, webhooks
+from corral.api import alerts, dashboard, events, identity, jobs, monitoring, nodes, runs, sizing, webhooks
+from corral.api import tokens as token_routes
 from corral.api.errors import install_error_handlers
+from corral.api.identity import Authenticate, AuthSettings, Identifier
 from corral.api.limits import BodyLimit
 from corral.api.submit_path import SubmitPath
+from corral.core.identity import AccessPolicy
 from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService
@@ -21,9 +25,12 @@ from corral.web.routes import install_dashboard
 
 
 def create_app(
-    service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, webhook_token: str | None = None, on_started: Callable[[], None] = lambda: None,
-    on_stopped: Callable[[], None] = lambda: None, stopping: Callable[[], bool] = lambda: False,
+    service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, policy: AccessPolicy,
+    tokens: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
+    on_started: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> FastAPI:
+    """The API and dashboard on one service; `policy` says who may do what, `tokens` holds the API tokens."""
     bus = EventBus()
     tracking.on_metrics.append(lambda runs: bus.publish("runs", {"runs": runs}))
     monitor.events = bus
@@ -57,9 +64,17 @@ def create_app(
     app.state.events = bus
     app.state.stopping = stopping  # long-lived event streams end when the server stops
     app.state.webhook_token = webhook_token
+    app.state.policy = policy
+    app.state.tokens = tokens
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
+    identifier = Identifier(policy=policy, tokens=tokens, settings=auth or AuthSettings(), listen_host=listen_host)
+    app.state.identifier = identifier
+    app.state.token_cache_clear = identifier.clear_token_cache
+    app.add_middleware(Authenticate, identifier=identifier)
     app.add_middleware(BodyLimit)  # added last: the outermost, before any body is read
+    app.include_router(identity.router)
+    app.include_router(token_routes.router)
     app.include_router(jobs.router)
     app.include_router(nodes.router)
     app.include_router(runs.router)

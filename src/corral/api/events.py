@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Query, Request
 from starlette.responses import StreamingResponse
 
+from corral.api.jobs import owned_job
 from corral.server.events import Event
+from corral.server.service import uid_of
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
@@ -28,16 +30,19 @@ async def events(request: Request, job: str | None = Query(None, pattern=r"^[0-9
     tick), `alerts` (something fired or resolved), and with `job`, `log` (`{"stream", "offset", "text"}`)."""
     service = request.app.state.service
     logs = None
+    owner_uid = None
     if job is not None:
-        found = service.resolve(job)  # 404 now, not a stream that never says anything
+        found = owned_job(request, job, "following the logs of")  # 404 or 403 now, not a stream that says nothing
         logs = {stream: found.log_path(stream) for stream in ("stdout", "stderr")}
+        if found.spec.user != service.user:
+            owner_uid = uid_of(found.spec.user)
         if logs["stderr"] == logs["stdout"]:
             del logs["stderr"]
-    return StreamingResponse(_stream(request, logs), media_type="text/event-stream",
+    return StreamingResponse(_stream(request, logs, owner_uid), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _stream(request: Request, logs: dict[str, str] | None) -> AsyncIterator[str]:
+async def _stream(request: Request, logs: dict[str, str] | None, owner_uid: int | None) -> AsyncIterator[str]:
     app = request.app
     bus, service = app.state.events, app.state.service
     subscriber = bus.subscribe()
@@ -60,7 +65,7 @@ async def _stream(request: Request, logs: dict[str, str] | None) -> AsyncIterato
                 generation = service.generation
                 out.append(Event("jobs", {}).encode())
             for stream, path in (logs or {}).items():
-                event, offsets[stream] = _log_event(stream, path, offsets[stream])
+                event, offsets[stream] = _log_event(stream, path, offsets[stream], owner_uid)
                 if event is not None:
                     out.append(event.encode())
             if not out and time.monotonic() - last_sent > KEEPALIVE_S:
@@ -95,13 +100,16 @@ def _size(path: str) -> int:
         return 0
 
 
-def _log_event(stream: str, path: str, offset: int) -> tuple[Event | None, int]:
+def _log_event(stream: str, path: str, offset: int, owner_uid: int | None = None) -> tuple[Event | None, int]:
     """The new text of a log since `offset` as a `log` event (`start`, `offset` where the next read
     starts, `text`, and `skipped` bytes when the job wrote faster than a page can follow: then only
     the last part is sent, so a live view never falls behind), and the new offset."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+            stat = os.fstat(f.fileno())
+            if owner_uid is not None and stat.st_uid != owner_uid:
+                return None, offset  # not the owner's file (a link to one of root's?): the server shows none of it
+            size = stat.st_size
             if size < offset:  # truncated (a requeued job starts its log again): read from the start
                 offset = 0
             if size == offset:

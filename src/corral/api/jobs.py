@@ -8,7 +8,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
+from corral.api.identity import caller_of
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
+from corral.core.identity import Caller
+from corral.core.job import Job
 from corral.core.spec import UPDATE_FIELDS
 from corral.core.states import JobState
 from corral.errors import Conflict, InvalidRequest
@@ -25,6 +28,18 @@ def _service(request: Request) -> JobService:
     return request.app.state.service
 
 
+def owned_job(request: Request, ref: str, action: str) -> Job:
+    """The job `ref`, if the caller may act on it (its owner, an admin, its account's coordinator).
+
+    Raises:
+        NotFound; Forbidden: naming who may.
+    """
+    service = _service(request)
+    job = service.resolve(ref)
+    service.access.check_manage(caller_of(request), job.spec.user, job.spec.account, f"{action} job {ref}")
+    return job
+
+
 def _json(data: object, status: int = 200) -> Response:
     return Response(json.dumps(data), status_code=status, media_type="application/json")
 
@@ -39,13 +54,14 @@ _SUBMIT_BODY = {"required": True, "content": {"application/json": {"schema": Job
              openapi_extra={"requestBody": _SUBMIT_BODY})
 async def submit_job(request: Request) -> Response:
     # Served by corral.api.submit_path (the hot path); this route documents it and answers if it is bypassed.
-    return await submit(_service(request), await request.body())
+    return await submit(_service(request), await request.body(), caller_of(request))
 
 
-async def submit(service: JobService, raw: bytes) -> Response:
-    """Validate and submit one job from a request body; answers 201 with the job and its warnings."""
+async def submit(service: JobService, raw: bytes, caller: Caller) -> Response:
+    """Validate and submit one job from a request body as `caller`; answers 201 with the job and its warnings."""
+    service.access.require(caller, "submit", "submitting a job")
     body = json_object(raw)
-    job = await service.submit({k: v for k, v in body.items() if v is not None})
+    job = await service.submit({k: v for k, v in body.items() if v is not None}, user=caller.user)
     view = job.to_dict()
     view["warnings"] = list(job.spec.warnings)
     return _json(view, 201)
@@ -84,6 +100,7 @@ async def get_job(request: Request, job_id: str = JobRef) -> Response:
 async def attach_job(request: Request) -> Response:
     body = json_object(await request.body())
     service = _service(request)
+    service.access.require(caller_of(request), "admin", "attaching a Slurm job")
     if not hasattr(service, "attach"):
         raise Conflict("this server runs jobs itself; attaching Slurm jobs needs `corral up --backend slurm`")
     if set(body) != {"slurm_job_id"}:
@@ -108,11 +125,13 @@ async def job_efficiency(request: Request, job_id: str = JobRef) -> Response:
 
 @router.get("/{job_id}/diagnosis", summary="Why a job failed or runs badly: likely causes, evidence and fixes")
 async def job_diagnosis(request: Request, job_id: str = JobRef) -> Response:
+    owned_job(request, job_id, "diagnosing (it quotes the logs of)")
     return _json(await request.app.state.monitor.diagnose(job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")
 async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
+    owned_job(request, job_id, "cancelling")
     job = await _service(request).cancel(job_id)
     return _json(job.to_dict())
 
@@ -122,18 +141,21 @@ async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
                   "type": "object", "properties": {k: {} for k in sorted(UPDATE_FIELDS)}}}}}})
 async def update_job(request: Request, job_id: str = JobRef) -> Response:
+    owned_job(request, job_id, "updating")
     body = json_object(await request.body())
     return _json(_service(request).update(job_id, body).to_dict())
 
 
 @router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")
 async def hold_job(request: Request, job_id: str = JobRef) -> Response:
+    owned_job(request, job_id, "holding")
     return _json(_service(request).hold(job_id).to_dict())
 
 
 @router.post("/{job_id}/release", response_model=JobOut, responses={409: {"model": ErrorOut}},
              summary="Release a held job")
 async def release_job(request: Request, job_id: str = JobRef) -> Response:
+    owned_job(request, job_id, "releasing")
     return _json(_service(request).release(job_id).to_dict())
 
 
@@ -153,6 +175,7 @@ async def job_logs(
 ) -> Response:
     """Bytes from `offset`; the `X-Corral-Offset` header is where the next read starts,
     and `X-Corral-State` the job's state (follow until it is final and no bytes come)."""
+    owned_job(request, job_id, "reading the logs of")
     data, next_offset, job = _service(request).read_log(job_id, stream, offset, limit, tail)
     headers = {"X-Corral-Offset": str(next_offset), "X-Corral-State": job.state.value}
     return Response(data, media_type="application/octet-stream", headers=headers)

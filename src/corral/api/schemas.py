@@ -43,6 +43,9 @@ class JobRequest(BaseModel):
     nice: int | None = None
     partition: str | None = Field(None, description="Partition (default: the configured default).")
     qos: str | None = Field(None, description="Quality of service (default: the configured default).")
+    account: str | None = Field(None, description="Account to charge (default: the first the user is in); "
+                                "its coordinators may manage the job.")
+    umask: str | int | None = Field(None, description='The submitter\'s umask, octal ("0022"); the CLI sends it.')
     dependency: str | None = Field(None, description="sbatch style: afterok:12:13, afterany:12, after:12, "
                                    "afternotok:12, singleton; joined by , (all) or ? (any).")
     kill_on_invalid_dep: bool | str | None = Field(None, description="Cancel the job if its dependency can never hold.")
@@ -79,6 +82,7 @@ class JobOut(BaseModel):
     checkpoint_interval_s: int
     nice: int
     partition: str
+    account: str | None = None
     qos: str
     held: bool
     dependency: str | None = None

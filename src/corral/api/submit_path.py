@@ -11,6 +11,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from corral.api.errors import error_response, unexpected_response
+from corral.api.identity import CALLER
 from corral.api.jobs import submit
 from corral.errors import CorralError
 from corral.server.service import JobService
@@ -36,7 +37,7 @@ class SubmitPath:
             if not message.get("more_body"):
                 break
         try:
-            response = await submit(self.service, b"".join(chunks))
+            response = await submit(self.service, b"".join(chunks), scope[CALLER])
         except CorralError as exc:
             response = error_response(exc)
         except Exception as exc:  # noqa: BLE001 - the same answer the framework's handler would give

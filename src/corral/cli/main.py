@@ -18,6 +18,7 @@ from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
 from corral.cli.sizing import recommend
+from corral.cli.tokens import token
 from corral.errors import CorralError
 
 
@@ -225,6 +226,9 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
         raise click.UsageError("give a batch script, a command after --, or --wrap")
     body["submit_dir"] = os.getcwd()  # the default working directory; a script's --chdir may override it
     body["environment"] = dict(os.environ)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    body["umask"] = f"{mask:04o}"  # the job's files get the submitter's permissions, as in Slurm
     if env_pairs:
         body["env"] = _key_values(env_pairs, "--env")
     if label_pairs:
@@ -432,6 +436,22 @@ def wait(ctx: click.Context, job_id: str, timeout: float | None, as_json: bool) 
     ctx.exit(exit_status(job))
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def whoami(ctx: click.Context, as_json: bool) -> None:
+    """Who the server takes you for: your user, what you may do, and how it knows."""
+    me = client_for(ctx).whoami()
+    if as_json:
+        _print_json(me)
+        return
+    how = {"socket": "the Unix socket's peer credentials", "local": "the kernel's socket table (TCP from this machine)",
+           "token": "an API token", "session": "a dashboard session"}.get(me["via"], me["via"])
+    click.echo(f"{me['user']} ({me['scope']}{', admin' if me['admin'] else ''}), known by {how}")
+    if me.get("personal_queue_of"):
+        click.echo(f"this server is {me['personal_queue_of']}'s personal queue")
+
+
 def exit_status(job: dict[str, Any]) -> int:
     if job["exit_code"] is not None:
         return min(int(job["exit_code"]), 255)
@@ -442,5 +462,5 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp):
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token):
     cli.add_command(_command)

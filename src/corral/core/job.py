@@ -111,6 +111,7 @@ class Job:
             "checkpoint_interval_s": recommended_checkpoint_interval_s(s.time_limit_s),
             "nice": s.nice,
             "partition": s.partition,
+            "account": s.account,
             "qos": s.qos,
             "held": self.held,
             "preemptible": s.preemptible,

@@ -44,7 +44,7 @@ REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gpus_per_node", "nodes", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
-    "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor",
+    "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
 })
 
 
@@ -92,6 +92,10 @@ class JobSpec:
     """sbatch's --signal: `USR1@90` sends SIGUSR1 90 s before the time limit (and on preemption)."""
     nodes: int = 1
     """Nodes it spans; `gpus`, `cpus` and `mem_mb` are per node. More than one needs the Slurm backend."""
+    account: str | None = None
+    """sbatch's --account: its coordinators may manage the job (None until the server fills in the default)."""
+    umask: int | None = None
+    """The submitter's umask, applied to the job's files (None: the server's)."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -184,6 +188,8 @@ def build_spec(
         nodes=nodes,
         preemptible=_yes_no(fields.get("preemptible", False), "preemptible"),
         warn_signal=_signal_text(fields.get("signal")),
+        account=_config_name(fields.get("account"), "account"),
+        umask=_umask(fields.get("umask")),
         warnings=tuple(warnings),
     )
 
@@ -521,6 +527,17 @@ def _directory(value: Any, field: str) -> str:
     if not os.path.isdir(value):
         raise InvalidRequest(field, f"{value} is not a directory", "create it, or submit from another directory")
     return os.path.normpath(value)
+
+
+def _umask(value: Any) -> int | None:
+    """A umask as an octal string ("0022", "027") or an int; None leaves the server's."""
+    if value is None:
+        return None
+    if isinstance(value, str) and re.fullmatch(r"0?[0-7]{1,3}", value):
+        return int(value, 8)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o777:
+        return value
+    raise InvalidRequest("umask", f"{value!r} is not a umask", 'give octal digits such as "0022" or "0077"')
 
 
 def _log_patterns(fields: Mapping[str, Any], log_dir: str) -> tuple[str, str | None]:

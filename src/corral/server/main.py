@@ -11,9 +11,12 @@ import socket
 import sys
 import time
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO
 
+from corral.api.identity import AuthSettings
+from corral.core.identity import AccessPolicy, Account, parse_accounts
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.errors import Conflict, InvalidRequest
 from corral.executor.gpus import DeclaredInventory
@@ -40,6 +43,10 @@ class ServerOptions:
     sample_interval_s: float = 10.0
     sample_retention_days: float = 90.0
     smtp: dict[str, object] = field(default_factory=dict)  # [smtp]: where email alerts go out
+    max_job_processes: int | None = 4096  # per job owner (RLIMIT_NPROC): a fork bomb fails in its own job
+    admins: frozenset[str] = frozenset()
+    accounts: Mapping[str, Account] = field(default_factory=dict)
+    auth: AuthSettings = field(default_factory=AuthSettings)
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -60,34 +67,47 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     node = config.pop("node", {})
     monitor = config.pop("monitor", {})
     smtp = config.pop("smtp", {})
+    auth = config.pop("auth", {})
+    accounts = parse_accounts(config.pop("accounts", {}), path)
     scheduler = parse_scheduler_config(
         config.pop("scheduler", {}), config.pop("partitions", {}), config.pop("qos", {}), path
     )
     if config:
         raise InvalidRequest(
             CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
-            "known: [server], [node], [monitor], [smtp], [scheduler], [partitions.NAME], [qos.NAME]",
+            "known: [server], [node], [monitor], [smtp], [auth], [accounts.NAME], [scheduler], [partitions.NAME], [qos.NAME]",
         )
-    server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int}
+    server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
+                   "max_job_processes": int}
     node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
     monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float)}
+    auth_keys = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list}
     updates: dict[str, object] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
-                                 ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys)):
+                                 ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys),
+                                 ("auth", auth, auth_keys)):
         for key, value in table.items():
             if key not in keys:
                 raise InvalidRequest(f"{section}.{key}", f"unknown key in {path}", f"known: {', '.join(keys)}")
             if not isinstance(value, keys[key]) or (isinstance(value, bool) and keys[key] is not bool):
                 raise InvalidRequest(f"{section}.{key}", f"has the wrong type in {path}: {value!r}")
-            if section == "smtp":
+            if section in ("smtp", "auth"):
                 continue
             if key not in explicit:
                 updates[key] = value
     if float(smtp.get("timeout_s", 1)) <= 0 or not 0 < int(smtp.get("port", 25)) < 65536:
         raise InvalidRequest("smtp.timeout_s" if float(smtp.get("timeout_s", 1)) <= 0 else "smtp.port",
                              f"is out of range in {path}")
+    for key in ("admins", "host_names"):
+        if not all(isinstance(v, str) and v for v in auth.get(key, [])):
+            raise InvalidRequest(f"auth.{key}", f"must be a list of names in {path}", 'e.g. admins = ["alice"]')
+    if float(auth.get("rate_per_s", 0)) < 0 or float(auth.get("burst", 1)) < 1:
+        raise InvalidRequest("auth.rate_per_s" if float(auth.get("rate_per_s", 0)) < 0 else "auth.burst",
+                             f"is out of range in {path}", "rate_per_s >= 0 (0: no limit), burst >= 1")
+    if int(updates.get("max_job_processes", 64)) < 16:  # type: ignore[call-overload]
+        raise InvalidRequest("server.max_job_processes", f"must be at least 16 in {path}")
     if int(updates.get("max_log_mb", 1)) < 1:  # type: ignore[call-overload]
         raise InvalidRequest("server.max_log_mb", f"must be at least 1 in {path}")
     if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
@@ -96,7 +116,9 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if not 0.1 <= float(interval) <= 3600:  # type: ignore[arg-type]
         raise InvalidRequest("monitor.sample_interval_s", f"must be between 0.1 and 3600 seconds in {path}, got {interval}")
     inventory = replace(options.inventory, **{k: v for k, v in updates.items() if k in node_keys})
-    return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp),
+    settings = AuthSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"})
+    return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts,
+                   admins=frozenset(auth.get("admins", [])), auth=settings,
                    **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys})
 
 
@@ -159,6 +181,30 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def bind_unix_socket(home: str, shared: bool) -> socket.socket:
+    """`<home>/corral.sock`: local callers connect here and the kernel tells the server who they are.
+
+    Anyone may connect to a shared server's socket (identity comes from SO_PEERCRED, not from
+    the file's mode); a personal server's is its user's alone.
+    """
+    from corral.home import SOCKET_FILE
+
+    path = os.path.join(home, SOCKET_FILE)
+    try:
+        os.unlink(path)  # a dead server's: this one holds the home's lock
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o111 if shared else 0o177)
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
+    sock.listen(2048)
+    sock.set_inheritable(False)
+    return sock
+
+
 def build_monitor(options: ServerOptions, service: object, engine: object, run_store: object) -> object:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
     from corral.monitor.channels import SmtpSettings
@@ -192,6 +238,12 @@ def serve(options: ServerOptions) -> None:
 
     home = options.home
     lock = acquire_home(home)
+    shared = os.geteuid() == 0
+    policy = AccessPolicy(admins=options.admins, accounts=options.accounts, owner=None if shared else getpass.getuser())
+    if shared:
+        from corral.executor.users import owned_dir, share_home_with_jobs
+
+        share_home_with_jobs(home)
     cluster = None
     if options.backend == "slurm":
         from corral.backends.slurm.cluster import SlurmCluster, SlurmError
@@ -207,16 +259,14 @@ def serve(options: ServerOptions) -> None:
     else:
         node = build_node(options.inventory)
     sock = bind_socket(options.host, options.port)
+    unix_sock = bind_unix_socket(home, shared)
     host = "127.0.0.1" if options.host in ("0.0.0.0", "") else options.host
-    if options.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"corral: warning: listening on {options.host}: the API has no authentication yet, and anyone "
-              "who can reach this port can run commands as this user", file=sys.stderr)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     engine = open_engine(database_url(options.db, home))
     migrate.upgrade(engine)
     server_env = dict(os.environ)
     backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url,
-                           max_log_mb=options.max_log_mb)
+                           max_log_mb=options.max_log_mb, max_job_processes=options.max_job_processes)
     if cluster is not None:
         from corral.backends.slurm.backend import SlurmBackend
         from corral.server.slurm_service import SlurmJobService
@@ -229,7 +279,8 @@ def serve(options: ServerOptions) -> None:
     else:
         service = JobService(
             store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
-            server_env=server_env, config=options.scheduler,
+            server_env=server_env, config=options.scheduler, access=policy,
+            user_log_dir=(lambda user: owned_dir(os.path.join(home, "logs"), user)) if shared else None,
         )
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
@@ -243,7 +294,8 @@ def serve(options: ServerOptions) -> None:
     gc.freeze()
 
     def announce() -> None:
-        write_server_info(home, {"url": url, "pid": os.getpid(), "started": time.time(), "db": engine.url.render_as_string()})
+        write_server_info(home, {"url": url, "socket": unix_sock.getsockname(), "pid": os.getpid(), "started": time.time(),
+                                 "db": engine.url.render_as_string(hide_password=True), "shared": shared})
         gpus = ", ".join(f"{g.index}:{g.type}" for g in node.gpus) or "none"
         print(f"corral server at {url} (home {home}; {node.cpus} CPUs, GPUs: {gpus})", file=sys.stderr, flush=True)
 
@@ -253,15 +305,20 @@ def serve(options: ServerOptions) -> None:
         engine.dispose()
 
     server: uvicorn.Server | None = None
-    app = create_app(service, home=home, tracking=tracking, monitor=monitor, webhook_token=webhook_token(home),
+    from corral.store.tokens import TokenStore
+
+    app = create_app(service, home=home, tracking=tracking, monitor=monitor, policy=policy, tokens=TokenStore(engine),
+                     auth=options.auth, listen_host=options.host, webhook_token=webhook_token(home),
                      on_started=announce, on_stopped=retire,
                      stopping=lambda: server is not None and server.should_exit)
+    from corral.server.peers import PeerAwareProtocol
+
     config = uvicorn.Config(
-        app, loop="uvloop", http="httptools", lifespan="on", log_level="warning", access_log=False,
+        app, loop="uvloop", http=PeerAwareProtocol, lifespan="on", log_level="warning", access_log=False,
         timeout_graceful_shutdown=5, timeout_keep_alive=30,
     )
     try:
         server = uvicorn.Server(config)
-        server.run(sockets=[sock])
+        server.run(sockets=[sock, unix_sock])
     finally:
         lock.close()

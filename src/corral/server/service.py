@@ -22,6 +22,7 @@ from typing import Any
 from corral.backends.base import Backend, Recovered
 from corral.core.arrays import parse_array
 from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
+from corral.core.identity import AccessPolicy
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
 from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
@@ -29,7 +30,7 @@ from corral.core.resources import Allocation, Node, check_satisfiable
 from corral.core.schedconfig import Partition, SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, update_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict, InvalidRequest, NotFound, Unsatisfiable
+from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
@@ -38,18 +39,24 @@ POLL_INTERVAL_S = 0.05
 IDLE_PASS_INTERVAL_S = 5.0
 CANCEL_WAIT_S = 3.0
 MAX_LOG_CHUNK = 1 << 20
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class JobService:
     def __init__(
         self, *, store: JobStore, backend: Backend, nodes: Sequence[Node], home: str, user: str,
         server_env: Mapping[str, str], config: SchedulerConfig | None = None, clock: Callable[[], float] = time.time,
+        access: AccessPolicy | None = None, user_log_dir: Callable[[str], str] | None = None,
     ) -> None:
+        """`user`: the server's own user, whose jobs these are unless a submit names another (the caller);
+        `access`: accounts and admins; `user_log_dir`: where a user's logs go by default (else `<home>/logs`)."""
         self.store = store
         self.backend = backend
         self.nodes = tuple(nodes)
         self.log_dir = os.path.join(home, "logs")
         self.user = user
+        self.access = access or AccessPolicy()
+        self._user_log_dir = user_log_dir
         self.server_env = server_env
         self.clock = clock
         self.config = config or SchedulerConfig()
@@ -118,12 +125,22 @@ class JobService:
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def submit(self, request: Mapping[str, Any]) -> Job:
-        """Validate, refuse what could never run, persist; the job is acknowledged once committed."""
+    async def submit(self, request: Mapping[str, Any], user: str | None = None) -> Job:
+        """Validate, refuse what could never run, persist; the job is acknowledged once committed.
+
+        `user`: who submits it (the caller), and so whose it is and as whom it runs.
+        """
+        user = user or self.user
+        own = user == self.user
         spec = build_spec(
-            request, user=self.user, log_dir=self.log_dir, default_workdir=os.path.expanduser("~"),
-            server_env=self.server_env,
+            request, user=user, log_dir=self.log_dir if self._user_log_dir is None else self._user_log_dir(user),
+            default_workdir=os.path.expanduser("~") if own else _home_of(user), server_env=self.server_env if own else {},
         )
+        if not own and spec.inherit_env:
+            # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
+            spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
+        if spec.account is not None or self.access.accounts:
+            spec = replace(spec, account=self.access.account_for(user, spec.account))
         self._check_request(spec)
         spec = self._place(spec)
         key = (spec.user, spec.qos)
@@ -447,7 +464,13 @@ class JobService:
         limit = max(1, min(limit, MAX_LOG_CHUNK))
         try:
             with open(job.log_path(stream), "rb") as f:
-                size = os.fstat(f.fileno()).st_size
+                stat = os.fstat(f.fileno())
+                size = stat.st_size
+                if job.spec.user != self.user and stat.st_uid != uid_of(job.spec.user):
+                    # The server reads with its own rights: a job may not name someone else's file (or
+                    # a link to /etc/shadow) as its log and have the server hand it over.
+                    raise Forbidden(f"the {stream} of job {ref} ({job.log_path(stream)}) does not belong to "
+                                    f"{job.spec.user}; corral shows only logs the job's owner owns")
                 if tail is not None:
                     start = max(0, size - MAX_LOG_CHUNK)
                     f.seek(start)
@@ -827,6 +850,24 @@ def _sizing_warnings(spec: JobSpec, nodes: Sequence[Node]) -> list[str]:
 @functools.lru_cache(maxsize=1024)
 def _throttle(array: str) -> int | None:
     return parse_array(array).throttle
+
+
+def uid_of(user: str) -> int | None:
+    import pwd
+
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
+
+
+def _home_of(user: str) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwnam(user).pw_dir
+    except KeyError:
+        return "/"
 
 
 def _may_use(partition: Partition, user: str) -> bool:

@@ -17,6 +17,7 @@ _SPEC_COLUMNS = (
     "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
+    "account", "umask",
 )
 
 
@@ -171,7 +172,7 @@ def _job(row: Mapping[str, Any]) -> Job:
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
         submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"], dependency=row["dependency"],
         kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"], preemptible=row["preemptible"],
-        warn_signal=row["warn_signal"], nodes=row["nodes"],
+        warn_signal=row["warn_signal"], nodes=row["nodes"], account=row["account"], umask=row["umask"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(

@@ -214,6 +214,10 @@ class RunStore:
             raise NotFound(f"no run {ref}; list runs with `corral runs`")
         return found
 
+    def owner(self, conn: Connection, ref: str) -> str:
+        """The user a run belongs to (NotFound for an unknown run)."""
+        return str(conn.execute(select(runs.c.user).where(runs.c.id == self.resolve(conn, ref))).scalar_one())
+
     def identity(self, conn: Connection, run_id: int) -> tuple[int | None, str]:
         """A run's job and uid."""
         row = conn.execute(select(runs.c.job_id, runs.c.uid).where(runs.c.id == run_id)).one()

@@ -55,6 +55,8 @@ jobs = Table(
     Column("restarts", Integer, nullable=False),
     Column("backend_id", String(64)),
     Column("nodes", Integer, nullable=False, server_default="1"),
+    Column("account", String(64)),
+    Column("umask", Integer),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,
@@ -263,5 +265,25 @@ alert_deliveries = Table(
     Column("sent_at", Float),
     Index("ix_alert_deliveries_due", "status", "next_attempt_at"),
     Index("ix_alert_deliveries_firing", "firing_id"),
+    sqlite_autoincrement=True,
+)
+
+# -- identity -------------------------------------------------------------------------------------
+
+# API tokens for callers the kernel cannot name (another machine, a browser elsewhere, an agent).
+# Only a hash of each secret is kept: a leaked database grants nothing.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user", String(64), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("secret_hash", String(64), nullable=False, unique=True),
+    Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=False),
+    Column("revoked", Float),
+    Column("created_by", String(64), nullable=False),
+    Index("ix_api_tokens_user", "user"),
     sqlite_autoincrement=True,
 )

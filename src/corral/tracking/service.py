@@ -54,6 +54,7 @@ class TrackingService:
         self.clock = clock
         # runs whose metrics or state changed (after the commit, on the loop): the dashboard's live view
         self.on_metrics: list[Callable[[list[dict[str, Any]]], None]] = []
+        self._owners: dict[str, str] = {}
         self._pending: list[_Write] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -62,13 +63,26 @@ class TrackingService:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    async def create_run(self, body: Any) -> tuple[dict[str, Any], bool]:
-        """(the run, created?): an existing run is returned for a known uid or resume key."""
+    async def owner(self, ref: str) -> str:
+        """Whose run this is (a run never changes hands, so the answer is kept)."""
+        user = self._owners.get(ref)
+        if user is None:
+            user = await self._read(lambda conn: self.store.owner(conn, ref))
+            if len(self._owners) > 100_000:
+                self._owners.clear()
+            self._owners[ref] = user
+        return user
+
+    async def create_run(self, body: Any, user: str | None = None) -> tuple[dict[str, Any], bool]:
+        """(the run, created?): an existing run is returned for a known uid or resume key.
+
+        `user`: who creates it (the caller), else the server's user.
+        """
         request = R.parse_run_request(body)
         job = self.job_info(request.job_id) if request.job_id is not None else None
 
         def apply(conn: Connection, _: Any) -> tuple[dict[str, Any], bool]:
-            run_id, resumed = self.store.create(conn, request, user=self.user, now=self.clock(), job=job)
+            run_id, resumed = self.store.create(conn, request, user=user or self.user, now=self.clock(), job=job)
             run = self.store.get(conn, run_id)
             run["resumed"] = resumed
             return run, not resumed

@@ -1,0 +1,263 @@
+"""Who is calling, proven end to end on a shared server (run as root): the Unix socket's peer
+credentials, local TCP, tokens, the dashboard's cookie; and who may do what to whose job.
+
+Other users are real accounts (tests/users.py); their requests come from real processes
+running as them, so the kernel, not the test, says who they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+
+import http.client
+import urllib.parse
+from dataclasses import dataclass
+
+import pytest
+
+from corral.client import Client
+from corral.errors import Forbidden, Unauthenticated
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")
+
+# Runs as another user with the system's Python and the standard library only: the
+# checkout (and its virtualenv) may lie where that user cannot read.
+_AS_USER = textwrap.dedent("""
+    import http.client, json, socket, sys
+    class Unix(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.connect(sys.argv[1])
+    conn = Unix("localhost", timeout=30)
+    body = sys.argv[4] if len(sys.argv) > 4 else None
+    conn.request(sys.argv[2], sys.argv[3], body=body, headers={"Content-Type": "application/json"} if body else {})
+    r = conn.getresponse()
+    print(json.dumps({"status": r.status, "body": r.read().decode()}))
+""")
+
+
+@dataclass
+class Answer:
+    status_code: int
+    headers: http.client.HTTPMessage
+    body: bytes
+
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+
+def call(url: str, method: str, path: str, headers: dict | None = None, body: object = None) -> Answer:
+    """One plain HTTP request over TCP from this machine (as root, the test's user)."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    payload = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=payload, headers=headers or {})
+    response = conn.getresponse()
+    answer = Answer(response.status, response.headers, response.read())
+    conn.close()
+    return answer
+
+
+def as_user(user: str, sock: str, method: str, path: str, body: object = None) -> tuple[int, dict]:
+    argv = ["runuser", "-u", user, "--", "/usr/bin/python3", "-c", _AS_USER, sock, method, path]
+    if body is not None:
+        argv.append(json.dumps(body))
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True, cwd="/")
+    answer = json.loads(out.stdout)
+    return answer["status"], json.loads(answer["body"]) if answer["body"] else {}
+
+
+@pytest.fixture
+def shared(server_factory, shared_dir, os_users):
+    """A shared server (root) whose home users can reach; alice and bob are in account `vision`, bob coordinates it."""
+    home = os.path.join(shared_dir, "home")
+    os.makedirs(home)
+    alice, bob = os_users
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(f'[accounts.vision]\nmembers = ["{alice}", "{bob}"]\ncoordinators = ["{bob}"]\n'
+                f'[accounts.nlp]\nmembers = ["{alice}"]\n')
+    server = server_factory(home=home)
+    return server, os.path.join(home, "corral.sock"), alice, bob
+
+
+def submit_as(user: str, sock: str, **fields) -> dict:
+    body = {"command": ["sleep", "60"], "submit_dir": "/tmp", **fields}
+    status, job = as_user(user, sock, "POST", "/api/v1/jobs", body)
+    assert status == 201, job
+    return job
+
+
+def test_the_unix_socket_names_the_caller_by_the_kernel(shared):
+    server, sock, alice, _ = shared
+    status, me = as_user(alice, sock, "GET", "/api/v1/whoami")
+    assert status == 200
+    assert (me["user"], me["via"], me["scope"], me["admin"]) == (alice, "socket", "submit", False)
+    with Client(home=server.home) as root:
+        assert root.whoami()["user"] == "root" and root.whoami()["via"] == "socket" and root.whoami()["admin"]
+    # TCP from this machine: the kernel's socket table says who opened the connection
+    assert call(server.url, "GET", "/api/v1/whoami").json()["via"] == "local"
+
+
+def test_a_job_is_its_submitters_and_runs_as_them(shared):
+    server, sock, alice, _ = shared
+    job = submit_as(alice, sock, command=["sh", "-c", "id -un; echo $HOME"], time="1m")
+    assert job["user"] == alice and job["account"] == "nlp"  # the first account alice is in, by name
+    with Client(home=server.home) as root:
+        done = root.wait(job["id"], timeout=30)
+        assert done["state"] == "COMPLETED"
+        out = root.logs(job["id"])[0].decode().split()
+    assert out == [alice, f"/tmp/corral-users/{alice}"]
+
+
+def test_only_the_owner_an_admin_or_the_accounts_coordinator_may_touch_a_job(shared):
+    server, sock, alice, bob = shared
+    mine = submit_as(alice, sock, account="nlp")
+    in_vision = submit_as(alice, sock, account="vision")
+    # everybody sees the queue
+    status, listing = as_user(bob, sock, "GET", "/api/v1/jobs")
+    assert status == 200 and {mine["id"], in_vision["id"]} <= {j["id"] for j in listing["jobs"]}
+    # bob is no admin and does not coordinate nlp: refused, and the job is untouched
+    for method, path in (("POST", "cancel"), ("POST", "hold"), ("GET", "logs")):
+        status, error = as_user(bob, sock, method, f"/api/v1/jobs/{mine['id']}/{path}")
+        assert status == 403, (path, error)
+        assert alice in error["error"]["message"] and bob in error["error"]["message"]
+    status, _ = as_user(bob, sock, "PATCH", f"/api/v1/jobs/{mine['id']}", {"nice": 5})
+    assert status == 403
+    with Client(home=server.home) as root:
+        assert root.get(mine["id"])["state"] in ("PENDING", "RUNNING") and root.get(mine["id"])["nice"] == 0
+    # bob coordinates vision: he may hold and cancel alice's job there
+    status, job = as_user(bob, sock, "POST", f"/api/v1/jobs/{in_vision['id']}/cancel")
+    assert status == 200 and job["state"] == "CANCELLED"
+    # the owner may; root (an admin) may
+    assert as_user(alice, sock, "POST", f"/api/v1/jobs/{mine['id']}/cancel")[0] == 200
+    other = submit_as(bob, sock)
+    with Client(home=server.home) as root:
+        assert root.cancel(other["id"])["state"] == "CANCELLED"
+
+
+def test_an_account_must_exist_and_have_the_user(shared):
+    _, sock, _, bob = shared
+    status, error = as_user(bob, sock, "POST", "/api/v1/jobs", {"command": ["true"], "account": "nlp"})
+    assert status == 422 and error["error"]["field"] == "account" and "not a member" in error["error"]["message"]
+    status, error = as_user(bob, sock, "POST", "/api/v1/jobs", {"command": ["true"], "account": "nope"})
+    assert status == 422 and "known accounts: nlp, vision" in error["error"]["message"]
+
+
+def test_a_token_speaks_for_its_user_within_its_scope(shared):
+    server, sock, alice, bob = shared
+    status, made = as_user(alice, sock, "POST", "/api/v1/tokens", {"scope": "read", "expires": "1h", "name": "laptop"})
+    assert status == 201 and made["token"].startswith("corral_")
+    reader = Client(server.url, token=made["token"])
+    assert reader.whoami() == {"user": alice, "scope": "read", "via": "token", "admin": False, "personal_queue_of": None}
+    assert reader.queue() is not None
+    with pytest.raises(Forbidden, match="submit scope"):
+        reader.submit(["true"])
+    # a user cannot mint a token for someone else, nor one above their own rights
+    assert as_user(alice, sock, "POST", "/api/v1/tokens", {"user": bob})[0] == 403
+    assert as_user(alice, sock, "POST", "/api/v1/tokens", {"scope": "admin"})[0] == 403
+    # revoked: refused at once
+    assert as_user(alice, sock, "DELETE", f"/api/v1/tokens/{made['id']}")[0] == 200
+    with pytest.raises(Unauthenticated, match="unknown, revoked or expired"):
+        reader.whoami()
+
+
+def test_a_remote_caller_without_a_token_is_refused(shared):
+    server, _, _, _ = shared
+    # what a reverse proxy sends on behalf of another machine: the local peer is the proxy, not the caller
+    answer = call(server.url, "GET", "/api/v1/jobs", {"X-Forwarded-For": "203.0.113.9"})
+    assert answer.status_code == 401 and "API token" in answer.json()["error"]["message"]
+    answer = call(server.url, "GET", "/api/v1/jobs", {"Authorization": "Bearer corral_not-a-real-token"})
+    assert answer.status_code == 401
+
+
+def test_a_foreign_page_cannot_act_through_a_local_browser(shared):
+    server, _, _, _ = shared
+    # DNS rebinding: a page of evil.example resolved to 127.0.0.1 reads with its own Host
+    answer = call(server.url, "GET", "/api/v1/jobs", {"Host": "evil.example:8765"})
+    assert answer.status_code == 403
+    # cross-site POST from a page elsewhere (a form or fetch): refused whatever the credential
+    answer = call(server.url, "POST", "/api/v1/jobs", {"Origin": "https://evil.example"}, b'{"command": ["true"]}')
+    assert answer.status_code == 403
+    with Client(home=server.home) as root:
+        assert root.queue() == []
+
+
+def test_the_dashboard_logs_in_with_a_token_into_an_http_only_cookie(shared):
+    server, sock, alice, _ = shared
+    _, made = as_user(alice, sock, "POST", "/api/v1/tokens", {"scope": "submit", "expires": "1h"})
+    remote = {"X-Forwarded-For": "203.0.113.9"}  # as if from another machine through a proxy
+    assert call(server.url, "GET", "/api/v1/whoami", remote).status_code == 401
+    login = call(server.url, "POST", "/api/v1/session", remote, {"token": made["token"]})
+    assert login.status_code == 200 and login.json()["user"] == alice
+    cookie = login.headers["set-cookie"]
+    assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+    session = {**remote, "Cookie": cookie.split(";")[0]}
+    assert call(server.url, "GET", "/api/v1/whoami", session).json()["via"] == "session"
+    logout = call(server.url, "DELETE", "/api/v1/session", session)
+    assert logout.status_code == 204 and 'corral_session=""' in logout.headers["set-cookie"]
+    assert call(server.url, "POST", "/api/v1/session", remote, {"token": "corral_wrong"}).status_code == 401
+
+
+def test_alert_channels_are_for_admins_and_rules_for_ones_own_jobs(shared):
+    server, sock, alice, bob = shared
+    status, error = as_user(alice, sock, "POST", "/api/v1/alerts/channels",
+                            {"name": "run-me", "type": "command", "argv": ["/bin/true"]})
+    assert status == 403 and "admin" in error["error"]["message"]
+    with Client(home=server.home) as root:
+        root.add_channel("ops", "webhook", url="http://127.0.0.1:9/hook")
+    bobs = submit_as(bob, sock)
+    status, _ = as_user(alice, sock, "POST", "/api/v1/alerts/rules",
+                        {"name": "spy", "condition": "state == FAILED", "job": bobs["id"]})
+    assert status == 403
+    status, rule = as_user(alice, sock, "POST", "/api/v1/alerts/rules",
+                           {"name": "mine", "condition": "state == FAILED", "channels": ["ops"]})
+    assert status == 201 and rule["user"] == alice  # scoped to her own jobs
+    assert as_user(bob, sock, "DELETE", "/api/v1/alerts/rules/mine")[0] == 403
+    assert as_user(alice, sock, "DELETE", "/api/v1/alerts/rules/mine")[0] == 204
+
+
+def test_a_log_the_owner_does_not_own_is_never_shown(shared, shared_dir):
+    server, sock, alice, _ = shared
+    secret = os.path.join(shared_dir, "roots-secret")
+    with open(secret, "w") as f:
+        f.write("root's secret\n")
+    os.chmod(secret, 0o600)
+    # the job's log is a link to root's file: the job cannot write it, and the server must not read it out
+    link_dir = os.path.join(shared_dir, "links")
+    os.makedirs(link_dir)
+    os.chmod(link_dir, 0o777)
+    os.symlink(secret, os.path.join(link_dir, "out.log"))
+    job = submit_as(alice, sock, command=["true"], stdout=os.path.join(link_dir, "out.log"))
+    with Client(home=server.home) as root:
+        assert root.wait(job["id"], timeout=30)["state"] == "FAILED"
+    status, error = as_user(alice, sock, "GET", f"/api/v1/jobs/{job['id']}/logs")
+    assert status == 403 and "does not belong" in error["error"]["message"]
+    with open(secret) as f:
+        assert f.read() == "root's secret\n"
+
+
+def test_a_flood_from_one_user_is_slowed_and_the_others_are_not(server_factory, shared_dir, os_users):
+    home = os.path.join(shared_dir, "home")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write("[auth]\nrate_per_s = 2\nburst = 3\n")
+    server = server_factory(home=home)
+    alice, _ = os_users
+    with Client(home=server.home) as root:
+        token = root.create_token(user=alice, scope="submit", expires="1h")["token"]
+        bearer = {"Authorization": f"Bearer {token}"}
+        for _ in range(3):
+            assert call(server.url, "GET", "/api/v1/jobs", bearer).status_code == 200
+        answer = call(server.url, "GET", "/api/v1/jobs", bearer)
+        assert answer.status_code == 429 and int(answer.headers["retry-after"]) >= 1
+        assert answer.json()["error"]["code"] == "rate_limited"
+        # an admin is never slowed; and the client waits out a 429 by itself
+        assert all(root.queue() == [] for _ in range(20))
+        started = time.monotonic()
+        with Client(server.url, token=token) as patient:
+            assert patient.queue() == []
+        assert time.monotonic() - started >= 0.3
