@@ -74,7 +74,7 @@ def refusals(*calls: tuple[str, dict[str, Any]]) -> list[str]:
     """The error text of each tool call, made in-process to a server with no corral server behind it
     (arguments are checked before any request, so none is needed)."""
 
-    def connect() -> Client:
+    def connect(token: str | None, timeout: float | None = None) -> Client:
         raise AssertionError("a refused call must not reach the corral server")
 
     async def session() -> list[str]:

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
+import httpx2
 from mcp import Client as MCPClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -45,25 +46,42 @@ async def over_stdio(home: str, cwd: str | None = None) -> AsyncIterator[MCPClie
             yield client
 
 
-@asynccontextmanager
-async def over_http(home: str) -> AsyncIterator[MCPClient]:
-    """A session with `corral --home HOME mcp --http --port 0`, at the URL it announces."""
-    process = subprocess.Popen([sys.executable, *corral_mcp(home, "--http", "--port", "0")],
+@contextmanager
+def http_server(home: str, cwd: str | None = None) -> Iterator[tuple[str, list[str]]]:
+    """`corral --home HOME mcp --http --port 0` running: the URL it announces, and what it printed until then."""
+    process = subprocess.Popen([sys.executable, *corral_mcp(home, "--http", "--port", "0")], cwd=cwd,
                                stderr=subprocess.PIPE, text=True)
     try:
-        url = None
+        url, lines = None, []
         assert process.stderr is not None
         for line in process.stderr:
+            lines.append(line.strip())
             found = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)$", line.strip())
             if found:
                 url = found.group(1)
                 break
-        assert url, "corral mcp --http never said where it listens"
-        async with MCPClient(streamable_http_client(url)) as client:
-            yield client
+        assert url, f"corral mcp --http never said where it listens: {lines}"
+        yield url, lines
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str | None) -> AsyncIterator[MCPClient]:
+    """An MCP session at `url` whose every request carries `token` as `Authorization: Bearer` (None: no header)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        async with MCPClient(streamable_http_client(url, http_client=http)) as client:
+            yield client
+
+
+@asynccontextmanager
+async def over_http(home: str, token: str) -> AsyncIterator[MCPClient]:
+    """A session with `corral --home HOME mcp --http --port 0`, at the URL it announces, with `token`."""
+    with http_server(home) as (url, _):
+        async with http_session(url, token) as client:
+            yield client
 
 
 async def call(client: MCPClient, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -165,9 +183,10 @@ def test_an_agent_session_over_stdio_creates_polls_reads_measures_alerts_and_sto
 def test_the_seed_workload_shape_over_streamable_http_and_an_image_refused_on_the_local_backend(server_factory):
     server = server_factory(gpus=4)
     corral = server.client()
+    token = corral.create_token(scope="submit", expires="1h")["token"]  # over HTTP each agent brings its own
 
     async def session() -> None:
-        async with over_http(server.home) as agent:
+        async with over_http(server.home, token) as agent:
             submitted = await call(
                 agent, "workload_submit", name="seed", gpus=1, gpuMemoryMb=40960, command=["bash", "-c",
                 'echo "$GREETING $0"'], args=["world"], env=[{"name": "GREETING", "value": "hello"}],
@@ -452,7 +471,7 @@ def test_http_names_the_bad_option_and_protects_every_loopback_address(tmp_path)
     for host in ("203.0.113.7", "no-such-host.invalid"):  # not an address of this machine
         result = runner.invoke(cli, ["--home", home, "mcp", "--http", "--host", host, "--port", "0"])
         assert result.exit_code == 1 and "give --host an address of this machine" in result.output
-        assert "without authentication" not in result.output  # nothing listened, so nothing was exposed
+        assert "plain HTTP" not in result.output  # nothing listened, so nothing was exposed
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = str(taken.getsockname()[1])
         result = runner.invoke(cli, ["--home", home, "mcp", "--http", "--port", port])
@@ -467,15 +486,17 @@ def test_http_names_the_bad_option_and_protects_every_loopback_address(tmp_path)
             lines.append(line)
             if "serving MCP" in line:
                 break
-        assert not any("without authentication" in line for line in lines)
+        assert not any("plain HTTP" in line for line in lines)  # a loopback address: tokens stay on this machine
         port = int(re.search(r"http://127\.0\.0\.2:(\d+)/mcp", lines[-1]).group(1))
         initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
 
         def post(host_header: str) -> int:
             conn = http.client.HTTPConnection("127.0.0.2", port, timeout=10)
+            # a token's shape: with no corral server to ask, the MCP server lets the tools say that none answers
             conn.request("POST", "/mcp", body=initialize, headers={
-                "Host": host_header, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+                "Host": host_header, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                "Authorization": "Bearer corral_" + "A" * 43})
             status = conn.getresponse().status
             conn.close()
             return status

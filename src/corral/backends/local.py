@@ -1,4 +1,10 @@
-"""The local backend: each job under its own supervisor process on this machine."""
+"""The local backend: each job under its own supervisor process on this machine.
+
+Under a root server with an `owner_lookup` (the shared service), each job runs as
+its owner: the supervisor takes on the account the lookup names, the job's
+checkpoint directory and batch script become the owner's, and its job directory
+is 0711 so the owner reaches the script by name without reading launch.json.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from corral.executor.environment import job_environment
 from corral.executor.launch import (
     kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
 )
+from corral.executor.users import RunAs, give_dir, share_home_with_jobs
 
 LIVENESS_CHECK_S = 2.0
 
@@ -23,7 +30,17 @@ class LocalBackend:
     def __init__(
         self, home: str, *, kill_grace_s: float, server_env: Mapping[str, str], server_url: Callable[[], str | None],
         clock: Callable[[], float] = time.time, max_log_mb: int | None = None,
+        owner_lookup: Callable[[str], RunAs | None] | None = None, max_job_processes: int | None = None,
     ) -> None:
+        """
+        Args:
+            owner_lookup: the account a job of a user runs as, None for this process's own
+                (`corral.executor.users.run_as_for` in a server; it refuses unknown users).
+                Without it every job runs as this process, as a personal queue's do.
+            max_job_processes: RLIMIT_NPROC for jobs that run as their owner: a fork bomb
+                fails its own forks instead of exhausting the machine's pids. The kernel
+                counts all of the owner's processes, not one job's.
+        """
         self.home = home
         self.jobs_dir = os.path.join(home, "jobs")
         self.checkpoints_dir = os.path.join(home, "checkpoints")
@@ -32,6 +49,9 @@ class LocalBackend:
         self.server_env = server_env
         self.server_url = server_url
         self.clock = clock
+        self.owner_lookup = owner_lookup
+        self.max_job_processes = max_job_processes
+        self._home_shared = False
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
         self._last_liveness: dict[int, float] = {}
@@ -41,8 +61,19 @@ class LocalBackend:
         return os.path.join(self.jobs_dir, str(job_id))
 
     def start(self, job: Job, allocation: Allocation) -> None:
+        """Launch the job under a new supervisor.
+
+        Raises:
+            InvalidRequest: the owner lookup refuses the job's user (no account on this machine).
+        """
+        owner = self.owner_lookup(job.spec.user) if self.owner_lookup is not None else None
+        if owner is not None and not self._home_shared:
+            share_home_with_jobs(self.home)
+            self._home_shared = True
         job_dir = self.job_dir(job.id)
         os.makedirs(job_dir, exist_ok=True)
+        if owner is not None:
+            os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
         self._pids.pop(job.id, None)
         for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT):
             try:
@@ -51,11 +82,15 @@ class LocalBackend:
                 pass
         checkpoint_dir = os.path.join(self.checkpoints_dir, str(job.id))
         os.makedirs(checkpoint_dir, exist_ok=True)
+        if owner is not None:
+            give_dir(checkpoint_dir, owner, 0o700)
         if job.spec.script is not None:
             script_path = os.path.join(job_dir, files.SCRIPT)
             with open(script_path, "w") as f:
                 f.write(job.spec.script)
             os.chmod(script_path, 0o700)
+            if owner is not None:
+                os.chown(script_path, owner.uid, owner.gid)
             argv = [script_path, *job.spec.script_args]
         else:
             argv = list(job.spec.command)
@@ -74,6 +109,9 @@ class LocalBackend:
             "kill_grace_s": self.kill_grace_s,
             "max_log_mb": self.max_log_mb,
             "append_logs": job.restarts > 0,
+            "run_as": owner.to_dict() if owner is not None else None,
+            "umask": job.spec.umask,
+            "max_processes": self.max_job_processes if owner is not None else None,
         }
         if job.spec.warn_signal:
             from corral.core.spec import parse_signal

@@ -96,9 +96,9 @@ class AccessPolicy:
             return
         if not scope_covers(caller.scope, "submit"):
             raise Forbidden(f"{action}: this credential is read-only ({caller.scope} scope)")
-        who = f"its owner ({owner}), an admin"
+        who = f"its owner ({owner}) or an admin"
         if account is not None and account in self.accounts:
-            who += f" or a coordinator of account {account}"
+            who = f"its owner ({owner}), an admin or a coordinator of account {account}"
         raise Forbidden(f"{action}: only {who} may do this; you are {caller.user}")
 
     def account_for(self, user: str, asked: str | None) -> str | None:

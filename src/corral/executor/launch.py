@@ -25,7 +25,9 @@ def spawn_supervisor(job_dir: str, config: dict[str, Any]) -> subprocess.Popen[b
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         files.write_json_atomic(os.path.join(job_dir, files.LAUNCH), {**config, "lock_fd": lock_fd}, mode=0o600)
-        with open(os.path.join(job_dir, files.SUPERVISOR_LOG), "ab") as log:
+        # 0600: a root server's job directories are 0711, and a traceback here may quote the job's environment
+        log_fd = os.open(os.path.join(job_dir, files.SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
             return subprocess.Popen(
                 [sys.executable, "-m", "corral.executor.supervisor", job_dir],
                 pass_fds=(lock_fd,), start_new_session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -7,6 +7,13 @@ status. It holds the job directory's lock for its whole life; the server takes
 a free lock to mean "no supervisor is alive".
 
 Only the standard library: it starts for every job and must start fast.
+
+Under a root server (the shared service) launch.json names the job's owner in
+`run_as`. The supervisor itself stays root, so it can always signal the job and
+write result.json, but the job runs as its owner (groups, gid, uid, in that
+order), and every path the job names (its log files and their directories) is
+opened with the owner's rights, never root's: naming /etc/passwd as a log file
+gets the job refused, not the file truncated.
 """
 
 from __future__ import annotations
@@ -18,13 +25,16 @@ import select
 import signal
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from corral.executor import files
 
 MEMORY_CHECK_INTERVAL_S = 0.5
 LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
 MAX_WAIT_S = 1.0  # re-check the cancel file at least this often, even if a signal was missed
+
+T = TypeVar("T")
 
 
 class Supervisor:
@@ -51,9 +61,11 @@ class Supervisor:
             self.finish("PREEMPTED", None, None)
             return
         try:
-            out_fd, err_fd = self.open_logs()
+            out_fd, err_fd = self.as_owner(self.open_logs)
         except OSError as exc:
-            self.finish("FAILED", None, None, error=f"cannot open log file: {exc}")
+            owner = self.config.get("run_as")
+            as_whom = f" as {owner['name']}" if owner else ""
+            self.finish("FAILED", None, None, error=f"cannot open log file{as_whom}: {exc}")
             return
         start_time = time.time()
         # The child waits at this gate until started.json names it: a supervisor killed
@@ -97,6 +109,44 @@ class Supervisor:
         os.makedirs(os.path.dirname(stderr), exist_ok=True)
         return out_fd, os.open(stderr, flags, 0o644)
 
+    def as_owner(self, action: Callable[[], T]) -> T:
+        """Run `action` with the job's owner's rights over files, and its umask; then be root again.
+
+        Why switch the effective ids rather than open in a forked child and pass the
+        descriptors back: the supervisor is single-threaded, so nothing else runs while
+        it wears the owner's ids; the real and saved uid stay 0, so switching back
+        cannot fail, and the owner (who may signal only processes whose real or saved
+        uid is theirs) cannot signal or trace it meanwhile; and the kernel then checks
+        every path component, symlink target and O_CREAT as the owner, exactly as for
+        the job itself, at the cost of a few system calls instead of a fork.
+        """
+        owner = self.config.get("run_as")
+        umask = self.config.get("umask")
+        old_umask = os.umask(umask) if umask is not None else None
+        if not owner:
+            try:
+                return action()
+            finally:
+                if old_umask is not None:
+                    os.umask(old_umask)
+        euid, egid, groups = os.geteuid(), os.getegid(), os.getgroups()
+        try:
+            os.setgroups(owner["groups"])
+            os.setresgid(-1, owner["gid"], -1)
+            os.setresuid(-1, owner["uid"], -1)
+            return action()
+        finally:
+            # undo only what was done (a half-done switch may have failed); the uid first:
+            # changing the gid and groups back needs root's rights again
+            if os.geteuid() != euid:
+                os.setresuid(-1, euid, -1)
+            if os.getegid() != egid:
+                os.setresgid(-1, egid, -1)
+            if os.getgroups() != groups:
+                os.setgroups(groups)
+            if old_umask is not None:
+                os.umask(old_umask)
+
     def exec_job(self, out_fd: int, err_fd: int) -> None:
         """In the forked child: become the job. Never returns."""
         try:
@@ -109,19 +159,50 @@ class Supervisor:
             os.dup2(out_fd, 1)
             os.dup2(err_fd, 2)
             os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
+            env = self.become_owner()
             try:
                 os.chdir(self.config["cwd"])
             except OSError as exc:
                 os.write(2, f"corral: cannot enter the working directory {self.config['cwd']}: {exc.strerror}\n".encode())
                 os._exit(1)
             argv = self.config["argv"]
-            os.execvpe(argv[0], argv, self.config["env"])
+            os.execvpe(argv[0], argv, env)
         except OSError as exc:
             code = 127 if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) else 1
             os.write(2, f"corral: cannot run {self.config['argv'][0]!r}: {exc.strerror}\n".encode())
             os._exit(code)
         except BaseException:  # noqa: BLE001 - nothing may escape the child back into the supervisor
             os._exit(1)
+
+    def become_owner(self) -> dict[str, str]:
+        """In the forked child: take the job's process limit, owner and umask for good; return its environment."""
+        env = dict(self.config["env"])
+        max_processes = self.config.get("max_processes")
+        owner = self.config.get("run_as")
+        try:
+            if max_processes:
+                import resource
+
+                # Set while still root: an unprivileged process may only lower its hard limit.
+                # RLIMIT_NPROC caps the processes (threads too) of the job's real uid across the
+                # machine, checked at each fork; root is exempt, so it guards non-root owners only.
+                resource.setrlimit(resource.RLIMIT_NPROC, (int(max_processes), int(max_processes)))
+            if owner:
+                os.setgroups(owner["groups"])  # while root: after setuid it is no longer allowed
+                os.setgid(owner["gid"])
+                os.setuid(owner["uid"])
+        except OSError as exc:
+            who = f" to user {owner['name']}" if owner else ""
+            os.write(2, f"corral: cannot switch{who} to run the job: {exc}\n".encode())
+            os._exit(1)
+        if owner:
+            if os.getuid() == 0 or os.geteuid() == 0:
+                os.write(2, f"corral: refusing to run a job of {owner['name']} as root\n".encode())
+                os._exit(1)
+            env.update(HOME=owner["home"], USER=owner["name"], LOGNAME=owner["name"], SHELL=owner["shell"])
+        if self.config.get("umask") is not None:
+            os.umask(int(self.config["umask"]))
+        return env
 
     def watch(self, wake_r: int) -> tuple[str | None, int, dict[str, float]]:
         """Wait for the job to end while enforcing cancel, the time limit and the memory limit."""
@@ -199,9 +280,12 @@ class Supervisor:
                 kill_at = None
 
     def note_stderr(self, message: str) -> None:
-        try:
+        def append() -> None:
             with open(self.config["stderr"], "a") as f:
                 f.write(message + "\n")
+
+        try:
+            self.as_owner(append)  # the job may have swapped its log for a link to a file it may not write
         except OSError:
             pass
 

@@ -6,8 +6,9 @@ Kept apart from the code so the text can be read (and reviewed) as text.
 from __future__ import annotations
 
 INSTRUCTIONS = """\
-corral runs GPU jobs on a shared GPU machine or a Slurm cluster, as the user who started this server;
-you see and stop only what that user may.
+corral runs GPU jobs on a shared GPU machine or a Slurm cluster, as your user: whoever started this
+server, or over HTTP the user of your API token. Everybody sees the queue and every job's state; only a
+job's owner (or an admin) may stop it or read its logs, and corral says so when you may not.
 
 A typical session: list_gpus (what is free) and recommend_resources (what a model needs) -> create_gpu_job
 -> view_gpu_job until the job ends -> workload_logs for more output -> metrics_query (GPU and CPU use)
@@ -37,8 +38,8 @@ checkpoints to $CORRAL_CHECKPOINT_DIR (the same directory after a requeue: resum
 storage the GPU machine sees. log_file must lie under working_directory (relative paths start there). Ask
 for what the job needs: more GPUs, memory or time than free now means a longer wait in the queue
 (list_gpus shows what is free; recommend_resources sizes a model). A request no machine could ever
-satisfy is refused at once, naming the field. The command runs as the user who started corral mcp, with
-their files: submit only what you would run in their shell.
+satisfy is refused at once, naming the field. The command runs as your user (whoever started corral mcp,
+or your API token's user), with their files: submit only what you would run in their shell.
 """
 
 VIEW_GPU_JOB = """\
@@ -55,7 +56,8 @@ For the whole log use workload_logs; for why a job failed use diagnose_job.
 STOP_GPU_JOB = """\
 Stop a job: a pending one leaves the queue; a running one gets SIGTERM, a grace period, then SIGKILL, and
 ends CANCELLED. Its logs and checkpoints stay. Stopping a job that already ended changes nothing and says
-how it ended. This cannot be undone: a stopped job must be submitted again.
+how it ended. This cannot be undone: a stopped job must be submitted again. Only the job's owner, an
+admin or a coordinator of its account may stop it; anyone else is refused, saying who may.
 """
 
 WORKLOAD_SUBMIT = """\
@@ -63,7 +65,7 @@ Submit a workload in the seed's shape: command (a list, not run through a shell)
 gpuMemoryMb, env (an object, or a list of {name, value}), labels, preemptible, maxRuntimeSeconds. Returns
 the workload (workloadId, state, reason, log paths); poll workload_get.
 
-It runs the command as the user who started corral mcp. image runs the command in a container, only where the corral server uses the Slurm backend and the cluster
+It runs the command as your user (whoever started corral mcp, or your API token's user). image runs the command in a container, only where the corral server uses the Slurm backend and the cluster
 has the Pyxis plugin (srun --container-image; corral's home and the working directory are mounted). The
 local backend runs commands directly on its machine and refuses image: drop it there. Checkpoints go to
 $CORRAL_CHECKPOINT_DIR, which survives a requeue.
@@ -79,7 +81,8 @@ WORKLOAD_LOGS = """\
 Read a workload's stdout or stderr, bounded (at most 1000 lines and 64 KB per call; longer lines are cut
 and marked). Without since: its last `tail` lines. To follow a running job, pass the returned nextOffset
 as since on the next call: you get the lines written after it, and complete is true once the job has
-ended and all is read. Progress bars (carriage returns) show their last state.
+ended and all is read. Progress bars (carriage returns) show their last state. Only the job's owner (or
+an admin) may read its logs.
 """
 
 METRICS_QUERY = """\
@@ -95,7 +98,7 @@ cpu_utilization usually means data loading is the bottleneck.
 ALERT_CREATE = """\
 Create an alert rule: it fires once when its condition holds and resolves when it clears. Scope it to one
 job with workloadId (12, "12_3" for a task of an array, or an array's id for all its tasks), or leave it
-out to watch every job of the user who started corral mcp; the result's scope says which. Conditions:
+out to watch every job of your user; the result's scope says which. Conditions:
 "state == FAILED", "state in (FAILED, TIMEOUT, OUT_OF_MEMORY)", "gpu_utilization < 10 for 15m",
 "metric.loss is nan", "no_progress for 30m" (a hung job), "time_left < 10m", "queue_wait > 2h".
 """

@@ -1,8 +1,12 @@
 """The MCP server: corral's tools on the official SDK's `MCPServer`, over stdio or streamable HTTP.
 
 Every tool error reaches the agent as a tool result with `isError` and one line it can act on:
-bad arguments as `field: must be ..., got ...`, corral's own errors with their message, and
-anything unexpected as the SDK's `Error executing tool NAME` (the traceback stays in our log).
+bad arguments as `field: must be ..., got ...`, corral's own errors with their message (a refusal
+names who may do it, or the scope it needs), and anything unexpected as the SDK's `Error executing
+tool NAME` (the traceback stays in our log).
+
+Over HTTP every request must carry the agent's corral API token, and each tool call is made to corral
+with it (`corral.mcp.credentials`); over stdio the tools act as whoever started `corral mcp`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from pydantic import ValidationError
 from corral import __version__
 from corral.errors import CorralError
 from corral.mcp.arguments import describe_errors, unknown_arguments
+from corral.mcp.clients import ClientPool
+from corral.mcp.credentials import AGENT_TOKEN, RequireToken, TokenCheck, request_token
 from corral.mcp.descriptions import INSTRUCTIONS, TOOLS
 from corral.mcp.tools import CorralTools
 
@@ -59,15 +65,18 @@ TOOL_TABLE: tuple[tuple[str, str, ToolAnnotations], ...] = (
 
 
 class CorralMCPServer(MCPServer):
-    """An MCPServer whose tool errors name the argument and what it allows."""
+    """An MCPServer whose tool errors name the argument and what it allows, and whose tools call corral
+    with the token of the HTTP request they came in (see `corral.mcp.credentials`)."""
 
-    def __init__(self, tools: CorralTools) -> None:
+    def __init__(self, tools: CorralTools, connect: Callable[..., Client]) -> None:
         super().__init__(name="corral", title="corral GPU jobs", instructions=INSTRUCTIONS, version=__version__,
                          log_level="WARNING")
         for name, title, hints in TOOL_TABLE:
             self.add_tool(getattr(tools, name), name=name, title=title, description=TOOLS[name],
                           annotations=hints, structured_output=True)
         self._schemas: dict[str, dict[str, Any]] | None = None
+        self.token_check = TokenCheck(connect)
+        """Asks corral whether it takes an HTTP request's token (`serve_http`)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         schema = (await self._input_schemas()).get(name)
@@ -75,6 +84,12 @@ class CorralMCPServer(MCPServer):
             unknown = unknown_arguments(arguments, schema)
             if unknown:
                 raise ToolError(unknown)
+        try:
+            token = request_token(_http_request(context))
+        except CorralError as exc:
+            raise ToolError(exc.message) from None
+        # the tool runs in a worker thread, which sees this value: anyio copies the context into it
+        reset = AGENT_TOKEN.set(token)
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -84,6 +99,8 @@ class CorralMCPServer(MCPServer):
             if isinstance(cause, CorralError):
                 raise ToolError(cause.message) from None
             raise
+        finally:
+            AGENT_TOKEN.reset(reset)
         if isinstance(result, CallToolResult) and result.structured_content is not None and not result.is_error:
             # the text an agent reads: the same JSON without the SDK's indentation, a third fewer tokens
             text = json.dumps(result.structured_content, ensure_ascii=False)
@@ -96,9 +113,27 @@ class CorralMCPServer(MCPServer):
         return self._schemas
 
 
-def build_server(connect: Callable[[], Client], cwd: str | None = None) -> CorralMCPServer:
-    """The MCP server for the corral server `connect` reaches; relative paths start at `cwd`."""
-    return CorralMCPServer(CorralTools(connect, cwd))
+def _http_request(context: Context | None) -> Any:
+    """The HTTP request a tool call came in (a Starlette request); None over stdio."""
+    if context is None:
+        return None
+    try:
+        return context.request_context.request
+    except ValueError:  # a call made outside any request
+        return None
+
+
+def build_server(connect: Callable[..., Client], cwd: str | None = None, *, tokens_required: bool = False
+                 ) -> CorralMCPServer:
+    """The MCP server for the corral server `connect` reaches; relative paths start at `cwd`.
+
+    Args:
+        connect: `connect(token, timeout=None)` makes a client that calls corral with `token` (None:
+            the credential of whoever runs `corral mcp`), waiting `timeout` seconds (None: its default).
+        tokens_required: refuse a tool call that came without an agent's token (serving HTTP).
+    """
+    tools = CorralTools(ClientPool(connect), cwd, tokens_required=tokens_required)
+    return CorralMCPServer(tools, connect)
 
 
 def serve_stdio(server: MCPServer) -> None:
@@ -106,11 +141,12 @@ def serve_stdio(server: MCPServer) -> None:
     server.run("stdio")
 
 
-def serve_http(server: MCPServer, host: str, port: int, announce: Callable[[str], None]) -> None:
+def serve_http(server: CorralMCPServer, host: str, port: int, announce: Callable[[str], None]) -> None:
     """Serve streamable HTTP at `http://host:port/mcp` until interrupted; `announce` gets the URL.
 
-    The socket is bound and listening before `announce` is called, so port 0 (a free port) works
-    and a client may connect as soon as it reads the URL.
+    Every request must carry a corral API token that corral takes, else it is answered 401 (build the
+    server with `tokens_required`). The socket is bound and listening before `announce` is called, so
+    port 0 (a free port) works and a client may connect as soon as it reads the URL.
 
     Raises:
         CorralError: cannot listen there, saying whether --host or --port is at fault.
@@ -120,7 +156,8 @@ def serve_http(server: MCPServer, host: str, port: int, announce: Callable[[str]
 
     sock = listen(host, port)
     bound = sock.getsockname()[1]
-    app = server.streamable_http_app(host=host, transport_security=transport_security(host))
+    app = RequireToken(server.streamable_http_app(host=host, transport_security=transport_security(host)),
+                       server.token_check)
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address, not a name that resolved to one
     announce(f"http://{shown}:{bound}/mcp")
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
@@ -158,8 +195,9 @@ def transport_security(host: str) -> TransportSecuritySettings:
     """DNS-rebinding protection for a loopback `host`: requests must name a loopback host (and origin).
 
     A page in the user's browser can reach a loopback port under a hostname it controls; checking
-    Host and Origin refuses it. Any other host was chosen to be reached from elsewhere (by any name),
-    so the check is off there; `corral mcp` warns that such a server has no authentication.
+    Host and Origin refuses it (the page would need a token too, but need not learn that the port is
+    there). Any other host was chosen to be reached from elsewhere (by any name), so the check is off
+    there; `corral mcp` warns that tokens then cross the network in plain HTTP.
     """
     if not is_loopback(host):
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)

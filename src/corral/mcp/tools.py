@@ -1,5 +1,6 @@
-"""The tools an agent is given: each checks its input, makes its calls to the corral server as
-the user who started `corral mcp`, and returns a bounded, structured answer.
+"""The tools an agent is given: each checks its input, makes its calls to the corral server with the
+agent's credential (over HTTP the token of the request; over stdio whoever started `corral mcp`),
+and returns a bounded, structured answer.
 
 Independent of the MCP SDK: `corral.mcp.server` registers these methods as tools. Failures are
 `corral.errors` types whose `field` is the tool's own argument name (`gpu_memory`, `workloadId`),
@@ -12,7 +13,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlencode
@@ -20,8 +21,10 @@ from urllib.parse import urlencode
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from corral.core.states import TERMINAL_STATES
-from corral.errors import Conflict, InvalidRequest, NotFound
+from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthenticated
 from corral.mcp import bounds
+from corral.mcp.clients import ClientPool
+from corral.mcp.credentials import AGENT_TOKEN, NO_TOKEN
 from corral.mcp.inputs import given_id, job_ref, log_file_place
 from corral.mcp.results import (
     AlertRule, GpuList, JobView, LogTail, MetricSeries, QueueView, RunList, RunMetrics, StopResult, Workload,
@@ -101,24 +104,27 @@ def _name_field(exc: NotFound | Conflict, field: str | None) -> None:
 
 
 class CorralTools:
-    """The tools, over clients made by `connect` (one per call: calls may run in parallel threads).
+    """The tools, calling corral through `clients` with each call's own credential.
 
     Args:
-        connect: makes a `corral.client.Client` for the user's server.
+        clients: lends a `corral.client.Client` for a token (None: the credential `corral mcp` started with).
         cwd: the directory relative working directories start from (where `corral mcp` runs).
+        tokens_required: every call must come with an agent's token (`AGENT_TOKEN`): over HTTP, where
+            falling back to the credential of whoever started `corral mcp` would lend it to anyone.
     """
 
-    def __init__(self, connect: Callable[[], Client], cwd: str | None = None) -> None:
-        self._connect = connect
+    def __init__(self, clients: ClientPool, cwd: str | None = None, *, tokens_required: bool = False) -> None:
+        self._clients = clients
         self._cwd = cwd or os.getcwd()
+        self._tokens_required = tokens_required
 
     @contextmanager
     def _client(self) -> Iterator[Client]:
-        client = self._connect()
-        try:
+        token = AGENT_TOKEN.get()
+        if token is None and self._tokens_required:
+            raise Unauthenticated(NO_TOKEN)
+        with self._clients.client(token) as client:
             yield client
-        finally:
-            client.close()
 
     # -- GPU jobs ----------------------------------------------------------------------------------
 
@@ -172,8 +178,9 @@ class CorralTools:
             health = client.health()
             home = health.get("home")
             if log_file is not None:
+                # %u is the job's user: the caller, not whoever runs the corral server
                 log_file_place(log_file, workdir=os.path.join(self._cwd, working_directory or ""), home=home,
-                               name=job_name or "job", user=str(health.get("user") or "user"))
+                               name=job_name or "job", user=str(client.whoami().get("user") or "user"))
             if command is not None:
                 job = client.submit(["bash", "-c", command], **request)
             else:
@@ -187,9 +194,13 @@ class CorralTools:
             job = client.get(ref)
             home = client.health().get("home")
             view = job_view(job, home=home, given=given_id(ref))
-            view["stdout_tail"] = self._tail(client, job, "stdout")
-            if job.get("stderr_path") != job.get("stdout_path"):
-                view["stderr_tail"] = self._tail(client, job, "stderr")
+            try:
+                view["stdout_tail"] = self._tail(client, job, "stdout")
+                if job.get("stderr_path") != job.get("stdout_path"):
+                    view["stderr_tail"] = self._tail(client, job, "stderr")
+            except Forbidden as exc:  # everybody sees the queue; logs are their owner's
+                view.pop("stdout_tail", None)
+                view.setdefault("warnings", []).append(f"logs not shown: {exc.message}")
         return view
 
     def stop_gpu_job(self, job_id: JobId) -> StopResult:
@@ -345,7 +356,7 @@ class CorralTools:
         with self._client() as client:
             job_id = user = None
             if ref is None:
-                user = client.health().get("user") or None
+                user = client.whoami().get("user") or None  # the caller: the server's own user is root on a shared one
                 scope = f"every job of user {user} (yours)" if user else "every job"
             else:
                 with fields_named({"job_id": "workloadId"}, job="workloadId"):

@@ -229,6 +229,7 @@ def serve(options: ServerOptions) -> None:
     from corral.api.app import create_app
     from corral.backends.local import LocalBackend
     from corral.executor.gpus import build_node
+    from corral.executor.users import owned_dir, run_as_for, share_home_with_jobs
     from corral.server.service import JobService
     from corral.store import migrate
     from corral.store.db import database_url, open_engine
@@ -240,10 +241,11 @@ def serve(options: ServerOptions) -> None:
     lock = acquire_home(home)
     shared = os.geteuid() == 0
     policy = AccessPolicy(admins=options.admins, accounts=options.accounts, owner=None if shared else getpass.getuser())
-    if shared:
-        from corral.executor.users import owned_dir, share_home_with_jobs
 
-        share_home_with_jobs(home)
+    def user_log_dir(user: str) -> str:
+        run_as_for(user)  # a user with no account here is refused at submit, not when the job would start
+        return owned_dir(os.path.join(home, "logs"), user)
+
     cluster = None
     if options.backend == "slurm":
         from corral.backends.slurm.cluster import SlurmCluster, SlurmError
@@ -264,9 +266,12 @@ def serve(options: ServerOptions) -> None:
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     engine = open_engine(database_url(options.db, home))
     migrate.upgrade(engine)
+    if shared:
+        share_home_with_jobs(home)  # users reach their jobs' files by name; the database (their environments) stays root's
     server_env = dict(os.environ)
     backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url,
-                           max_log_mb=options.max_log_mb, max_job_processes=options.max_job_processes)
+                           max_log_mb=options.max_log_mb, max_job_processes=options.max_job_processes,
+                           owner_lookup=run_as_for if shared else None)
     if cluster is not None:
         from corral.backends.slurm.backend import SlurmBackend
         from corral.server.slurm_service import SlurmJobService
@@ -280,7 +285,7 @@ def serve(options: ServerOptions) -> None:
         service = JobService(
             store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
             server_env=server_env, config=options.scheduler, access=policy,
-            user_log_dir=(lambda user: owned_dir(os.path.join(home, "logs"), user)) if shared else None,
+            user_log_dir=user_log_dir if shared else None,
         )
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
