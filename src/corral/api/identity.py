@@ -21,7 +21,7 @@ import json
 import pwd
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -148,25 +148,31 @@ class Identifier:
         raise Unauthenticated("who is calling? From another machine, send an API token: Authorization: Bearer <token> "
                               "(make one on the server's machine with `corral token create`), or log in to the dashboard")
 
-    def token_caller(self, secret: str, via: str) -> Caller:
+    def token_caller(self, secret: str, via: str, login: bool = False) -> Caller:
+        """The caller a token (or a session's token) speaks for.
+
+        Raises:
+            Unauthenticated: the token is unknown, revoked or expired.
+        """
         now = self.clock()
         cached = self._token_cache.get(secret)
         if cached is None or now - cached[1] > TOKEN_CACHE_S:
             record = self.tokens.lookup(secret, now)
-            caller = None
+            holder = None
             if record is not None:
                 scope = record.scope
                 ceiling = self.policy.max_scope(record.user)
                 if not scope_covers(ceiling, scope):
                     scope = ceiling  # an admin token of someone no longer an admin: what they may still do
-                caller = Caller(record.user, scope, via, record.id)
+                holder = Caller(record.user, scope, via, record.id)
             if len(self._token_cache) > 10_000:
                 self._token_cache.clear()
-            cached = self._token_cache[secret] = (caller, now)
+            cached = self._token_cache[secret] = (holder, now)
         if cached[0] is None:
-            what = "session has ended; log in again" if via == "session" else "token is unknown, revoked or expired"
+            what = "session has ended; log in again" if via == "session" and not login else \
+                "token is unknown, revoked or expired"
             raise Unauthenticated(f"this {what} (make a new one with `corral token create`)")
-        return cached[0]
+        return replace(cached[0], via=via)
 
     def _check_local(self, headers: dict[bytes, bytes]) -> None:
         if not self.settings.trust_local:
@@ -240,7 +246,7 @@ async def log_in(request: Request) -> Response:
     if not isinstance(token, str) or not token.strip() or len(token) > 200:
         raise InvalidRequest("token", "is missing", "paste a token from `corral token create --scope read`")
     auth: Identifier = request.app.state.identifier
-    caller = auth.token_caller(token.strip(), "session")
+    caller = auth.token_caller(token.strip(), "session", login=True)
     request.app.state.policy.admit(caller)
     record = request.app.state.tokens.lookup(token.strip(), auth.clock())
     lifetime = max(1, int(record.expires - auth.clock())) if record is not None else None

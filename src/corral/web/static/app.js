@@ -1,9 +1,13 @@
 // corral's dashboard: routes on location.pathname (History API), keeps the live connection,
 // and mounts one page module from ./pages/ at a time. Plain ES modules, no build step.
 //
-// Pages: /  (cluster)  /queue  /jobs/ID  /runs  /runs/ID  /compare?runs=1,2,3  /alerts
+// Pages: /  (cluster)  /queue  /jobs/ID  /runs  /runs/ID  /compare?runs=1,2,3  /alerts  /login
 // The server answers each of these paths with index.html; links are real <a href>s that we
 // intercept for client-side navigation, so back/forward and opening in a new tab both work.
+//
+// Who we are comes first (GET /api/v1/whoami, shown in the nav): a browser on the server's
+// machine is its user; elsewhere any 401 takes the dashboard to /login?next=PAGE, which logs in
+// with an API token (also from the URL fragment, /login#token=corral_...) and returns to PAGE.
 //
 // TEST HOOKS (browser tests rely on these; keep them stable)
 //   data-testid              where                                         extra attributes / text
@@ -11,6 +15,17 @@
 //   nav-runs nav-alerts
 //   live-status              live indicator                                 text "connecting" | "live" | "reconnecting"
 //                                                                           | "paused" (a tab hidden for 10 s)
+//                                                                           | "offline" (logged out)
+//   whoami                   nav: who the dashboard speaks as               data-user, data-scope (read | submit | admin),
+//                                                                           data-via (socket | local | token | session);
+//                                                                           text "alice · submit"; absent when logged out
+//   logout                   nav: "Log out" button, only when via = session
+//   login-form               login: the form                                (/login, or any page after a 401)
+//   login-token              login: the token field
+//   login-submit             login: its button
+//   login-error              login: the server's message when a login fails (role=alert)
+//   login-ended              login: "your session has ended", after a 401 ended a login session
+//   login-current            login: who this browser already is, when the server knows it
 //   empty-state              any page or section with nothing to show       says what to do
 //   error-state              any page or section whose request failed       the server's message + a Retry button
 //   gpu-card                 cluster: one per GPU                           data-index, data-node, data-job-id ("" when free)
@@ -21,8 +36,9 @@
 //   job-state                job: the state badge                           data-state; text symbol + word, e.g.
 //                                                                           "● running", "◌ pending", "‖ held" (a held
 //                                                                           pending job), "⊘ cancelled", "✗ failed"
-//   job-cancel job-hold      job: action buttons, present only when allowed
-//   job-release
+//   job-cancel job-hold      job: action buttons, present only when the state allows and the viewer
+//   job-release                   may (its owner, an admin; kept where a coordinator might: the server decides)
+//   job-actions-note         job: why there are no buttons (a read-only credential, someone else's job)
 //   confirm-yes confirm-no   job: confirm or drop a cancel (shown after job-cancel is pressed)
 //   action-error             job: the server's message when an action is refused (role=alert)
 //   log-stdout log-stderr    job: the log panes (<pre>), both in the DOM; the hidden one keeps its text
@@ -31,7 +47,10 @@
 //   log-tab-stderr
 //   timeline                 job: the state timeline (<ol>); items carry data-event = submitted |
 //                            started | requeued | pending | running | ended
+//   logs-forbidden           job: in place of the log panes when the server refuses them (403):
+//                            "Only OWNER or an admin can read this job's logs." and the server's words
 //   diagnosis                job: findings (each .finding with data-cause), or "nothing found"
+//                            (data-forbidden="true" when refused, with the same words as logs-forbidden)
 //   efficiency               job: the efficiency report
 //   run-row                  runs: one per run (<tr>)                       data-run-id
 //   run-select               runs: the row's checkbox                       value = run id
@@ -49,7 +68,7 @@
 //   run-state                run: the state badge                           data-state (running, finished, ...)
 //   artifacts                run: artifacts and checkpoints table
 //   firing-row               alerts: one per firing (<tr>)                  data-firing-id, data-status (firing | resolved)
-//   ack-button               alerts: acknowledge that firing
+//   ack-button               alerts: acknowledge that firing (not for a read-only credential)
 //   rule-row                 alerts: one per rule (<tr>)                    data-rule
 //   show-acknowledged        alerts: checkbox including acknowledged firings
 // document.body.dataset.chartsReady === "true" once every chart of the current page has drawn
@@ -57,7 +76,8 @@
 
 import {LiveConnection, refresher} from "./lib/live.js";
 import {fmtDuration} from "./lib/format.js";
-import {ApiError, UNREACHABLE, errorState} from "./lib/api.js";
+import {ApiError, UNREACHABLE, errorState, onUnauthenticated} from "./lib/api.js";
+import {forgetIdentity, loadIdentity, logOut, onIdentity} from "./lib/session.js";
 
 const ROUTES = [
   {pattern: /^\/$/, page: "cluster", nav: "cluster", title: "Cluster"},
@@ -67,6 +87,7 @@ const ROUTES = [
   {pattern: /^\/runs\/([A-Za-z0-9_-]+)\/?$/, page: "run", nav: "runs", title: "Run"},
   {pattern: /^\/compare\/?$/, page: "compare", nav: "runs", title: "Compare runs"},
   {pattern: /^\/alerts\/?$/, page: "alerts", nav: "alerts", title: "Alerts"},
+  {pattern: /^\/login\/?$/, page: "login", nav: null, title: "Log in"},
 ];
 
 const main = document.getElementById("main");
@@ -80,6 +101,61 @@ const live = new LiveConnection((state) => {
 });
 
 let current = null;  // {key, route, params, instance, controller, cleanups}
+
+// Who we are, in the nav: "alice · submit", and "Log out" for a session the login page made.
+const meBox = document.getElementById("me");
+const meText = document.getElementById("whoami");
+const meError = document.getElementById("me-error");
+const logoutButton = document.getElementById("logout");
+
+function showIdentity(me) {
+  meBox.hidden = !me;
+  meError.hidden = true;
+  if (!me) return;
+  meText.dataset.user = me.user;
+  meText.dataset.scope = me.scope;
+  meText.dataset.via = me.via;
+  meText.replaceChildren(Object.assign(document.createElement("strong"), {textContent: me.user}), ` · ${me.scope}`);
+  meText.title = me.via === "session" ? `Logged in as ${me.user} with a ${me.scope}-scope token`
+    : me.via === "token" ? `${me.user}, by an API token with ${me.scope} scope`
+      : `${me.user} (this browser runs on the server's machine as ${me.user}), ${me.scope} scope`;
+  logoutButton.hidden = me.via !== "session";
+}
+onIdentity(showIdentity);
+
+logoutButton.addEventListener("click", async () => {
+  logoutButton.disabled = true;
+  try {
+    await logOut();
+    const me = await loadIdentity().catch(() => null);
+    if (me) {  // a browser on the server's machine: it is who runs it again
+      leave();
+      render();
+    } else {
+      live.disconnect();
+      navigate("/login");
+    }
+  } catch (err) {
+    meError.textContent = `✗ Could not log out: ${err.message}`;
+    meError.hidden = false;
+  } finally {
+    logoutButton.disabled = false;
+  }
+});
+
+/** The login page's URL, returning to `next` (this page unless given) once logged in. */
+function loginUrl(next = location.pathname + location.search) {
+  return next === "/" || match(next.split("?")[0])?.route.page === "login" ? "/login" : `/login?next=${encodeURIComponent(next)}`;
+}
+
+// A 401 anywhere: the session ended, or this browser was never logged in. The page goes; the
+// login page takes its place in history, and comes back to it.
+function toLogin() {
+  forgetIdentity();
+  live.disconnect();
+  if (!current || current.route.page !== "login") navigate(loginUrl(), {replace: true});
+}
+onUnauthenticated(toLogin);
 
 function match(pathname) {
   for (const route of ROUTES) {
@@ -121,7 +197,10 @@ async function render({focus = false, scroll = false} = {}) {
     if (found && link.dataset.nav === found.route.nav) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  live.connect(found && found.route.page === "job" ? found.params[0] : null);
+  // The job page asks for its job's stream itself, once the server has shown it may read the logs.
+  if (found && found.route.page === "login") live.disconnect();
+  else live.connect(null);
+  liveBox.hidden = Boolean(found && found.route.page === "login");
   main.replaceChildren();
   if (scroll) window.scrollTo(0, 0);
   if (!found) {
@@ -162,6 +241,8 @@ async function render({focus = false, scroll = false} = {}) {
       return r.trigger;
     },
     live,
+    /** Add this job's `log` events to the live stream (the server refuses them to who may not read its logs). */
+    followJob: (jobId) => { if (!controller.signal.aborted) live.connect(jobId); },
   };
   let module;
   try {
@@ -193,13 +274,30 @@ document.addEventListener("click", (event) => {
 
 window.addEventListener("popstate", () => render());
 
+// After the server was away, ask again who we are (it may not have answered the first time,
+// and a session may have ended meanwhile).
+live.on("reconnect", () => {
+  loadIdentity().then((me) => { if (me === null) toLogin(); }, () => {});
+});
+
 // Elapsed times count up in place once a second (cheap: only the [data-since] elements).
 setInterval(() => {
   const now = Date.now() / 1000;
   for (const el of main.querySelectorAll("[data-since]")) el.textContent = fmtDuration(now - Number(el.dataset.since));
 }, 1000);
 
-render();
+async function start() {
+  let me;
+  try {
+    me = await loadIdentity();
+  } catch {
+    me = undefined;  // unreachable: each page says so, with a Retry
+  }
+  if (me === null && match(location.pathname)?.route.page !== "login") navigate(loginUrl(), {replace: true});
+  else render();
+}
+
+start();
 
 // Fetch the other pages' modules once the first page is up, so moving between pages is instant
 // (and still works if the server goes away for a moment).

@@ -1,5 +1,7 @@
 // Talking to the corral server's /api/v1: JSON in and out, errors as ApiError carrying the
-// server's {"error": {code, message, field, hint}} so pages can show its words.
+// server's {"error": {code, message, field, hint}} so pages can show its words. A 401 (no
+// credential, or the session ended) also calls the handler set with onUnauthenticated, which
+// takes the dashboard to its login page.
 
 import {h} from "./dom.js";
 
@@ -20,7 +22,14 @@ export function isAbort(err) {
   return err && (err.name === "AbortError" || (err instanceof DOMException && err.code === 20));
 }
 
-async function request(path, {method = "GET", body, signal} = {}) {
+let unauthenticated = null;
+
+/** Call `fn(error)` whenever a request answers 401 (unless it was made with {login: true}). */
+export function onUnauthenticated(fn) {
+  unauthenticated = fn;
+}
+
+async function request(path, {method = "GET", body, signal, login = false} = {}) {
   let response;
   try {
     response = await fetch(path, {
@@ -38,12 +47,17 @@ async function request(path, {method = "GET", body, signal} = {}) {
       if (payload && payload.error) detail = payload.error;
       else if (payload && payload.detail) detail = {message: String(payload.detail)};
     } catch { /* not JSON: keep the status line */ }
-    throw new ApiError(response.status, detail);
+    const error = new ApiError(response.status, detail);
+    if (response.status === 401 && !login && unauthenticated) unauthenticated(error);
+    throw error;
   }
   return response;
 }
 
-/** GET (or another method with `body`) a JSON endpoint. */
+/**
+ * GET (or another method with `body`) a JSON endpoint. Options: method, body, signal, and
+ * login: true for the calls that log in or ask who we are (their 401 is an answer, not a redirect).
+ */
 export async function api(path, options = {}) {
   const response = await request(path, options);
   if (response.status === 204) return null;

@@ -30,12 +30,27 @@ export class LiveConnection {
     });
   }
 
-  /** Connect to the stream for this job (or the global one for null); a no-op if already there. */
+  /**
+   * Connect to the stream for this job (or the global one for null); a no-op if already there.
+   * Switching streams misses what happens between them, so listeners of "reconnect" hear of it.
+   */
   connect(jobId = null) {
     const url = jobId === null ? "/api/v1/events" : `/api/v1/events?job=${encodeURIComponent(jobId)}`;
     if (url === this.url && (this.source || this.suspended)) return;
+    if (this.source) this.lost = true;
     this.url = url;
     if (!this.suspended) this.open();
+  }
+
+  /** Close the stream (logged out: the server would refuse it, and should tell us nothing more). */
+  disconnect() {
+    clearTimeout(this.retryTimer);
+    if (this.source) this.source.close();
+    this.source = null;
+    this.url = null;
+    this.suspended = false;
+    this.lost = false;
+    this.setState("offline");
   }
 
   suspend() {

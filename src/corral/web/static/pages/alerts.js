@@ -1,10 +1,11 @@
 // Alerts (/alerts): the rules, and the firings newest first with their delivery per channel and an
-// Acknowledge button; acknowledged firings are hidden unless "show acknowledged" is ticked
+// Acknowledge button (not for a read-only login); acknowledged firings are hidden unless "show acknowledged" is ticked
 // (?acknowledged=1 in the URL). Refetched on `alerts`.
 
 import {h, replace, keepFocus} from "../lib/dom.js";
 import {api, post, errorState, emptyState, isAbort, withQuery} from "../lib/api.js";
 import {fmtNumber, fmtTime, severityBadge, timeEl} from "../lib/format.js";
+import {mayAct} from "../lib/session.js";
 
 const LIMIT = 200;
 
@@ -88,7 +89,8 @@ export function mount(main, ctx) {
     h("td", {}, deliveries(f.deliveries || [])),
     h("td", {}, f.acknowledged_at
       ? h("span", {class: "muted small", title: fmtTime(f.acknowledged_at)}, `✓ acknowledged${f.acknowledged_by ? " by " + f.acknowledged_by : ""}`)
-      : h("button", {type: "button", "data-testid": "ack-button", onclick: (e) => ack(f, e.target)}, "Acknowledge")));
+      : mayAct() ? h("button", {type: "button", "data-testid": "ack-button", onclick: (e) => ack(f, e.target)}, "Acknowledge")
+        : h("span", {class: "muted small"}, "not acknowledged")));
   }
 
   async function ack(f, button) {

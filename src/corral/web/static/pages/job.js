@@ -1,12 +1,15 @@
 // Job (/jobs/ID): spec, state timeline, live log tail, system charts, alerts, diagnosis,
-// efficiency, its runs; cancel (with a confirm step), hold and release where the state allows.
-// The live connection is opened with ?job=ID here, so `log` events carry this job's new text.
+// efficiency, its runs; cancel (with a confirm step), hold and release where the state allows
+// and the viewer may. Its logs and diagnosis are its owner's (and admins'): for anyone else the
+// server answers 403 and the page says who may read them. Once the server has shown us the logs,
+// the live connection asks for ?job=ID, so `log` events carry this job's new text.
 
 import {h, replace, facts, bar} from "../lib/dom.js";
 import {api, apiBytes, post, errorState, emptyState, isAbort, withQuery, ApiError} from "../lib/api.js";
 import {elapsedEl, fmtDuration, fmtLimit, fmtMB, fmtNumber, fmtPct, severityBadge, stateBadge, timeEl, toEpoch} from "../lib/format.js";
 import {allowedActions, commandText, reasonText, resourcesText} from "../lib/jobs.js";
 import {TimeChart, readyCounter} from "../lib/chart.js";
+import {identity, mayManage, onIdentity} from "../lib/session.js";
 
 const SYSTEM_CHARTS = [
   ["gpu_utilization", "GPU utilization", "%"],
@@ -46,6 +49,7 @@ export function mount(main, ctx) {
   const status = h("div", {}, h("p", {class: "muted"}, "Loading the job…"));
   main.append(head, message, status, body);
   ctx.onLeave(() => charts.forEach((c) => c.destroy()));
+  ctx.onLeave(onIdentity(() => { if (job) renderActions(); }));
 
   async function loadJob() {
     let fresh;
@@ -103,6 +107,17 @@ export function mount(main, ctx) {
 
   function renderActions() {
     const allowed = allowedActions(job);
+    if (mayManage(job) === "no") {
+      // the server would refuse: say why instead of offering buttons that cannot work
+      confirming = false;
+      const me = identity();
+      replace(actions, allowed.cancel || allowed.hold || allowed.release
+        ? h("span", {class: "muted small", "data-testid": "job-actions-note"}, me && me.scope === "read"
+          ? "Read-only access (read scope): no actions."
+          : `Only ${job.user} or an admin can cancel, hold or release this job.`)
+        : null);
+      return;
+    }
     const buttons = [];
     if (confirming && allowed.cancel) {
       buttons.push(h("span", {class: "confirm", role: "group", "aria-label": "Confirm cancel"},
@@ -217,6 +232,7 @@ export function mount(main, ctx) {
   async function loadDiagnosis() {
     try {
       const d = await api(`/api/v1/jobs/${encodeURIComponent(id)}/diagnosis`, {signal: ctx.signal});
+      delete diagnosisBox.dataset.forbidden;
       const findings = d.findings || [];
       if (!findings.length) {
         const c = d.checked || {};
@@ -230,7 +246,12 @@ export function mount(main, ctx) {
         f.fixes && f.fixes.length ? h("div", {}, h("h4", {}, "Fixes"), h("ul", {}, f.fixes.map((x) => h("li", {}, x)))) : null))));
     } catch (err) {
       if (isAbort(err)) return;
-      replace(diagnosisBox, errorState(err, loadDiagnosis, {what: "the diagnosis"}));
+      if (err instanceof ApiError && err.status === 403) {
+        diagnosisBox.dataset.forbidden = "true";
+        replace(diagnosisBox, forbidden(job, err, "this job's diagnosis (it quotes the logs)"));
+      } else {
+        replace(diagnosisBox, errorState(err, loadDiagnosis, {what: "the diagnosis"}));
+      }
     }
   }
 
@@ -316,11 +337,30 @@ export function mount(main, ctx) {
   ctx.on("reconnect", () => logs.catchUp());
 }
 
+/**
+ * What the viewer sees in place of what the server refused (403): who may read it, then the
+ * server's own words (which name a coordinator too, where the job's account has one).
+ */
+function forbidden(job, err, what, testid = null) {
+  const me = identity();
+  let headline = null;
+  if (me && me.user === job.user && me.scope === "read") {
+    headline = `Read-only access cannot read ${what}, even of your own jobs: log in with a submit-scope token.`;
+  } else if (mayManage(job) !== "yes") {
+    headline = `Only ${job.user} or an admin can read ${what}.`;
+  }
+  return h("div", {class: "forbidden", "data-testid": testid},
+    h("p", {}, h("strong", {}, headline || err.message)),
+    headline ? h("p", {class: "muted small"}, `The server says: ${err.message}`) : null);
+}
+
 /** The stdout/stderr tabs and panes: a tail, then live text appended by offset. */
 class Logs {
   constructor(id, ctx) {
     this.id = id;
     this.ctx = ctx;
+    this.job = null;
+    this.denied = false;  // the server refused us the logs (403): no more reads, no live text
     this.streams = {};
     this.active = "stdout";
     this.emptyText = "(no output yet)";
@@ -333,6 +373,7 @@ class Logs {
 
   /** Follow the job's state: an ended job's empty log has no output, rather than none yet. */
   setJob(job) {
+    this.job = job;
     const ended = !["PENDING", "RUNNING", "PREEMPTED"].includes(job.state);
     this.emptyText = ended ? "(no output)" : job.state === "PENDING" ? "(no output yet: the job has not started)" : "(no output yet)";
     for (const s of Object.values(this.streams)) if (s.pre.dataset.empty !== undefined) s.pre.dataset.empty = this.emptyText;
@@ -340,6 +381,7 @@ class Logs {
 
   /** (Re)load the tails of the job's streams (stderr only when it is a separate file). */
   start(job) {
+    if (this.denied) return;
     const names = job.stderr_path && job.stderr_path !== job.stdout_path ? ["stdout", "stderr"] : ["stdout"];
     this.streams = {};
     this.tabs.replaceChildren();
@@ -360,8 +402,10 @@ class Logs {
     }
     if (!this.streams[this.active]) this.show("stdout");
     const first = Object.values(this.streams).map((s) => this.fetch(s, true));
-    // Only stderr has something to say (a crash before any output): show it first.
     Promise.all(first).then(() => {
+      // shown to us: their new text may come with the live events now
+      if (Object.values(this.streams).some((s) => s.offset !== null)) this.ctx.followJob(this.id);
+      // Only stderr has something to say (a crash before any output): show it first.
       const out = this.streams.stdout;
       const err = this.streams.stderr;
       if (err && this.active === "stdout" && !out.pre.textContent && err.pre.textContent) this.show("stderr");
@@ -404,12 +448,23 @@ class Logs {
         if (Number.isFinite(next)) s.offset = next;
       } catch (err) {
         if (isAbort(err)) return;
-        if (s.offset === null) s.pre.textContent = `✗ Could not read ${s.name}: ${err.message}`;
+        if (err instanceof ApiError && err.status === 403) this.deny(err);
+        else if (s.offset === null) s.pre.textContent = `✗ Could not read ${s.name}: ${err.message}`;
       } finally {
         s.loading = null;
       }
     })();
     return s.loading;
+  }
+
+  /** The server will not show us this job's logs: say who may, instead of the panes. */
+  deny(err) {
+    if (this.denied) return;
+    this.denied = true;
+    this.tabs.replaceChildren();
+    this.follow.hidden = true;
+    this.streams = {};
+    replace(this.panes, forbidden(this.job, err, "this job's logs", "logs-forbidden"));
   }
 
   /** A `log` event: {stream, offset (where the next read starts), text}. Append if it follows ours. */
