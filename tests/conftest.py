@@ -78,6 +78,20 @@ class Server:
 
     def stop(self) -> None:
         subprocess.run([sys.executable, "-m", "corral.cli", "--home", self.home, "down"], capture_output=True, timeout=60)
+        try:  # its home may be gone already (a fixture torn down first): then `down` cannot find it
+            with open(f"/proc/{self.pid}/cmdline", "rb") as f:
+                if self.home.encode() not in f.read():
+                    return  # gone, and the pid is someone else's now
+            os.kill(self.pid, signal.SIGTERM)
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
 
     def kill9(self) -> None:
         os.kill(self.pid, signal.SIGKILL)
@@ -110,6 +124,7 @@ def server_factory(short_tmp: str) -> Iterator:
     yield make
     for server in started:
         server.stop()
+        _kill_leftover_supervisors(server.home)  # a home outside short_tmp (a shared one) too
     _kill_leftover_supervisors(short_tmp)
 
 

@@ -235,7 +235,7 @@ def test_a_log_the_owner_does_not_own_is_never_shown(shared, shared_dir):
     with Client(home=server.home) as root:
         assert root.wait(job["id"], timeout=30)["state"] == "FAILED"
     status, error = as_user(alice, sock, "GET", f"/api/v1/jobs/{job['id']}/logs")
-    assert status == 403 and "does not belong" in error["error"]["message"]
+    assert status == 403 and "not a regular file that belongs" in error["error"]["message"]
     with open(secret) as f:
         assert f.read() == "root's secret\n"
 
@@ -261,3 +261,79 @@ def test_a_flood_from_one_user_is_slowed_and_the_others_are_not(server_factory, 
         with Client(server.url, token=token) as patient:
             assert patient.queue() == []
         assert time.monotonic() - started >= 0.3
+
+
+def test_a_user_without_a_server_of_their_own_finds_the_shared_one(shared, monkeypatch, tmp_path):
+    server, sock, _, _ = shared
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.corral here
+    monkeypatch.delenv("CORRAL_HOME", raising=False)
+    monkeypatch.delenv("CORRAL_URL", raising=False)
+    monkeypatch.setenv("CORRAL_SYSTEM_HOME", server.home)  # /var/lib/corral in a real installation
+    with Client() as client:
+        assert client.whoami()["via"] == "socket"  # over the shared server's Unix socket
+
+
+def test_a_log_swapped_for_a_fifo_or_a_link_hangs_nothing_and_shows_nothing(shared, shared_dir):
+    server, sock, alice, _ = shared
+    own = os.path.join(shared_dir, "alice-logs")
+    os.makedirs(own)
+    os.chown(own, *_ids(alice))
+    job = submit_as(alice, sock, command=["sh", "-c", "echo RuntimeError: boom >&2; exit 1"],
+                    stdout=os.path.join(own, "out.log"), stderr=os.path.join(own, "err.log"))
+    with Client(home=server.home) as root:
+        assert root.wait(job["id"], timeout=30)["state"] == "FAILED"
+    secret = os.path.join(shared_dir, "roots-secret")
+    with open(secret, "w") as f:
+        f.write("TOPSECRET: command not found\n")
+    os.chmod(secret, 0o600)
+    # after the job, its owner swaps its logs: a FIFO (a reader would wait forever) and a link to root's file
+    subprocess.run(["runuser", "-u", alice, "--", "sh", "-c", f"cd {own} && rm out.log err.log && mkfifo out.log && "
+                    f"ln -s {secret} err.log"], check=True, timeout=30)
+    for stream in ("stdout", "stderr"):
+        status, error = as_user(alice, sock, "GET", f"/api/v1/jobs/{job['id']}/logs?stream={stream}")
+        assert status == 403 and "not a regular file that belongs" in error["error"]["message"]
+    status, diagnosis = as_user(alice, sock, "GET", f"/api/v1/jobs/{job['id']}/diagnosis")
+    assert status == 200 and "TOPSECRET" not in json.dumps(diagnosis)
+    with Client(home=server.home) as root:
+        assert root.health()["ok"] is True  # nothing waits on the FIFO
+
+
+def test_only_an_admin_may_put_a_job_ahead_with_a_negative_nice(shared):
+    server, sock, alice, _ = shared
+    status, error = as_user(alice, sock, "POST", "/api/v1/jobs", {"command": ["true"], "nice": -100})
+    assert status == 422 and error["error"]["field"] == "nice" and "only an admin" in error["error"]["message"]
+    first = submit_as(alice, sock)
+    job = submit_as(alice, sock, nice=10, dependency=f"afterok:{first['id']}")  # pending: only those change
+    assert as_user(alice, sock, "PATCH", f"/api/v1/jobs/{job['id']}", {"nice": -1})[0] == 422
+    assert as_user(alice, sock, "PATCH", f"/api/v1/jobs/{job['id']}", {"nice": 20})[0] == 200
+    with Client(home=server.home) as root:
+        assert root.update(job["id"], nice=-50)["nice"] == -50
+
+
+def test_a_run_of_anothers_job_or_anothers_run_cannot_be_taken(shared):
+    server, sock, alice, bob = shared
+    job = submit_as(alice, sock)
+    status, run = as_user(alice, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": job["id"], "resume_key": "k1"})
+    assert status == 201 and run["user"] == alice
+    assert as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": job["id"]})[0] == 403
+    status, error = as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "resume_key": "k1"})
+    assert status == 403 and f"is {alice}'s" in error["error"]["message"]
+    assert as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "uid": run["uid"]})[0] == 403
+    assert as_user(bob, sock, "POST", f"/api/v1/runs/{run['id']}/metrics",
+                   {"batch_id": "b", "metrics": [{"key": "loss", "steps": [1], "values": [1.0]}]})[0] == 403
+    assert as_user(alice, sock, "POST", "/api/v1/runs", {"project": "p", "resume_key": "k1"})[0] == 200
+
+
+def test_a_batch_script_is_its_owners_to_read(shared):
+    _, sock, alice, bob = shared
+    job = submit_as(alice, sock, command=None, script="#!/bin/sh\n# the secret plan\nsleep 60\n")
+    assert "secret plan" in as_user(alice, sock, "GET", f"/api/v1/jobs/{job['id']}")[1]["script"]
+    status, seen = as_user(bob, sock, "GET", f"/api/v1/jobs/{job['id']}")
+    assert status == 200 and seen["script"] is None and seen["name"] == job["name"]
+
+
+def _ids(user: str) -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid

@@ -46,9 +46,10 @@ def tokens_for(server, *users: str, scope: str = "submit") -> list[str]:
     return [admin.create_token(user=user, scope=scope, expires="1h")["token"] for user in users]
 
 
-def test_over_stdio_the_agent_acts_as_its_tokens_user_and_may_not_touch_anothers_job(server_factory, os_users):
+def test_over_stdio_the_agent_acts_as_its_tokens_user_and_may_not_touch_anothers_job(server_factory, os_users,
+                                                                                     shared_dir):
     alice, bob = os_users
-    server = server_factory(gpus=4)
+    server = server_factory(gpus=4, home=os.path.join(shared_dir, "home"))  # a home its users' jobs can reach
     admin = server.client()
     alice_token, bob_token = tokens_for(server, alice, bob)
     (alice_reader,) = tokens_for(server, alice, scope="read")
@@ -136,9 +137,9 @@ def post_initialize(url: str, headers: dict[str, str]) -> tuple[int, dict[str, s
     return response.status, answer, json.loads(data) if answer.get("content-type") == "application/json" else {}
 
 
-def test_over_http_every_request_needs_a_token_and_the_tools_act_as_its_user(server_factory, os_users):
+def test_over_http_every_request_needs_a_token_and_the_tools_act_as_its_user(server_factory, os_users, shared_dir):
     alice, bob = os_users
-    server = server_factory(gpus=4)
+    server = server_factory(gpus=4, home=os.path.join(shared_dir, "home"))  # a home its users' jobs can reach
     admin = server.client()
     alice_token, bob_token = tokens_for(server, alice, bob)
     assert os.geteuid() == 0  # the MCP server below runs as root; its tools must not

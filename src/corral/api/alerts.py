@@ -45,8 +45,8 @@ async def create_rule(request: Request) -> Response:
             raise Forbidden(f"creating an alert rule for user {body.get('user')}: only an admin may; you are {caller.user}")
         if isinstance(body.get("job"), int) and not isinstance(body.get("job"), bool):
             owned_job(request, str(body["job"]), "watching")
-        elif body.get("label") is None:
-            body["user"] = caller.user
+        else:
+            body["user"] = caller.user  # a label alone would watch everybody's jobs that carry it
     return _json(await monitor.create_rule(body, owner=caller.user), 201)
 
 

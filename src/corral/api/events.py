@@ -12,7 +12,7 @@ from starlette.responses import StreamingResponse
 
 from corral.api.jobs import owned_job
 from corral.server.events import Event
-from corral.server.service import uid_of
+from corral.executor import files
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
@@ -30,12 +30,11 @@ async def events(request: Request, job: str | None = Query(None, pattern=r"^[0-9
     tick), `alerts` (something fired or resolved), and with `job`, `log` (`{"stream", "offset", "text"}`)."""
     service = request.app.state.service
     logs = None
-    owner_uid = None
+    owner_uid: int | None = None
     if job is not None:
         found = owned_job(request, job, "following the logs of")  # 404 or 403 now, not a stream that says nothing
         logs = {stream: found.log_path(stream) for stream in ("stdout", "stderr")}
-        if found.spec.user != service.user:
-            owner_uid = uid_of(found.spec.user)
+        owner_uid = service.log_owner_uid(found)
         if logs["stderr"] == logs["stdout"]:
             del logs["stderr"]
     return StreamingResponse(_stream(request, logs, owner_uid), media_type="text/event-stream",
@@ -105,11 +104,8 @@ def _log_event(stream: str, path: str, offset: int, owner_uid: int | None = None
     starts, `text`, and `skipped` bytes when the job wrote faster than a page can follow: then only
     the last part is sent, so a live view never falls behind), and the new offset."""
     try:
-        with open(path, "rb") as f:
-            stat = os.fstat(f.fileno())
-            if owner_uid is not None and stat.st_uid != owner_uid:
-                return None, offset  # not the owner's file (a link to one of root's?): the server shows none of it
-            size = stat.st_size
+        with files.open_log(path, owner_uid) as f:  # OSError (not the owner's, not a file): nothing shown
+            size = os.fstat(f.fileno()).st_size
             if size < offset:  # truncated (a requeued job starts its log again): read from the start
                 offset = 0
             if size == offset:

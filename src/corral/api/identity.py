@@ -75,7 +75,15 @@ class Authenticate:
         self.identifier = identifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/api/") or scope["path"].startswith(_OPEN_PATHS):
+        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith(_OPEN_PATHS):
+            try:
+                self.identifier.check_origin(scope)  # a login from another site's page is refused too
+            except CorralError as exc:
+                await error_response(exc)(scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         try:
@@ -102,7 +110,7 @@ class Identifier:
         self.limiter = RateLimiter(settings.rate_per_s, max(settings.burst, 1.0), clock) if settings.rate_per_s > 0 else None
         self._names: dict[int, str | None] = {}
         self._token_cache: dict[str, tuple[Caller | None, float]] = {}
-        self._hosts = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", listen_host, *settings.host_names})
+        self._hosts = frozenset({"localhost", "127.0.0.1", "[::1]", listen_host, f"[{listen_host}]", *settings.host_names})
 
     def clear_token_cache(self) -> None:
         self._token_cache.clear()
@@ -141,8 +149,7 @@ class Identifier:
             return self.token_caller(session, "session")
         uid, kind = scope.get(PEER_UID), scope.get(PEER_KIND)
         if uid is not None and kind is not None:
-            if kind == "local":
-                self._check_local(headers)
+            self._check_local(headers, host_check=kind == "local")
             user = self._user_name(uid)
             return Caller(user, self.policy.local_scope(user), kind)
         raise Unauthenticated("who is calling? From another machine, send an API token: Authorization: Bearer <token> "
@@ -174,16 +181,19 @@ class Identifier:
             raise Unauthenticated(f"this {what} (make a new one with `corral token create`)")
         return replace(cached[0], via=via)
 
-    def _check_local(self, headers: dict[bytes, bytes]) -> None:
+    def _check_local(self, headers: dict[bytes, bytes], host_check: bool) -> None:
         if not self.settings.trust_local:
             raise Unauthenticated("this server does not trust local connections ([auth] trust_local = false); "
                                   "send an API token: Authorization: Bearer <token>")
         if any(name in headers for name in _FORWARDED):
             raise Unauthenticated("a forwarded request names the proxy, not its sender: send an API token")
         host = _host_name(headers.get(b"host", b"").decode("latin-1"))
-        if host and host not in self._hosts:
+        if host_check and host and host not in self._hosts:
             raise Forbidden(f"Host {host!r} is not this server's: open the dashboard at http://localhost or the "
                             "address corral listens on (or add the name to [auth] host_names)")
+
+    def check_origin(self, scope: Scope) -> None:
+        self._check_origin(scope["method"], dict(scope["headers"]))
 
     def _check_origin(self, method: str, headers: dict[bytes, bytes]) -> None:
         if method not in _UNSAFE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Literal
 
@@ -61,7 +62,8 @@ async def submit(service: JobService, raw: bytes, caller: Caller) -> Response:
     """Validate and submit one job from a request body as `caller`; answers 201 with the job and its warnings."""
     service.access.require(caller, "submit", "submitting a job")
     body = json_object(raw)
-    job = await service.submit({k: v for k, v in body.items() if v is not None}, user=caller.user)
+    job = await service.submit({k: v for k, v in body.items() if v is not None}, user=caller.user,
+                               privileged=caller.is_admin)
     view = job.to_dict()
     view["warnings"] = list(job.spec.warnings)
     return _json(view, 201)
@@ -90,7 +92,12 @@ async def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut, summary="Show one job")
 async def get_job(request: Request, job_id: str = JobRef) -> Response:
-    return _json(_service(request).resolve(job_id).to_dict())
+    job = _service(request).resolve(job_id)
+    view = job.to_dict()
+    if view.get("script") is not None and not _service(request).access.may_manage(
+            caller_of(request), job.spec.user, job.spec.account):
+        view["script"] = None  # as in Slurm, the batch script is its owner's to read
+    return _json(view)
 
 
 @router.post("/attach", response_model=JobOut, status_code=201, responses={409: {"model": ErrorOut}},
@@ -143,7 +150,7 @@ async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
 async def update_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "updating")
     body = json_object(await request.body())
-    return _json(_service(request).update(job_id, body).to_dict())
+    return _json(_service(request).update(job_id, body, privileged=caller_of(request).is_admin).to_dict())
 
 
 @router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")
@@ -176,7 +183,8 @@ async def job_logs(
     """Bytes from `offset`; the `X-Corral-Offset` header is where the next read starts,
     and `X-Corral-State` the job's state (follow until it is final and no bytes come)."""
     owned_job(request, job_id, "reading the logs of")
-    data, next_offset, job = _service(request).read_log(job_id, stream, offset, limit, tail)
+    # off the event loop: a slow disk (or a log on a network filesystem) must not stall every other request
+    data, next_offset, job = await asyncio.to_thread(_service(request).read_log, job_id, stream, offset, limit, tail)
     headers = {"X-Corral-Offset": str(next_offset), "X-Corral-State": job.state.value}
     return Response(data, media_type="application/octet-stream", headers=headers)
 

@@ -81,7 +81,7 @@ class LocalBackend:
             except FileNotFoundError:
                 pass
         checkpoint_dir = os.path.join(self.checkpoints_dir, str(job.id))
-        os.makedirs(checkpoint_dir, exist_ok=True)
+        os.makedirs(checkpoint_dir, mode=0o700, exist_ok=True)  # a job's checkpoints are its owner's
         if owner is not None:
             give_dir(checkpoint_dir, owner, 0o700)
         if job.spec.script is not None:

@@ -13,6 +13,8 @@ A job directory holds:
 from __future__ import annotations
 
 import os
+import stat
+from typing import BinaryIO
 
 from corral.atomic import read_json, write_json_atomic
 
@@ -25,6 +27,28 @@ RESULT = "result.json"
 SCRIPT = "script"
 SUPERVISOR_LOG = "supervisor.log"
 __all__ = ["read_json", "write_json_atomic"]  # and the layout above; the writing itself is corral.atomic's
+
+
+def open_log(path: str, owner_uid: int | None = None) -> BinaryIO:
+    """Open a job's log for the server to read: a regular file, owned by `owner_uid` when given.
+
+    The path is the job's to choose and the server reads with its own rights: a FIFO would hang
+    the reader, /dev/zero would never end, and a link to someone else's file would hand it over.
+
+    Raises:
+        FileNotFoundError: no log yet. PermissionError: not a regular file, or not the owner's.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO returns at once
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PermissionError(f"{path} is not a regular file")
+        if owner_uid is not None and info.st_uid != owner_uid:
+            raise PermissionError(f"{path} does not belong to the job's owner")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def process_start_ticks(pid: int) -> int | None:

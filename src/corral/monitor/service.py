@@ -27,6 +27,7 @@ from corral.core import alerts as A
 from corral.core.states import JobState
 from corral.core.timespec import parse_moment
 from corral.errors import Conflict, InvalidRequest, NotFound
+from corral.executor import files
 from corral.monitor.progress import Progress, ProgressTracker
 from corral.store.monitoring import SAMPLE_COLUMNS, MonitorStore
 
@@ -582,6 +583,7 @@ class MonitorService:
         checkpoint_dir = os.path.join(os.path.dirname(self.jobs.log_dir), "checkpoints", str(job.id))
         paths = tuple(dict.fromkeys([job.log_path("stdout"), job.log_path("stderr")]))
         streams = ("stdout", "stderr") if len(paths) == 2 else ("stdout",)
+        owner_uid = self.jobs.log_owner_uid(job)
         now = self.clock()
 
         def gather(conn: Any) -> Evidence:
@@ -590,7 +592,7 @@ class MonitorService:
             names = {r["id"]: r["name"] for r in runs}
             heads = self.store.series_heads(conn, list(names))
             checkpoints = sum(1 for r in runs for a in self.run_store.artifacts(conn, r["id"], type_="checkpoint", deleted=True))
-            lines = [line for stream, path in zip(streams, paths) for line in _log_tail(stream, path)]
+            lines = [line for stream, path in zip(streams, paths) for line in _log_tail(stream, path, owner_uid)]
             return Evidence(
                 job=view, summary=summary, log_lines=lines,
                 nonfinite=[(names[h["run_id"]], h["key"], int(h["first_nonfinite_step"])) for h in heads
@@ -737,10 +739,11 @@ COUNT_LINES_UP_TO = 64 << 20  # bytes of log before the tail whose lines are cou
 TAIL_LINES = 400
 
 
-def _log_tail(stream: str, path: str) -> list[tuple[str, int, str]]:
-    """The last lines of a log with their 1-based numbers (counted over the whole file)."""
+def _log_tail(stream: str, path: str, owner_uid: int | None = None) -> list[tuple[str, int, str]]:
+    """The last lines of a log with their 1-based numbers (counted over the whole file); none from a
+    log that is not a regular file of the job's owner (see `files.open_log`)."""
     try:
-        with open(path, "rb") as f:
+        with files.open_log(path, owner_uid) as f:
             size = os.fstat(f.fileno()).st_size
             start = max(0, size - TAIL_BYTES)
             before = 0

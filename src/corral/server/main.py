@@ -13,7 +13,7 @@ import time
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import IO
+from typing import IO, Any
 
 from corral.api.identity import AuthSettings
 from corral.core.identity import AccessPolicy, Account, parse_accounts
@@ -205,6 +205,13 @@ def bind_unix_socket(home: str, shared: bool) -> socket.socket:
     return sock
 
 
+def job_token(tokens: Any, job: Any) -> str:
+    """A submit token of the job's owner, for its SDK on a compute node; it lapses a day after the job's time limit."""
+    now = time.time()
+    lifetime = (job.spec.time_limit_s or 7 * 86400) + 86400
+    return tokens.create(job.spec.user, f"job-{job.id}", "submit", min(now + lifetime, now + 365 * 86400), "corral", now)[1]
+
+
 def build_monitor(options: ServerOptions, service: object, engine: object, run_store: object) -> object:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
     from corral.monitor.channels import SmtpSettings
@@ -235,16 +242,23 @@ def serve(options: ServerOptions) -> None:
     from corral.store.db import database_url, open_engine
     from corral.store.jobs import JobStore
     from corral.store.runs import RunStore
+    from corral.store.tokens import TokenStore
     from corral.tracking.service import TrackingService
 
     home = options.home
     lock = acquire_home(home)
-    shared = os.geteuid() == 0
+    # Shared only where corral itself starts jobs as their owners. On Slurm, sbatch run by root would
+    # submit as root for everybody: such a server stays root's own (run one per user on a login node).
+    shared = os.geteuid() == 0 and options.backend == "local"
     policy = AccessPolicy(admins=options.admins, accounts=options.accounts, owner=None if shared else getpass.getuser())
 
     def user_log_dir(user: str) -> str:
-        run_as_for(user)  # a user with no account here is refused at submit, not when the job would start
-        return owned_dir(os.path.join(home, "logs"), user)
+        base = os.path.join(home, "logs")
+        if run_as_for(user) is None:  # root's own jobs (an unknown user is refused here, at submit)
+            path = os.path.join(base, user)
+            os.makedirs(path, mode=0o700, exist_ok=True)  # the logs' names are guessable; their directory is not open
+            return path
+        return owned_dir(base, user)
 
     cluster = None
     if options.backend == "slurm":
@@ -266,6 +280,7 @@ def serve(options: ServerOptions) -> None:
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     engine = open_engine(database_url(options.db, home))
     migrate.upgrade(engine)
+    tokens = TokenStore(engine)
     if shared:
         share_home_with_jobs(home)  # users reach their jobs' files by name; the database (their environments) stays root's
     server_env = dict(os.environ)
@@ -277,9 +292,10 @@ def serve(options: ServerOptions) -> None:
         from corral.server.slurm_service import SlurmJobService
 
         service: JobService = SlurmJobService(
+            job_token=lambda job: job_token(tokens, job),
             cluster=cluster, partition=options.slurm_partition, account=options.slurm_account, server_url=lambda: url,
             store=JobStore(engine), backend=SlurmBackend(cluster), nodes=nodes, home=home, user=getpass.getuser(),
-            server_env=server_env, config=options.scheduler,
+            server_env=server_env, config=options.scheduler, access=policy,
         )
     else:
         service = JobService(
@@ -310,9 +326,7 @@ def serve(options: ServerOptions) -> None:
         engine.dispose()
 
     server: uvicorn.Server | None = None
-    from corral.store.tokens import TokenStore
-
-    app = create_app(service, home=home, tracking=tracking, monitor=monitor, policy=policy, tokens=TokenStore(engine),
+    app = create_app(service, home=home, tracking=tracking, monitor=monitor, policy=policy, tokens=tokens,
                      auth=options.auth, listen_host=options.host, webhook_token=webhook_token(home),
                      on_started=announce, on_stopped=retire,
                      stopping=lambda: server is not None and server.should_exit)

@@ -23,6 +23,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 PEER_UID = "corral.peer_uid"
+_ESTABLISHED = "01"  # the st column of /proc/net/tcp
 PEER_KIND = "corral.peer_kind"  # "socket" or "local" (TCP from this machine)
 
 
@@ -36,13 +37,18 @@ def socket_peer_uid(sock: Any) -> int | None:
     return uid
 
 
-def tcp_peer_uid(server: tuple[str, int], client: tuple[str, int]) -> int | None:
-    """The uid owning the client's end of a TCP connection to `server`, if that end is on this machine."""
+def tcp_peer_uid(server: tuple[str, int], client: tuple[str, int], table: str | None = None) -> int | None:
+    """The uid owning the client's end of a TCP connection to `server`, if that end is on this machine.
+
+    Only a live socket counts: one ESTABLISHED, with an inode. A client that sent its request and
+    closed before the server looked leaves a TIME_WAIT or FIN_WAIT row, which the kernel lists
+    as uid 0: taking that would make any user root.
+    """
     try:
         version = ipaddress.ip_address(client[0]).version
     except ValueError:
         return None
-    table = "/proc/net/tcp" if version == 4 else "/proc/net/tcp6"
+    table = table or ("/proc/net/tcp" if version == 4 else "/proc/net/tcp6")
     want_local = f"{_proc_address(client[0])}:{client[1]:04X}"
     want_remote = f"{_proc_address(server[0])}:{server[1]:04X}"
     try:
@@ -50,7 +56,9 @@ def tcp_peer_uid(server: tuple[str, int], client: tuple[str, int]) -> int | None
             next(f, None)
             for line in f:
                 fields = line.split()
-                if len(fields) > 7 and fields[1] == want_local and fields[2] == want_remote:
+                if len(fields) > 9 and fields[1] == want_local and fields[2] == want_remote:
+                    if fields[3] != _ESTABLISHED or fields[9] == "0":
+                        return None
                     return int(fields[7])
     except OSError:
         return None

@@ -31,6 +31,7 @@ from corral.core.schedconfig import Partition, SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
+from corral.executor import files
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
@@ -125,10 +126,11 @@ class JobService:
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def submit(self, request: Mapping[str, Any], user: str | None = None) -> Job:
+    async def submit(self, request: Mapping[str, Any], user: str | None = None, privileged: bool = True) -> Job:
         """Validate, refuse what could never run, persist; the job is acknowledged once committed.
 
-        `user`: who submits it (the caller), and so whose it is and as whom it runs.
+        `user`: who submits it (the caller), and so whose it is and as whom it runs; `privileged`:
+        an admin, who may raise a job above others with a negative nice (as in Slurm).
         """
         user = user or self.user
         own = user == self.user
@@ -136,6 +138,7 @@ class JobService:
             request, user=user, log_dir=self.log_dir if self._user_log_dir is None else self._user_log_dir(user),
             default_workdir=os.path.expanduser("~") if own else _home_of(user), server_env=self.server_env if own else {},
         )
+        _check_nice(spec, privileged)
         if not own and spec.inherit_env:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
@@ -155,7 +158,7 @@ class JobService:
             self._active_per_user[key] -= 1
             raise
 
-    def update(self, ref: str, changes: Mapping[str, Any]) -> Job:
+    def update(self, ref: str, changes: Mapping[str, Any], privileged: bool = True) -> Job:
         """Change a pending job's limits, priority or resources (`corral update`).
 
         Raises:
@@ -171,6 +174,8 @@ class JobService:
         specs = []
         for target in targets:
             spec = update_spec(target.spec, changes)
+            if spec.nice < target.spec.nice:
+                _check_nice(spec, privileged)
             self._check_request(spec)
             old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
             counts = target.array_job_id is None
@@ -452,6 +457,10 @@ class JobService:
                 if not waiters:
                     del self._waiters[job_id]
 
+    def log_owner_uid(self, job: Job) -> int | None:
+        """Whose a job's log files must be for the server to show them (None: its own user's job, no check)."""
+        return None if job.spec.user == self.user else uid_of(job.spec.user)
+
     def read_log(self, ref: str, stream: str, offset: int, limit: int, tail: int | None) -> tuple[bytes, int, Job]:
         """A chunk of a job's stdout or stderr from `offset` (or its last `tail` lines); returns the next offset."""
         if stream not in ("stdout", "stderr"):
@@ -463,14 +472,8 @@ class JobService:
             return b"", 0, job
         limit = max(1, min(limit, MAX_LOG_CHUNK))
         try:
-            with open(job.log_path(stream), "rb") as f:
-                stat = os.fstat(f.fileno())
-                size = stat.st_size
-                if job.spec.user != self.user and stat.st_uid != uid_of(job.spec.user):
-                    # The server reads with its own rights: a job may not name someone else's file (or
-                    # a link to /etc/shadow) as its log and have the server hand it over.
-                    raise Forbidden(f"the {stream} of job {ref} ({job.log_path(stream)}) does not belong to "
-                                    f"{job.spec.user}; corral shows only logs the job's owner owns")
+            with files.open_log(job.log_path(stream), self.log_owner_uid(job)) as f:
+                size = os.fstat(f.fileno()).st_size
                 if tail is not None:
                     start = max(0, size - MAX_LOG_CHUNK)
                     f.seek(start)
@@ -480,6 +483,11 @@ class JobService:
                 f.seek(min(offset, size))  # past the end reads nothing, from the end
                 data = f.read(limit)
                 offset = min(offset, size)
+        except PermissionError:
+            # The server reads with its own rights: a job may not name someone else's file (or a link
+            # to /etc/shadow, or a FIFO that would hang the server) as its log and have it handed over.
+            raise Forbidden(f"the {stream} of job {ref} ({job.log_path(stream)}) is not a regular file that belongs "
+                            f"to {job.spec.user}; corral shows only logs the job's owner owns") from None
         except FileNotFoundError:
             return b"", offset, job
         return data, offset + len(data), job
@@ -850,6 +858,12 @@ def _sizing_warnings(spec: JobSpec, nodes: Sequence[Node]) -> list[str]:
 @functools.lru_cache(maxsize=1024)
 def _throttle(array: str) -> int | None:
     return parse_array(array).throttle
+
+
+def _check_nice(spec: JobSpec, privileged: bool) -> None:
+    if spec.nice < 0 and not privileged:
+        raise InvalidRequest("nice", f"{spec.nice} would put the job ahead of others' on a shared queue; only an "
+                             "admin may set a negative nice", "use 0 or more (more is kinder)")
 
 
 def uid_of(user: str) -> int | None:

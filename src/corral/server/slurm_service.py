@@ -41,8 +41,11 @@ _TASK_SENTINEL = "\x00TASK\x00"
 class SlurmJobService(JobService):
     def __init__(self, *, cluster: SlurmCluster, partition: str | None = None, account: str | None = None,
                  home: str, server_url: Callable[[], str | None] = lambda: None, poll_interval_s: float = POLL_INTERVAL_S,
-                 **kwargs: Any) -> None:
+                 job_token: Callable[[Job], str] | None = None, **kwargs: Any) -> None:
+        """`job_token`: makes the API token a job's SDK sends from its compute node (another machine,
+        which the server cannot name by the kernel)."""
         super().__init__(home=home, **kwargs)
+        self.job_token = job_token
         self.cluster = cluster
         self.partition = partition
         self.account = account
@@ -169,6 +172,8 @@ class SlurmJobService(JobService):
         url = self.server_url()
         if url:
             env["CORRAL_URL"] = url
+        if self.job_token is not None and "CORRAL_TOKEN" not in env:
+            env["CORRAL_TOKEN"] = self.job_token(job)
         return env
 
     def _log_pattern(self, job: Job, stream: str) -> str:

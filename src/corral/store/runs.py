@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, Engine, delete, exists, func, insert, select, update
 
-from corral.errors import NotFound
+from corral.errors import Forbidden, NotFound
 from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
 from corral.tracking import series as S
 from corral.tracking.batch import MetricsBatch, increasing_only
@@ -41,18 +41,24 @@ class RunStore:
     # -- writes (inside the caller's transaction) -------------------------------------------------
 
     def create(self, conn: Connection, request: RunRequest, *, user: str, now: float,
-               job: dict[str, Any] | None) -> tuple[int, bool]:
+               job: dict[str, Any] | None, may_take: Callable[[str], bool] = lambda owner: True) -> tuple[int, bool]:
         """The run's id and whether it was resumed: an existing run with this uid is returned as
-        is, one with this resume key is set running again, else a new run is made."""
+        is, one with this resume key is set running again, else a new run is made.
+
+        Raises:
+            Forbidden: the uid or resume key names a run whose owner `may_take` refuses.
+        """
         if request.uid is not None:
-            found = conn.execute(select(runs.c.id).where(runs.c.uid == request.uid)).scalar()
+            found = conn.execute(select(runs.c.id, runs.c.user).where(runs.c.uid == request.uid)).first()
             if found is not None:
-                return found, True
+                _check_taken(found, may_take, user)
+                return found.id, True
         if request.resume_key is not None:
-            found = conn.execute(select(runs.c.id).where(runs.c.resume_key == request.resume_key)).scalar()
+            found = conn.execute(select(runs.c.id, runs.c.user).where(runs.c.resume_key == request.resume_key)).first()
             if found is not None:
-                conn.execute(update(runs).where(runs.c.id == found).values(state="running", end_time=None))
-                return found, True
+                _check_taken(found, may_take, user)
+                conn.execute(update(runs).where(runs.c.id == found.id).values(state="running", end_time=None))
+                return found.id, True
         project_id = self._project_id(conn, request.project, now)
         uid = request.uid or secrets.token_hex(8)
         job = job or {}
@@ -374,3 +380,9 @@ def _run_dict(row: Any) -> dict[str, Any]:
         "git_commit": row.git_commit, "resume_key": row.resume_key, "start_time": row.start_time,
         "end_time": row.end_time, "metrics": {}, "last_step": None,
     }
+
+
+def _check_taken(found: Any, may_take: Callable[[str], bool], user: str) -> None:
+    if found.user != user and not may_take(found.user):
+        raise Forbidden(f"run {found.id} is {found.user}'s; only its owner or an admin may resume it (use another "
+                        "resume key or uid)")

@@ -73,16 +73,19 @@ class TrackingService:
             self._owners[ref] = user
         return user
 
-    async def create_run(self, body: Any, user: str | None = None) -> tuple[dict[str, Any], bool]:
+    async def create_run(self, body: Any, user: str | None = None,
+                         may_take: Callable[[str], bool] = lambda owner: True) -> tuple[dict[str, Any], bool]:
         """(the run, created?): an existing run is returned for a known uid or resume key.
 
-        `user`: who creates it (the caller), else the server's user.
+        `user`: who creates it (the caller), else the server's user; `may_take`: whether the caller
+        may resume a run of that owner's.
         """
         request = R.parse_run_request(body)
         job = self.job_info(request.job_id) if request.job_id is not None else None
 
         def apply(conn: Connection, _: Any) -> tuple[dict[str, Any], bool]:
-            run_id, resumed = self.store.create(conn, request, user=user or self.user, now=self.clock(), job=job)
+            run_id, resumed = self.store.create(conn, request, user=user or self.user, now=self.clock(), job=job,
+                                                may_take=may_take)
             run = self.store.get(conn, run_id)
             run["resumed"] = resumed
             return run, not resumed

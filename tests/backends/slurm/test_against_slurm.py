@@ -32,6 +32,18 @@ def test_a_job_runs_on_slurm_with_its_gpus_and_keeps_its_corral_id(slurm):
     assert out.split("gpus=")[1].split()[0].count(",") == 1  # two GPUs, bound by Slurm
 
 
+def test_a_job_on_a_compute_node_brings_a_token_of_its_owner(slurm):
+    # another machine cannot be named by the kernel: the job's SDK sends the token corral gave it
+    probe = ('import json, os, urllib.request as u; r = u.Request(os.environ["CORRAL_URL"] + "/api/v1/whoami", headers='
+             '{"Authorization": "Bearer " + os.environ["CORRAL_TOKEN"], "X-Forwarded-For": "203.0.113.9"}); '
+             'me = json.load(u.urlopen(r)); print(me["user"], me["via"], me["scope"])')
+    client = slurm.client()
+    job = client.submit(["/usr/bin/python3", "-c", probe])
+    ended = finished(client, job["id"])
+    assert (ended["state"], ended["exit_code"]) == ("COMPLETED", 0), client.logs(job["id"], stream="stderr")
+    assert client.logs(job["id"])[0].decode().split() == [job["user"], "token", "submit"]
+
+
 def test_a_failing_job_records_its_exit_code(slurm):
     client = slurm.client()
     job = client.submit(["sh", "-c", "echo oops >&2; exit 3"])
