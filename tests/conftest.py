@@ -85,17 +85,14 @@ class Server:
             os.kill(self.pid, signal.SIGTERM)
         except (FileNotFoundError, ProcessLookupError):
             return
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
+        self._wait_gone()
 
     def kill9(self) -> None:
         os.kill(self.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        self._wait_gone()
+
+    def _wait_gone(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 os.kill(self.pid, 0)
