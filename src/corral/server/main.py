@@ -252,7 +252,14 @@ def serve(options: ServerOptions) -> None:
     shared = os.geteuid() == 0 and options.backend == "local"
     policy = AccessPolicy(admins=options.admins, accounts=options.accounts, owner=None if shared else getpass.getuser())
 
+    log_dirs: dict[str, str] = {}  # made once per user: a submit must not pay for pwd and mkdir each time
+
     def user_log_dir(user: str) -> str:
+        if user not in log_dirs:
+            log_dirs[user] = make_user_log_dir(user)
+        return log_dirs[user]
+
+    def make_user_log_dir(user: str) -> str:
         base = os.path.join(home, "logs")
         if run_as_for(user) is None:  # root's own jobs (an unknown user is refused here, at submit)
             path = os.path.join(base, user)
@@ -319,6 +326,9 @@ def serve(options: ServerOptions) -> None:
                                  "db": engine.url.render_as_string(hide_password=True), "shared": shared})
         gpus = ", ".join(f"{g.index}:{g.type}" for g in node.gpus) or "none"
         print(f"corral server at {url} (home {home}; {node.cpus} CPUs, GPUs: {gpus})", file=sys.stderr, flush=True)
+        mode = ("a shared service: every local user may submit, and jobs run as their owners" if shared else
+                f"{policy.owner}'s personal queue: nobody else may use it")
+        print(f"corral: {mode}; other machines need an API token (corral token create)", file=sys.stderr, flush=True)
 
     def retire() -> None:
         # Here, not after run(): uvicorn re-raises SIGTERM once it has shut down, ending the process.
