@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import textwrap
 import time
 
@@ -21,6 +23,7 @@ import pytest
 
 from corral.client import Client
 from corral.errors import Forbidden, Unauthenticated
+from tests.conftest import Server, _kill_leftover_supervisors
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")
 
@@ -71,17 +74,32 @@ def as_user(user: str, sock: str, method: str, path: str, body: object = None) -
     return answer["status"], json.loads(answer["body"]) if answer["body"] else {}
 
 
-@pytest.fixture
-def shared(server_factory, shared_dir, os_users):
-    """A shared server (root) whose home users can reach; alice and bob are in account `vision`, bob coordinates it."""
-    home = os.path.join(shared_dir, "home")
+@pytest.fixture(scope="module")
+def shared_server(os_users):
+    """One shared server (root) for the module, in a home its users can reach; alice and bob are in
+    account `vision`, bob coordinates it, alice is also in `nlp`. Declared CPUs enough for every test's jobs."""
+    root = tempfile.mkdtemp(prefix="corral-identity-", dir="/tmp")
+    os.chmod(root, 0o711)
+    home = os.path.join(root, "home")
     os.makedirs(home)
     alice, bob = os_users
     with open(os.path.join(home, "config.toml"), "w") as f:
         f.write(f'[accounts.vision]\nmembers = ["{alice}", "{bob}"]\ncoordinators = ["{bob}"]\n'
                 f'[accounts.nlp]\nmembers = ["{alice}"]\n')
-    server = server_factory(home=home)
-    return server, os.path.join(home, "corral.sock"), alice, bob
+    server = Server(home=home, extra=["--cpus", "64"]).start()
+    yield server
+    server.stop()
+    _kill_leftover_supervisors(home)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def shared(shared_server, os_users):
+    """The module's shared server, its socket and the two users; each test's jobs are cancelled after it."""
+    yield (shared_server, os.path.join(shared_server.home, "corral.sock"), *os_users)
+    with Client(home=shared_server.home) as root:
+        for job in root.queue():
+            root.cancel(job["id"])
 
 
 def submit_as(user: str, sock: str, **fields) -> dict:
@@ -180,10 +198,11 @@ def test_a_foreign_page_cannot_act_through_a_local_browser(shared):
     answer = call(server.url, "GET", "/api/v1/jobs", {"Host": "evil.example:8765"})
     assert answer.status_code == 403
     # cross-site POST from a page elsewhere (a form or fetch): refused whatever the credential
-    answer = call(server.url, "POST", "/api/v1/jobs", {"Origin": "https://evil.example"}, b'{"command": ["true"]}')
-    assert answer.status_code == 403
     with Client(home=server.home) as root:
-        assert root.queue() == []
+        before = [j["id"] for j in root.history(limit=1) + root.queue()]
+        answer = call(server.url, "POST", "/api/v1/jobs", {"Origin": "https://evil.example"}, b'{"command": ["true"]}')
+        assert answer.status_code == 403
+        assert [j["id"] for j in root.history(limit=1) + root.queue()] == before  # nothing was submitted
 
 
 def test_the_dashboard_logs_in_with_a_token_into_an_http_only_cookie(shared):
