@@ -1,4 +1,5 @@
-"""API tokens against a live server, on SQLite and on PostgreSQL: made, used from "elsewhere", listed, revoked.
+"""API tokens against a live server: made, used from "elsewhere", listed, revoked (the store itself is
+tested on SQLite and PostgreSQL in tests/store/test_token_store.py).
 
 The tests run as root, so a plain local client is an admin (the kernel vouches for it);
 other users are reached the way a remote caller would be: with a token.
@@ -14,6 +15,11 @@ import pytest
 
 from corral.client import Client
 from corral.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
+
+
+@pytest.fixture
+def server(server_factory):
+    return server_factory(gpus=0)
 
 
 def call(server, method: str, path: str, body=None, token: str | None = None):
