@@ -347,8 +347,26 @@ def test_a_batch_script_is_its_owners_to_read(shared):
     _, sock, alice, bob = shared
     job = submit_as(alice, sock, command=None, script="#!/bin/sh\n# the secret plan\nsleep 60\n")
     assert "secret plan" in as_user(alice, sock, "GET", f"/api/v1/jobs/{job['id']}")[1]["script"]
-    status, seen = as_user(bob, sock, "GET", f"/api/v1/jobs/{job['id']}")
-    assert status == 200 and seen["script"] is None and seen["name"] == job["name"]
+    for path in (f"/api/v1/jobs/{job['id']}", f"/api/v1/jobs/{job['id']}/wait?timeout=0"):
+        status, seen = as_user(bob, sock, "GET", path)
+        assert status == 200 and seen["script"] is None and seen["name"] == job["name"], path
+
+
+def test_a_run_uid_of_digits_never_opens_anothers_run(shared):
+    server, sock, alice, bob = shared
+    with Client(home=server.home) as root:
+        next_id = max([r["id"] for r in root.runs(limit=1)] or [0]) + 2
+    # bob's run (id next_id - 1) takes as its uid the id alice's next run will get
+    status, bobs = as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "uid": str(next_id)})
+    assert status == 201
+    assert as_user(bob, sock, "POST", f"/api/v1/runs/{next_id}/params", {"params": {"mine": 1}})[0] == 200
+    status, alices = as_user(alice, sock, "POST", "/api/v1/runs", {"project": "p"})
+    assert alices["id"] == next_id
+    # the same reference now names alice's run (an id comes before a uid): refused, not bob's again
+    status, error = as_user(bob, sock, "POST", f"/api/v1/runs/{next_id}/params", {"params": {"owned_by_bob": True}})
+    assert status == 403 and alice in error["error"]["message"]
+    with Client(home=server.home) as root:
+        assert "owned_by_bob" not in root.get_run(next_id)["config"]
 
 
 def _ids(user: str) -> tuple[int, int]:

@@ -225,3 +225,29 @@ def session_of(job_pid: int) -> list[tuple[int, int | None]]:
 def reaped(processes: list[tuple[int, int | None]]) -> bool:
     """Every process is gone for good: dead and reaped, so no longer counted against its owner's process limit."""
     return all(files.process_start_ticks(pid) != ticks for pid, ticks in processes)
+
+
+def test_a_fifo_the_job_plants_as_its_log_delays_no_limit(backend, os_users):
+    alice = pwd.getpwnam(os_users[0])
+    err = os.path.join(log_dir(backend, alice.pw_name), "swapped.err")
+    # The job swaps its stderr for a FIFO, then outgrows its memory limit. The supervisor's note about
+    # the kill goes to stderr; opening a FIFO would wait for a reader forever, and the limit with it.
+    swap_and_grow = ('rm -f "$0" && mkfifo "$0" && exec /usr/bin/python3 -c '
+                     '"import time; x = bytearray(300 * 2**20); time.sleep(60)"')
+    job = start(backend, alice.pw_name, command=["sh", "-c", swap_and_grow, err], stderr=err, mem="100M",
+                time="1")
+    began = time.monotonic()
+    outcome = finish(backend, job, timeout=30)
+    assert outcome.state == "OUT_OF_MEMORY" and time.monotonic() - began < 20
+    assert os.path.exists(err) and not os.path.isfile(err)  # still the job's FIFO: nothing was written into it
+
+
+def test_a_fifo_already_at_the_log_path_fails_the_job_instead_of_hanging_it(backend, os_users):
+    alice = pwd.getpwnam(os_users[0])
+    logs = log_dir(backend, alice.pw_name)
+    fifo = os.path.join(logs, "planted.out")
+    os.mkfifo(fifo, 0o600)
+    os.chown(fifo, alice.pw_uid, alice.pw_gid)
+    job = start(backend, alice.pw_name, command=["true"], stdout=fifo)
+    outcome = finish(backend, job, timeout=20)
+    assert outcome.state == "FAILED" and "cannot open log file" in (outcome.error or "")  # at once, not never

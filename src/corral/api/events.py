@@ -46,7 +46,7 @@ async def _stream(request: Request, logs: dict[str, str] | None, owner_uid: int 
     bus, service = app.state.events, app.state.service
     subscriber = bus.subscribe()
     generation = service.generation
-    offsets = {stream: _size(path) for stream, path in (logs or {}).items()}
+    offsets = {stream: await asyncio.to_thread(_size, path) for stream, path in (logs or {}).items()}
     last_sent = time.monotonic()
     try:
         yield "retry: 2000\n\n"
@@ -64,7 +64,8 @@ async def _stream(request: Request, logs: dict[str, str] | None, owner_uid: int 
                 generation = service.generation
                 out.append(Event("jobs", {}).encode())
             for stream, path in (logs or {}).items():
-                event, offsets[stream] = _log_event(stream, path, offsets[stream], owner_uid)
+                # off the event loop: a log on a stalled network filesystem must not stop the server
+                event, offsets[stream] = await asyncio.to_thread(_log_event, stream, path, offsets[stream], owner_uid)
                 if event is not None:
                     out.append(event.encode())
             if not out and time.monotonic() - last_sent > KEEPALIVE_S:

@@ -149,7 +149,7 @@ class Identifier:
             return self.token_caller(session, "session")
         uid, kind = scope.get(PEER_UID), scope.get(PEER_KIND)
         if uid is not None and kind is not None:
-            self._check_local(headers, host_check=kind == "local")
+            self._check_local(headers, tcp=kind == "local")
             user = self._user_name(uid)
             return Caller(user, self.policy.local_scope(user), kind)
         raise Unauthenticated("who is calling? From another machine, send an API token: Authorization: Bearer <token> "
@@ -181,14 +181,14 @@ class Identifier:
             raise Unauthenticated(f"this {what} (make a new one with `corral token create`)")
         return replace(cached[0], via=via)
 
-    def _check_local(self, headers: dict[bytes, bytes], host_check: bool) -> None:
-        if not self.settings.trust_local:
+    def _check_local(self, headers: dict[bytes, bytes], tcp: bool) -> None:
+        if tcp and not self.settings.trust_local:
             raise Unauthenticated("this server does not trust local connections ([auth] trust_local = false); "
                                   "send an API token: Authorization: Bearer <token>")
         if any(name in headers for name in _FORWARDED):
             raise Unauthenticated("a forwarded request names the proxy, not its sender: send an API token")
         host = _host_name(headers.get(b"host", b"").decode("latin-1"))
-        if host_check and host and host not in self._hosts:
+        if tcp and host and host not in self._hosts:
             raise Forbidden(f"Host {host!r} is not this server's: open the dashboard at http://localhost or the "
                             "address corral listens on (or add the name to [auth] host_names)")
 

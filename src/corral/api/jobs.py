@@ -92,12 +92,16 @@ async def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut, summary="Show one job")
 async def get_job(request: Request, job_id: str = JobRef) -> Response:
-    job = _service(request).resolve(job_id)
+    return _json(_view(request, _service(request).resolve(job_id)))
+
+
+def _view(request: Request, job: Job) -> dict[str, Any]:
+    """A job as its caller may see it: as in Slurm, the batch script is for those who may manage the job."""
     view = job.to_dict()
     if view.get("script") is not None and not _service(request).access.may_manage(
             caller_of(request), job.spec.user, job.spec.account):
-        view["script"] = None  # as in Slurm, the batch script is its owner's to read
-    return _json(view)
+        view["script"] = None
+    return view
 
 
 @router.post("/attach", response_model=JobOut, status_code=201, responses={409: {"model": ErrorOut}},
@@ -169,7 +173,7 @@ async def release_job(request: Request, job_id: str = JobRef) -> Response:
 @router.get("/{job_id}/wait", response_model=JobOut, summary="Wait (long poll) until the job ends")
 async def wait_job(request: Request, job_id: str = JobRef, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
     job = await _service(request).wait(job_id, timeout)
-    return _json(job.to_dict())
+    return _json(_view(request, job))
 
 
 @router.get(

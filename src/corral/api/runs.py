@@ -45,10 +45,15 @@ _METRICS = {"type": "object", "properties": {
     "points": {"type": "array", "items": {"type": "object", "required": ["key", "step", "value"]}}}}
 
 
-async def _owned_run(request: Request, ref: str, action: str) -> None:
-    """Raises Forbidden unless the caller owns the run (or is an admin); NotFound for an unknown run."""
-    owner = await _tracking(request).owner(ref)
+async def _owned_run(request: Request, ref: str, action: str) -> str:
+    """The run's id, to act on, if the caller owns the run or is an admin.
+
+    Raises:
+        Forbidden; NotFound: an unknown run.
+    """
+    run_id, owner = await _tracking(request).owner(ref)
     policy_of(request).check_manage(caller_of(request), owner, None, f"{action} run {ref}")
+    return str(run_id)
 
 
 def _tracking(request: Request) -> TrackingService:
@@ -101,21 +106,21 @@ async def get_run(request: Request, ref: str = RunRef) -> Response:
 
 @router.post("/runs/{ref}/metrics", summary="Append a batch of metrics (many keys and steps)", openapi_extra=_body(_METRICS))
 async def log_metrics(request: Request, ref: str = RunRef) -> Response:
-    await _owned_run(request, ref, "logging metrics to")
+    ref = await _owned_run(request, ref, "logging metrics to")
     return _json(await _tracking(request).log_metrics(ref, await request.body()))
 
 
 @router.post("/runs/{ref}/params", summary="Merge parameters into the run's config",
              openapi_extra=_body({"type": "object", "required": ["params"], "properties": {"params": _OBJ}}))
 async def log_params(request: Request, ref: str = RunRef) -> Response:
-    await _owned_run(request, ref, "logging parameters to")
+    ref = await _owned_run(request, ref, "logging parameters to")
     return _json(await _tracking(request).log_params(ref, json_object(await request.body())))
 
 
 @router.post("/runs/{ref}/tags", summary="Add and remove tags", openapi_extra=_body({"type": "object", "properties": {
     "add": {"type": "array", "items": {"type": "string"}}, "remove": {"type": "array", "items": {"type": "string"}}}}))
 async def change_tags(request: Request, ref: str = RunRef) -> Response:
-    await _owned_run(request, ref, "tagging")
+    ref = await _owned_run(request, ref, "tagging")
     return _json(await _tracking(request).change_tags(ref, json_object(await request.body())))
 
 
@@ -123,7 +128,7 @@ async def change_tags(request: Request, ref: str = RunRef) -> Response:
              openapi_extra=_body({"type": "object", "properties": {
                  "state": {"type": "string", "enum": ["finished", "failed", "crashed"]}, "end_time": {"type": "number"}}}))
 async def finish_run(request: Request, ref: str = RunRef) -> Response:
-    await _owned_run(request, ref, "finishing")
+    ref = await _owned_run(request, ref, "finishing")
     raw = await request.body()
     return _json(await _tracking(request).finish(ref, json_object(raw) if raw.strip() else {}))
 
@@ -132,14 +137,14 @@ async def finish_run(request: Request, ref: str = RunRef) -> Response:
              openapi_extra=_body({"type": "object", "required": ["artifacts"], "properties": {
                  "artifacts": {"type": "array", "items": {"type": "object", "required": ["path"]}}}}))
 async def put_artifacts(request: Request, ref: str = RunRef) -> Response:
-    await _owned_run(request, ref, "registering artifacts of")
+    ref = await _owned_run(request, ref, "registering artifacts of")
     return _json({"artifacts": await _tracking(request).put_artifacts(ref, json_object(await request.body()))})
 
 
 @router.get("/runs/{ref}/artifacts", summary="A run's artifacts")
 async def list_artifacts(request: Request, ref: str = RunRef, type: str | None = None,
                          deleted: bool = Query(False, description="Include those retention deleted.")) -> Response:
-    await _owned_run(request, ref, "listing the artifacts of")
+    ref = await _owned_run(request, ref, "listing the artifacts of")
     return _json({"artifacts": await _tracking(request).artifacts(ref, type_=type, deleted=deleted)})
 
 

@@ -38,16 +38,18 @@ def open_log(path: str, owner_uid: int | None = None) -> BinaryIO:
     Raises:
         FileNotFoundError: no log yet. PermissionError: not a regular file, or not the owner's.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO returns at once
+    # O_PATH opens nothing (no device's open() runs: a watchdog or a tape would act on it); only a
+    # regular file of the owner's is then opened for reading, through that very descriptor.
+    handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
-        info = os.fstat(fd)
+        info = os.fstat(handle)
         if not stat.S_ISREG(info.st_mode):
             raise PermissionError(f"{path} is not a regular file")
         if owner_uid is not None and info.st_uid != owner_uid:
             raise PermissionError(f"{path} does not belong to the job's owner")
-    except BaseException:
-        os.close(fd)
-        raise
+        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
     return os.fdopen(fd, "rb")
 
 

@@ -23,6 +23,7 @@ import fcntl
 import os
 import select
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -103,11 +104,11 @@ class Supervisor:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if self.config.get("append_logs") else os.O_TRUNC)
         stdout, stderr = self.config["stdout"], self.config["stderr"]
         os.makedirs(os.path.dirname(stdout), exist_ok=True)
-        out_fd = os.open(stdout, flags, 0o644)
+        out_fd = _open_for_writing(stdout, flags)
         if stderr == stdout:
             return out_fd, out_fd
         os.makedirs(os.path.dirname(stderr), exist_ok=True)
-        return out_fd, os.open(stderr, flags, 0o644)
+        return out_fd, _open_for_writing(stderr, flags)
 
     def as_owner(self, action: Callable[[], T]) -> T:
         """Run `action` with the job's owner's rights over files, and its umask; then be root again.
@@ -271,8 +272,8 @@ class Supervisor:
                 elif (outcome is None and mem_limit and now >= next_rss_check
                       and files.session_rss_mb(self.pid) > mem_limit):
                     outcome = "OUT_OF_MEMORY"
+                    self.kill_session(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
                     self.note_stderr(f"corral: job exceeded its memory limit of {mem_limit} MB; killed")
-                    self.kill_session(signal.SIGKILL)
                 if now >= next_rss_check:
                     next_rss_check = now + MEMORY_CHECK_INTERVAL_S  # reading a session's RSS costs more
             if kill_at is not None and now >= kill_at:
@@ -281,8 +282,11 @@ class Supervisor:
 
     def note_stderr(self, message: str) -> None:
         def append() -> None:
-            with open(self.config["stderr"], "a") as f:
-                f.write(message + "\n")
+            fd = _open_for_writing(self.config["stderr"], os.O_WRONLY | os.O_APPEND, create=False)
+            try:
+                os.write(fd, (message + "\n").encode())
+            finally:
+                os.close(fd)
 
         try:
             self.as_owner(append)  # the job may have swapped its log for a link to a file it may not write
@@ -314,6 +318,22 @@ class Supervisor:
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
+
+
+def _open_for_writing(path: str, flags: int, create: bool = True) -> int:
+    """A log opened for the job: never blocking on a FIFO the job planted there (the supervisor would
+    hang, and with it every limit and cancel); a file, or a device such as /dev/null, is fine.
+
+    Raises:
+        OSError: it cannot be opened, or it is a FIFO or a socket.
+    """
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path} is a FIFO or a socket, not a file")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _total_size(paths: list[str]) -> int:

@@ -459,7 +459,10 @@ class JobService:
 
     def log_owner_uid(self, job: Job) -> int | None:
         """Whose a job's log files must be for the server to show them (None: its own user's job, no check)."""
-        return None if job.spec.user == self.user else uid_of(job.spec.user)
+        if job.spec.user == self.user:
+            return None
+        uid = uid_of(job.spec.user)
+        return -1 if uid is None else uid  # an account that is gone owns no file: show nothing
 
     def read_log(self, ref: str, stream: str, offset: int, limit: int, tail: int | None) -> tuple[bytes, int, Job]:
         """A chunk of a job's stdout or stderr from `offset` (or its last `tail` lines); returns the next offset."""

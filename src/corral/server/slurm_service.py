@@ -443,5 +443,5 @@ def _write_executable(path: str, text: str) -> None:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
-    os.chmod(tmp, 0o755)
+    os.chmod(tmp, 0o700)  # the job's environment (its token too) is in it: for its owner only
     os.replace(tmp, path)

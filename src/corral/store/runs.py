@@ -220,9 +220,16 @@ class RunStore:
             raise NotFound(f"no run {ref}; list runs with `corral runs`")
         return found
 
-    def owner(self, conn: Connection, ref: str) -> str:
-        """The user a run belongs to (NotFound for an unknown run)."""
-        return str(conn.execute(select(runs.c.user).where(runs.c.id == self.resolve(conn, ref))).scalar_one())
+    def owner(self, conn: Connection, ref: str) -> tuple[int, str, bool]:
+        """(id, user) of the run `ref` names, and whether `ref` will always name it: an id, or a uid
+        that is not all digits (a digit uid names another run once a run has that id).
+
+        Raises:
+            NotFound: no such run.
+        """
+        run_id = self.resolve(conn, ref)
+        user = str(conn.execute(select(runs.c.user).where(runs.c.id == run_id)).scalar_one())
+        return run_id, user, not ref.isdigit() or str(run_id) == ref
 
     def identity(self, conn: Connection, run_id: int) -> tuple[int | None, str]:
         """A run's job and uid."""

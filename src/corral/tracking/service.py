@@ -54,7 +54,7 @@ class TrackingService:
         self.clock = clock
         # runs whose metrics or state changed (after the commit, on the loop): the dashboard's live view
         self.on_metrics: list[Callable[[list[dict[str, Any]]], None]] = []
-        self._owners: dict[str, str] = {}
+        self._owners: dict[str, tuple[int, str]] = {}
         self._pending: list[_Write] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -63,15 +63,18 @@ class TrackingService:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    async def owner(self, ref: str) -> str:
-        """Whose run this is (a run never changes hands, so the answer is kept)."""
-        user = self._owners.get(ref)
-        if user is None:
-            user = await self._read(lambda conn: self.store.owner(conn, ref))
-            if len(self._owners) > 100_000:
-                self._owners.clear()
-            self._owners[ref] = user
-        return user
+    async def owner(self, ref: str) -> tuple[int, str]:
+        """(id, owner) of the run `ref` names. A run never changes hands, so the answer is kept where
+        the reference will always name the same run; act on the id, not on `ref`, after checking."""
+        known = self._owners.get(ref)
+        if known is None:
+            run_id, user, stable = await self._read(lambda conn: self.store.owner(conn, ref))
+            known = (run_id, user)
+            if stable:
+                if len(self._owners) > 100_000:
+                    self._owners.clear()
+                self._owners[ref] = known
+        return known
 
     async def create_run(self, body: Any, user: str | None = None,
                          may_take: Callable[[str], bool] = lambda owner: True) -> tuple[dict[str, Any], bool]:
