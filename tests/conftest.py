@@ -77,7 +77,10 @@ class Server:
         return Client(home=self.home)
 
     def stop(self) -> None:
-        subprocess.run([sys.executable, "-m", "corral.cli", "--home", self.home, "down"], capture_output=True, timeout=60)
+        down = subprocess.run([sys.executable, "-m", "corral.cli", "--home", self.home, "down"], capture_output=True,
+                              timeout=60)
+        if down.returncode == 0 and b"stopped" in down.stdout:
+            return
         try:  # its home may be gone already (a fixture torn down first): then `down` cannot find it
             with open(f"/proc/{self.pid}/cmdline", "rb") as f:
                 if self.home.encode() not in f.read():
