@@ -28,6 +28,18 @@ PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql://postgres@127.0.0.1
 DATABASES = ["sqlite", "postgresql"]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (scripts/test.sh), keep tests that share machine-wide state in one worker:
+    the Slurm testbed's (a test cancels every Slurm job of its uid), and the test accounts' (a fork bomb
+    counts every process of its user; the fixture's teardown kills them all)."""
+    for item in items:
+        path = str(item.path)
+        if "/backends/slurm/" in path or path.endswith("test_slurm_session.py"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif "os_users" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("os_users"))
+
+
 @pytest.fixture
 def pg_schema_url() -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""

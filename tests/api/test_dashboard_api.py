@@ -8,6 +8,8 @@ import sys
 import time
 import urllib.parse
 
+import pytest
+
 from tests.helpers import wait_for
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -88,6 +90,7 @@ def read_events(server, path: str, until, timeout: float = 20.0) -> list[tuple[s
     return events
 
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_events_tell_of_job_changes_stored_metrics_and_a_jobs_new_log_lines(server_factory):
     import threading
 

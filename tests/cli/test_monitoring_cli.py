@@ -23,6 +23,7 @@ def corral(home: str, *args: str, code: int = 0) -> str:
     return result.output
 
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_top_shows_each_running_job_with_its_cpu_and_memory(home):
     corral(home, "submit", "-c", "1", "--wrap", f"{sys.executable} -c 'while True: pass'")
     wait_for(lambda: "%" in corral(home, "top", "--once").splitlines()[-1], timeout=20)

@@ -100,6 +100,7 @@ class FakeClock:
         return self.now
 
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_a_busy_job_uses_all_of_one_allocated_core_and_half_of_two(jobs):
     started = time.time()
     busy = jobs.start("while True: pass")
@@ -214,6 +215,7 @@ def test_writing_to_disk_shows_a_write_rate(jobs, tmp_path):
     assert after.read_mb_s is not None and after.read_mb_s >= 0
 
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_cpu_time_of_a_worker_that_came_and_went_still_counts(jobs):
     burn = "import time\\nend = time.time() + 0.5\\nwhile time.time() < end: pass"
     main = jobs.started_with_output(
@@ -225,6 +227,7 @@ def test_cpu_time_of_a_worker_that_came_and_went_still_counts(jobs):
     assert sample.cpu_time_s >= 0.4  # the worker's 0.5 s, through its parent's children times
 
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_cpu_time_never_goes_back_when_a_worker_ends_unwaited(jobs):
     # With SIGCHLD ignored the kernel reaps the worker itself, and its CPU time is added to no one.
     code = (

@@ -35,6 +35,7 @@ def points(client: Client, job: int, metric: str) -> list[float]:
 
 # -- sampling and queries ---------------------------------------------------------------------------
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_a_cpu_bound_job_shows_a_full_core_and_an_allocation_shows_its_memory(fast_server):
     client = fast_server.client()
     busy = client.submit(py("while True: pass"), cpus=1, mem="2G")["id"]
