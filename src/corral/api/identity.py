@@ -151,7 +151,7 @@ class Identifier:
         if uid is not None and kind is not None:
             self._check_local(headers, tcp=kind == "local")
             user = self._user_name(uid)
-            return Caller(user, self.policy.local_scope(user), kind)
+            return Caller(user, self.policy.scope_of(user), kind)
         raise Unauthenticated("who is calling? From another machine, send an API token: Authorization: Bearer <token> "
                               "(make one on the server's machine with `corral token create`), or log in to the dashboard")
 
@@ -168,7 +168,7 @@ class Identifier:
             holder = None
             if record is not None:
                 scope = record.scope
-                ceiling = self.policy.max_scope(record.user)
+                ceiling = self.policy.scope_of(record.user)
                 if not scope_covers(ceiling, scope):
                     scope = ceiling  # an admin token of someone no longer an admin: what they may still do
                 holder = Caller(record.user, scope, via, record.id)

@@ -8,14 +8,9 @@ from fastapi import APIRouter, Header, Request
 from starlette.responses import Response
 
 from corral.api.schemas import ErrorOut
-from corral.errors import CorralError
+from corral.errors import Unauthenticated
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"], responses={401: {"model": ErrorOut}})
-
-
-class Unauthorized(CorralError):
-    status = 401
-    code = "unauthorized"
 
 
 @router.post("/slurm", status_code=202, summary="A Slurm job ended (sent by scripts/slurm-epilog.sh)")
@@ -23,7 +18,7 @@ async def slurm_event(request: Request, authorization: str | None = Header(None)
     token = getattr(request.app.state, "webhook_token", None)
     given = (authorization or "").removeprefix("Bearer ").strip()
     if not token or not hmac.compare_digest(given.encode(), token.encode()):
-        raise Unauthorized("a valid webhook token is needed: Authorization: Bearer <the token in <home>/webhook.token>")
+        raise Unauthenticated("a valid webhook token is needed: Authorization: Bearer <the token in <home>/webhook.token>")
     poll_soon = getattr(request.app.state.service, "poll_soon", None)
     if poll_soon is not None:
         poll_soon()  # what ended is read from Slurm itself: the event is a nudge, never trusted as state

@@ -62,14 +62,11 @@ class AccessPolicy:
     owner: str | None = None
     """A personal queue's one user; None for a shared server (run by root)."""
 
-    def local_scope(self, user: str) -> str:
-        """The scope of a caller the kernel vouches for (a socket's peer)."""
+    def scope_of(self, user: str) -> str:
+        """The most a user may do: a caller the kernel vouches for has it, and no token of theirs exceeds it."""
         if user in self.admins or user == "root" or user == self.owner:
             return "admin"
         return "submit"
-
-    def max_scope(self, user: str) -> str:
-        return self.local_scope(user)
 
     def admit(self, caller: Caller) -> None:
         """Refuse anyone but the owner of a personal queue."""

@@ -158,7 +158,7 @@ def authorize_create(policy: AccessPolicy, caller: Caller, user: str, scope: str
     if not scope_covers(caller.scope, scope):
         raise Forbidden(f"a {scope} token cannot be made with a {caller.scope} credential ({caller.via}); "
                         f"ask for scope {caller.scope} or lower")
-    most = policy.max_scope(user)
+    most = policy.scope_of(user)
     if not scope_covers(most, scope):
         raise Forbidden(f"{user} may hold at most {most} scope, so a {scope} token cannot be made for them")
 
