@@ -11,8 +11,8 @@ if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
 fi
 # The dashboard's browser tests drive Debian's headless Chromium (scripts/browser.sh installs it as root).
 bash scripts/browser.sh
-# Most tests wait on real servers and jobs, not on the CPU: four workers share the machine. Tests that
-# share machine-wide state run in one worker each (see pytest_collection_modifyitems in tests/conftest.py);
-# those that measure CPU share or pace (marked serial) run afterwards, alone. Exit 5: none were selected.
-.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-4}" --dist loadgroup -m "not serial" "$@"
+# Most tests wait on real servers and jobs, not on the CPU: four workers share the machine, a file each at a
+# time; those that measure CPU share or pace, or share machine-wide state across files (marked serial, see
+# tests/conftest.py), run afterwards, alone. Exit 5: none were selected.
+.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-4}" --dist loadfile -m "not serial" "$@"
 .venv/bin/python -m pytest -m serial "$@" || [ $? = 5 ]

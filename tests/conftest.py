@@ -29,15 +29,13 @@ DATABASES = ["sqlite", "postgresql"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (scripts/test.sh), keep tests that share machine-wide state in one worker:
-    the Slurm testbed's (a test cancels every Slurm job of its uid), and the test accounts' (a fork bomb
-    counts every process of its user; the fixture's teardown kills them all)."""
+    """scripts/test.sh runs each file in one pytest-xdist worker (the Slurm testbed's tests, which cancel
+    every Slurm job of their uid, all live in one file), then the tests marked serial alone. Serial too:
+    a second file on the Slurm testbed, and the tests that count every process of a test account."""
+    alone = ("test_slurm_session.py", "test_run_as_owner.py", "test_hostile_jobs.py")
     for item in items:
-        path = str(item.path)
-        if "/backends/slurm/" in path or path.endswith("test_slurm_session.py"):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
-        elif "os_users" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("os_users"))
+        if item.path.name in alone:
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture

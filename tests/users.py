@@ -36,7 +36,7 @@ def _admin(argv: list[str]) -> None:
     """Run a shadow-utils command, retrying while a concurrent one holds /etc/passwd's lock."""
     for attempt in range(20):
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        if result.returncode == 0:
+        if result.returncode == 0 or "already exists" in result.stderr:  # made by a parallel worker
             return
         if "lock" not in result.stderr.lower():
             raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip()}")

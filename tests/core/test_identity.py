@@ -15,7 +15,7 @@ SHARED = AccessPolicy(admins=frozenset({"boss"}), accounts={
 
 
 def local(user: str, policy: AccessPolicy = SHARED) -> Caller:
-    return Caller(user, policy.local_scope(user), "socket")
+    return Caller(user, policy.scope_of(user), "socket")
 
 
 def test_a_personal_queue_admits_its_owner_and_root_only():
