@@ -120,8 +120,8 @@ class ApiToken:
     def to_dict(self, now: float | None = None) -> dict[str, object]:
         """The record for an API answer, times in ISO 8601 UTC; with `now`, its state too."""
         out: dict[str, object] = {
-            "id": self.id, "user": self.user, "name": self.name, "scope": self.scope, "created": _iso(self.created),
-            "expires": _iso(self.expires), "revoked": _iso(self.revoked), "created_by": self.created_by,
+            "id": self.id, "user": self.user, "name": self.name, "scope": self.scope, "created": iso_utc(self.created),
+            "expires": iso_utc(self.expires), "revoked": iso_utc(self.revoked), "created_by": self.created_by,
         }
         if now is not None:
             out["state"] = self.state(now)
@@ -176,7 +176,8 @@ def authorize_revoke(policy: AccessPolicy, caller: Caller, token: ApiToken) -> N
     policy.require(caller, "submit", "revoking an API token")
 
 
-def _iso(ts: float | None) -> str | None:
+def iso_utc(ts: float | None) -> str | None:
+    """A time as ISO 8601 UTC to the second (`2027-01-15T08:00:00Z`); None stays None."""
     if ts is None:
         return None
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")

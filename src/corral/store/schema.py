@@ -287,3 +287,20 @@ api_tokens = Table(
     Index("ix_api_tokens_user", "user"),
     sqlite_autoincrement=True,
 )
+
+# The dashboard's login sessions (corral.core.sessions): only the hash of cookie and key together.
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user", String(64), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("token_id", Integer, ForeignKey("api_tokens.id"), nullable=False),
+    Column("secret_hash", String(64), nullable=False, unique=True),
+    Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=False),
+    Column("ended", Float),
+    Index("ix_dashboard_sessions_token_id", "token_id"),
+    Index("ix_dashboard_sessions_expires", "expires"),
+    sqlite_autoincrement=True,
+)
