@@ -1,9 +1,10 @@
 // Talking to the corral server's /api/v1: JSON in and out, errors as ApiError carrying the
-// server's {"error": {code, message, field, hint}} so pages can show its words. A 401 (no
-// credential, or the session ended) also calls the handler set with onUnauthenticated, which
-// takes the dashboard to its login page.
+// server's {"error": {code, message, field, hint}} so pages can show its words. Every request
+// carries the login session's key (./sessionkey.js). A 401 (no credential, or the session ended)
+// also calls the handler set with onUnauthenticated, which takes the dashboard to its login page.
 
 import {h} from "./dom.js";
+import {sessionHeaders} from "./sessionkey.js";
 
 export const UNREACHABLE = "cannot reach the corral server: is `corral up` running?";
 
@@ -29,11 +30,17 @@ export function onUnauthenticated(fn) {
   unauthenticated = fn;
 }
 
+/** Tell the handler of onUnauthenticated that a request (the live stream's) was answered 401. */
+export function reportUnauthenticated(error) {
+  if (unauthenticated) unauthenticated(error);
+}
+
 async function request(path, {method = "GET", body, signal, login = false} = {}) {
   let response;
   try {
     response = await fetch(path, {
-      method, signal, headers: body === undefined ? {} : {"Content-Type": "application/json"},
+      method, signal,
+      headers: {...sessionHeaders(), ...(body === undefined ? {} : {"Content-Type": "application/json"})},
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {

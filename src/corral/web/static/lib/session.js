@@ -1,11 +1,13 @@
 // Who the dashboard speaks as (GET /api/v1/whoami), for the nav and for what pages offer;
-// logging in with an API token (an HttpOnly cookie the server sets) and out again.
+// logging in with an API token and out again. A login is a session of its own, never the token:
+// an HttpOnly cookie the server sets, and a key this page keeps (./sessionkey.js).
 //
 // A browser on the server's machine is who the kernel says it is (via "local"); elsewhere it
 // logs in with a token (via "session"). The server decides every action; what is known here
 // only spares the viewer buttons that could not work.
 
-import {api} from "./api.js";
+import {ApiError, api} from "./api.js";
+import {keepSessionKey} from "./sessionkey.js";
 
 let me;  // undefined: not known yet (server unreachable); null: nobody (log in); else whoami's answer
 let ended = false;  // a login session was refused: the login page says so once
@@ -52,15 +54,23 @@ export function takeSessionEnded() {
   return was;
 }
 
-/** Log in with an API token: the server keeps it in an HttpOnly cookie. Throws ApiError (401: a bad token). */
+/**
+ * Log in with an API token: the server opens a session (its cookie) and answers its key, kept here.
+ * Throws ApiError (401: a bad token).
+ */
 export async function logIn(token) {
-  await api("/api/v1/session", {method: "POST", body: {token}, login: true});
+  const session = await api("/api/v1/session", {method: "POST", body: {token}, login: true});
+  if (!keepSessionKey(session.session_key)) {
+    throw new ApiError(0, {code: "storage", message: "this browser does not let the dashboard keep its login",
+      hint: "allow this site to store data (cookies and site data), then log in again"});
+  }
   return loadIdentity();
 }
 
-/** Log out: the server drops the cookie. */
+/** Log out: the server ends the session (the cookie and key are worthless from now on) and drops the cookie. */
 export async function logOut() {
   await api("/api/v1/session", {method: "DELETE", login: true});
+  keepSessionKey(null);
   ended = false;
   set(null);
 }

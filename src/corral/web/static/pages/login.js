@@ -1,6 +1,7 @@
 // Log in (/login?next=PAGE): a browser that is not on the server's machine (or comes through a
-// proxy) proves who it is with an API token; the server keeps it in an HttpOnly cookie and the
-// dashboard returns to PAGE. `corral token create` output becomes a one-click link with the
+// proxy) proves who it is with an API token; the server opens a session of its own for it (an
+// HttpOnly cookie and a key this page keeps; the token itself is kept nowhere) and the dashboard
+// returns to PAGE. `corral token create` output becomes a one-click link with the
 // token in the fragment (/login#token=corral_...): the fragment never reaches the server's logs,
 // and leaves the address bar (and the history) as soon as it is read.
 
@@ -18,7 +19,7 @@ export function mount(main, ctx) {
   const form = h("form", {class: "card login", "data-testid": "login-form", "aria-labelledby": "login-h"},
     h("h1", {id: "login-h"}, "Log in to corral"),
     takeSessionEnded() ? h("p", {class: "notice", "data-testid": "login-ended"},
-      "Your session has ended (its token expired or was revoked): log in again.") : null,
+      "Your session has ended (it expired, or its token expired or was revoked): log in again.") : null,
     h("p", {}, "The server knows a browser on its own machine by who runs it; from anywhere else ",
       "(or through a proxy), log in with an API token."),
     h("p", {}, h("label", {for: "login-token"}, "API token")),
@@ -26,7 +27,8 @@ export function mount(main, ctx) {
     h("p", {id: "login-help", class: "muted small"}, "Paste a token from ",
       h("code", {}, "corral token create --scope read"), " (run on the server's machine; ",
       h("code", {}, "--scope submit"), " to also cancel, hold and release your jobs). ",
-      "The server keeps it in a cookie this page cannot read; Log out forgets it."),
+      "Logging in opens a session for this browser alone; it ends after a few hours, when its token expires or is ",
+      "revoked, or when you log out. The token itself is not kept."),
     error);
   const me = identity();
   const already = me ? h("p", {class: "muted", "data-testid": "login-current"},
