@@ -205,7 +205,7 @@ def test_a_foreign_page_cannot_act_through_a_local_browser(shared):
         assert [j["id"] for j in root.history(limit=1) + root.queue()] == before  # nothing was submitted
 
 
-def test_the_dashboard_logs_in_with_a_token_into_an_http_only_cookie(shared):
+def test_the_dashboard_logs_in_with_a_token_into_a_session_with_an_http_only_cookie(shared):
     server, sock, alice, _ = shared
     _, made = as_user(alice, sock, "POST", "/api/v1/tokens", {"scope": "submit", "expires": "1h"})
     remote = {"X-Forwarded-For": "203.0.113.9"}  # as if from another machine through a proxy
@@ -214,7 +214,8 @@ def test_the_dashboard_logs_in_with_a_token_into_an_http_only_cookie(shared):
     assert login.status_code == 200 and login.json()["user"] == alice
     cookie = login.headers["set-cookie"]
     assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
-    session = {**remote, "Cookie": cookie.split(";")[0]}
+    assert made["token"] not in cookie  # the session is a credential of its own (tests/api/test_sessions.py)
+    session = {**remote, "Cookie": cookie.split(";")[0], "X-Corral-Session": login.json()["session_key"]}
     assert call(server.url, "GET", "/api/v1/whoami", session).json()["via"] == "session"
     logout = call(server.url, "DELETE", "/api/v1/session", session)
     assert logout.status_code == 204 and 'corral_session=""' in logout.headers["set-cookie"]

@@ -31,6 +31,12 @@ def test_monitor_and_smtp_sections_are_read(tmp_path):
     assert options.smtp == {"host": "mail.lab", "port": 587, "starttls": True}
 
 
+def test_the_dashboard_logins_lifetime_is_read(tmp_path):
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).auth.session_hours == 8  # the default
+    write_config(str(tmp_path), "[auth]\nsession_hours = 0.5\n")
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).auth.session_hours == 0.5
+
+
 def test_no_config_file_changes_nothing(tmp_path):
     options = ServerOptions(home=str(tmp_path))
     assert load_config(options, set()) == options
@@ -52,6 +58,9 @@ def test_no_config_file_changes_nothing(tmp_path):
     ("[monitor]\nsample_every = 3\n", "monitor.sample_every"),
     ("[smtp]\nport = '25'\n", "smtp.port"),
     ("[smtp]\nstarttls = 'yes'\n", "smtp.starttls"),
+    ("[auth]\nsession_hours = 0\n", "auth.session_hours"),
+    ("[auth]\nsession_hours = 1000\n", "auth.session_hours"),
+    ("[auth]\nsession_hours = '8h'\n", "auth.session_hours"),
 ])
 def test_a_bad_config_file_is_an_error_that_names_the_key(tmp_path, text, field):
     write_config(str(tmp_path), text)

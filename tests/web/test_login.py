@@ -8,10 +8,14 @@ then ignores the local connection and wants a login. Alice and bob are real acco
 
 from __future__ import annotations
 
+import http.client
+import http.server
+import json
 import os
 import re
 import shutil
 import tempfile
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -201,13 +205,19 @@ def test_the_owner_and_an_admin_read_a_jobs_log_live(shared, open_page):
 def test_logging_out_returns_to_the_login_page_and_forgets_the_session(shared, open_page):
     page = open_page()
     log_in(page, shared, shared.tokens["alice"], "/queue")
+    [cookie] = page.context.cookies()
+    kept = {"Cookie": f"{cookie['name']}={cookie['value']}", "X-Corral-Session": page.evaluate(
+        "localStorage.getItem('corral.session-key')"), **REMOTE}
+    assert with_headers_only(shared.server.url, "GET", "/api/v1/whoami", kept) == 200
     page.locator("[data-testid=logout]").click()
     page.wait_for_url(shared.url("/login"))
     page.locator("[data-testid=login-form]").wait_for()
     assert not page.locator("[data-testid=whoami]").is_visible()
     page.goto(shared.url("/runs"))  # the cookie went with it: the server does not know us any more
     page.wait_for_url(re.compile(r"/login\?next=%2Fruns$"))
-    assert page.context.cookies() == []
+    assert page.context.cookies() == [] and page.evaluate("localStorage.length") == 0
+    # and the session itself is over on the server: a copy of both halves taken before is worthless
+    assert with_headers_only(shared.server.url, "GET", "/api/v1/whoami", kept) == 401
 
 
 def test_a_token_in_the_fragment_logs_in_with_one_click_and_leaves_the_address_bar(shared, open_page):
@@ -279,3 +289,100 @@ def test_a_session_whose_token_is_revoked_goes_back_to_the_login_page_saying_so(
     page.wait_for_url(re.compile(r"/login\?next=%2Fruns$"))
     assert "session has ended" in page.locator("[data-testid=login-ended]").inner_text()
     assert not page.locator("[data-testid=whoami]").is_visible()
+
+
+class TensorBoard:
+    """Another user's web server on another port of the same host (A's "TensorBoard"): it logs the
+    Cookie header of every request, as any server on that port could."""
+
+    def __init__(self) -> None:
+        self.cookies: list[str | None] = []
+        seen = self.cookies
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+                seen.append(self.headers.get("Cookie"))
+                body = b"<!doctype html><title>TensorBoard</title><h1>TensorBoard</h1>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def with_headers_only(url: str, method: str, path: str, headers: dict[str, str], body: object = None) -> int:
+    """One request carrying exactly these headers (and a JSON body), as A would replay what A's server logged."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    payload = json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=payload, headers={**headers, **({"Content-Type": "application/json"} if payload else {})})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_a_session_cookie_seen_on_another_port_of_the_host_is_worthless(shared, open_page):
+    # The reproduction: B logs in at localhost:PORT, later opens A's TensorBoard on localhost:OTHER,
+    # whose server logs B's cookie (a browser sends a host's cookies to all its ports), and A replays it.
+    dashboard = "http://localhost:" + str(urllib.parse.urlsplit(shared.server.url).port)
+    tensorboard = TensorBoard()
+    bobs = shared.jobs["bob"]
+    page = open_page()
+    try:
+        page.goto(f"{dashboard}/login#token={shared.tokens['bob']}")
+        page.wait_for_url(f"{dashboard}/")
+        assert whoami(page) == {"user": shared.bob, "scope": "submit", "via": "session"}
+
+        page.goto(f"http://localhost:{tensorboard.port}/")
+        page.locator("h1").wait_for()
+        cookie = tensorboard.cookies[0]  # (the page's; its favicon's may follow)
+        assert cookie is not None and "corral_session=" in cookie  # the browser did hand it over
+        assert page.evaluate("localStorage.length") == 0  # the session's key stays with the dashboard's origin
+
+        with shared.root() as root:
+            before = {j["id"] for j in root.queue()}
+        assert with_headers_only(shared.server.url, "GET", f"/api/v1/jobs/{bobs}/logs", {"Cookie": cookie}) == 401
+        assert with_headers_only(shared.server.url, "GET", f"/api/v1/jobs/{bobs}/logs",
+                                 {"Cookie": cookie, **REMOTE}) == 401
+        job = {"command": ["sh", "-c", "echo running as $(id -un)"], "submit_dir": "/tmp", "name": "as-bob"}
+        assert with_headers_only(shared.server.url, "POST", "/api/v1/jobs", {"Cookie": cookie}, job) == 401
+        with shared.root() as root:
+            assert {j["id"] for j in root.queue()} == before  # nothing was submitted as bob
+
+        # meanwhile B's dashboard goes on as before: logged in, listing jobs, and live
+        page.goto(f"{dashboard}/queue")
+        assert whoami(page) == {"user": shared.bob, "scope": "submit", "via": "session"}
+        page.locator(f"[data-testid=queue-row][data-job-id='{bobs}']").wait_for()
+        page.wait_for_function("document.querySelector('[data-testid=live-status]').textContent === 'live'")
+        with Client(shared.server.url, token=shared.tokens["bob"]) as as_bob:
+            new = as_bob.submit(SLEEP, submit_dir="/tmp", name="seen-live")["id"]
+        try:
+            page.locator(f"[data-testid=queue-row][data-job-id='{new}']").wait_for(timeout=30_000)  # no reload
+        finally:
+            shared.root().cancel(new)
+    finally:
+        tensorboard.close()
+
+
+def test_a_session_that_ends_while_the_page_sits_idle_goes_to_the_login_page_by_itself(shared, open_page):
+    with shared.root() as root:
+        made = root.create_token(user=shared.alice, scope="read", expires="1h", name="idle")
+    page = open_page()
+    log_in(page, shared, made["token"], "/alerts")  # a page that refetches only when an alert fires: none will
+    page.wait_for_function("document.querySelector('[data-testid=live-status]').textContent === 'live'")
+    with shared.root() as root:
+        root.revoke_token(made["id"])
+    # no click: the live stream ends with the session, and its reconnection is refused
+    page.wait_for_url(re.compile(r"/login\?next=%2Falerts$"), timeout=30_000)
+    assert "session has ended" in page.locator("[data-testid=login-ended]").inner_text()

@@ -26,11 +26,12 @@ from corral.web.routes import install_dashboard
 
 def create_app(
     service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, policy: AccessPolicy,
-    tokens: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
+    tokens: Any, sessions: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
     on_started: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
     stopping: Callable[[], bool] = lambda: False,
 ) -> FastAPI:
-    """The API and dashboard on one service; `policy` says who may do what, `tokens` holds the API tokens."""
+    """The API and dashboard on one service; `policy` says who may do what, `tokens` and `sessions` hold the
+    API tokens and the dashboard's sessions."""
     bus = EventBus()
     tracking.on_metrics.append(lambda runs: bus.publish("runs", {"runs": runs}))
     monitor.events = bus
@@ -68,7 +69,8 @@ def create_app(
     app.state.tokens = tokens
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
-    identifier = Identifier(policy=policy, tokens=tokens, settings=auth or AuthSettings(), listen_host=listen_host)
+    identifier = Identifier(policy=policy, tokens=tokens, sessions=sessions, settings=auth or AuthSettings(),
+                            listen_host=listen_host)
     app.state.identifier = identifier
     app.state.token_cache_clear = identifier.clear_token_cache
     app.add_middleware(Authenticate, identifier=identifier)

@@ -10,13 +10,16 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from corral.errors import CorralError, InvalidRequest
+from corral.errors import CorralError, InvalidRequest, RateLimited
 
 log = logging.getLogger("corral.api")
 
 
 def error_response(error: CorralError) -> Response:
-    return Response(json.dumps({"error": error.to_dict()}), status_code=error.status, media_type="application/json")
+    response = Response(json.dumps({"error": error.to_dict()}), status_code=error.status, media_type="application/json")
+    if isinstance(error, RateLimited):
+        response.headers["Retry-After"] = str(max(1, round(error.retry_after + 0.5)))
+    return response
 
 
 def unexpected_response(exc: Exception) -> Response:

@@ -18,6 +18,7 @@ router = APIRouter(prefix="/api/v1", tags=["events"])
 
 TICK_S = 0.25
 KEEPALIVE_S = 15.0
+RECHECK_S = 1.0  # a stream ends this soon after its token is revoked or expires, or its session is logged out
 MAX_LOG_EVENT = 64 * 1024
 SKIP_BEYOND = 4 * MAX_LOG_EVENT  # a log further behind than this is skipped to its end
 
@@ -43,14 +44,18 @@ async def events(request: Request, job: str | None = Query(None, pattern=r"^[0-9
 
 async def _stream(request: Request, logs: dict[str, str] | None, owner_uid: int | None) -> AsyncIterator[str]:
     app = request.app
-    bus, service = app.state.events, app.state.service
+    bus, service, identifier = app.state.events, app.state.service, app.state.identifier
     subscriber = bus.subscribe()
     generation = service.generation
     offsets = {stream: await asyncio.to_thread(_size, path) for stream, path in (logs or {}).items()}
-    last_sent = time.monotonic()
+    last_sent = last_check = time.monotonic()
     try:
         yield "retry: 2000\n\n"
         while not app.state.stopping():
+            if time.monotonic() - last_check >= RECHECK_S:
+                last_check = time.monotonic()
+                if not identifier.still_holds(request.scope):
+                    return  # what was sent to a credential that has ended stops with it
             try:
                 first: Event | None = await asyncio.wait_for(subscriber.queue.get(), TICK_S)
             except TimeoutError:

@@ -1,9 +1,14 @@
-"""Every API request's caller: learned from the kernel, a token or the dashboard's cookie; then admitted and rate limited.
+"""Every API request's caller: learned from the kernel, a token or the dashboard's session; then admitted and rate limited.
 
 ASGI middleware, just inside the body limit. The order of evidence:
 
 1. `Authorization: Bearer <token>`: an API token (`corral token create`), whoever sends it.
-2. The `corral_session` cookie: a token the dashboard's login stored (HttpOnly, SameSite=Strict).
+2. The `corral_session` cookie: a dashboard session (`corral.core.sessions`), valid only together with
+   its key in the `X-Corral-Session` header, which the dashboard's page alone holds (a cookie reaches
+   every port of its host; the key does not). A cookie without its key is refused, never ignored;
+   a key without its cookie is nothing. A server on another port may also *set* cookies for this
+   host, so each `corral_session` the browser sends is tried with the key: a planted one cannot lock
+   the dashboard out, and (lacking the page's key) cannot log it in as someone else either.
 3. The connection's peer, as the kernel names it (`corral.server.peers`): the Unix socket's
    SO_PEERCRED, or the socket table for TCP from this machine. Not for a request that a proxy
    forwarded (it would name the proxy's user), nor for a Host that is not this server
@@ -13,6 +18,9 @@ Anything else is 401. Changes (POST, PATCH, DELETE) from a page of another origi
 whatever the credential: a local browser is logged in by who runs it, so a foreign page must
 not borrow that. Paths outside /api (the dashboard's files), health and the Slurm webhook
 (its own secret) need no caller.
+
+Tokens and sessions are looked up at most every `CREDENTIAL_CACHE_S` per credential, but their
+expiry is compared on every use; revoking a token or logging out clears the cache at once.
 """
 
 from __future__ import annotations
@@ -21,22 +29,26 @@ import json
 import pwd
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from corral.api.errors import error_response
 from corral.core.identity import AccessPolicy, Caller, scope_covers
 from corral.core.ratelimit import RateLimiter
+from corral.core.sessions import (
+    DEFAULT_SESSION_HOURS, SESSION_COOKIE, SESSION_HEADER, DashboardSession, looks_like_session_part, session_expiry,
+)
+from corral.core.tokens import looks_like_token
 from corral.errors import CorralError, Forbidden, RateLimited, Unauthenticated
 from corral.server.peers import PEER_KIND, PEER_UID
 
 CALLER = "corral.caller"
-SESSION_COOKIE = "corral_session"
-TOKEN_CACHE_S = 10.0  # a revoked token stops working at once (the cache is cleared); an expired one within this
+CREDENTIAL_CACHE_S = 10.0  # a lookup is reused this long (revoking or logging out clears it); expiry is checked every use
 _OPEN_PATHS = ("/api/v1/health", "/api/v1/webhooks/", "/api/v1/session")
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _FORWARDED = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
@@ -53,6 +65,8 @@ class AuthSettings:
     burst: float = 500.0
     host_names: tuple[str, ...] = ()
     """Host headers a local browser may use besides localhost and the listen address (the machine's names)."""
+    session_hours: float = DEFAULT_SESSION_HOURS
+    """How long a dashboard login lasts (never past the token it was made with)."""
 
 
 def caller_of(request: Request) -> Caller:
@@ -89,31 +103,39 @@ class Authenticate:
         try:
             caller = self.identifier.admit(scope)
         except CorralError as exc:
-            response = error_response(exc)
-            if isinstance(exc, RateLimited):
-                response.headers["Retry-After"] = str(max(1, round(exc.retry_after + 0.5)))
-            await response(scope, receive, send)
+            await error_response(exc)(scope, receive, send)
             return
         scope[CALLER] = caller
         await self.app(scope, receive, send)
 
 
-class Identifier:
-    """What the middleware and the login route share: the evidence, the token cache, the rate limits."""
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What the database said of a credential, and when; its expiry is compared on each use regardless."""
 
-    def __init__(self, *, policy: AccessPolicy, tokens: Any, settings: AuthSettings, listen_host: str,
+    caller: Caller | None  # None: unknown, revoked or expired
+    checked: float
+    expires: float
+
+
+class Identifier:
+    """What the middleware and the login routes share: the evidence, the credential cache, the rate limits."""
+
+    def __init__(self, *, policy: AccessPolicy, tokens: Any, sessions: Any, settings: AuthSettings, listen_host: str,
                  clock: Callable[[], float] = time.time) -> None:
         self.policy = policy
         self.tokens = tokens
+        self.sessions = sessions
         self.settings = settings
         self.clock = clock
         self.limiter = RateLimiter(settings.rate_per_s, max(settings.burst, 1.0), clock) if settings.rate_per_s > 0 else None
         self._names: dict[int, str | None] = {}
-        self._token_cache: dict[str, tuple[Caller | None, float]] = {}
+        self._known: dict[tuple[str, ...], _Known] = {}
         self._hosts = frozenset({"localhost", "127.0.0.1", "[::1]", listen_host, f"[{listen_host}]", *settings.host_names})
 
     def clear_token_cache(self) -> None:
-        self._token_cache.clear()
+        """Forget every looked-up token and session: a revocation or a logout takes effect at once."""
+        self._known.clear()
 
     def admit(self, scope: Scope) -> Caller:
         """The caller of a request that may go on.
@@ -125,15 +147,11 @@ class Identifier:
         self._check_origin(scope["method"], headers)
         caller = self.identify(scope, headers)
         self.policy.admit(caller)
-        if self.limiter is not None and not caller.is_admin:
-            wait = self.limiter.take(caller.user)
-            if wait:
-                raise RateLimited(f"too many requests from {caller.user} (the server allows "
-                                  f"{self.settings.rate_per_s:g} a second); try again in {wait:.1f} s", wait)
+        self._limit(caller)
         return caller
 
     def identify(self, scope: Scope, headers: dict[bytes, bytes]) -> Caller:
-        """The caller, from a token, the session cookie, or the connection's peer.
+        """The caller, from a token, the dashboard's session, or the connection's peer.
 
         Raises:
             Unauthenticated: no credential, or a bad one.
@@ -143,10 +161,10 @@ class Identifier:
             scheme, _, secret = auth.partition(" ")
             if scheme.lower() != "bearer" or not secret.strip():
                 raise Unauthenticated("the Authorization header must be 'Bearer <token>' (make one: corral token create)")
-            return self.token_caller(secret.strip(), "token")
-        session = _cookie(headers.get(b"cookie", b""), SESSION_COOKIE)
-        if session:
-            return self.token_caller(session, "session")
+            return self.token_caller(secret.strip())
+        cookies = _cookies(headers.get(b"cookie", b""), SESSION_COOKIE)
+        if cookies:
+            return self.session_caller(cookies, headers.get(SESSION_HEADER.encode(), b"").decode("latin-1").strip())
         uid, kind = scope.get(PEER_UID), scope.get(PEER_KIND)
         if uid is not None and kind is not None:
             self._check_local(headers, tcp=kind == "local")
@@ -155,31 +173,120 @@ class Identifier:
         raise Unauthenticated("who is calling? From another machine, send an API token: Authorization: Bearer <token> "
                               "(make one on the server's machine with `corral token create`), or log in to the dashboard")
 
-    def token_caller(self, secret: str, via: str, login: bool = False) -> Caller:
-        """The caller a token (or a session's token) speaks for.
+    def still_holds(self, scope: Scope) -> bool:
+        """Whether the credential of a request that is still answering (an event stream) is still good."""
+        caller = scope.get(CALLER)
+        if caller is None or caller.via not in ("token", "session"):
+            return True  # the kernel's word does not lapse
+        try:
+            self.identify(scope, dict(scope["headers"]))
+        except CorralError:
+            return False
+        return True
+
+    def token_caller(self, secret: str) -> Caller:
+        """The caller an API token speaks for.
 
         Raises:
-            Unauthenticated: the token is unknown, revoked or expired.
+            Unauthenticated: not a token, or one unknown, revoked or expired.
         """
+        if not looks_like_token(secret):
+            if looks_like_session_part(secret):
+                raise Unauthenticated("a dashboard session is not an API token and works only in the dashboard: "
+                                      "send an API token (make one with `corral token create`)")
+            raise Unauthenticated("this is not an API token (a token starts with corral_); "
+                                  "make one with `corral token create`")
+        caller = self._remember(("token", secret), lambda now: self._token_record(secret, now))
+        if caller is None:
+            raise Unauthenticated("this token is unknown, revoked or expired (make a new one with `corral token create`)")
+        return caller
+
+    def session_caller(self, cookies: list[str], key: str) -> Caller:
+        """The caller a dashboard session speaks for: one of the request's session cookies and its key together.
+
+        Raises:
+            Unauthenticated: the cookie is a token, the key is missing, or the session has ended.
+        """
+        candidates = [cookie for cookie in cookies if not looks_like_token(cookie)]
+        if not candidates:
+            raise Unauthenticated("an API token is no dashboard session: send it as Authorization: Bearer <token>, "
+                                  "or log in to the dashboard with it")
+        if not key:
+            raise Unauthenticated("a dashboard session needs its key, which only the dashboard's page holds: "
+                                  "log in to the dashboard again")
+        for cookie in candidates:
+            caller = self._remember(("session", cookie, key), lambda now: self._session_record(cookie, key, now))
+            if caller is not None:
+                return caller
+        raise Unauthenticated("this dashboard session has ended (logged out, expired, or its token revoked): "
+                              "log in again")
+
+    async def open_session(self, secret: str) -> tuple[DashboardSession, str, str]:
+        """Log the dashboard in with an API token: a new session, its cookie and its key.
+
+        Raises:
+            Unauthenticated: not a live token. Forbidden: its user may not use this server.
+            RateLimited: too many logins.
+        """
+        if not looks_like_token(secret):
+            raise Unauthenticated("this is not an API token (a token starts with corral_): "
+                                  "make one with `corral token create --scope read`")
         now = self.clock()
-        cached = self._token_cache.get(secret)
-        if cached is None or now - cached[1] > TOKEN_CACHE_S:
-            record = self.tokens.lookup(secret, now)
-            holder = None
-            if record is not None:
-                scope = record.scope
-                ceiling = self.policy.scope_of(record.user)
-                if not scope_covers(ceiling, scope):
-                    scope = ceiling  # an admin token of someone no longer an admin: what they may still do
-                holder = Caller(record.user, scope, via, record.id)
-            if len(self._token_cache) > 10_000:
-                self._token_cache.clear()
-            cached = self._token_cache[secret] = (holder, now)
-        if cached[0] is None:
-            what = "session has ended; log in again" if via == "session" and not login else \
-                "token is unknown, revoked or expired"
-            raise Unauthenticated(f"this {what} (make a new one with `corral token create`)")
-        return replace(cached[0], via=via)
+        token = self.tokens.lookup(secret, now)
+        if token is None:
+            raise Unauthenticated("this token is unknown, revoked or expired (make a new one with `corral token create`)")
+        caller = Caller(token.user, self._capped(token.user, token.scope), "session", token.id)
+        self.policy.admit(caller)
+        self._limit(caller)  # each login is a row: a flood of them is slowed like any other request
+        expires = session_expiry(now, token.expires, self.settings.session_hours)
+        return await run_in_threadpool(self.sessions.create, token.user, caller.scope, token.id, expires, now)
+
+    async def end_session(self, headers: dict[bytes, bytes]) -> bool:
+        """Log out the session this request's cookie and key name; whether one was running."""
+        key = headers.get(SESSION_HEADER.encode(), b"").decode("latin-1").strip()
+        cookies = _cookies(headers.get(b"cookie", b""), SESSION_COOKIE) if key else []
+        ended = False
+        for cookie in cookies:
+            ended = await run_in_threadpool(self.sessions.end, cookie, key, self.clock()) or ended
+        self.clear_token_cache()
+        return ended
+
+    def _remember(self, key: tuple[str, ...], fetch: Callable[[float], tuple[Caller | None, float]]) -> Caller | None:
+        now = self.clock()
+        known = self._known.get(key)
+        if known is None or now - known.checked > CREDENTIAL_CACHE_S:
+            caller, expires = fetch(now)
+            if len(self._known) > 10_000:
+                self._known.clear()
+            known = self._known[key] = _Known(caller, now, expires)
+        if known.caller is None or now >= known.expires:
+            return None
+        return known.caller
+
+    def _token_record(self, secret: str, now: float) -> tuple[Caller | None, float]:
+        record = self.tokens.lookup(secret, now)
+        if record is None:
+            return None, now
+        return Caller(record.user, self._capped(record.user, record.scope), "token", record.id), record.expires
+
+    def _session_record(self, cookie: str, key: str, now: float) -> tuple[Caller | None, float]:
+        record = self.sessions.lookup(cookie, key, now)
+        if record is None:
+            return None, now
+        return Caller(record.user, self._capped(record.user, record.scope), "session", record.token_id), record.expires
+
+    def _capped(self, user: str, scope: str) -> str:
+        ceiling = self.policy.scope_of(user)
+        # an admin credential of someone no longer an admin: what they may still do
+        return scope if scope_covers(ceiling, scope) else ceiling
+
+    def _limit(self, caller: Caller) -> None:
+        if self.limiter is None or caller.is_admin:
+            return
+        wait = self.limiter.take(caller.user)
+        if wait:
+            raise RateLimited(f"too many requests from {caller.user} (the server allows "
+                              f"{self.settings.rate_per_s:g} a second); try again in {wait:.1f} s", wait)
 
     def _check_local(self, headers: dict[bytes, bytes], tcp: bool) -> None:
         if tcp and not self.settings.trust_local:
@@ -217,12 +324,14 @@ class Identifier:
         return name
 
 
-def _cookie(header: bytes, name: str) -> str | None:
+def _cookies(header: bytes, name: str, most: int = 8) -> list[str]:
+    """The values of the cookies called `name`, in the browser's order; a few at most (each costs a lookup)."""
+    values = []
     for part in header.decode("latin-1").split(";"):
         key, _, value = part.strip().partition("=")
         if key == name and value:
-            return value
-    return None
+            values.append(value)
+    return values[:most]
 
 
 def _host_name(host: str) -> str:
@@ -244,10 +353,12 @@ async def whoami(request: Request) -> dict[str, object]:
             "personal_queue_of": policy.owner}
 
 
-@router.post("/session", summary="Log the dashboard in with an API token (sets an HttpOnly cookie)",
+@router.post("/session", summary="Log the dashboard in with an API token: a session's cookie (HttpOnly) and its key",
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
                  "type": "object", "required": ["token"], "properties": {"token": {"type": "string"}}}}}}})
 async def log_in(request: Request) -> Response:
+    """The session's cookie is set; its key is in the answer (`session_key`), for the page to send as
+    `X-Corral-Session` with every request. Neither works without the other, nor as a Bearer token."""
     from corral.api.jobs import json_object
     from corral.errors import InvalidRequest
 
@@ -256,18 +367,19 @@ async def log_in(request: Request) -> Response:
     if not isinstance(token, str) or not token.strip() or len(token) > 200:
         raise InvalidRequest("token", "is missing", "paste a token from `corral token create --scope read`")
     auth: Identifier = request.app.state.identifier
-    caller = auth.token_caller(token.strip(), "session", login=True)
-    request.app.state.policy.admit(caller)
-    record = request.app.state.tokens.lookup(token.strip(), auth.clock())
-    lifetime = max(1, int(record.expires - auth.clock())) if record is not None else None
-    response = Response(json.dumps({"user": caller.user, "scope": caller.scope}), media_type="application/json")
-    response.set_cookie(SESSION_COOKIE, token.strip(), max_age=lifetime, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https", path="/")
+    session, cookie, key = await auth.open_session(token.strip())
+    answer = {**session.to_dict(), "session_key": key}
+    response = Response(json.dumps(answer), media_type="application/json", headers={"Cache-Control": "no-store"})
+    response.set_cookie(SESSION_COOKIE, cookie, max_age=max(1, int(session.expires - session.created)), httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https", path="/")
     return response
 
 
-@router.delete("/session", status_code=204, summary="Log the dashboard out")
-async def log_out() -> Response:
+@router.delete("/session", status_code=204, summary="Log the dashboard out: its session ends on the server")
+async def log_out(request: Request) -> Response:
+    auth: Identifier = request.app.state.identifier
+    await auth.end_session(dict(request.scope["headers"]))
     response = Response(status_code=204)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
+

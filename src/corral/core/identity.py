@@ -38,7 +38,7 @@ class Caller:
     user: str
     scope: str
     via: str
-    """socket (SO_PEERCRED), local (TCP from this machine, by the kernel's socket table), token, or session (a cookie)."""
+    """socket (SO_PEERCRED), local (TCP from this machine, by the kernel's socket table), token, or session (the dashboard's login)."""
     token_id: int | None = None
 
     @property

@@ -18,6 +18,7 @@ from typing import IO, Any
 from corral.api.identity import AuthSettings
 from corral.core.identity import AccessPolicy, Account, parse_accounts
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
+from corral.core.sessions import MAX_SESSION_HOURS
 from corral.errors import Conflict, InvalidRequest
 from corral.executor.gpus import DeclaredInventory
 from corral.home import read_server_info, remove_server_info, write_server_info
@@ -83,7 +84,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float)}
-    auth_keys = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list}
+    auth_keys = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list,
+                 "session_hours": (int, float)}
     updates: dict[str, object] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
                                  ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys),
@@ -106,6 +108,9 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if float(auth.get("rate_per_s", 0)) < 0 or float(auth.get("burst", 1)) < 1:
         raise InvalidRequest("auth.rate_per_s" if float(auth.get("rate_per_s", 0)) < 0 else "auth.burst",
                              f"is out of range in {path}", "rate_per_s >= 0 (0: no limit), burst >= 1")
+    if not 0 < float(auth.get("session_hours", 1)) <= MAX_SESSION_HOURS:
+        raise InvalidRequest("auth.session_hours", f"is out of range in {path}",
+                             f"a dashboard login lasts more than 0 and at most {MAX_SESSION_HOURS:g} hours, e.g. 8")
     if int(updates.get("max_job_processes", 64)) < 16:  # type: ignore[call-overload]
         raise InvalidRequest("server.max_job_processes", f"must be at least 16 in {path}")
     if int(updates.get("max_log_mb", 1)) < 1:  # type: ignore[call-overload]
@@ -242,6 +247,7 @@ def serve(options: ServerOptions) -> None:
     from corral.store.db import database_url, open_engine
     from corral.store.jobs import JobStore
     from corral.store.runs import RunStore
+    from corral.store.sessions import SessionStore
     from corral.store.tokens import TokenStore
     from corral.tracking.service import TrackingService
 
@@ -337,6 +343,7 @@ def serve(options: ServerOptions) -> None:
 
     server: uvicorn.Server | None = None
     app = create_app(service, home=home, tracking=tracking, monitor=monitor, policy=policy, tokens=tokens,
+                     sessions=SessionStore(engine),
                      auth=options.auth, listen_host=options.host, webhook_token=webhook_token(home),
                      on_started=announce, on_stopped=retire,
                      stopping=lambda: server is not None and server.should_exit)
