@@ -28,6 +28,9 @@ TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 # retry a POST that the server might have seen
 IDLE_RECONNECT_S = 20.0
 MAX_RATE_WAIT_S = 30.0  # a rate-limited call waits this long in all before it reports the 429
+HOME_URL_ENV = "CORRAL_HOME_URL"
+"""Set by corral in a job beside CORRAL_URL: that address is the home's server's as the job
+started, not one the user chose, so the home's address file (a restarted server's) overrides it."""
 
 
 def find_server(url: str | None = None, home: str | None = None) -> str:
@@ -35,16 +38,33 @@ def find_server(url: str | None = None, home: str | None = None) -> str:
     return _locate(url, home)[0]
 
 
+def _chosen_url(url: str | None) -> tuple[str | None, bool]:
+    """(`url`, else `$CORRAL_URL`; whether a person chose it rather than corral for a job it started)."""
+    given = (url or os.environ.get("CORRAL_URL") or "").rstrip("/") or None
+    return given, given is not None and given != (os.environ.get(HOME_URL_ENV) or "").rstrip("/")
+
+
 def _locate(url: str | None, home: str | None) -> tuple[str, str | None]:
     """(URL, Unix socket or None). Without a URL: the home's server, else the machine's shared one.
+
+    The URL corral gave a job yields to the home's address file, which a restarted server
+    rewrites: a job on the server's machine finds it again on any port.
 
     Raises:
         ServerUnavailable: no server has announced itself in the home.
     """
-    if url or os.environ.get("CORRAL_URL"):
-        return (url or os.environ["CORRAL_URL"]).rstrip("/"), None
+    given, chosen = _chosen_url(url)
+    if given is not None and chosen:
+        return given, None
     resolved = resolve_home(home)
-    info = read_server_info(resolved)
+    try:
+        info = read_server_info(resolved)
+    except OSError:
+        if given is None:
+            raise
+        info = None
+    if info is None and given is not None:
+        return given, None  # the home's server has not announced itself (yet): the address corral gave
     if info is None and home is None and not os.environ.get("CORRAL_HOME"):
         info = read_server_info(system_home())  # no server of one's own: the shared service's
     if info is None:
@@ -83,7 +103,7 @@ class Client:
         """`token`: an API token (`corral token create`), else `$CORRAL_TOKEN`; local callers need none."""
         self.home = resolve_home(home)
         self.url, self._socket = _locate(url, home)
-        self._explicit_url = bool(url or os.environ.get("CORRAL_URL"))
+        self._explicit_url = _chosen_url(url)[1]
         self._token = token or os.environ.get("CORRAL_TOKEN") or None
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname:

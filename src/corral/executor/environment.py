@@ -36,9 +36,11 @@ def job_environment(
         env["CORRAL_TIME_LIMIT_S"] = str(spec.time_limit_s)
         env["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))
     if server_url:
-        env["CORRAL_URL"] = server_url
+        # CORRAL_HOME_URL marks the address as corral's: while CORRAL_URL still equals it, clients
+        # follow the home's address file, so a server restarted on another port is found again
+        env["CORRAL_URL"] = env["CORRAL_HOME_URL"] = server_url
     if home:
-        env["CORRAL_HOME"] = home  # the SDK spools there when the server cannot be reached
+        env["CORRAL_HOME"] = home  # the server's address file and socket, and the SDK's spool
     if job.array_job_id is not None:
         env["CORRAL_ARRAY_JOB_ID"] = str(job.array_job_id)
         env["CORRAL_ARRAY_TASK_ID"] = str(job.array_task_id)

@@ -34,8 +34,9 @@ from corral.core.checkpointing import recommended_checkpoint_interval_s
 from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
 from corral.sdk.context import detect_job, git_commit
 from corral.sdk.context import resume_key as derive_resume_key
-from corral.sdk.sender import Sender, logger
-from corral.sdk.spool import RunSpool, spool_root
+from corral.sdk.places import SpoolPlaces
+from corral.sdk.sender import RETRY_INTERVAL_S, Sender, logger
+from corral.sdk.spool import RunSpool
 
 MODES = ("online", "offline", "disabled")
 REQUEST_TIMEOUT_S = 10.0
@@ -235,7 +236,7 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
          *, mode: str | None = None, url: str | None = None, client: Any = None, rank_zero_only: bool = True,
          resume_key: str | None = None, checkpoint_dir: str | None = None, keep_last: int | None = None,
          keep_best: int | None = None, best_metric: str | None = None, best_mode: str = "min",
-         flush_interval_s: float = 1.0, retry_interval_s: float = 30.0, spool_dir: str | None = None,
+         flush_interval_s: float = 1.0, retry_interval_s: float = RETRY_INTERVAL_S, spool_dir: str | None = None,
          finish_timeout_s: float = FINISH_TIMEOUT_S, clock: Callable[[], float] = time.time) -> Run:
     """Start (or, in a requeued job, resume) a run and make it the current one.
 
@@ -250,8 +251,10 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
         checkpoint_dir: default `$CORRAL_CHECKPOINT_DIR`, else ./checkpoints.
         keep_last, keep_best, best_metric, best_mode: checkpoint retention (see RetentionPolicy).
         flush_interval_s: how often the background thread sends.
-        retry_interval_s: how often a spooling run tries the server again.
-        spool_dir: default `$CORRAL_SPOOL_DIR`, else `<corral home>/spool`.
+        retry_interval_s: the longest wait between a spooling run's tries of the server (they
+            start 1 s after a failure and double).
+        spool_dir: default `$CORRAL_SPOOL_DIR`, else `<corral home>/spool`; a shared server's
+            `<home>/spool/<user>`, or a private fallback when it cannot be written (corral.sdk.places).
         clock: wall-clock time source for `checkpoint_due` (tests pass a fake).
     """
     global _init_count, _current
@@ -283,15 +286,17 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
         "git_commit": git_commit(), "start_time": time.time(),
     }
     request = {k: v for k, v in request.items() if v is not None}
-    root = spool_root(spool_dir)
-    spool, spooled_last_step = _resume_spool(root, key)
+    places = SpoolPlaces.resolve(spool_dir)
+    spool, spooled_last_step = _resume_spool(places, key)
     if spool is not None:
         request = spool.request
     if mode == "offline" and spool is None:
         try:
-            spool = RunSpool.create(root, request["uid"], request)
+            spool, refused = places.create(request["uid"], request)
+            if refused:
+                logger.warning("corral: cannot write the spool in %s; spooling in %s instead", refused, spool.path)
         except OSError as exc:
-            logger.warning("corral: cannot create the spool in %s (%s); this run's data will be lost", root, exc)
+            logger.warning("corral: cannot create the spool (%s); this run's data will be lost", exc)
 
     queue: deque = deque()
     holder: list[Run] = []  # the run, once made: the sender tells it its id when it reaches the server late
@@ -301,7 +306,7 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
             holder[0]._created(server_run)
 
     sender = Sender(queue, request=request, connect=None if mode == "offline" else _connector(url, client),
-                    spool_root=root, spool=spool, flush_interval_s=flush_interval_s,
+                    places=places, spool=spool, flush_interval_s=flush_interval_s,
                     retry_interval_s=retry_interval_s, on_created=created)
     try:
         server_run = sender.create_run() or {}
@@ -374,19 +379,19 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
-def _resume_spool(root: str, key: str | None) -> tuple[RunSpool | None, int | None]:
+def _resume_spool(places: SpoolPlaces, key: str | None) -> tuple[RunSpool | None, int | None]:
     """The spool an earlier process of this job left under `key`, taken over; and its last step."""
     if key is None:
         return None, None
     try:
-        spool = RunSpool.find(root, key)
+        spool = RunSpool.find(places.existing(), key)
         if spool is None:
             return None, None
         spool.remove_finish()  # the run goes on: its end is the one this process will record
         last = spool.last_step()
         return spool, -1 if last is None else last
     except OSError as exc:
-        logger.warning("corral: cannot read the spool in %s: %s", root, exc)
+        logger.warning("corral: cannot read the spool in %s: %s", places.chosen, exc)
         return None, None
 
 

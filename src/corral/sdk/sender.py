@@ -5,8 +5,10 @@
 at once when asked to flush), turns what it finds into columnar batches and posts them. The
 first failure to reach the server warns once and switches the run to the spool: from then on
 every record goes to disk, in order (per key, steps only increase, so nothing may overtake a
-spooled batch), and the spool is drained every `retry_interval_s` until it is empty, when live
-sending resumes. Nothing here raises into the training loop.
+spooled batch), and the thread tries to drain the spool 1 s later, then after 2 s, 4 s ... (at
+most `retry_interval_s` apart) until it is empty, when live sending resumes. A server restarted
+meanwhile is found again, on any port, by the fresh client each try makes (corral.client). Nothing
+here raises into the training loop.
 """
 
 from __future__ import annotations
@@ -20,15 +22,19 @@ from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from operator import call
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.sdk.batches import MAX_BATCH_POINTS, ColumnBuilder
 from corral.sdk.files import directory_size, sha256_file
 from corral.sdk.spool import REJECTED, RunSpool, post_record, upload
 
+if TYPE_CHECKING:
+    from corral.sdk.places import SpoolPlaces
+
 logger = logging.getLogger("corral.sdk")
 
-RETRY_INTERVAL_S = 30.0
+FIRST_RETRY_S = 1.0  # a restarted server is back within seconds: so is its runs' data
+RETRY_INTERVAL_S = 30.0  # the longest wait between two tries
 WAKE_ITEMS = 3 * 20_000  # a queue of 20,000 records is sent before the interval is up
 WAKE_CHECK_S = 0.05    # how often the thread looks at the queue's length while it waits
 # the server answered, and will answer the same to a retry: drop the record rather than block the spool
@@ -37,10 +43,20 @@ Connect = Callable[[], Any]
 """Returns a client (corral.client.Client or anything with its run methods); may raise."""
 
 
+def retry_delay(failures: int, longest: float = RETRY_INTERVAL_S) -> float:
+    """Seconds to wait after `failures` failed tries in a row: 1, 2, 4 ... and at most `longest`.
+
+    The first try comes soon, since a restarted server is back within seconds; doubling keeps
+    every run on the box from knocking each second on a server that stays down. (Their flush
+    timers differ, which spreads their tries.)
+    """
+    return min(longest, FIRST_RETRY_S * 2.0 ** min(max(failures, 1) - 1, 16))
+
+
 class Sender:
     """Owns one run's queue, its connection and its spool; all network and disk work runs here."""
 
-    def __init__(self, queue: deque, *, request: dict[str, Any], connect: Connect | None, spool_root: str,
+    def __init__(self, queue: deque, *, request: dict[str, Any], connect: Connect | None, places: SpoolPlaces,
                  spool: RunSpool | None = None, run_id: int | None = None, flush_interval_s: float = 1.0,
                  retry_interval_s: float = RETRY_INTERVAL_S, max_batch_points: int = MAX_BATCH_POINTS,
                  on_created: Callable[[dict[str, Any]], None] | None = None,
@@ -49,7 +65,7 @@ class Sender:
         self.request = request
         self.run_id = run_id
         self.spool = spool
-        self.spool_root = spool_root
+        self.places = places
         self.flush_interval_s = flush_interval_s
         self.retry_interval_s = retry_interval_s
         self.offline = connect is None
@@ -60,6 +76,7 @@ class Sender:
         self._on_created = on_created
         self._clock = clock
         self._next_retry = 0.0
+        self._failures = 0  # tries in a row that did not reach the server
         self._warned: set[str] = set()
         self._builder = ColumnBuilder(max_batch_points, self._warn)
         self._cond = threading.Condition()
@@ -231,10 +248,11 @@ class Sender:
                 self._warn(f"spool:{problem[:40]}", f"{problem} (run {self.request.get('uid')})")
         except Exception as exc:  # noqa: BLE001
             self._drop_client()
-            self._next_retry = self._clock() + self.retry_interval_s
+            self._schedule_retry()
             logger.debug("corral: spool upload failed: %r", exc)
             return False
         self.spooling = False
+        self._failures = 0
         logger.info("corral: the server is reachable again; run %s's spool is uploaded", self.request.get("uid"))
         return True
 
@@ -246,7 +264,8 @@ class Sender:
             spool.remove_all()
             return
         spool.release()
-        print(f"corral: run {spool.uid} is spooled in {spool.path}; `corral sync` uploads it", file=sys.stderr)
+        print(f"corral: run {spool.uid} is spooled in {spool.path}; `corral sync {os.path.dirname(spool.path)}` "
+              "uploads it", file=sys.stderr)
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -277,14 +296,24 @@ class Sender:
     def _failed(self, exc: BaseException) -> None:
         self._drop_client()
         self.spooling = True
-        self._next_retry = self._clock() + self.retry_interval_s
-        where = self.spool.path if self.spool is not None else self.spool_root
+        self._schedule_retry()
+        try:
+            where = self._open_spool().path
+        except OSError:
+            where = self.places.chosen  # the write that follows warns what could not be written
         self._warn("transport", f"cannot reach the corral server ({exc}); logging to the spool in {where} "
                                 f"until it is back (`corral sync` uploads what is left)")
 
+    def _schedule_retry(self) -> None:
+        self._failures += 1
+        self._next_retry = self._clock() + retry_delay(self._failures, self.retry_interval_s)
+
     def _open_spool(self) -> RunSpool:
         if self.spool is None:
-            self.spool = RunSpool.create(self.spool_root, self.request["uid"], self.request)
+            self.spool, refused = self.places.create(self.request["uid"], self.request)
+            if refused:
+                self._warn("spool-place", f"cannot write the spool in {refused}; spooling in {self.spool.path} "
+                                          "instead (the run is uploaded from there when the server is back)")
         return self.spool
 
     def _warn(self, key: str, message: str) -> None:

@@ -23,6 +23,7 @@ import re
 import secrets
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,9 +106,9 @@ class RunSpool:
         return cls(path, fd, meta["request"])
 
     @classmethod
-    def find(cls, root: str, resume_key: str) -> RunSpool | None:
-        """The spooled run made under `resume_key` that no live process holds, locked; else None."""
-        for path in run_dirs(root):
+    def find(cls, roots: Sequence[str], resume_key: str) -> RunSpool | None:
+        """The spooled run made under `resume_key` in `roots` that no live process holds, locked; else None."""
+        for path in run_dirs(*roots):
             meta = read_json(os.path.join(path, RUN_FILE))
             if not isinstance(meta, dict) or (meta.get("request") or {}).get("resume_key") != resume_key:
                 continue
@@ -183,13 +184,20 @@ class RunSpool:
         return sorted(found)
 
 
-def run_dirs(root: str) -> list[str]:
-    """The spooled runs under `root`, oldest first (a requeued job's runs upload in the order they ran)."""
-    try:
-        entries = [os.path.join(root, name) for name in os.listdir(root)]
-    except FileNotFoundError:
-        return []
-    dirs = [path for path in entries if os.path.isdir(path)]
+def run_dirs(*roots: str) -> list[str]:
+    """The spooled runs under `roots`, oldest first (a requeued job's runs upload in the order they ran).
+
+    A directory without run.json is not one: a run its process is still creating, or in a
+    shared server's spool, a user's own directory of runs (which that user syncs).
+    """
+    dirs = []
+    for root in dict.fromkeys(roots):
+        try:
+            names = os.listdir(root)
+        except OSError:  # missing, or a shared server's spool, which its users may pass but not list
+            continue
+        paths = (os.path.join(root, name) for name in names)
+        dirs += [path for path in paths if os.path.isfile(os.path.join(path, RUN_FILE))]
 
     def created(path: str) -> tuple[float, str]:
         meta = read_json(os.path.join(path, RUN_FILE))

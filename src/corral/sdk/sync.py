@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from corral.core.states import TERMINAL_STATES
-from corral.sdk.spool import RunSpool, SpoolLocked, run_dirs, spool_root, upload
+from corral.sdk.places import SpoolPlaces
+from corral.sdk.spool import RunSpool, SpoolLocked, run_dirs, upload
 
 if TYPE_CHECKING:
     from corral.client import Client
@@ -40,9 +41,11 @@ class SyncReport:
 
 
 def sync_spool(spool_dir: str | None = None, *, client: Client) -> list[SyncReport]:
-    """Upload every spooled run under `spool_dir` (default: `$CORRAL_SPOOL_DIR`, else `<home>/spool`)."""
+    """Upload every spooled run of this user's for `spool_dir` (default: `$CORRAL_SPOOL_DIR`, else
+    `<home>/spool`): those in it, in its subdirectory of the user's name (a shared server's spool),
+    and in the private fallbacks runs took when it could not be written (see corral.sdk.places)."""
     reports = []
-    for path in run_dirs(spool_root(spool_dir)):
+    for path in run_dirs(*SpoolPlaces.resolve(spool_dir).existing()):
         try:
             spool = RunSpool.open(path)
         except SpoolLocked:

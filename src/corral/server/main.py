@@ -262,15 +262,17 @@ def serve(options: ServerOptions) -> None:
 
     def user_log_dir(user: str) -> str:
         if user not in log_dirs:
-            log_dirs[user] = make_user_log_dir(user)
+            log_dirs[user] = make_user_dirs(user)
         return log_dirs[user]
 
-    def make_user_log_dir(user: str) -> str:
+    def make_user_dirs(user: str) -> str:
+        """A user's log directory (returned) and, for one whose jobs run as themselves, their spool."""
         base = os.path.join(home, "logs")
         if run_as_for(user) is None:  # root's own jobs (an unknown user is refused here, at submit)
             path = os.path.join(base, user)
             os.makedirs(path, mode=0o700, exist_ok=True)  # the logs' names are guessable; their directory is not open
             return path
+        owned_dir(os.path.join(home, "spool"), user)  # where the SDK in their jobs spools (corral.sdk.places)
         return owned_dir(base, user)
 
     cluster = None
