@@ -110,9 +110,14 @@ def session_members(sid: int) -> list[int]:
 
 def session_rss_mb(sid: int) -> float:
     """Resident memory of every process in the session, summed (what Slurm's jobacct_gather counts)."""
+    return pids_rss_mb(session_members(sid))
+
+
+def pids_rss_mb(pids: list[int]) -> float:
+    """Resident memory of these processes, summed."""
     page_mb = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
     total = 0
-    for pid in session_members(sid):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/statm", "rb") as f:
                 total += int(f.read().split()[1])

@@ -76,6 +76,14 @@ def kill_orphaned_job(job_dir: str) -> None:
     started = files.read_json(os.path.join(job_dir, files.STARTED))
     if started is None:
         return
+    if started.get("cgroup"):
+        # the cgroup holds all of it, detached processes too; it is this job's alone (the home's key and its id)
+        from corral.executor.cgroups import open_job_cgroup
+
+        cgroup = open_job_cgroup(started["cgroup"]["layout"], started["cgroup"]["name"])
+        cgroup.kill_until_empty()
+        cgroup.remove()
+        return
     pid = started["pid"]
     # After a reboot the old pid may lead someone else's session: kill only the job's own.
     if started.get("boot_id") != files.boot_id():

@@ -6,6 +6,13 @@ itself, so the server may die or restart at any moment without losing an exit
 status. It holds the job directory's lock for its whole life; the server takes
 a free lock to mean "no supervisor is alive".
 
+Where the server found cgroups (`corral.executor.cgroups`), launch.json names the job's
+cgroup: the supervisor makes it with the job's limits (memory, processes, the GPUs it may
+not open), moves the job into it before it runs, signals the whole cgroup (never just a
+process group a `setsid` leaves), reads the kernel's OOM kills and accounting, and writes
+result.json only once the cgroup is empty, so a job's GPUs are free only when nothing of
+it is left. Without cgroups it follows the job's process group and session, as before.
+
 Only the standard library: it starts for every job and must start fast.
 
 Under a root server (the shared service) launch.json names the job's owner in
@@ -30,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from corral.executor import files
+from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 
 MEMORY_CHECK_INTERVAL_S = 0.5
 LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
@@ -44,6 +52,8 @@ class Supervisor:
         self.config = config
         self.cancel_requested = False
         self.pid = 0
+        self.cgroup: JobCgroup | None = None
+        self.oom_kills_before = 0
 
     def path(self, name: str) -> str:
         return os.path.join(self.job_dir, name)
@@ -68,6 +78,11 @@ class Supervisor:
             as_whom = f" as {owner['name']}" if owner else ""
             self.finish("FAILED", None, None, error=f"cannot open log file{as_whom}: {exc}")
             return
+        try:
+            self.make_cgroup()
+        except OSError as exc:
+            self.finish("FAILED", None, None, error=f"cannot hold the job in a cgroup: {exc}")
+            return
         start_time = time.time()
         # The child waits at this gate until started.json names it: a supervisor killed
         # in between leaves a child that never runs the job, so recovery may requeue it.
@@ -82,6 +97,15 @@ class Supervisor:
         os.close(out_fd)
         if err_fd != out_fd:
             os.close(err_fd)
+        if self.cgroup is not None:
+            try:
+                self.cgroup.attach(self.pid)  # before the job runs a single instruction of its own
+            except OSError as exc:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                self.cgroup.remove()
+                self.finish("FAILED", None, None, error=f"cannot hold the job in a cgroup: {exc}")
+                return
         files.write_json_atomic(self.path(files.STARTED), {
             "supervisor_pid": os.getpid(),
             "supervisor_start": files.process_start_ticks(os.getpid()),
@@ -89,15 +113,66 @@ class Supervisor:
             "pid_start": files.process_start_ticks(self.pid),
             "boot_id": files.boot_id(),
             "start_time": start_time,
+            "cgroup": self.config.get("cgroup"),
+            "cgroup_procs": self.cgroup.procs_file if self.cgroup is not None else None,
         })
         os.write(gate_w, b"1")
         os.close(gate_w)
         state, status, usage = self.watch(wake_r)
-        self.kill_session(signal.SIGKILL)  # Slurm's rule: the job's leftover processes die with it
+        # Slurm's rule: the job's leftover processes die with it, and only then are its resources free
+        if self.cgroup is not None:
+            self.cgroup.kill_until_empty(note=self.log)
+            if state is None and self.oom_killed():
+                state = "OUT_OF_MEMORY"
+                self.note_memory_kill()
+            usage = self.cgroup_usage(usage)
+            self.cgroup.remove()
+        else:
+            self.kill_session(signal.SIGKILL)
         exit_code, sig = _decode(status)
         if state is None:
             state = "COMPLETED" if exit_code == 0 else "FAILED"
         self.finish(state, exit_code, sig, usage=usage)
+
+    def make_cgroup(self) -> None:
+        """Make the job's cgroup with its limits, when the server uses cgroups.
+
+        Raises:
+            OSError: the kernel refused (the job then fails: it was promised isolation).
+        """
+        spec = self.config.get("cgroup")
+        if not spec:
+            return
+        cgroup = open_job_cgroup(spec["layout"], spec["name"])
+        mem_mb = self.config.get("mem_limit_mb")
+        cgroup.create(JobLimits(
+            memory_bytes=int(mem_mb) << 20 if mem_mb else None,
+            max_processes=self.config.get("max_processes"),
+            deny_devices=tuple((kind, int(major), int(minor)) for kind, major, minor in spec.get("deny_devices", ())),
+        ))
+        self.cgroup = cgroup
+        self.oom_kills_before = cgroup.oom_kills()  # a requeued job's cgroup v1 keeps its old count
+
+    def oom_killed(self) -> bool:
+        return self.cgroup is not None and self.cgroup.holds_memory and self.cgroup.oom_kills() > self.oom_kills_before
+
+    def cgroup_usage(self, usage: dict[str, float]) -> dict[str, float]:
+        """The kernel's count for the whole cgroup (detached processes included) over what wait4 saw."""
+        assert self.cgroup is not None
+        counted = self.cgroup.usage()
+        usage = dict(usage)
+        if counted.cpu_time_s is not None:
+            usage["cpu_time_s"] = counted.cpu_time_s
+        if counted.peak_memory_mb is not None:
+            usage["max_rss_mb"] = counted.peak_memory_mb
+            usage["memory_source"] = "cgroup"  # type: ignore[assignment]
+        return usage
+
+    def note_memory_kill(self) -> None:
+        self.note_stderr(f"corral: job exceeded its memory limit of {self.config.get('mem_limit_mb')} MB; killed")
+
+    def log(self, message: str) -> None:
+        print(f"corral supervisor: {message}", file=sys.stderr, flush=True)  # supervisor.log, root's
 
     def open_logs(self) -> tuple[int, int]:
         # a requeued job appends: the earlier runs' output is part of its story
@@ -180,6 +255,10 @@ class Supervisor:
         env = dict(self.config["env"])
         max_processes = self.config.get("max_processes")
         owner = self.config.get("run_as")
+        if self.cgroup is not None and self.cgroup.holds_processes:
+            max_processes = None  # pids.max caps this job alone; RLIMIT_NPROC would count all of the owner's
+        elif not owner:
+            max_processes = None  # root is exempt from RLIMIT_NPROC anyway
         try:
             if max_processes:
                 import resource
@@ -259,7 +338,10 @@ class Supervisor:
                 elif deadline is not None and now >= deadline:
                     outcome = "TIMEOUT"
                 if outcome is not None:
-                    self.kill_session(stop_signal, session=stop_signal == signal.SIGTERM)
+                    if stop_signal == signal.SIGTERM:
+                        self.signal_job(stop_signal)
+                    else:
+                        self.kill_session(stop_signal, session=False)  # --signal's warning: the job's own group
                     kill_at = now + grace
                     continue
             if next_mem_check is not None and now >= next_mem_check:
@@ -267,18 +349,34 @@ class Supervisor:
                 if outcome is None and log_limit and _total_size(logs) > log_limit:
                     # a runaway log would fill the disk the server and every other job need
                     outcome = "FAILED"
-                    self.kill_session(signal.SIGKILL)
+                    self.signal_job(signal.SIGKILL)
                     self.note_stderr(f"corral: the job's log passed the server's limit of {log_limit >> 20} MB; killed")
-                elif (outcome is None and mem_limit and now >= next_rss_check
-                      and files.session_rss_mb(self.pid) > mem_limit):
+                elif outcome is None and mem_limit and now >= next_rss_check and self.over_memory(mem_limit):
                     outcome = "OUT_OF_MEMORY"
-                    self.kill_session(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
-                    self.note_stderr(f"corral: job exceeded its memory limit of {mem_limit} MB; killed")
+                    self.signal_job(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
+                    self.note_memory_kill()
                 if now >= next_rss_check:
                     next_rss_check = now + MEMORY_CHECK_INTERVAL_S  # reading a session's RSS costs more
             if kill_at is not None and now >= kill_at:
-                self.kill_session(signal.SIGKILL)
+                self.signal_job(signal.SIGKILL)
                 kill_at = None
+
+    def over_memory(self, limit_mb: float) -> bool:
+        """Whether the job went over its memory limit: the kernel's OOM kill in its cgroup, else its summed RSS."""
+        if self.cgroup is not None and self.cgroup.holds_memory:
+            return self.oom_killed()
+        if self.cgroup is not None:
+            return files.pids_rss_mb(self.cgroup.pids()) > limit_mb
+        return files.session_rss_mb(self.pid) > limit_mb
+
+    def signal_job(self, sig: int) -> None:
+        """Signal every process of the job: its whole cgroup, else its process group and session."""
+        if self.cgroup is None:
+            self.kill_session(sig)
+        elif sig == signal.SIGKILL:
+            self.cgroup.kill()
+        else:
+            self.cgroup.signal(sig)
 
     def note_stderr(self, message: str) -> None:
         def append() -> None:

@@ -23,6 +23,7 @@ from corral.executor.gpus import DeclaredInventory
 from corral.home import read_server_info, remove_server_info, write_server_info
 
 log = logging.getLogger("corral.server")
+CGROUP_MODES = ("auto", "v1", "v2", "off")
 CONFIG_FILE = "config.toml"
 LOCK_FILE = "server.lock"
 
@@ -43,7 +44,8 @@ class ServerOptions:
     sample_interval_s: float = 10.0
     sample_retention_days: float = 90.0
     smtp: dict[str, object] = field(default_factory=dict)  # [smtp]: where email alerts go out
-    max_job_processes: int | None = 4096  # per job owner (RLIMIT_NPROC): a fork bomb fails in its own job
+    max_job_processes: int | None = 4096  # per job (its cgroup's pids.max; else RLIMIT_NPROC of its owner)
+    cgroups: str = "auto"  # [cgroups] mode: auto, v1, v2 or off (corral.executor.cgroups.placement)
     admins: frozenset[str] = frozenset()
     accounts: Mapping[str, Account] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)
@@ -68,6 +70,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     monitor = config.pop("monitor", {})
     smtp = config.pop("smtp", {})
     auth = config.pop("auth", {})
+    cgroups = config.pop("cgroups", {})
     accounts = parse_accounts(config.pop("accounts", {}), path)
     scheduler = parse_scheduler_config(
         config.pop("scheduler", {}), config.pop("partitions", {}), config.pop("qos", {}), path
@@ -75,7 +78,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if config:
         raise InvalidRequest(
             CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
-            "known: [server], [node], [monitor], [smtp], [auth], [accounts.NAME], [scheduler], [partitions.NAME], [qos.NAME]",
+            "known: [server], [node], [monitor], [smtp], [auth], [cgroups], [accounts.NAME], [scheduler], "
+            "[partitions.NAME], [qos.NAME]",
         )
     server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
                    "max_job_processes": int}
@@ -84,10 +88,11 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float)}
     auth_keys = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list}
+    cgroups_keys = {"mode": str}
     updates: dict[str, object] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
                                  ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys),
-                                 ("auth", auth, auth_keys)):
+                                 ("auth", auth, auth_keys), ("cgroups", cgroups, cgroups_keys)):
         for key, value in table.items():
             if key not in keys:
                 raise InvalidRequest(f"{section}.{key}", f"unknown key in {path}", f"known: {', '.join(keys)}")
@@ -95,8 +100,12 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                 raise InvalidRequest(f"{section}.{key}", f"has the wrong type in {path}: {value!r}")
             if section in ("smtp", "auth"):
                 continue
+            if section == "cgroups":
+                key = "cgroups"
             if key not in explicit:
                 updates[key] = value
+    if updates.get("cgroups", "auto") not in CGROUP_MODES:
+        raise InvalidRequest("cgroups.mode", f"is {updates['cgroups']!r} in {path}", f"use one of {', '.join(CGROUP_MODES)}")
     if float(smtp.get("timeout_s", 1)) <= 0 or not 0 < int(smtp.get("port", 25)) < 65536:
         raise InvalidRequest("smtp.timeout_s" if float(smtp.get("timeout_s", 1)) <= 0 else "smtp.port",
                              f"is out of range in {path}")
@@ -119,7 +128,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     settings = AuthSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"})
     return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts,
                    admins=frozenset(auth.get("admins", [])), auth=settings,
-                   **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys})
+                   **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k == "cgroups"})
 
 
 def acquire_home(home: str) -> IO[str]:
@@ -203,6 +212,25 @@ def bind_unix_socket(home: str, shared: bool) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(False)
     return sock
+
+
+def job_isolation(options: ServerOptions, home: str, lock: IO[str]) -> Any:
+    """Where this server's jobs' cgroups go (`corral.executor.cgroups.placement`), or why none.
+
+    Raises:
+        InvalidRequest: `[cgroups] mode` (or --cgroups) names a version this machine cannot give.
+    """
+    from corral.executor.cgroups import CgroupError
+    from corral.executor.cgroups.placement import Placement, find_layout
+
+    if options.backend != "local":
+        return Placement(None, "Slurm's own, on its compute nodes (its cgroup plugins, as the cluster configures them)")
+    try:
+        return find_layout(home, options.cgroups)
+    except CgroupError as exc:
+        lock.close()
+        raise InvalidRequest("cgroups", f"cannot hold jobs in cgroups: {exc.strerror or exc}",
+                             'use --cgroups auto (or [cgroups] mode = "auto"), which falls back to process groups') from None
 
 
 def job_token(tokens: Any, job: Any) -> str:
@@ -291,9 +319,11 @@ def serve(options: ServerOptions) -> None:
     if shared:
         share_home_with_jobs(home)  # users reach their jobs' files by name; the database (their environments) stays root's
     server_env = dict(os.environ)
+    placement = job_isolation(options, home, lock)
     backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url,
                            max_log_mb=options.max_log_mb, max_job_processes=options.max_job_processes,
-                           owner_lookup=run_as_for if shared else None)
+                           owner_lookup=run_as_for if shared else None, cgroup_layout=placement.layout,
+                           gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in node.gpus})
     if cluster is not None:
         from corral.backends.slurm.backend import SlurmBackend
         from corral.server.slurm_service import SlurmJobService
@@ -308,7 +338,7 @@ def serve(options: ServerOptions) -> None:
         service = JobService(
             store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
             server_env=server_env, config=options.scheduler, access=policy,
-            user_log_dir=user_log_dir if shared else None,
+            user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
         )
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
@@ -329,10 +359,13 @@ def serve(options: ServerOptions) -> None:
         mode = ("a shared service: every local user may submit, and jobs run as their owners" if shared else
                 f"{policy.owner}'s personal queue: nobody else may use it")
         print(f"corral: {mode}; other machines need an API token (corral token create)", file=sys.stderr, flush=True)
+        if options.backend == "local":
+            print(f"corral: job isolation: {placement.summary}", file=sys.stderr, flush=True)
 
     def retire() -> None:
         # Here, not after run(): uvicorn re-raises SIGTERM once it has shut down, ending the process.
         remove_server_info(home, os.getpid())
+        placement.release()
         engine.dispose()
 
     server: uvicorn.Server | None = None
