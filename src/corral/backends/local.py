@@ -23,6 +23,7 @@ from corral.executor.environment import job_environment
 from corral.executor.launch import (
     kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
 )
+from corral.executor.log_quota import LogQuota
 from corral.executor.users import RunAs, give_dir, share_home_with_jobs
 
 LIVENESS_CHECK_S = 2.0
@@ -34,6 +35,7 @@ class LocalBackend:
         clock: Callable[[], float] = time.time, max_log_mb: int | None = None,
         owner_lookup: Callable[[str], RunAs | None] | None = None, max_job_processes: int | None = None,
         cgroup_layout: Mapping[str, Any] | None = None, gpu_minors: Mapping[int, int] | None = None,
+        log_reserve_mb: int | None = None, user_log_quota_mb: int | None = None,
     ) -> None:
         """
         Args:
@@ -48,6 +50,9 @@ class LocalBackend:
                 without cgroups (jobs are followed by process group and session).
             gpu_minors: each GPU's device minor (`/dev/nvidiaN`), by index: a job may open only
                 its own where the layout controls devices.
+            log_reserve_mb: a job whose logs grow while their filesystem has less than this
+                free is stopped (FAILED): the last of the disk is for the server and every job.
+            user_log_quota_mb: each user's running jobs' logs together (`LogQuota`).
         """
         self.home = home
         self.jobs_dir = os.path.join(home, "jobs")
@@ -61,6 +66,8 @@ class LocalBackend:
         self.max_job_processes = max_job_processes
         self.cgroup_layout = dict(cgroup_layout) if cgroup_layout else None
         self.gpu_minors = dict(gpu_minors or {})
+        self.log_reserve_mb = log_reserve_mb
+        self.log_quota = LogQuota(user_log_quota_mb, self._fail) if user_log_quota_mb else None
         self._home_shared = False
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
@@ -85,7 +92,7 @@ class LocalBackend:
         if owner is not None:
             os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
         self._processes.pop(job.id, None)
-        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT):
+        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL):
             try:
                 os.unlink(os.path.join(job_dir, stale))
             except FileNotFoundError:
@@ -118,6 +125,7 @@ class LocalBackend:
             "mem_limit_mb": job.spec.mem_mb,
             "kill_grace_s": self.kill_grace_s,
             "max_log_mb": self.max_log_mb,
+            "log_reserve_mb": self.log_reserve_mb,
             "append_logs": job.restarts > 0,
             "run_as": owner.to_dict() if owner is not None else None,
             "umask": job.spec.umask,
@@ -128,7 +136,11 @@ class LocalBackend:
             from corral.core.spec import parse_signal
 
             config["warn_signal"], config["warn_before_s"] = parse_signal(job.spec.warn_signal)
+        # the outcome's room, set aside while there is some: it is written however full the disk is then
+        files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
         self._children[job.id] = spawn_supervisor(job_dir, config)
+        if self.log_quota is not None:
+            self.log_quota.track(job.id, job.spec.user, (config["stdout"], config["stderr"]))
 
     def _cgroup_of(self, job: Job, allocation: Allocation) -> dict[str, Any] | None:
         """The job's cgroup for its supervisor: where, and the GPUs of this node that are not its own."""
@@ -165,6 +177,10 @@ class LocalBackend:
     def cancel(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id))
 
+    def _fail(self, job_id: int, reason: str) -> None:
+        """End a running job FAILED, its stderr saying why (the supervisor reads the reason from the mark)."""
+        request_cancel(self.job_dir(job_id), mark=files.FAIL, content=reason)
+
     def preempt(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
 
@@ -183,6 +199,8 @@ class LocalBackend:
                 ended.append((job, outcome))
                 self._last_liveness.pop(job.id, None)
                 self._processes.pop(job.id, None)
+                if self.log_quota is not None:
+                    self.log_quota.forget(job.id)
                 child = self._children.pop(job.id, None)
                 if child is not None:
                     self._exiting.append(child)

@@ -56,10 +56,10 @@ def was_started(job_dir: str) -> bool:
     return os.path.exists(os.path.join(job_dir, files.STARTED))
 
 
-def request_cancel(job_dir: str, mark: str = files.CANCEL) -> None:
-    """Leave the cancel (or preempt) mark, read by the supervisor even if it is not started yet; wake it."""
-    with open(os.path.join(job_dir, mark), "w"):
-        pass
+def request_cancel(job_dir: str, mark: str = files.CANCEL, content: str = "") -> None:
+    """Leave the cancel (preempt, fail) mark, read by the supervisor even if it is not started yet; wake it."""
+    with open(os.path.join(job_dir, mark), "w") as f:
+        f.write(content)
     started = files.read_json(os.path.join(job_dir, files.STARTED))
     if started is None:
         return

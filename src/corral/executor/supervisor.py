@@ -106,16 +106,15 @@ class Supervisor:
                 self.cgroup.remove()
                 self.finish("FAILED", None, None, error=f"cannot hold the job in a cgroup: {exc}")
                 return
-        files.write_json_atomic(self.path(files.STARTED), {
-            "supervisor_pid": os.getpid(),
-            "supervisor_start": files.process_start_ticks(os.getpid()),
-            "pid": self.pid,
-            "pid_start": files.process_start_ticks(self.pid),
-            "boot_id": files.boot_id(),
-            "start_time": start_time,
-            "cgroup": self.config.get("cgroup"),
-            "cgroup_procs": self.cgroup.procs_file if self.cgroup is not None else None,
-        })
+        try:
+            self.record_start(start_time)
+        except OSError as exc:  # a full disk: the job never runs, and says why
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            self.finish("FAILED", None, None, error=f"cannot record the job's start: {exc}")
+            return
         os.write(gate_w, b"1")
         os.close(gate_w)
         state, status, usage = self.watch(wake_r)
@@ -133,6 +132,18 @@ class Supervisor:
         if state is None:
             state = "COMPLETED" if exit_code == 0 else "FAILED"
         self.finish(state, exit_code, sig, usage=usage)
+
+    def record_start(self, start_time: float) -> None:
+        files.write_json_atomic(self.path(files.STARTED), {
+            "supervisor_pid": os.getpid(),
+            "supervisor_start": files.process_start_ticks(os.getpid()),
+            "pid": self.pid,
+            "pid_start": files.process_start_ticks(self.pid),
+            "boot_id": files.boot_id(),
+            "start_time": start_time,
+            "cgroup": self.config.get("cgroup"),
+            "cgroup_procs": self.cgroup.procs_file if self.cgroup is not None else None,
+        })
 
     def make_cgroup(self) -> None:
         """Make the job's cgroup with its limits, when the server uses cgroups.
@@ -169,10 +180,16 @@ class Supervisor:
         return usage
 
     def note_memory_kill(self) -> None:
-        self.note_stderr(f"corral: job exceeded its memory limit of {self.config.get('mem_limit_mb')} MB; killed")
+        limit = self.config.get("mem_limit_mb")
+        self.note_stderr(f"corral: job exceeded its memory limit of {limit} MB; killed" if limit else
+                         "corral: the kernel's out-of-memory killer killed a process of the job (the machine ran out "
+                         "of memory); the job was stopped")
 
     def log(self, message: str) -> None:
-        print(f"corral supervisor: {message}", file=sys.stderr, flush=True)  # supervisor.log, root's
+        try:
+            print(f"corral supervisor: {message}", file=sys.stderr, flush=True)  # supervisor.log, root's
+        except OSError:
+            pass  # a full disk: the note is lost, the supervisor carries on
 
     def open_logs(self) -> tuple[int, int]:
         # a requeued job appends: the earlier runs' output is part of its story
@@ -290,11 +307,13 @@ class Supervisor:
         grace = float(self.config.get("kill_grace_s", 10))
         mem_limit = self.config.get("mem_limit_mb") or 0
         log_limit = (self.config.get("max_log_mb") or 0) * 1024 * 1024
+        log_floor = (self.config.get("log_reserve_mb") or 0) * 1024 * 1024
         logs = sorted({self.config["stdout"], self.config["stderr"]})
+        log_size = _total_size(logs)
         began = time.monotonic()
         deadline = began + limit if limit else None
-        check_every = LOG_CHECK_INTERVAL_S if log_limit else MEMORY_CHECK_INTERVAL_S
-        next_mem_check = began + check_every if mem_limit or log_limit else None
+        check_every = LOG_CHECK_INTERVAL_S if log_limit or log_floor else MEMORY_CHECK_INTERVAL_S
+        next_mem_check = began + check_every if mem_limit or log_limit or log_floor or self.cgroup else None
         next_rss_check = began + MEMORY_CHECK_INTERVAL_S
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
         warn_signal = self.config.get("warn_signal")
@@ -333,6 +352,11 @@ class Supervisor:
                 if os.path.exists(self.path(files.PREEMPT)):
                     outcome = "PREEMPTED"
                     stop_signal = int(warn_signal) if warn_signal else signal.SIGTERM
+                elif os.path.exists(self.path(files.FAIL)):
+                    outcome = "FAILED"  # the server's verdict (a user's log quota): no grace, as for a runaway log
+                    self.signal_job(signal.SIGKILL)
+                    self.note_stderr(f"corral: {_read_reason(self.path(files.FAIL))}")
+                    continue
                 elif self.cancel_requested or os.path.exists(self.path(files.CANCEL)):
                     outcome = "CANCELLED"
                 elif deadline is not None and now >= deadline:
@@ -346,12 +370,19 @@ class Supervisor:
                     continue
             if next_mem_check is not None and now >= next_mem_check:
                 next_mem_check = now + check_every
-                if outcome is None and log_limit and _total_size(logs) > log_limit:
+                previous_size, log_size = log_size, _total_size(logs) if log_limit or log_floor else 0
+                if outcome is None and log_limit and log_size > log_limit:
                     # a runaway log would fill the disk the server and every other job need
                     outcome = "FAILED"
                     self.signal_job(signal.SIGKILL)
                     self.note_stderr(f"corral: the job's log passed the server's limit of {log_limit >> 20} MB; killed")
-                elif outcome is None and mem_limit and now >= next_rss_check and self.over_memory(mem_limit):
+                elif outcome is None and log_floor and log_size > previous_size and _free_bytes(logs[0]) < log_floor:
+                    # the last of the disk is the server's and every job's: the job still filling it stops
+                    outcome = "FAILED"
+                    self.signal_job(signal.SIGKILL)
+                    self.note_stderr(f"corral: the filesystem of the job's log has less than {log_floor >> 20} MB free "
+                                     "(the server's log_reserve_mb); the job writing to it was stopped")
+                elif outcome is None and now >= next_rss_check and self.over_memory(mem_limit):
                     outcome = "OUT_OF_MEMORY"
                     self.signal_job(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
                     self.note_memory_kill()
@@ -362,9 +393,12 @@ class Supervisor:
                 kill_at = None
 
     def over_memory(self, limit_mb: float) -> bool:
-        """Whether the job went over its memory limit: the kernel's OOM kill in its cgroup, else its summed RSS."""
+        """Whether the job went over its memory: an OOM kill in its cgroup (its limit's, or the machine's
+        when it has none), else its processes' summed RSS over its limit."""
         if self.cgroup is not None and self.cgroup.holds_memory:
             return self.oom_killed()
+        if not limit_mb:
+            return False
         if self.cgroup is not None:
             return files.pids_rss_mb(self.cgroup.pids()) > limit_mb
         return files.session_rss_mb(self.pid) > limit_mb
@@ -409,10 +443,11 @@ class Supervisor:
 
     def finish(self, state: str, exit_code: int | None, sig: int | None, error: str | None = None,
                usage: dict[str, float] | None = None) -> None:
-        files.write_json_atomic(self.path(files.RESULT), {
+        # through the space the server reserved before the launch: an outcome is recordable on a full disk
+        files.write_json_reserved(self.path(files.RESULT), {
             "state": state, "exit_code": exit_code, "signal": sig, "end_time": time.time(),
-            "error": error, "usage": usage,
-        })
+            "error": error[:4000] if error else error, "usage": usage,
+        }, self.path(files.RESULT_RESERVED))
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
@@ -442,6 +477,23 @@ def _total_size(paths: list[str]) -> int:
         except OSError:
             pass
     return total
+
+
+def _free_bytes(path: str) -> float:
+    """Room left for users on the filesystem holding `path` (what a non-root writer may still use)."""
+    try:
+        info = os.statvfs(os.path.dirname(path))
+    except OSError:
+        return float("inf")
+    return info.f_bavail * info.f_frsize
+
+
+def _read_reason(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2000).decode(errors="replace").strip() or "stopped by the server"
+    except OSError:
+        return "stopped by the server"
 
 
 def _decode(status: int) -> tuple[int, int | None]:

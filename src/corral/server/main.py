@@ -35,7 +35,9 @@ class ServerOptions:
     port: int = 8765
     db: str | None = None
     kill_grace_s: float = 10.0
-    max_log_mb: int | None = 102_400  # a job whose logs pass this is killed (FAILED): they would fill the disk
+    max_log_mb: int | None = 20_480  # a job whose logs pass this is killed (FAILED): they would fill the disk
+    user_log_quota_mb: int | None = 51_200  # each user's running jobs' logs together (corral.executor.log_quota)
+    log_reserve_mb: int | None = 256  # logs stop growing here: the last of their disk is the server's and every job's
     inventory: DeclaredInventory = field(default_factory=DeclaredInventory)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     backend: str = "local"
@@ -82,7 +84,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
             "[partitions.NAME], [qos.NAME]",
         )
     server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
-                   "max_job_processes": int}
+                   "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int}
     node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
     monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
@@ -117,8 +119,11 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                              f"is out of range in {path}", "rate_per_s >= 0 (0: no limit), burst >= 1")
     if int(updates.get("max_job_processes", 64)) < 16:  # type: ignore[call-overload]
         raise InvalidRequest("server.max_job_processes", f"must be at least 16 in {path}")
-    if int(updates.get("max_log_mb", 1)) < 1:  # type: ignore[call-overload]
-        raise InvalidRequest("server.max_log_mb", f"must be at least 1 in {path}")
+    for key in ("max_log_mb", "user_log_quota_mb"):
+        if int(updates.get(key, 1)) < 1:  # type: ignore[call-overload]
+            raise InvalidRequest(f"server.{key}", f"must be at least 1 in {path}")
+    if int(updates.get("log_reserve_mb", 0)) < 0:  # type: ignore[call-overload]
+        raise InvalidRequest("server.log_reserve_mb", f"must not be negative in {path}", "0 turns the reserve off")
     if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
         raise InvalidRequest("monitor.sample_retention_days", f"must be positive in {path}")
     interval = updates.get("sample_interval_s", options.sample_interval_s)
@@ -323,6 +328,7 @@ def serve(options: ServerOptions) -> None:
     backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url,
                            max_log_mb=options.max_log_mb, max_job_processes=options.max_job_processes,
                            owner_lookup=run_as_for if shared else None, cgroup_layout=placement.layout,
+                           log_reserve_mb=options.log_reserve_mb, user_log_quota_mb=options.user_log_quota_mb,
                            gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in node.gpus})
     if cluster is not None:
         from corral.backends.slurm.backend import SlurmBackend
