@@ -13,6 +13,7 @@ import pytest
 
 from corral.errors import CorralError
 from tests.conftest import Server, _kill_leftover_supervisors
+from tests.helpers import wait_for
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(300)"]
 
@@ -74,3 +75,52 @@ def test_a_full_disk_is_a_clear_error_and_nothing_is_corrupted(small_disk):
         server.stop()
     with sqlite3.connect(small_disk / "home" / "corral.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# a chatty job gone wrong: about 12 MB a second, which the supervisor's checks (ten a second) keep up with
+WRITE_FOREVER = [sys.executable, "-c", "import sys, time\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
+                 "    sys.stdout.flush()\n    time.sleep(0.005)"]
+
+
+def test_a_job_filling_the_disk_is_stopped_before_it_is_full_and_others_still_end_as_they_did(small_disk):
+    home = small_disk / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[server]\nlog_reserve_mb = 6\n")
+    server = Server(home=str(home), gpus=0).start()
+    try:
+        client = server.client()
+        exits_3 = client.submit(["sh", "-c", "sleep 3; exit 3"], name="exits-3")["id"]
+        flood = client.submit(WRITE_FOREVER, name="flood")["id"]
+        ended = client.wait(flood, timeout=60)
+        assert ended["state"] == "FAILED"
+        assert "less than 6 MB free" in client.logs(flood, stream="stderr", tail=1)[0].decode()
+        assert os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize > 2 << 20  # stopped short of full
+        client.submit(["true"], name="still-accepted")  # no 503: the server still has room
+        done = client.wait(exits_3, timeout=60)
+        assert (done["state"], done["exit_code"]) == ("FAILED", 3)
+    finally:
+        server.stop()
+
+
+def test_an_outcome_is_recorded_when_the_disk_filled_while_the_job_ran(small_disk):
+    server = Server(home=str(small_disk / "home"), gpus=0).start()
+    gate = small_disk / "go"
+    try:
+        client = server.client()
+        began = small_disk / "began"
+        job = client.submit(["sh", "-c", f"mkdir {began}; while [ ! -e {gate} ]; do sleep 0.1; done; exit 3"])["id"]
+        wait_for(began.exists, timeout=30)
+        os.mkdir(gate)  # made before the disk fills: the job ends once it is full
+        fill(small_disk / "filler")
+        wait_for(lambda: client.get(job)["state"] != "RUNNING", timeout=30)
+        os.unlink(small_disk / "filler")
+        ended = client.wait(job, timeout=30)
+        assert (ended["state"], ended["exit_code"]) == ("FAILED", 3), (ended["reason"], ended["signal"])  # not NODE_FAIL: its outcome was written
+    finally:
+        server.stop()
+    server.start()  # and it was stored, not only held in memory
+    try:
+        ended = server.client().get(job)
+        assert (ended["state"], ended["exit_code"]) == ("FAILED", 3)
+    finally:
+        server.stop()

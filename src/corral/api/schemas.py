@@ -121,6 +121,10 @@ class NodeOut(BaseModel):
     mem_mb: int
     mem_alloc_mb: int
     gpus: list[GpuOut]
+    isolation: str = "none"
+    """How jobs are held apart: "cgroup v1", "cgroup v2", or "none" (process group and session)."""
+    isolation_detail: str = ""
+    """What that guarantees, or why there are no cgroups."""
 
 
 class PriorityOut(BaseModel):

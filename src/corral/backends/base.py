@@ -28,6 +28,16 @@ class Recovery:
     outcome: Outcome | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JobProcesses:
+    """Where a running local job's processes are: its main process, and its cgroup's process list."""
+
+    pid: int
+    """The main process, also its session id."""
+    procs_file: str | None = None
+    """The job's `cgroup.procs`: every process it started, however detached; None without cgroups."""
+
+
 class Backend(Protocol):
     def start(self, job: Job, allocation: Allocation) -> None:
         """Launch a job on the resources the scheduler gave it."""

@@ -12,15 +12,18 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from corral.backends.base import Recovered, Recovery
+from corral.backends.base import JobProcesses, Recovered, Recovery
 from corral.core.job import Job, Outcome
 from corral.core.resources import Allocation
 from corral.executor import files
+from corral.executor.cgroups import DEVICE_NVIDIA_MAJOR
 from corral.executor.environment import job_environment
 from corral.executor.launch import (
     kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
 )
+from corral.executor.log_quota import LogQuota
 from corral.executor.users import RunAs, give_dir, share_home_with_jobs
 
 LIVENESS_CHECK_S = 2.0
@@ -31,15 +34,25 @@ class LocalBackend:
         self, home: str, *, kill_grace_s: float, server_env: Mapping[str, str], server_url: Callable[[], str | None],
         clock: Callable[[], float] = time.time, max_log_mb: int | None = None,
         owner_lookup: Callable[[str], RunAs | None] | None = None, max_job_processes: int | None = None,
+        cgroup_layout: Mapping[str, Any] | None = None, gpu_minors: Mapping[int, int] | None = None,
+        log_reserve_mb: int | None = None, user_log_quota_mb: int | None = None,
     ) -> None:
         """
         Args:
             owner_lookup: the account a job of a user runs as, None for this process's own
                 (`corral.executor.users.run_as_for` in a server; it refuses unknown users).
                 Without it every job runs as this process, as a personal queue's do.
-            max_job_processes: RLIMIT_NPROC for jobs that run as their owner: a fork bomb
-                fails its own forks instead of exhausting the machine's pids. The kernel
-                counts all of the owner's processes, not one job's.
+            max_job_processes: each job's process cap: a fork bomb fails its own forks instead
+                of exhausting the machine's pids. With cgroups it is the job's `pids.max`;
+                without, RLIMIT_NPROC for jobs that run as their owner (the kernel then counts
+                all of the owner's processes, not one job's).
+            cgroup_layout: where jobs' cgroups go (`corral.executor.cgroups.placement`); None
+                without cgroups (jobs are followed by process group and session).
+            gpu_minors: each GPU's device minor (`/dev/nvidiaN`), by index: a job may open only
+                its own where the layout controls devices.
+            log_reserve_mb: a job whose logs grow while their filesystem has less than this
+                free is stopped (FAILED): the last of the disk is for the server and every job.
+            user_log_quota_mb: each user's running jobs' logs together (`LogQuota`).
         """
         self.home = home
         self.jobs_dir = os.path.join(home, "jobs")
@@ -51,11 +64,15 @@ class LocalBackend:
         self.clock = clock
         self.owner_lookup = owner_lookup
         self.max_job_processes = max_job_processes
+        self.cgroup_layout = dict(cgroup_layout) if cgroup_layout else None
+        self.gpu_minors = dict(gpu_minors or {})
+        self.log_reserve_mb = log_reserve_mb
+        self.log_quota = LogQuota(user_log_quota_mb, self._fail) if user_log_quota_mb else None
         self._home_shared = False
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
         self._last_liveness: dict[int, float] = {}
-        self._pids: dict[int, int] = {}  # running job -> its main process, read once from started.json
+        self._processes: dict[int, JobProcesses] = {}  # running job -> its processes, read once from started.json
 
     def job_dir(self, job_id: int) -> str:
         return os.path.join(self.jobs_dir, str(job_id))
@@ -74,8 +91,8 @@ class LocalBackend:
         os.makedirs(job_dir, exist_ok=True)
         if owner is not None:
             os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
-        self._pids.pop(job.id, None)
-        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT):
+        self._processes.pop(job.id, None)
+        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL):
             try:
                 os.unlink(os.path.join(job_dir, stale))
             except FileNotFoundError:
@@ -108,27 +125,48 @@ class LocalBackend:
             "mem_limit_mb": job.spec.mem_mb,
             "kill_grace_s": self.kill_grace_s,
             "max_log_mb": self.max_log_mb,
+            "log_reserve_mb": self.log_reserve_mb,
             "append_logs": job.restarts > 0,
             "run_as": owner.to_dict() if owner is not None else None,
             "umask": job.spec.umask,
-            "max_processes": self.max_job_processes if owner is not None else None,
+            "max_processes": self.max_job_processes,
+            "cgroup": self._cgroup_of(job, allocation),
         }
         if job.spec.warn_signal:
             from corral.core.spec import parse_signal
 
             config["warn_signal"], config["warn_before_s"] = parse_signal(job.spec.warn_signal)
+        # the outcome's room, set aside while there is some: it is written however full the disk is then
+        files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
         self._children[job.id] = spawn_supervisor(job_dir, config)
+        if self.log_quota is not None:
+            self.log_quota.track(job.id, job.spec.user, (config["stdout"], config["stderr"]))
 
-    def job_pid(self, job_id: int) -> int | None:
-        """The running job's main process (its session leader), once its supervisor has started it."""
-        cached = self._pids.get(job_id)
+    def _cgroup_of(self, job: Job, allocation: Allocation) -> dict[str, Any] | None:
+        """The job's cgroup for its supervisor: where, and the GPUs of this node that are not its own."""
+        if self.cgroup_layout is None:
+            return None
+        deny = []
+        if self.cgroup_layout.get("devices"):
+            deny = [["c", DEVICE_NVIDIA_MAJOR, minor] for index, minor in sorted(self.gpu_minors.items())
+                    if index not in allocation.gpu_ids]
+        return {"layout": self.cgroup_layout, "name": f"job_{job.id}", "deny_devices": deny}
+
+    def job_processes(self, job_id: int) -> JobProcesses | None:
+        """The running job's main process and cgroup, once its supervisor has started it."""
+        cached = self._processes.get(job_id)
         if cached is not None:
             return cached
         started = files.read_json(os.path.join(self.job_dir(job_id), files.STARTED))
         if started is None or not started.get("pid"):
             return None
-        self._pids[job_id] = int(started["pid"])
-        return self._pids[job_id]
+        self._processes[job_id] = JobProcesses(int(started["pid"]), started.get("cgroup_procs"))
+        return self._processes[job_id]
+
+    def job_pid(self, job_id: int) -> int | None:
+        """The running job's main process (its session leader), once its supervisor has started it."""
+        processes = self.job_processes(job_id)
+        return processes.pid if processes is not None else None
 
     def final_usage(self, job_id: int) -> dict[str, float] | None:
         """CPU seconds and peak memory of an ended job, as the kernel counted them for its supervisor."""
@@ -138,6 +176,10 @@ class LocalBackend:
 
     def cancel(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id))
+
+    def _fail(self, job_id: int, reason: str) -> None:
+        """End a running job FAILED, its stderr saying why (the supervisor reads the reason from the mark)."""
+        request_cancel(self.job_dir(job_id), mark=files.FAIL, content=reason)
 
     def preempt(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
@@ -156,7 +198,9 @@ class LocalBackend:
             if outcome is not None:
                 ended.append((job, outcome))
                 self._last_liveness.pop(job.id, None)
-                self._pids.pop(job.id, None)
+                self._processes.pop(job.id, None)
+                if self.log_quota is not None:
+                    self.log_quota.forget(job.id)
                 child = self._children.pop(job.id, None)
                 if child is not None:
                     self._exiting.append(child)

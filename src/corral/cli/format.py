@@ -124,6 +124,8 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
         f"/{format_memory(n['mem_mb'])} allocated, GPUs {sum(1 for g in n['gpus'] if g['job_id'])}/{len(n['gpus'])} busy"
         for n in nodes
     ]
+    summary += [f"{n['name']}: job isolation: {n['isolation_detail'] or n['isolation']}" for n in nodes
+                if n.get("isolation")]
     if not rows:
         return "\n".join(summary + ["(no GPUs)"])
     return "\n".join(summary) + "\n\n" + table(["NODE", "GPU", "TYPE", "MEMORY", "JOB"], rows)

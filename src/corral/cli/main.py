@@ -80,6 +80,8 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
 @click.option("--account", "slurm_account", help="With --backend slurm: the account jobs are charged to.")
 @click.option("--sample-interval", "sample_interval_s", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True,
               help="Seconds between samples of each running job's GPUs, CPU, memory and I/O.")
+@click.option("--cgroups", type=click.Choice(["auto", "v1", "v2", "off"]), default="auto", show_default=True,
+              help="Hold each job in a cgroup of its own (auto: v2 or v1 where this user may; off: process groups).")
 @click.option("--detach", is_flag=True, help="Run in the background; logs go to <home>/server.log.")
 @click.pass_context
 def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) -> None:
@@ -109,6 +111,7 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         home=home, host=options["host"], port=options["port"], db=options["db"], kill_grace_s=options["kill_grace"],
         inventory=inventory, backend=options["backend"], slurm_partition=options["slurm_partition"],
         slurm_account=options["slurm_account"], sample_interval_s=options["sample_interval_s"],
+        cgroups=options["cgroups"],
     )
     serve(load_config(server_options, {"kill_grace_s" if n == "kill_grace" else n for n in explicit}))
 

@@ -15,6 +15,8 @@ class Gpu:
     type: str
     mem_mb: int
     uuid: str | None = None
+    minor: int | None = None
+    """Its device's minor number (/dev/nvidiaN), as NVML says; None: the same as its index (declared GPUs)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ A job directory holds:
     started.json  the job's pid and start time (written by the supervisor after fork)
     cancel        present once a cancel was asked for
     preempt       present once the scheduler preempted it (it will be queued again)
+    fail          the reason the server stopped it (a user's log quota): it ends FAILED
     result.json   the outcome, written by the supervisor as its last act
+    result.reserved  its space, set aside before the job starts: an outcome is recordable on a full disk
     script        the batch script, for script jobs
 """
 
@@ -16,7 +18,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from corral.atomic import read_json, write_json_atomic
+from corral.atomic import read_json, reserve, write_json_atomic, write_json_reserved
 
 LAUNCH = "launch.json"
 LOCK = "lock"
@@ -24,9 +26,12 @@ STARTED = "started.json"
 CANCEL = "cancel"
 PREEMPT = "preempt"
 RESULT = "result.json"
+RESULT_RESERVED = "result.reserved"
+RESULT_RESERVE_BYTES = 64 * 1024  # an outcome is a few hundred bytes; its error message is bounded below that
+FAIL = "fail"
 SCRIPT = "script"
 SUPERVISOR_LOG = "supervisor.log"
-__all__ = ["read_json", "write_json_atomic"]  # and the layout above; the writing itself is corral.atomic's
+__all__ = ["read_json", "reserve", "write_json_atomic", "write_json_reserved"]  # and the layout above; the writing itself is corral.atomic's
 
 
 def open_log(path: str, owner_uid: int | None = None) -> BinaryIO:
@@ -110,9 +115,14 @@ def session_members(sid: int) -> list[int]:
 
 def session_rss_mb(sid: int) -> float:
     """Resident memory of every process in the session, summed (what Slurm's jobacct_gather counts)."""
+    return pids_rss_mb(session_members(sid))
+
+
+def pids_rss_mb(pids: list[int]) -> float:
+    """Resident memory of these processes, summed."""
     page_mb = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
     total = 0
-    for pid in session_members(sid):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/statm", "rb") as f:
                 total += int(f.read().split()[1])

@@ -56,7 +56,11 @@ def detect_gpus() -> list[Gpu]:
             uuid = pynvml.nvmlDeviceGetUUID(handle)
             uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
             mem_mb = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
-            gpus.append(Gpu(index=index, type=short_gpu_type(name), mem_mb=int(mem_mb), uuid=uuid))
+            try:
+                minor: int | None = int(pynvml.nvmlDeviceGetMinorNumber(handle))
+            except Exception:  # noqa: BLE001 - not every device has one (MIG, some platforms): assume its index
+                minor = None
+            gpus.append(Gpu(index=index, type=short_gpu_type(name), mem_mb=int(mem_mb), uuid=uuid, minor=minor))
         return gpus
     finally:
         pynvml.nvmlShutdown()

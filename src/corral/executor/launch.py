@@ -56,10 +56,10 @@ def was_started(job_dir: str) -> bool:
     return os.path.exists(os.path.join(job_dir, files.STARTED))
 
 
-def request_cancel(job_dir: str, mark: str = files.CANCEL) -> None:
-    """Leave the cancel (or preempt) mark, read by the supervisor even if it is not started yet; wake it."""
-    with open(os.path.join(job_dir, mark), "w"):
-        pass
+def request_cancel(job_dir: str, mark: str = files.CANCEL, content: str = "") -> None:
+    """Leave the cancel (preempt, fail) mark, read by the supervisor even if it is not started yet; wake it."""
+    with open(os.path.join(job_dir, mark), "w") as f:
+        f.write(content)
     started = files.read_json(os.path.join(job_dir, files.STARTED))
     if started is None:
         return
@@ -75,6 +75,14 @@ def kill_orphaned_job(job_dir: str) -> None:
     """After a supervisor died on its own, make sure its job does not keep the GPUs."""
     started = files.read_json(os.path.join(job_dir, files.STARTED))
     if started is None:
+        return
+    if started.get("cgroup"):
+        # the cgroup holds all of it, detached processes too; it is this job's alone (the home's key and its id)
+        from corral.executor.cgroups import open_job_cgroup
+
+        cgroup = open_job_cgroup(started["cgroup"]["layout"], started["cgroup"]["name"])
+        cgroup.kill_until_empty()
+        cgroup.remove()
         return
     pid = started["pid"]
     # After a reboot the old pid may lead someone else's session: kill only the job's own.

@@ -6,6 +6,13 @@ itself, so the server may die or restart at any moment without losing an exit
 status. It holds the job directory's lock for its whole life; the server takes
 a free lock to mean "no supervisor is alive".
 
+Where the server found cgroups (`corral.executor.cgroups`), launch.json names the job's
+cgroup: the supervisor makes it with the job's limits (memory, processes, the GPUs it may
+not open), moves the job into it before it runs, signals the whole cgroup (never just a
+process group a `setsid` leaves), reads the kernel's OOM kills and accounting, and writes
+result.json only once the cgroup is empty, so a job's GPUs are free only when nothing of
+it is left. Without cgroups it follows the job's process group and session, as before.
+
 Only the standard library: it starts for every job and must start fast.
 
 Under a root server (the shared service) launch.json names the job's owner in
@@ -30,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from corral.executor import files
+from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 
 MEMORY_CHECK_INTERVAL_S = 0.5
 LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
@@ -44,6 +52,8 @@ class Supervisor:
         self.config = config
         self.cancel_requested = False
         self.pid = 0
+        self.cgroup: JobCgroup | None = None
+        self.oom_kills_before = 0
 
     def path(self, name: str) -> str:
         return os.path.join(self.job_dir, name)
@@ -68,6 +78,11 @@ class Supervisor:
             as_whom = f" as {owner['name']}" if owner else ""
             self.finish("FAILED", None, None, error=f"cannot open log file{as_whom}: {exc}")
             return
+        try:
+            self.make_cgroup()
+        except OSError as exc:
+            self.finish("FAILED", None, None, error=f"cannot hold the job in a cgroup: {exc}")
+            return
         start_time = time.time()
         # The child waits at this gate until started.json names it: a supervisor killed
         # in between leaves a child that never runs the job, so recovery may requeue it.
@@ -82,6 +97,43 @@ class Supervisor:
         os.close(out_fd)
         if err_fd != out_fd:
             os.close(err_fd)
+        if self.cgroup is not None:
+            try:
+                self.cgroup.attach(self.pid)  # before the job runs a single instruction of its own
+            except OSError as exc:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                self.cgroup.remove()
+                self.finish("FAILED", None, None, error=f"cannot hold the job in a cgroup: {exc}")
+                return
+        try:
+            self.record_start(start_time)
+        except OSError as exc:  # a full disk: the job never runs, and says why
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            self.finish("FAILED", None, None, error=f"cannot record the job's start: {exc}")
+            return
+        os.write(gate_w, b"1")
+        os.close(gate_w)
+        state, status, usage = self.watch(wake_r)
+        # Slurm's rule: the job's leftover processes die with it, and only then are its resources free
+        if self.cgroup is not None:
+            self.cgroup.kill_until_empty(note=self.log)
+            if state is None and self.oom_killed():
+                state = "OUT_OF_MEMORY"
+                self.note_memory_kill()
+            usage = self.cgroup_usage(usage)
+            self.cgroup.remove()
+        else:
+            self.kill_session(signal.SIGKILL)
+        exit_code, sig = _decode(status)
+        if state is None:
+            state = "COMPLETED" if exit_code == 0 else "FAILED"
+        self.finish(state, exit_code, sig, usage=usage)
+
+    def record_start(self, start_time: float) -> None:
         files.write_json_atomic(self.path(files.STARTED), {
             "supervisor_pid": os.getpid(),
             "supervisor_start": files.process_start_ticks(os.getpid()),
@@ -89,15 +141,55 @@ class Supervisor:
             "pid_start": files.process_start_ticks(self.pid),
             "boot_id": files.boot_id(),
             "start_time": start_time,
+            "cgroup": self.config.get("cgroup"),
+            "cgroup_procs": self.cgroup.procs_file if self.cgroup is not None else None,
         })
-        os.write(gate_w, b"1")
-        os.close(gate_w)
-        state, status, usage = self.watch(wake_r)
-        self.kill_session(signal.SIGKILL)  # Slurm's rule: the job's leftover processes die with it
-        exit_code, sig = _decode(status)
-        if state is None:
-            state = "COMPLETED" if exit_code == 0 else "FAILED"
-        self.finish(state, exit_code, sig, usage=usage)
+
+    def make_cgroup(self) -> None:
+        """Make the job's cgroup with its limits, when the server uses cgroups.
+
+        Raises:
+            OSError: the kernel refused (the job then fails: it was promised isolation).
+        """
+        spec = self.config.get("cgroup")
+        if not spec:
+            return
+        cgroup = open_job_cgroup(spec["layout"], spec["name"])
+        mem_mb = self.config.get("mem_limit_mb")
+        cgroup.create(JobLimits(
+            memory_bytes=int(mem_mb) << 20 if mem_mb else None,
+            max_processes=self.config.get("max_processes"),
+            deny_devices=tuple((kind, int(major), int(minor)) for kind, major, minor in spec.get("deny_devices", ())),
+        ))
+        self.cgroup = cgroup
+        self.oom_kills_before = cgroup.oom_kills()  # a requeued job's cgroup v1 keeps its old count
+
+    def oom_killed(self) -> bool:
+        return self.cgroup is not None and self.cgroup.holds_memory and self.cgroup.oom_kills() > self.oom_kills_before
+
+    def cgroup_usage(self, usage: dict[str, float]) -> dict[str, float]:
+        """The kernel's count for the whole cgroup (detached processes included) over what wait4 saw."""
+        assert self.cgroup is not None
+        counted = self.cgroup.usage()
+        usage = dict(usage)
+        if counted.cpu_time_s is not None:
+            usage["cpu_time_s"] = counted.cpu_time_s
+        if counted.peak_memory_mb is not None:
+            usage["max_rss_mb"] = counted.peak_memory_mb
+            usage["memory_source"] = "cgroup"  # type: ignore[assignment]
+        return usage
+
+    def note_memory_kill(self) -> None:
+        limit = self.config.get("mem_limit_mb")
+        self.note_stderr(f"corral: job exceeded its memory limit of {limit} MB; killed" if limit else
+                         "corral: the kernel's out-of-memory killer killed a process of the job (the machine ran out "
+                         "of memory); the job was stopped")
+
+    def log(self, message: str) -> None:
+        try:
+            print(f"corral supervisor: {message}", file=sys.stderr, flush=True)  # supervisor.log, root's
+        except OSError:
+            pass  # a full disk: the note is lost, the supervisor carries on
 
     def open_logs(self) -> tuple[int, int]:
         # a requeued job appends: the earlier runs' output is part of its story
@@ -180,6 +272,10 @@ class Supervisor:
         env = dict(self.config["env"])
         max_processes = self.config.get("max_processes")
         owner = self.config.get("run_as")
+        if self.cgroup is not None and self.cgroup.holds_processes:
+            max_processes = None  # pids.max caps this job alone; RLIMIT_NPROC would count all of the owner's
+        elif not owner:
+            max_processes = None  # root is exempt from RLIMIT_NPROC anyway
         try:
             if max_processes:
                 import resource
@@ -211,11 +307,13 @@ class Supervisor:
         grace = float(self.config.get("kill_grace_s", 10))
         mem_limit = self.config.get("mem_limit_mb") or 0
         log_limit = (self.config.get("max_log_mb") or 0) * 1024 * 1024
+        log_floor = (self.config.get("log_reserve_mb") or 0) * 1024 * 1024
         logs = sorted({self.config["stdout"], self.config["stderr"]})
+        log_size = _total_size(logs)
         began = time.monotonic()
         deadline = began + limit if limit else None
-        check_every = LOG_CHECK_INTERVAL_S if log_limit else MEMORY_CHECK_INTERVAL_S
-        next_mem_check = began + check_every if mem_limit or log_limit else None
+        check_every = LOG_CHECK_INTERVAL_S if log_limit or log_floor else MEMORY_CHECK_INTERVAL_S
+        next_mem_check = began + check_every if mem_limit or log_limit or log_floor or self.cgroup else None
         next_rss_check = began + MEMORY_CHECK_INTERVAL_S
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
         warn_signal = self.config.get("warn_signal")
@@ -254,31 +352,65 @@ class Supervisor:
                 if os.path.exists(self.path(files.PREEMPT)):
                     outcome = "PREEMPTED"
                     stop_signal = int(warn_signal) if warn_signal else signal.SIGTERM
+                elif os.path.exists(self.path(files.FAIL)):
+                    outcome = "FAILED"  # the server's verdict (a user's log quota): no grace, as for a runaway log
+                    self.signal_job(signal.SIGKILL)
+                    self.note_stderr(f"corral: {_read_reason(self.path(files.FAIL))}")
+                    continue
                 elif self.cancel_requested or os.path.exists(self.path(files.CANCEL)):
                     outcome = "CANCELLED"
                 elif deadline is not None and now >= deadline:
                     outcome = "TIMEOUT"
                 if outcome is not None:
-                    self.kill_session(stop_signal, session=stop_signal == signal.SIGTERM)
+                    if stop_signal == signal.SIGTERM:
+                        self.signal_job(stop_signal)
+                    else:
+                        self.kill_session(stop_signal, session=False)  # --signal's warning: the job's own group
                     kill_at = now + grace
                     continue
             if next_mem_check is not None and now >= next_mem_check:
                 next_mem_check = now + check_every
-                if outcome is None and log_limit and _total_size(logs) > log_limit:
+                previous_size, log_size = log_size, _total_size(logs) if log_limit or log_floor else 0
+                if outcome is None and log_limit and log_size > log_limit:
                     # a runaway log would fill the disk the server and every other job need
                     outcome = "FAILED"
-                    self.kill_session(signal.SIGKILL)
+                    self.signal_job(signal.SIGKILL)
                     self.note_stderr(f"corral: the job's log passed the server's limit of {log_limit >> 20} MB; killed")
-                elif (outcome is None and mem_limit and now >= next_rss_check
-                      and files.session_rss_mb(self.pid) > mem_limit):
+                elif outcome is None and log_floor and log_size > previous_size and _free_bytes(logs[0]) < log_floor:
+                    # the last of the disk is the server's and every job's: the job still filling it stops
+                    outcome = "FAILED"
+                    self.signal_job(signal.SIGKILL)
+                    self.note_stderr(f"corral: the filesystem of the job's log has less than {log_floor >> 20} MB free "
+                                     "(the server's log_reserve_mb); the job writing to it was stopped")
+                elif outcome is None and now >= next_rss_check and self.over_memory(mem_limit):
                     outcome = "OUT_OF_MEMORY"
-                    self.kill_session(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
-                    self.note_stderr(f"corral: job exceeded its memory limit of {mem_limit} MB; killed")
+                    self.signal_job(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
+                    self.note_memory_kill()
                 if now >= next_rss_check:
                     next_rss_check = now + MEMORY_CHECK_INTERVAL_S  # reading a session's RSS costs more
             if kill_at is not None and now >= kill_at:
-                self.kill_session(signal.SIGKILL)
+                self.signal_job(signal.SIGKILL)
                 kill_at = None
+
+    def over_memory(self, limit_mb: float) -> bool:
+        """Whether the job went over its memory: an OOM kill in its cgroup (its limit's, or the machine's
+        when it has none), else its processes' summed RSS over its limit."""
+        if self.cgroup is not None and self.cgroup.holds_memory:
+            return self.oom_killed()
+        if not limit_mb:
+            return False
+        if self.cgroup is not None:
+            return files.pids_rss_mb(self.cgroup.pids()) > limit_mb
+        return files.session_rss_mb(self.pid) > limit_mb
+
+    def signal_job(self, sig: int) -> None:
+        """Signal every process of the job: its whole cgroup, else its process group and session."""
+        if self.cgroup is None:
+            self.kill_session(sig)
+        elif sig == signal.SIGKILL:
+            self.cgroup.kill()
+        else:
+            self.cgroup.signal(sig)
 
     def note_stderr(self, message: str) -> None:
         def append() -> None:
@@ -311,10 +443,11 @@ class Supervisor:
 
     def finish(self, state: str, exit_code: int | None, sig: int | None, error: str | None = None,
                usage: dict[str, float] | None = None) -> None:
-        files.write_json_atomic(self.path(files.RESULT), {
+        # through the space the server reserved before the launch: an outcome is recordable on a full disk
+        files.write_json_reserved(self.path(files.RESULT), {
             "state": state, "exit_code": exit_code, "signal": sig, "end_time": time.time(),
-            "error": error, "usage": usage,
-        })
+            "error": error[:4000] if error else error, "usage": usage,
+        }, self.path(files.RESULT_RESERVED))
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
@@ -344,6 +477,23 @@ def _total_size(paths: list[str]) -> int:
         except OSError:
             pass
     return total
+
+
+def _free_bytes(path: str) -> float:
+    """Room left for users on the filesystem holding `path` (what a non-root writer may still use)."""
+    try:
+        info = os.statvfs(os.path.dirname(path))
+    except OSError:
+        return float("inf")
+    return info.f_bavail * info.f_frsize
+
+
+def _read_reason(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2000).decode(errors="replace").strip() or "stopped by the server"
+    except OSError:
+        return "stopped by the server"
 
 
 def _decode(status: int) -> tuple[int, int | None]:

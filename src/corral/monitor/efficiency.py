@@ -36,14 +36,15 @@ def local_efficiency(
         job: the job as the API shows it (`Job.to_dict`); times may be ISO text or epoch seconds.
         summary: its samples, summarized (None if it was never sampled).
         rusage: `cpu_time_s` and `max_rss_mb` its supervisor read from the kernel when it ended
-            (exact even for a job shorter than one sampling interval); None while it runs.
+            (exact even for a job shorter than one sampling interval): its cgroup's CPU time and peak
+            memory (`memory_source` "cgroup"), else wait4's rusage; None while it runs.
         now: the time, for a job still running (its elapsed time so far).
         gpu_memory_total_mb: the memory of its GPUs together, when known. (Samples' `gpu_memory_mb`,
             and so `gpu_memory_peak_mb`, is its processes' GPU memory summed over its GPUs.)
 
     Returns:
         `state, elapsed_s, cpus, cpu_time_s, cpu_efficiency, max_rss_mb, mem_requested_mb,
-        mem_efficiency, source` ("samples", "rusage", "samples+rusage"; None with neither),
+        mem_efficiency, source` ("samples", "cgroup" or "rusage", or both joined by "+"; None with neither),
         `gpus, gpu_utilization_mean, gpu_utilization_max, gpu_memory_peak_mb,
         gpu_memory_requested_mb, gpu_memory_total_mb` and `advice`. Efficiencies are shares (0.5 = 50 %).
     """
@@ -70,7 +71,9 @@ def local_efficiency(
     requested = job.get("mem_mb") or None  # 0 asks for no memory and sets no limit
     sources = [name for name, used in (
         ("samples", summary is not None),
-        ("rusage", rusage.get("cpu_time_s") is not None or rusage.get("max_rss_mb") is not None),
+        # the kernel's count: the job's cgroup (every process, however detached), else wait4's rusage
+        ("cgroup" if rusage.get("memory_source") == "cgroup" else "rusage",
+         rusage.get("cpu_time_s") is not None or rusage.get("max_rss_mb") is not None),
     ) if used]
 
     gpus = int(job.get("gpus") or 0)

@@ -32,6 +32,8 @@ class WatchedJob:
     gpu_ids: tuple[int, ...]
     cpus: int
     start_time: float
+    procs_file: str | None = None
+    """Its cgroup's process list: then its processes are exactly those, however they detached."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class JobSampler:
 
         samples, counters = [], {}
         for job in jobs:
-            pids = table.job_pids(job.pid)
+            pids = _cgroup_pids(job.procs_file) if job.procs_file else table.job_pids(job.pid)
             if not pids:
                 continue
             usage = process_usage(pids)
@@ -157,6 +159,15 @@ class JobSampler:
         except Exception:  # noqa: BLE001 - a broken GPU source must not stop CPU and memory sampling
             log.warning("reading the GPUs failed; sampling without GPU figures", exc_info=True)
             return []
+
+
+def _cgroup_pids(procs_file: str) -> tuple[int, ...]:
+    from corral.executor.cgroups import read_pids
+
+    try:
+        return tuple(sorted(read_pids(procs_file)))
+    except OSError:
+        return ()
 
 
 def _cpu_percent(job: WatchedJob, previous: _Counters | None, current: _Counters) -> float | None:

@@ -54,7 +54,7 @@ STALE_SAMPLES = 3  # a sample older than this many intervals no longer speaks fo
 class _Snapshot:
     now: float
     facts: list[A.JobFacts]  # every job the rules may look at
-    watched: list[tuple[int, int, tuple[int, ...], int, float]]  # running local jobs: id, pid, GPUs, cpus, start
+    watched: list[tuple[int, int, tuple[int, ...], int, float, str | None]]  # id, pid, GPUs, cpus, start, cgroup.procs
     logs: dict[int, tuple[str, ...]]  # running job -> its log files
     ended: tuple[Job, ...] = ()  # jobs that ended since the last tick
 
@@ -150,7 +150,7 @@ class MonitorService:
         """Everything the tick needs from the job service, copied on the loop thread."""
         now = self.clock()
         ended, self._ended = self._ended, []
-        job_pid = getattr(self.jobs.backend, "job_pid", None)
+        job_processes = getattr(self.jobs.backend, "job_processes", None)
         wants_pending = any(r.condition.kind == "queue_wait" or
                             (r.condition.kind == "state" and "PENDING" in r.condition.states) for r in self._rules)
         facts, watched, logs = [], [], {}
@@ -161,9 +161,10 @@ class MonitorService:
             facts.append(_facts(job))
             if job.state is JobState.RUNNING:
                 logs[job.id] = tuple({job.log_path("stdout"), job.log_path("stderr")})
-                pid = job_pid(job.id) if job_pid is not None else None
-                if pid is not None and job.start_time is not None:
-                    watched.append((job.id, pid, tuple(job.gpu_ids or ()), job.spec.cpus, job.start_time))
+                processes = job_processes(job.id) if job_processes is not None else None
+                if processes is not None and job.start_time is not None:
+                    watched.append((job.id, processes.pid, tuple(job.gpu_ids or ()), job.spec.cpus, job.start_time,
+                                    processes.procs_file))
         return _Snapshot(now, facts, watched, logs, tuple(ended))
 
     def _tick(self, snap: _Snapshot) -> None:
@@ -210,7 +211,7 @@ class MonitorService:
         if total:
             log.info("pruned %d samples older than %.0f days", total, self.retention_s / 86400)
 
-    def _sample(self, watched: Sequence[tuple[int, int, tuple[int, ...], int, float]]) -> list[JobSample]:
+    def _sample(self, watched: Sequence[tuple[int, int, tuple[int, ...], int, float, str | None]]) -> list[JobSample]:
         if self.sampler is None:
             return []
         from corral.monitor.sampling import WatchedJob

@@ -24,6 +24,7 @@ from corral.executor.gpus import DeclaredInventory
 from corral.home import read_server_info, remove_server_info, write_server_info
 
 log = logging.getLogger("corral.server")
+CGROUP_MODES = ("auto", "v1", "v2", "off")
 CONFIG_FILE = "config.toml"
 LOCK_FILE = "server.lock"
 
@@ -35,7 +36,9 @@ class ServerOptions:
     port: int = 8765
     db: str | None = None
     kill_grace_s: float = 10.0
-    max_log_mb: int | None = 102_400  # a job whose logs pass this is killed (FAILED): they would fill the disk
+    max_log_mb: int | None = 20_480  # a job whose logs pass this is killed (FAILED): they would fill the disk
+    user_log_quota_mb: int | None = 51_200  # each user's running jobs' logs together (corral.executor.log_quota)
+    log_reserve_mb: int | None = 256  # logs stop growing here: the last of their disk is the server's and every job's
     inventory: DeclaredInventory = field(default_factory=DeclaredInventory)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     backend: str = "local"
@@ -44,7 +47,8 @@ class ServerOptions:
     sample_interval_s: float = 10.0
     sample_retention_days: float = 90.0
     smtp: dict[str, object] = field(default_factory=dict)  # [smtp]: where email alerts go out
-    max_job_processes: int | None = 4096  # per job owner (RLIMIT_NPROC): a fork bomb fails in its own job
+    max_job_processes: int | None = 4096  # per job (its cgroup's pids.max; else RLIMIT_NPROC of its owner)
+    cgroups: str = "auto"  # [cgroups] mode: auto, v1, v2 or off (corral.executor.cgroups.placement)
     admins: frozenset[str] = frozenset()
     accounts: Mapping[str, Account] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)
@@ -69,6 +73,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     monitor = config.pop("monitor", {})
     smtp = config.pop("smtp", {})
     auth = config.pop("auth", {})
+    cgroups = config.pop("cgroups", {})
     accounts = parse_accounts(config.pop("accounts", {}), path)
     scheduler = parse_scheduler_config(
         config.pop("scheduler", {}), config.pop("partitions", {}), config.pop("qos", {}), path
@@ -76,20 +81,22 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if config:
         raise InvalidRequest(
             CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
-            "known: [server], [node], [monitor], [smtp], [auth], [accounts.NAME], [scheduler], [partitions.NAME], [qos.NAME]",
+            "known: [server], [node], [monitor], [smtp], [auth], [cgroups], [accounts.NAME], [scheduler], "
+            "[partitions.NAME], [qos.NAME]",
         )
     server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
-                   "max_job_processes": int}
+                   "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int}
     node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
     monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float)}
     auth_keys = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list,
                  "session_hours": (int, float)}
+    cgroups_keys = {"mode": str}
     updates: dict[str, object] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
                                  ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys),
-                                 ("auth", auth, auth_keys)):
+                                 ("auth", auth, auth_keys), ("cgroups", cgroups, cgroups_keys)):
         for key, value in table.items():
             if key not in keys:
                 raise InvalidRequest(f"{section}.{key}", f"unknown key in {path}", f"known: {', '.join(keys)}")
@@ -97,8 +104,12 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                 raise InvalidRequest(f"{section}.{key}", f"has the wrong type in {path}: {value!r}")
             if section in ("smtp", "auth"):
                 continue
+            if section == "cgroups":
+                key = "cgroups"
             if key not in explicit:
                 updates[key] = value
+    if updates.get("cgroups", "auto") not in CGROUP_MODES:
+        raise InvalidRequest("cgroups.mode", f"is {updates['cgroups']!r} in {path}", f"use one of {', '.join(CGROUP_MODES)}")
     if float(smtp.get("timeout_s", 1)) <= 0 or not 0 < int(smtp.get("port", 25)) < 65536:
         raise InvalidRequest("smtp.timeout_s" if float(smtp.get("timeout_s", 1)) <= 0 else "smtp.port",
                              f"is out of range in {path}")
@@ -113,8 +124,11 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                              f"a dashboard login lasts more than 0 and at most {MAX_SESSION_HOURS:g} hours, e.g. 8")
     if int(updates.get("max_job_processes", 64)) < 16:  # type: ignore[call-overload]
         raise InvalidRequest("server.max_job_processes", f"must be at least 16 in {path}")
-    if int(updates.get("max_log_mb", 1)) < 1:  # type: ignore[call-overload]
-        raise InvalidRequest("server.max_log_mb", f"must be at least 1 in {path}")
+    for key in ("max_log_mb", "user_log_quota_mb"):
+        if int(updates.get(key, 1)) < 1:  # type: ignore[call-overload]
+            raise InvalidRequest(f"server.{key}", f"must be at least 1 in {path}")
+    if int(updates.get("log_reserve_mb", 0)) < 0:  # type: ignore[call-overload]
+        raise InvalidRequest("server.log_reserve_mb", f"must not be negative in {path}", "0 turns the reserve off")
     if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
         raise InvalidRequest("monitor.sample_retention_days", f"must be positive in {path}")
     interval = updates.get("sample_interval_s", options.sample_interval_s)
@@ -124,7 +138,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     settings = AuthSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"})
     return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts,
                    admins=frozenset(auth.get("admins", [])), auth=settings,
-                   **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys})
+                   **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k == "cgroups"})
 
 
 def acquire_home(home: str) -> IO[str]:
@@ -208,6 +222,25 @@ def bind_unix_socket(home: str, shared: bool) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(False)
     return sock
+
+
+def job_isolation(options: ServerOptions, home: str, lock: IO[str]) -> Any:
+    """Where this server's jobs' cgroups go (`corral.executor.cgroups.placement`), or why none.
+
+    Raises:
+        InvalidRequest: `[cgroups] mode` (or --cgroups) names a version this machine cannot give.
+    """
+    from corral.executor.cgroups import CgroupError
+    from corral.executor.cgroups.placement import Placement, find_layout
+
+    if options.backend != "local":
+        return Placement(None, "Slurm's own, on its compute nodes (its cgroup plugins, as the cluster configures them)")
+    try:
+        return find_layout(home, options.cgroups)
+    except CgroupError as exc:
+        lock.close()
+        raise InvalidRequest("cgroups", f"cannot hold jobs in cgroups: {exc.strerror or exc}",
+                             'use --cgroups auto (or [cgroups] mode = "auto"), which falls back to process groups') from None
 
 
 def job_token(tokens: Any, job: Any) -> str:
@@ -299,9 +332,12 @@ def serve(options: ServerOptions) -> None:
     if shared:
         share_home_with_jobs(home)  # users reach their jobs' files by name; the database (their environments) stays root's
     server_env = dict(os.environ)
+    placement = job_isolation(options, home, lock)
     backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url,
                            max_log_mb=options.max_log_mb, max_job_processes=options.max_job_processes,
-                           owner_lookup=run_as_for if shared else None)
+                           owner_lookup=run_as_for if shared else None, cgroup_layout=placement.layout,
+                           log_reserve_mb=options.log_reserve_mb, user_log_quota_mb=options.user_log_quota_mb,
+                           gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in node.gpus})
     if cluster is not None:
         from corral.backends.slurm.backend import SlurmBackend
         from corral.server.slurm_service import SlurmJobService
@@ -316,7 +352,7 @@ def serve(options: ServerOptions) -> None:
         service = JobService(
             store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
             server_env=server_env, config=options.scheduler, access=policy,
-            user_log_dir=user_log_dir if shared else None,
+            user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
         )
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
@@ -337,10 +373,13 @@ def serve(options: ServerOptions) -> None:
         mode = ("a shared service: every local user may submit, and jobs run as their owners" if shared else
                 f"{policy.owner}'s personal queue: nobody else may use it")
         print(f"corral: {mode}; other machines need an API token (corral token create)", file=sys.stderr, flush=True)
+        if options.backend == "local":
+            print(f"corral: job isolation: {placement.summary}", file=sys.stderr, flush=True)
 
     def retire() -> None:
         # Here, not after run(): uvicorn re-raises SIGTERM once it has shut down, ending the process.
         remove_server_info(home, os.getpid())
+        placement.release()
         engine.dispose()
 
     server: uvicorn.Server | None = None

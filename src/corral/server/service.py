@@ -48,14 +48,17 @@ class JobService:
         self, *, store: JobStore, backend: Backend, nodes: Sequence[Node], home: str, user: str,
         server_env: Mapping[str, str], config: SchedulerConfig | None = None, clock: Callable[[], float] = time.time,
         access: AccessPolicy | None = None, user_log_dir: Callable[[str], str] | None = None,
+        isolation: tuple[str, str] = ("none", ""),
     ) -> None:
         """`user`: the server's own user, whose jobs these are unless a submit names another (the caller);
-        `access`: accounts and admins; `user_log_dir`: where a user's logs go by default (else `<home>/logs`)."""
+        `access`: accounts and admins; `user_log_dir`: where a user's logs go by default (else `<home>/logs`);
+        `isolation`: how jobs are held apart (the mode, "cgroup v1", and a sentence of what it guarantees)."""
         self.store = store
         self.backend = backend
         self.nodes = tuple(nodes)
         self.log_dir = os.path.join(home, "logs")
         self.user = user
+        self.isolation = isolation
         self.access = access or AccessPolicy()
         self._user_log_dir = user_log_dir
         self.server_env = server_env
@@ -511,6 +514,7 @@ class JobService:
             out.append({
                 "name": node.name, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
                 "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
+                "isolation": self.isolation[0], "isolation_detail": self.isolation[1],
             })
         return out
 
