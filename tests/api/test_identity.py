@@ -336,8 +336,8 @@ def test_a_run_of_anothers_job_or_anothers_run_cannot_be_taken(shared):
     status, run = as_user(alice, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": job["id"], "resume_key": "k1"})
     assert status == 201 and run["user"] == alice
     assert as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": job["id"]})[0] == 403
-    status, error = as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "resume_key": "k1"})
-    assert status == 403 and f"is {alice}'s" in error["error"]["message"]
+    status, bobs = as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "resume_key": "k1"})
+    assert status == 201 and bobs["user"] == bob and bobs["id"] != run["id"]  # the same key of another: his own run
     assert as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "uid": run["uid"]})[0] == 403
     assert as_user(bob, sock, "POST", f"/api/v1/runs/{run['id']}/metrics",
                    {"batch_id": "b", "metrics": [{"key": "loss", "steps": [1], "values": [1.0]}]})[0] == 403
@@ -375,3 +375,28 @@ def _ids(user: str) -> tuple[int, int]:
 
     entry = pwd.getpwnam(user)
     return entry.pw_uid, entry.pw_gid
+
+
+def test_a_run_cannot_claim_a_job_id_not_given_out_yet(shared):
+    """Issue 15: alice claimed bob's next job id with the resume key bob's corral.init would use, so
+    bob's init was refused and alice's run showed as his job's. A run names only an existing job of
+    its caller's, and a resume key is its owner's alone."""
+    server, sock, alice, bob = shared
+    before = submit_as(bob, sock)
+    squatted = before["id"] + 1
+    key = f"job:{squatted}:train.py:p:r:0"  # what corral.init in bob's next job derives
+    status, error = as_user(alice, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": squatted, "resume_key": key})
+    assert status == 422 and error["error"]["field"] == "job_id" and f"job {squatted} does not exist" in error["error"]["message"]
+    job = submit_as(bob, sock)
+    assert job["id"] == squatted
+    status, error = as_user(alice, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": squatted, "resume_key": key})
+    assert status == 403 and f"only its owner ({bob})" in error["error"]["message"]
+    status, alices = as_user(alice, sock, "POST", "/api/v1/runs", {"project": "p", "resume_key": key})
+    assert status == 201 and alices["user"] == alice and alices["job_id"] is None
+    status, bobs = as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": squatted, "resume_key": key})
+    assert status == 201 and bobs["user"] == bob and bobs["id"] != alices["id"] and bobs["job_id"] == squatted
+    status, again = as_user(bob, sock, "POST", "/api/v1/runs", {"project": "p", "job_id": squatted, "resume_key": key})
+    assert status == 200 and again["id"] == bobs["id"] and again["resumed"]
+    with Client(home=server.home) as root:  # an admin may track a run of bob's job: it is bob's run
+        assert root.create_run(project="p", job_id=squatted, resume_key=key)["id"] == bobs["id"]
+        assert [r["id"] for r in root.runs(job=squatted)] == [bobs["id"]]

@@ -368,9 +368,12 @@ def test_a_run_of_a_job_takes_node_and_gpu_type_and_ends_with_the_job(live, shor
     client.close()
 
 
-def test_a_run_naming_an_unknown_job_is_made_without_node_or_gpu_type(live):
-    run = new_run(live, job_id=987_654)
-    assert (run["job_id"], run["node"], run["gpu_type"]) == (987_654, None, None)
+def test_a_run_naming_a_job_that_does_not_exist_is_refused_naming_the_field(live):
+    """A job id not given out yet would be claimed for whoever gets it next (issue 15: run squatting)."""
+    got, answer = call(live, "POST", "/api/v1/runs", {"project": project(), "job_id": 987_654, "resume_key": "k"})
+    assert got == 422, answer
+    assert answer["error"]["field"] == "job_id" and "job 987654 does not exist" in answer["error"]["message"]
+    assert ok(live, "GET", "/api/v1/runs?job=987654")["runs"] == []
 
 
 def test_a_job_that_ends_while_the_server_is_down_ends_its_run_at_restart_and_no_point_is_lost(server, short_tmp):

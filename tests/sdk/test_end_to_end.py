@@ -37,6 +37,13 @@ def child_env(server, **extra: str) -> dict[str, str]:
     return env
 
 
+def held_job(server) -> int:
+    """A job of the server's caller that lasts the test: a run names only a job that exists and is its caller's."""
+    with server.client() as client:
+        job = client.submit(["sleep", "300"], time="5m")
+    return job["id"]
+
+
 def read_all(client, run_id: int, key: str) -> tuple[list[int], list]:
     series = client.series(run_id, key, max_points=100_000)
     assert not series["downsampled"]
@@ -154,7 +161,8 @@ run.finish()
 
 def test_a_requeued_job_continues_its_run_without_duplicated_steps(server_factory, short_tmp):
     server = server_factory()
-    env = child_env(server, CORRAL_JOB_ID="41", CORRAL_CHECKPOINT_DIR=os.path.join(short_tmp, "ck"),
+    job_id = held_job(server)
+    env = child_env(server, CORRAL_JOB_ID=str(job_id), CORRAL_CHECKPOINT_DIR=os.path.join(short_tmp, "ck"),
                     CORRAL_SPOOL_DIR=os.path.join(short_tmp, "spool"))
 
     def attempt(stop_at: int, how: str) -> dict:
@@ -172,7 +180,7 @@ def test_a_requeued_job_continues_its_run_without_duplicated_steps(server_factor
     client = server.client()
     assert read_all(client, first["id"], "loss")[0] == list(range(150))
     run = client.get_run(first["id"])
-    assert (run["state"], run["job_id"], run["resume_key"]) == ("finished", 41, "job:41:-c:requeue:r:0")
+    assert (run["state"], run["job_id"], run["resume_key"]) == ("finished", job_id, f"job:{job_id}:-c:requeue:r:0")
     live = sorted(a["step"] for a in client.artifacts(first["id"], type="checkpoint"))
     everything = {a["step"]: a["deleted"] for a in client.artifacts(first["id"], type="checkpoint", deleted=True)}
     assert live == [124, 149]
@@ -204,7 +212,7 @@ def test_under_ddp_only_rank_zero_tracks_and_every_rank_finds_its_checkpoints(se
 def test_checkpoint_retention_and_best_survive_a_restart(server_factory, at_server, monkeypatch, tmp_path):
     server = server_factory()
     at_server(server)
-    monkeypatch.setenv("CORRAL_JOB_ID", "77")
+    monkeypatch.setenv("CORRAL_JOB_ID", str(held_job(server)))
     monkeypatch.setenv("CORRAL_CHECKPOINT_DIR", str(tmp_path / "ck"))
     options = dict(project="ck", keep_last=1, keep_best=1, best_metric="val_loss", **FAST)
     run = corral.init(**options)

@@ -495,3 +495,45 @@ def test_raw_reads_factor_is_the_documented_switch(store, monkeypatch):
     finite = values[~np.isnan(values)]
     assert finite.min() in got.values and finite.max() in got.values
     assert (got.steps[0], got.steps[-1]) == (0, 4999)
+
+
+# -- permissions (issue 15) ---------------------------------------------------------------------------
+
+
+def test_a_resume_key_is_its_owners_alone(store):
+    """Two owners with the same resume key never collide: each resumes only their own run."""
+    with store.engine.begin() as conn:
+        alices, resumed = store.create(conn, parse_run_request({"resume_key": "job:7:train.py:p::0"}), user="alice",
+                                       now=NOW, job=None)
+        bobs, bob_resumed = store.create(conn, parse_run_request({"resume_key": "job:7:train.py:p::0"}), user="bob",
+                                         now=NOW, job=None)
+        again, again_resumed = store.create(conn, parse_run_request({"resume_key": "job:7:train.py:p::0"}),
+                                            user="bob", now=NOW, job=None)
+        # an admin's request for a run of bob's job is a run of bob's: it finds bob's key
+        by_admin, _ = store.create(conn, parse_run_request({"resume_key": "job:7:train.py:p::0"}), user="root",
+                                   now=NOW, job={"user": "bob"})
+    assert (resumed, bob_resumed, again_resumed) == (False, False, True)
+    assert alices != bobs and again == bobs == by_admin
+    assert (get(store, alices)["user"], get(store, bobs)["user"]) == ("alice", "bob")
+
+
+def test_the_permissions_migration_keeps_every_run_and_its_metrics(db_url, tmp_path):
+    """0007 rebuilds the runs table on SQLite (its only way to drop a UNIQUE): with foreign keys on,
+    dropping the old table would delete every metric, tag and artifact that refers to it."""
+    engine = open_engine(database_url(db_url, str(tmp_path)))
+    migrate.upgrade(engine, "0006")
+    store = RunStore(engine)
+    run_id, _ = create(store, resume_key="k", tags=["kept"])
+    append(store, run_id, {"loss": points([1, 2, 3], [3.0, 2.0, 1.0])})
+    with engine.begin() as conn:
+        store.put_artifacts(conn, run_id, parse_artifacts({"artifacts": [{"path": "/ck/1.pt", "type": "checkpoint",
+                                                                          "step": 3}]}), NOW)
+    migrate.upgrade(engine)
+    kept = get(store, run_id)
+    assert (kept["tags"], kept["resume_key"], kept["user"]) == (["kept"], "k", "alice")
+    assert read(store, run_id, "loss")[2].steps.tolist() == [1, 2, 3]
+    with engine.connect() as conn:
+        assert len(store.artifacts(conn, run_id, type_=None, deleted=True)) == 1
+    later, _ = create(store)
+    assert later > run_id
+    engine.dispose()

@@ -12,10 +12,9 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from corral.api.identity import caller_of, policy_of
-from corral.api.jobs import json_object, owned_job
+from corral.api.jobs import json_object
 from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
-from corral.errors import NotFound
 from corral.tracking.service import TrackingService
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
@@ -68,15 +67,12 @@ async def create_run(request: Request) -> Response:
     caller, policy = caller_of(request), policy_of(request)
     policy.require(caller, "submit", "creating a run")
     body = json_object(await request.body())
-    job_id = body.get("job_id")
-    if isinstance(job_id, (int, str)) and not isinstance(job_id, bool) and str(job_id).isdigit() and \
-            int(job_id) < 2**31:
-        try:
-            owned_job(request, str(job_id), "tracking a run of")  # a run of a job is its owner's to log
-        except NotFound:
-            pass  # a job this server does not know (the run just names it)
+
+    def check_job(job: dict[str, Any]) -> None:  # a run of a job is its owner's to log
+        policy.check_manage(caller, job["user"], job["account"], f"tracking a run of job {job['id']}")
+
     run, created = await _tracking(request).create_run(
-        body, user=caller.user, may_take=lambda owner: policy.may_manage(caller, owner))
+        body, user=caller.user, may_take=lambda owner: policy.may_manage(caller, owner), check_job=check_job)
     return _json(run, 201 if created else 200)
 
 

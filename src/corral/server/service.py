@@ -313,7 +313,8 @@ class JobService:
             return None
         node = next((n for n in self.nodes if n.name == job.node), None)
         types = sorted({g.type for g in node.gpus if g.index in (job.gpu_ids or ())}) if node else []
-        return {"user": job.spec.user, "node": job.node, "gpu_type": ",".join(types) or None}
+        return {"id": job.id, "user": job.spec.user, "account": job.spec.account, "node": job.node,
+                "gpu_type": ",".join(types) or None}
 
     def get(self, job_id: int) -> Job:
         job = self.active.get(job_id)

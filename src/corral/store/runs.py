@@ -43,27 +43,32 @@ class RunStore:
     def create(self, conn: Connection, request: RunRequest, *, user: str, now: float,
                job: dict[str, Any] | None, may_take: Callable[[str], bool] = lambda owner: True) -> tuple[int, bool]:
         """The run's id and whether it was resumed: an existing run with this uid is returned as
-        is, one with this resume key is set running again, else a new run is made.
+        is, the owner's run with this resume key is set running again, else a new run is made.
+
+        The run's owner is its job's (`job`), else `user`. A resume key is its owner's alone: the
+        same key of two owners names two runs.
 
         Raises:
-            Forbidden: the uid or resume key names a run whose owner `may_take` refuses.
+            Forbidden: the uid names a run whose owner `may_take` refuses.
         """
         if request.uid is not None:
             found = conn.execute(select(runs.c.id, runs.c.user).where(runs.c.uid == request.uid)).first()
             if found is not None:
                 _check_taken(found, may_take, user)
                 return found.id, True
+        job = job or {}
+        owner = job.get("user") or user
         if request.resume_key is not None:
-            found = conn.execute(select(runs.c.id, runs.c.user).where(runs.c.resume_key == request.resume_key)).first()
+            found = conn.execute(select(runs.c.id, runs.c.user).where(
+                runs.c.user == owner, runs.c.resume_key == request.resume_key)).first()
             if found is not None:
                 _check_taken(found, may_take, user)
                 conn.execute(update(runs).where(runs.c.id == found.id).values(state="running", end_time=None))
                 return found.id, True
         project_id = self._project_id(conn, request.project, now)
         uid = request.uid or secrets.token_hex(8)
-        job = job or {}
         values = {
-            "uid": uid, "project_id": project_id, "name": request.name or uid, "user": job.get("user") or user,
+            "uid": uid, "project_id": project_id, "name": request.name or uid, "user": owner,
             "state": "running", "config": request.config, "tags": list(request.tags), "job_id": request.job_id,
             "node": request.node or job.get("node"), "gpu_type": request.gpu_type or job.get("gpu_type"),
             "git_commit": request.git_commit, "resume_key": request.resume_key,

@@ -89,11 +89,12 @@ runs = Table(
     Column("node", String(128)),
     Column("gpu_type", String(64)),
     Column("git_commit", String(64)),
-    Column("resume_key", String(400), unique=True),
+    Column("resume_key", String(400)),
     Column("start_time", Float, nullable=False),
     Column("end_time", Float),
     Index("ix_runs_project", "project_id", "id"),
     Index("ix_runs_job", "job_id"),
+    Index("ux_runs_user_resume_key", "user", "resume_key", unique=True),  # a resume key is its owner's alone
     sqlite_autoincrement=True,
 )
 
@@ -207,6 +208,8 @@ alert_channels = Table(
     Column("type", String(16), nullable=False),
     Column("config", JSON, nullable=False),
     Column("created", Float, nullable=False),
+    Column("owner", String(64)),  # the admin who set it up (None: made before 0007)
+    Column("shared_with", JSON),  # who else may name it in a rule: user names, ["*"] for all; None: nobody
 )
 
 alert_rules = Table(

@@ -77,14 +77,27 @@ class TrackingService:
         return known
 
     async def create_run(self, body: Any, user: str | None = None,
-                         may_take: Callable[[str], bool] = lambda owner: True) -> tuple[dict[str, Any], bool]:
+                         may_take: Callable[[str], bool] = lambda owner: True,
+                         check_job: Callable[[dict[str, Any]], None] = lambda job: None) -> tuple[dict[str, Any], bool]:
         """(the run, created?): an existing run is returned for a known uid or resume key.
 
         `user`: who creates it (the caller), else the server's user; `may_take`: whether the caller
-        may resume a run of that owner's.
+        may resume a run of that owner's; `check_job`: raises unless the caller may track a run of
+        this job (given as `job_info` tells it). A run names only a job that exists: a job id not
+        yet given out would otherwise be claimed for whoever gets it next.
+
+        Raises:
+            InvalidRequest: a bad field, or a job that does not exist. Forbidden: from `check_job`
+            or `may_take`.
         """
         request = R.parse_run_request(body)
-        job = self.job_info(request.job_id) if request.job_id is not None else None
+        job = None
+        if request.job_id is not None:
+            job = self.job_info(request.job_id)
+            if job is None:
+                raise InvalidRequest("job_id", f"job {request.job_id} does not exist",
+                                     "name a job of yours that was submitted, or leave job_id out")
+            check_job(job)
 
         def apply(conn: Connection, _: Any) -> tuple[dict[str, Any], bool]:
             run_id, resumed = self.store.create(conn, request, user=user or self.user, now=self.clock(), job=job,
