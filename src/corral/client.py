@@ -230,6 +230,11 @@ class Client:
         """A channel: webhook (url), slack (url), email (to), command (argv or command)."""
         return self._request("POST", "/api/v1/alerts/channels", {"name": name, "type": type, **config})
 
+    def share_channel(self, name: str, users: Sequence[str] = (), *, everyone: bool = False) -> dict[str, Any]:
+        """Share a channel (admins only) with these users, or with everyone; no users and not everyone: nobody."""
+        body: dict[str, Any] = {"all": True} if everyone else {"users": list(users)}
+        return self._request("PUT", f"/api/v1/alerts/channels/{_name(name)}/sharing", body)
+
     def channels(self) -> list[dict[str, Any]]:
         return self._request("GET", "/api/v1/alerts/channels")
 

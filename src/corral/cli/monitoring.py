@@ -203,6 +203,33 @@ def channel_list(ctx: click.Context, as_json: bool) -> None:
     click.echo(json.dumps(found, indent=2) if as_json else channels_table(found))
 
 
+@channel.command("share")
+@click.argument("name")
+@click.option("--with", "users", metavar="USER,USER", help="Share with these users (a comma-separated list).")
+@click.option("--all", "everyone", is_flag=True, help="Share with every user.")
+@click.option("--none", "nobody", is_flag=True, help="Share with nobody: admins only.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def channel_share(ctx: click.Context, name: str, users: str | None, everyone: bool, nobody: bool, as_json: bool) -> None:
+    """Let users name a channel in their alert rules (admins only); each share replaces the last.
+
+    A channel runs a program or posts to a URL as the server, with text a rule's owner writes:
+    only the users it is shared with (and admins) may use it.
+    """
+    if sum((users is not None, everyone, nobody)) != 1:
+        raise click.UsageError("give exactly one of --with USER,USER, --all or --none")
+    names = [u.strip() for u in (users or "").split(",") if u.strip()]
+    if users is not None and not names:
+        raise click.UsageError("--with needs user names, e.g. --with alice,bob (or --none)")
+    saved = client_for(ctx).share_channel(name, names, everyone=everyone)
+    if as_json:
+        _print_json(saved)
+        return
+    from corral.cli.format_monitor import shared_with_text
+
+    click.echo(f"alert channel {saved['name']}: shared with {shared_with_text(saved.get('shared_with') or [])}")
+
+
 @channel.command("delete")
 @click.argument("name")
 @click.pass_context

@@ -90,6 +90,8 @@ class Rule:
     message: str
     scope: Scope = Scope()
     channels: tuple[str, ...] = ()
+    owner: str | None = None
+    """Who made it: a channel goes out for the rule only while its owner may use it."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,53 @@ def parse_scope(job: Any = None, label: Any = None, user: Any = None) -> Scope:
     if user is not None and (not isinstance(user, str) or not user or len(user) > 64 or not _printable(user)):
         raise InvalidRequest("user", f"must be a user name, got {user!r}")
     return Scope(job, pair, user)
+
+
+EVERYONE = "*"
+"""In a channel's `shared_with`: every user may name it."""
+MAX_SHARED_WITH = 1000
+
+
+def may_use_channel(shared_with: Any, user: str, is_admin: bool) -> bool:
+    """Whether `user` may name a channel in a rule: admins any; others only one an admin shared with them.
+
+    A channel runs a program or posts to a URL as the server's user, with text the rule's owner
+    writes: using one is an admin's to grant.
+    """
+    if is_admin:
+        return True
+    return isinstance(shared_with, list) and (EVERYONE in shared_with or user in shared_with)
+
+
+def parse_sharing(body: Any) -> list[str] | None:
+    """Whom a channel is shared with, from the API's body: `{"users": [...]}` (empty: nobody) or
+    `{"all": true}`. Returns the stored form: user names, [EVERYONE], or None for nobody.
+
+    Raises:
+        InvalidRequest: the field at fault.
+    """
+    if not isinstance(body, Mapping) or not body:
+        raise InvalidRequest("body", 'must be {"users": ["alice", ...]} or {"all": true}',
+                             'share with nobody: {"users": []}')
+    unknown = sorted(set(body) - {"users", "all"})
+    if unknown:
+        raise InvalidRequest(unknown[0], "unknown field", "known: users, all")
+    everyone, users = body.get("all", False), body.get("users")
+    if not isinstance(everyone, bool):
+        raise InvalidRequest("all", f"must be true or false, got {everyone!r}")
+    if everyone:
+        if users:
+            raise InvalidRequest("users", "cannot be given with all: true", "give one of them")
+        return [EVERYONE]
+    if users is None:
+        raise InvalidRequest("users", "is missing", 'give {"users": [...]} (empty: nobody), or {"all": true}')
+    if not isinstance(users, list) or len(users) > MAX_SHARED_WITH:
+        raise InvalidRequest("users", f"must be a list of at most {MAX_SHARED_WITH} user names")
+    for user in users:
+        if (not isinstance(user, str) or not user or len(user) > 64 or user == EVERYONE or not _printable(user)
+                or any(c.isspace() or c == "," for c in user)):
+            raise InvalidRequest("users", f"{user!r} is not a user name", 'for everybody, give {"all": true}')
+    return sorted(set(users)) or None
 
 
 def check_rule_fields(name: Any, severity: Any, message: Any) -> tuple[str, str, str]:

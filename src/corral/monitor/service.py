@@ -81,6 +81,7 @@ class MonitorService:
         self.progress: dict[int, Progress] = {}
         self._tracker = ProgressTracker()
         self._rules: list[A.Rule] = []
+        self._sharing: dict[str, Any] = {}  # channel -> whom it is shared with; the worker thread's alone
         self._episodes: dict[tuple[int, int], A.Episode] = {}
         self._ended: list[Job] = []
         self._wake: asyncio.Event | None = None
@@ -103,6 +104,7 @@ class MonitorService:
                     self._rules.append(_rule(row))
                 except InvalidRequest as exc:  # a rule no longer understood must not keep the server down
                     log.error("alert rule %s is ignored: %s (delete it and create it again)", row["name"], exc.message)
+            self._sharing = {c["name"]: c["shared_with"] for c in self.store.channels(conn)}
             for firing in self.store.open_firings(conn):
                 if firing["rule_id"] is not None and firing["job_id"] is not None:
                     self._episodes[(firing["rule_id"], firing["job_id"])] = A.Episode(None, firing["id"])
@@ -331,7 +333,7 @@ class MonitorService:
                         "user": fact.user, "value": None if value is None else str(value),
                         "message": A.render_message(rule.message, rule, fact, value), "fired_at": now,
                     }
-                    firing_id = self.store.fire(conn, row, rule.channels, now)
+                    firing_id = self.store.fire(conn, row, rule.channels, now, self._refused(rule))
                     key = (rule.id, fact.job_id)
                     if fact.state in _ENDED_STATES:
                         # an event, not a condition that can clear: over as soon as it is told
@@ -341,11 +343,22 @@ class MonitorService:
                         episodes[key] = replace(episodes.get(key, A.Episode(now)), firing_id=firing_id)
                     log.info("alert %s fired for job %d", rule.name, fact.job_id)
                 for rule, firing_id in resolve:
-                    self.store.resolve(conn, firing_id, rule.channels if rule else (), now)
+                    self.store.resolve(conn, firing_id, rule.channels if rule else (), now,
+                                       self._refused(rule) if rule else None)
             self._dispatch_wake.set()
             if self.events is not None:
                 self.events.publish_threadsafe("alerts", {"fired": len(fire), "resolved": len(resolve)})
         self._episodes = episodes
+
+    def _refused(self, rule: A.Rule) -> dict[str, str]:
+        """The rule's channels its owner may no longer use (an admin stopped sharing them), each with why."""
+        if rule.owner is None or not rule.channels or self._is_admin(rule.owner):
+            return {}
+        return {c: f"channel {c!r} is not shared with the rule's owner ({rule.owner}); an admin must share it"
+                for c in rule.channels if c in self._sharing and not A.may_use_channel(self._sharing[c], rule.owner, False)}
+
+    def _is_admin(self, user: str) -> bool:
+        return self.jobs.access.scope_of(user) == "admin"
 
     # -- deliveries -------------------------------------------------------------------------------
 
@@ -394,7 +407,12 @@ class MonitorService:
 
     # -- requests: rules, channels, firings --------------------------------------------------------
 
-    async def create_rule(self, body: Any, owner: str) -> dict[str, Any]:
+    async def create_rule(self, body: Any, owner: str, admin: bool = True) -> dict[str, Any]:
+        """A new rule of `owner`'s; `admin`: whether they are one (others name only channels shared with them).
+
+        Raises:
+            InvalidRequest; Conflict: the name is taken; NotFound: no such channel; Forbidden: an unshared channel.
+        """
         if not isinstance(body, Mapping):
             raise InvalidRequest("body", "must be a JSON object")
         known = {"name", "severity", "condition", "message", "job", "label", "user", "channels"}
@@ -415,7 +433,7 @@ class MonitorService:
 
         def apply() -> dict[str, Any]:
             with self.engine.begin() as conn:
-                rule_id = self.store.add_rule(conn, row)
+                rule_id = self.store.add_rule(conn, row, admin=admin)
                 saved = self.store.rule(conn, name)
             self._rules = [*self._rules, _rule(saved)]
             return _rule_view(saved) | {"id": rule_id}
@@ -443,25 +461,48 @@ class MonitorService:
         await self._on_worker(apply)
         self._publish_alerts()
 
-    async def put_channel(self, body: Any) -> dict[str, Any]:
+    async def put_channel(self, body: Any, owner: str | None = None) -> dict[str, Any]:
+        """Create a channel (`owner`'s, shared with nobody) or replace one's settings."""
         from corral.monitor.channels import parse_channel
 
         channel = parse_channel(body)
 
         def apply() -> dict[str, Any]:
             with self.engine.begin() as conn:
-                self.store.put_channel(conn, channel.name, channel.type, channel.config, self.clock())
-                return next(_channel_view(c) for c in self.store.channels(conn) if c["name"] == channel.name)
+                self.store.put_channel(conn, channel.name, channel.type, channel.config, self.clock(), owner)
+                saved = next(c for c in self.store.channels(conn) if c["name"] == channel.name)
+            self._sharing[channel.name] = saved["shared_with"]
+            return _channel_view(saved)
 
         return await self._on_worker(apply)
 
-    async def channels(self) -> list[dict[str, Any]]:
-        return await self._read(lambda conn: [_channel_view(c) for c in self.store.channels(conn)])
+    async def share_channel(self, name: str, body: Any) -> dict[str, Any]:
+        """Say whom besides admins a channel is for: `{"users": [...]}` (empty: nobody) or `{"all": true}`.
+
+        Raises:
+            InvalidRequest: a bad body; NotFound: no such channel.
+        """
+        shared_with = A.parse_sharing(body)
+
+        def apply() -> dict[str, Any]:
+            with self.engine.begin() as conn:
+                self.store.share_channel(conn, name, shared_with)
+                saved = next(c for c in self.store.channels(conn) if c["name"] == name)
+            self._sharing[name] = saved["shared_with"]
+            return _channel_view(saved)
+
+        return await self._on_worker(apply)
+
+    async def channels(self, user: str | None = None) -> list[dict[str, Any]]:
+        """The channels; for `user` (not an admin), only those shared with them."""
+        return await self._read(lambda conn: [_channel_view(c) for c in self.store.channels(conn)
+                                              if user is None or A.may_use_channel(c["shared_with"], user, False)])
 
     async def delete_channel(self, name: str) -> None:
         def apply() -> None:
             with self.engine.begin() as conn:
                 self.store.delete_channel(conn, name)
+            self._sharing.pop(name, None)
 
         await self._on_worker(apply)
 
@@ -488,15 +529,24 @@ class MonitorService:
 
         return await asyncio.get_running_loop().run_in_executor(self._readers, send)
 
-    async def firings(self, *, status: str | None, job_id: int | None, unacknowledged: bool, limit: int) -> list[dict[str, Any]]:
+    async def firings(self, *, status: str | None, job_id: int | None, unacknowledged: bool, limit: int,
+                      user: str | None = None) -> list[dict[str, Any]]:
+        """Firings newest first; `user`: only those about that user's jobs (what a non-admin sees)."""
         if status not in (None, "firing", "resolved"):
             raise InvalidRequest("status", f"must be firing or resolved, got {status!r}")
         return await self._read(lambda conn: [_firing_view(f) for f in self.store.firings(
-            conn, status=status, job_id=job_id, unacknowledged=unacknowledged, limit=limit)])
+            conn, status=status, job_id=job_id, unacknowledged=unacknowledged, limit=limit, user=user)])
 
-    async def acknowledge(self, firing_id: int, user: str) -> dict[str, Any]:
+    async def acknowledge(self, firing_id: int, user: str,
+                          check_owner: Callable[[str | None], None] = lambda owner: None) -> dict[str, Any]:
+        """`user` acknowledges a firing; `check_owner` raises unless they may, given whose job it is about.
+
+        Raises:
+            NotFound: no such firing; Forbidden: from `check_owner`.
+        """
         def apply() -> dict[str, Any]:
             with self.engine.begin() as conn:
+                check_owner(self.store.firing_owner(conn, firing_id))
                 return _firing_view(self.store.acknowledge(conn, firing_id, user, self.clock()))
 
         acknowledged = await self._on_worker(apply)
@@ -646,7 +696,7 @@ def _rule(row: Mapping[str, Any]) -> A.Rule:
     label = row["scope_label"]
     scope = A.Scope(row["scope_job"], tuple(label.split("=", 1)) if label else None, row["scope_user"])  # type: ignore[arg-type]
     return A.Rule(row["id"], row["name"], row["severity"], A.parse_condition(row["condition"]), row["message"],
-                  scope, tuple(row["channels"] or ()))
+                  scope, tuple(row["channels"] or ()), row["owner"])
 
 
 def _rule_view(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -656,7 +706,8 @@ def _rule_view(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _channel_view(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {"name": row["name"], "type": row["type"], "config": _redacted(row["config"]), "created": row["created"]}
+    return {"name": row["name"], "type": row["type"], "config": _redacted(row["config"]), "created": row["created"],
+            "owner": row["owner"], "shared_with": list(row["shared_with"] or [])}
 
 
 def _redacted(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select, update
 
-from corral.errors import Conflict, NotFound
+from corral.core.alerts import may_use_channel
+from corral.errors import Conflict, Forbidden, NotFound
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
 from corral.store.schema import (
     alert_channels, alert_deliveries, alert_firings, alert_rules, job_samples, metric_chunks, metric_series, runs,
@@ -103,11 +104,21 @@ class MonitorStore:
 
     # -- channels ---------------------------------------------------------------------------------
 
-    def put_channel(self, conn: Connection, name: str, type_: str, config: Mapping[str, Any], now: float) -> None:
+    def put_channel(self, conn: Connection, name: str, type_: str, config: Mapping[str, Any], now: float,
+                    owner: str | None = None) -> None:
+        """Create a channel (`owner`'s, shared with nobody), or replace one's settings (keeping whom it is shared with)."""
         if conn.execute(select(alert_channels.c.name).where(alert_channels.c.name == name)).first() is not None:
             conn.execute(update(alert_channels).where(alert_channels.c.name == name).values(type=type_, config=dict(config)))
         else:
-            conn.execute(insert(alert_channels).values(name=name, type=type_, config=dict(config), created=now))
+            conn.execute(insert(alert_channels).values(name=name, type=type_, config=dict(config), created=now,
+                                                       owner=owner, shared_with=None))
+
+    def share_channel(self, conn: Connection, name: str, shared_with: Sequence[str] | None) -> None:
+        """Set whom besides admins a channel is for: user names, ["*"] (everybody), None (nobody)."""
+        done = conn.execute(update(alert_channels).where(alert_channels.c.name == name).values(
+            shared_with=None if shared_with is None else list(shared_with)))
+        if not done.rowcount:
+            raise NotFound(f"no alert channel named {name!r}")
 
     def channels(self, conn: Connection) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in conn.execute(select(alert_channels).order_by(alert_channels.c.name))]
@@ -122,13 +133,21 @@ class MonitorStore:
 
     # -- rules ------------------------------------------------------------------------------------
 
-    def add_rule(self, conn: Connection, row: Mapping[str, Any]) -> int:
+    def add_rule(self, conn: Connection, row: Mapping[str, Any], admin: bool = True) -> int:
+        """Add a rule; `admin`: whether its owner is one (others name only the channels shared with them).
+
+        Raises:
+            Conflict: the name is taken. NotFound: no such channel. Forbidden: a channel not shared with the owner.
+        """
         if conn.execute(select(alert_rules.c.id).where(alert_rules.c.name == row["name"])).first() is not None:
             raise Conflict(f"an alert rule named {row['name']!r} exists; delete it first or pick another name")
-        known = {r.name for r in conn.execute(select(alert_channels.c.name))}
+        known = {r.name: r.shared_with for r in conn.execute(select(alert_channels.c.name, alert_channels.c.shared_with))}
         for channel in row["channels"]:
             if channel not in known:
                 raise NotFound(f"no alert channel named {channel!r}; create it with `corral alert channel add`")
+            if not may_use_channel(known[channel], row["owner"], admin):
+                raise Forbidden(f"alert channel {channel!r} is not shared with {row['owner']}: an admin must share it "
+                                f"first (corral alert channel share {channel} --with {row['owner']})")
         return int(conn.execute(insert(alert_rules).values(**row)).inserted_primary_key[0])
 
     def rules(self, conn: Connection) -> list[dict[str, Any]]:
@@ -158,22 +177,40 @@ class MonitorStore:
             alert_firings.c.status == "firing")
         return [dict(r._mapping) for r in conn.execute(query)]
 
-    def fire(self, conn: Connection, row: Mapping[str, Any], channels: Sequence[str], now: float) -> int:
+    def fire(self, conn: Connection, row: Mapping[str, Any], channels: Sequence[str], now: float,
+             refused: Mapping[str, str] | None = None) -> int:
+        """Record a firing and its deliveries; `refused`: channels not to send to, each recorded failed with why."""
         firing_id = int(conn.execute(insert(alert_firings).values(status="firing", **row)).inserted_primary_key[0])
-        self._deliveries(conn, firing_id, channels, "firing", now)
+        self._deliveries(conn, firing_id, channels, "firing", now, refused)
         return firing_id
 
-    def resolve(self, conn: Connection, firing_id: int, channels: Sequence[str], now: float) -> None:
+    def resolve(self, conn: Connection, firing_id: int, channels: Sequence[str], now: float,
+                refused: Mapping[str, str] | None = None) -> None:
         done = conn.execute(update(alert_firings).where(alert_firings.c.id == firing_id, alert_firings.c.status == "firing")
                             .values(status="resolved", resolved_at=now))
         if done.rowcount:
-            self._deliveries(conn, firing_id, channels, "resolved", now)
+            self._deliveries(conn, firing_id, channels, "resolved", now, refused)
 
-    def _deliveries(self, conn: Connection, firing_id: int, channels: Sequence[str], event: str, now: float) -> None:
+    def _deliveries(self, conn: Connection, firing_id: int, channels: Sequence[str], event: str, now: float,
+                    refused: Mapping[str, str] | None = None) -> None:
+        refused = refused or {}
         if channels:
             conn.execute(insert(alert_deliveries), [
+                {"firing_id": firing_id, "channel": c, "event": event, "status": "failed", "attempts": 0,
+                 "next_attempt_at": None, "last_error": refused[c]} if c in refused else
                 {"firing_id": firing_id, "channel": c, "event": event, "status": "pending", "attempts": 0,
                  "next_attempt_at": now} for c in channels])
+
+    def firing_owner(self, conn: Connection, firing_id: int) -> str | None:
+        """Whose job a firing is about (None: nobody's).
+
+        Raises:
+            NotFound: no such firing.
+        """
+        row = conn.execute(select(alert_firings.c.user).where(alert_firings.c.id == firing_id)).first()
+        if row is None:
+            raise NotFound(f"no alert firing {firing_id}")
+        return row.user
 
     def acknowledge(self, conn: Connection, firing_id: int, user: str, now: float) -> dict[str, Any]:
         done = conn.execute(update(alert_firings).where(alert_firings.c.id == firing_id,
@@ -184,9 +221,12 @@ class MonitorStore:
         return self.firings(conn, ids=[firing_id])[0]
 
     def firings(self, conn: Connection, *, status: str | None = None, job_id: int | None = None,
-                unacknowledged: bool = False, ids: Sequence[int] | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """Firings newest first, each with its deliveries."""
+                unacknowledged: bool = False, ids: Sequence[int] | None = None, limit: int = 100,
+                user: str | None = None) -> list[dict[str, Any]]:
+        """Firings newest first, each with its deliveries; `user`: only the firings about that user's jobs."""
         query = select(alert_firings)
+        if user is not None:
+            query = query.where(alert_firings.c.user == user)
         if status is not None:
             query = query.where(alert_firings.c.status == status)
         if job_id is not None:
