@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from corral.cli.main import cli
 from corral.client import Client
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")
 
@@ -33,3 +34,34 @@ def test_a_user_cannot_cancel_hold_or_read_anothers_job_from_the_cli(server_fact
         assert f"only its owner ({bob}) or an admin" in refused.output and f"you are {alice}" in refused.output, args
     assert corral(server, tokens[alice], "show", job_id).exit_code == 0  # everybody sees the queue
     assert "CANCELLED" in corral(server, tokens[bob], "cancel", job_id).output
+
+
+def test_an_admin_shares_a_channel_from_the_cli_and_only_a_firings_owner_acknowledges_it(server_factory, os_users,
+                                                                                          shared_dir):
+    """Issue 15: any user's rule could name an admin's channel, and anyone could acknowledge anyone's firing."""
+    alice, bob = os_users
+    server = server_factory(gpus=0, home=os.path.join(shared_dir, "home"))
+    with Client(home=server.home) as root:
+        tokens = {user: root.create_token(user=user, scope="submit", expires="1h")["token"] for user in (alice, bob)}
+        admin = root.create_token(scope="admin", expires="1h")["token"]
+        root.add_channel("pager", "webhook", url="http://127.0.0.1:9/hook")
+    create = ("alert", "create", "alices", "--condition", "state == FAILED", "--channel", "pager")
+    refused = corral(server, tokens[alice], *create, code=1)
+    assert f"'pager' is not shared with {alice}: an admin must share it" in refused.output
+    assert "admin" in corral(server, tokens[alice], "alert", "channel", "share", "pager", "--all", code=1).output
+    assert "exactly one of" in corral(server, admin, "alert", "channel", "share", "pager", code=2).output
+    shared = corral(server, admin, "alert", "channel", "share", "pager", "--with", f"{bob}, {alice}").output
+    assert f"alert channel pager: shared with {alice},{bob}" in shared
+    assert "admins only" in corral(server, admin, "alert", "channel", "share", "pager", "--none").output
+    assert "everyone" in corral(server, admin, "alert", "channel", "share", "pager", "--all").output
+    assert "everyone" in corral(server, tokens[bob], "alert", "channel", "list").output
+    assert "alert rule alices" in corral(server, tokens[alice], *create).output
+
+    job = corral(server, tokens[alice], "submit", "--parsable", "--chdir", "/tmp", "--", "false").output.split(";")[0]
+    with Client(home=server.home) as root:
+        (firing,) = wait_for(lambda: root.alerts(job=int(job)), timeout=60, interval=0.2)
+    assert f'"id": {firing["id"]}' in corral(server, tokens[alice], "alert", "list", "--json").output
+    assert f'"id": {firing["id"]}' not in corral(server, tokens[bob], "alert", "list", "--json").output
+    not_his = corral(server, tokens[bob], "alert", "ack", str(firing["id"]), code=1)
+    assert f"only its owner ({alice}) or an admin" in not_his.output and f"you are {bob}" in not_his.output
+    assert f"alert {firing['id']} acknowledged" in corral(server, tokens[alice], "alert", "ack", str(firing["id"])).output
