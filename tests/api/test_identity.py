@@ -481,3 +481,26 @@ def test_only_a_firings_owner_or_an_admin_sees_and_acknowledges_it(shared):
     finally:
         with Client(home=server.home) as root:
             root.delete_alert("alices-failures")
+
+
+def test_a_working_directory_is_checked_as_its_submitter(shared, shared_dir):
+    """Issue 15: the check ran as root, so alice learned which paths exist inside bob's 0700 home.
+    Now it runs as the submitter: a path alice may not reach reads exactly like one that is not there."""
+    _, sock, alice, bob = shared
+    bob_ids = _ids(bob)
+    private = os.path.join(shared_dir, "bob-home")
+    os.makedirs(os.path.join(private, "thesis"))
+    os.chown(private, *bob_ids)
+    os.chmod(private, 0o700)
+    answers = {}
+    for name in ("thesis", "no-such-thing"):
+        path = os.path.join(private, name)
+        for field, body in (("workdir", {"submit_dir": "/tmp", "workdir": path}), ("submit_dir", {"submit_dir": path})):
+            status, error = as_user(alice, sock, "POST", "/api/v1/jobs", {"command": ["true"], **body})
+            assert status == 422 and error["error"]["field"] == field, (name, field, error)
+            answers[(name, field)] = error["error"]["message"].replace(path, "PATH")
+    assert answers[("thesis", "workdir")] == answers[("no-such-thing", "workdir")]
+    assert answers[("thesis", "submit_dir")] == answers[("no-such-thing", "submit_dir")]
+    assert f"is not a directory {alice} can enter" in answers[("thesis", "workdir")]
+    job = submit_as(bob, sock, workdir=os.path.join(private, "thesis"))  # bob may
+    assert job["workdir"] == os.path.join(private, "thesis")

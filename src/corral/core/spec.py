@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -105,11 +105,14 @@ class JobSpec:
 
 
 def build_spec(
-    request: Mapping[str, Any], *, user: str, log_dir: str, default_workdir: str, server_env: Mapping[str, str]
+    request: Mapping[str, Any], *, user: str, log_dir: str, default_workdir: str, server_env: Mapping[str, str],
+    can_enter: Callable[[str], bool] = os.path.isdir,
 ) -> JobSpec:
     """Validate a submit request and turn it into a JobSpec.
 
     Script directives (`#SBATCH`) apply first; fields set in the request override them.
+    `can_enter`: whether `user` can enter a directory (asked as them on a shared server, so that
+    nobody learns what lies where they may not look).
 
     Raises:
         InvalidRequest: naming the first bad field and how to fix it.
@@ -154,11 +157,11 @@ def build_spec(
     time_limit_s = _time_limit(fields)
     nice = _int_in(fields.get("nice", 0), "nice", -MAX_NICE, MAX_NICE)
     env, inherit_env = _environment(fields, server_env)
-    submit_dir = _directory(fields.get("submit_dir", default_workdir), "submit_dir")
+    submit_dir = _directory(fields.get("submit_dir", default_workdir), "submit_dir", user, can_enter)
     workdir_text = fields.get("workdir", submit_dir)
     if not isinstance(workdir_text, str) or not workdir_text:
         raise InvalidRequest("workdir", "must be a directory path")
-    workdir = _directory(os.path.join(submit_dir, workdir_text), "workdir")
+    workdir = _directory(os.path.join(submit_dir, workdir_text), "workdir", user, can_enter)
     stdout, stderr = _log_patterns(fields, log_dir)
     return JobSpec(
         name=_name(fields.get("name"), command, fields.get("script_name") if script is not None else None),
@@ -518,14 +521,18 @@ def _check_env_name(key: str, field: str) -> None:
         raise InvalidRequest(field, f"{key!r} is not a variable name", "use letters, digits and _, not starting with a digit")
 
 
-def _directory(value: Any, field: str) -> str:
-    """An existing directory; relative paths have already been joined to the submit directory."""
+def _directory(value: Any, field: str, user: str, can_enter: Callable[[str], bool]) -> str:
+    """A directory the user can enter; relative paths have already been joined to the submit directory.
+
+    One answer for "does not exist" and "may not be reached": the second must not reveal the first.
+    """
     if not isinstance(value, str) or not value or "\0" in value:
         raise InvalidRequest(field, "must be a directory path")
     if not os.path.isabs(value):
         raise InvalidRequest(field, f"must be an absolute path, got {value!r}")
-    if not os.path.isdir(value):
-        raise InvalidRequest(field, f"{value} is not a directory", "create it, or submit from another directory")
+    if not can_enter(value):
+        raise InvalidRequest(field, f"{value} is not a directory {user} can enter",
+                             "it does not exist, or it is not theirs to reach: create it, or submit from another directory")
     return os.path.normpath(value)
 
 

@@ -32,6 +32,7 @@ from corral.core.spec import JobSpec, build_spec, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
 from corral.executor import files
+from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
@@ -85,6 +86,7 @@ class JobService:
         self._insert_in_flight = False
         self._retry_alone: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
+        self.directories = DirectoryAccess()  # submitters' directories, checked as them
         self._dirty = True
         self._wake: asyncio.Event | None = None
         self._next_pass_at = 0.0
@@ -140,6 +142,7 @@ class JobService:
         spec = build_spec(
             request, user=user, log_dir=self.log_dir if self._user_log_dir is None else self._user_log_dir(user),
             default_workdir=os.path.expanduser("~") if own else _home_of(user), server_env=self.server_env if own else {},
+            can_enter=can_enter if own else self.directories.checker(user),  # as the user: root sees into every home
         )
         _check_nice(spec, privileged)
         if not own and spec.inherit_env:
@@ -278,6 +281,7 @@ class JobService:
     def close(self) -> None:
         """Let an insert in flight finish (its submitters are owed an answer)."""
         self._db_thread.shutdown(wait=True)
+        self.directories.close()
 
     def resolve(self, ref: str) -> Job:
         """A job by its id (`12`) or an array task by `12_3`.
