@@ -175,3 +175,22 @@ def test_messages_fill_known_placeholders_and_nothing_else():
     assert render_message("", rule, facts, 3.0) == "job 7 (train): gpu_utilization < 10 for 15m (value 3.0)"
     assert render_message("{unknown} stays", rule, facts, None) == "{unknown} stays"
     assert render_message("{job.__class__} is text", rule, facts, None) == "{job.__class__} is text"
+
+
+def test_sharing_a_channel_takes_user_names_or_all_and_refuses_anything_else():
+    from corral.core.alerts import EVERYONE, may_use_channel, parse_sharing
+
+    assert parse_sharing({"users": ["bob", "alice", "bob"]}) == ["alice", "bob"]
+    assert parse_sharing({"all": True}) == [EVERYONE]
+    assert parse_sharing({"users": []}) is None and parse_sharing({"users": [], "all": False}) is None
+    for body, field in (({}, "body"), ([], "body"), ({"users": "alice"}, "users"), ({"users": ["*"]}, "users"),
+                        ({"users": ["a b"]}, "users"), ({"users": ["a,b"]}, "users"), ({"users": [""]}, "users"),
+                        ({"users": ["\ud800"]}, "users"), ({"all": "yes"}, "all"),
+                        ({"all": True, "users": ["a"]}, "users"), ({"everyone": True}, "everyone"),
+                        ({"all": False}, "users"), ({"users": ["u"] * 1001}, "users")):
+        with pytest.raises(InvalidRequest) as caught:
+            parse_sharing(body)
+        assert caught.value.field == field, body
+    assert may_use_channel(None, "alice", True) and not may_use_channel(None, "alice", False)
+    assert may_use_channel(["alice"], "alice", False) and not may_use_channel(["alice"], "bob", False)
+    assert may_use_channel([EVERYONE], "bob", False) and not may_use_channel("alice", "alice", False)

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from corral.store import migrate
 from corral.store.db import open_engine
+from corral.errors import NotFound
 from corral.store.monitoring import thin_extremes
 from corral.store.schema import metadata, metric_series
 
@@ -76,3 +77,38 @@ def test_the_sql_summary_of_samples_agrees_with_the_reference(db, tmp_path, requ
     expected = summarize(rows)
     for field in expected.__dataclass_fields__:
         assert getattr(summary, field) == pytest.approx(getattr(expected, field)), field
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_a_rule_names_only_channels_shared_with_its_owner(db, tmp_path, request):
+    from corral.errors import Forbidden
+    from corral.store.monitoring import MonitorStore
+
+    url = f"sqlite:///{tmp_path / 'c.db'}" if db == "sqlite" else request.getfixturevalue("pg_schema_url")
+    engine = open_engine(url)
+    migrate.upgrade(engine)
+    store = MonitorStore()
+
+    def rule(name: str, owner: str) -> dict:
+        return {"name": name, "severity": "warning", "condition": "state == FAILED", "message": "", "scope_job": None,
+                "scope_label": None, "scope_user": owner, "channels": ["pager"], "owner": owner, "created": 1.0}
+
+    with engine.begin() as conn:
+        store.put_channel(conn, "pager", "command", {"argv": ["/bin/true"]}, 1.0, owner="root")
+        with pytest.raises(Forbidden, match="'pager' is not shared with alice: an admin must share it"):
+            store.add_rule(conn, rule("a", "alice"), admin=False)
+        store.add_rule(conn, rule("root", "root"), admin=True)
+        store.share_channel(conn, "pager", ["alice"])
+        store.put_channel(conn, "pager", "command", {"argv": ["/bin/false"]}, 2.0)  # replaced: still shared
+        store.add_rule(conn, rule("a", "alice"), admin=False)
+        with pytest.raises(Forbidden):
+            store.add_rule(conn, rule("b", "bob"), admin=False)
+        store.share_channel(conn, "pager", ["*"])
+        store.add_rule(conn, rule("b", "bob"), admin=False)
+        (channel,) = store.channels(conn)
+        assert (channel["owner"], channel["shared_with"], channel["config"]) == ("root", ["*"], {"argv": ["/bin/false"]})
+        store.share_channel(conn, "pager", None)
+        assert store.channels(conn)[0]["shared_with"] is None
+        with pytest.raises(NotFound):
+            store.share_channel(conn, "nope", ["alice"])
+    engine.dispose()
