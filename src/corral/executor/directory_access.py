@@ -30,6 +30,7 @@ from corral.executor.users import RunAs, run_as_for
 # (setfsuid, setfsgid, setgroups) by machine: the 32-bit-id calls (x86_64's setgroups is 116, not 81).
 _SYSCALLS = {"x86_64": (122, 123, 116), "aarch64": (151, 152, 159)}
 OWNER_CACHE_S = 30.0  # a user's groups are looked up again after this long (a new group counts soon)
+ENTERED_CACHE_S = 5.0  # a directory a user could enter is taken as enterable by them this long (a loop of submits)
 _UNCHANGED = -1  # an id no call accepts: setfsuid(-1) changes nothing and says what the id is
 
 
@@ -53,6 +54,7 @@ class DirectoryAccess:
         self._lookup = owner_lookup
         self._clock = clock
         self._owners: dict[str, tuple[RunAs | None, float]] = {}
+        self._entered: dict[tuple[int, str], float] = {}  # (uid, path) -> when the uid could enter it
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-directory-access")
         self._calls = _SYSCALLS.get(platform.machine())
         self._libc = ctypes.CDLL(None, use_errno=True) if self._calls else None
@@ -67,10 +69,24 @@ class DirectoryAccess:
         owner = self._owner(user)
         if owner is None:
             return can_enter
-        return lambda path: self._thread.submit(self._as_owner, path, owner).result()
+        return lambda path: self._can_owner_enter(path, owner)
 
     def close(self) -> None:
         self._thread.shutdown(wait=True)
+
+    def _can_owner_enter(self, path: str, owner: RunAs) -> bool:
+        # Only what the user could enter is remembered, and only for that user: nothing learned
+        # as one user ever answers for another.
+        key, now = (owner.uid, path), self._clock()
+        entered = self._entered.get(key)
+        if entered is not None and now - entered < ENTERED_CACHE_S:
+            return True
+        if not self._thread.submit(self._as_owner, path, owner).result():
+            return False
+        if len(self._entered) > 10_000:
+            self._entered.clear()
+        self._entered[key] = now
+        return True
 
     def _owner(self, user: str) -> RunAs | None:
         now = self._clock()
