@@ -286,3 +286,19 @@ def test_sync_ends_a_run_whose_process_died_as_crashed_and_leaves_out_what_the_s
     assert "refused a tags record" in report.error
     assert read_all(client, report.run_id, "loss")[0] == list(range(100))
     assert os.listdir(spool) == []  # nothing is left to block later syncs
+
+
+def test_a_spool_made_in_a_job_this_server_never_had_is_synced_without_the_link(server_factory, monkeypatch, sdk_env):
+    """A run names only an existing job of its caller's; an offline run of another server's job keeps its data."""
+    server = server_factory()
+    monkeypatch.setenv("CORRAL_JOB_ID", "424242")
+    run = corral.init(project="elsewhere", mode="offline", **FAST)
+    for step in range(10):
+        run.log({"loss": float(step)}, step=step)
+    run.finish()
+    with server.client() as client:
+        (report,) = sync_spool(sdk_env, client=client)
+        assert report.error is None and report.state == "finished", report
+        synced = client.get_run(report.run_id)
+        assert synced["job_id"] is None and synced["resume_key"].startswith("job:424242:")
+        assert read_all(client, report.run_id, "loss")[0] == list(range(10))

@@ -4,7 +4,9 @@ Each run is created by its uid (idempotent), its records are posted in order and
 deleted once acknowledged (metric batches are idempotent by batch_id, so a crash between the two
 only means one batch is acknowledged twice), the run is finished if its process recorded an end,
 or marked crashed if that process died without one, and its directory goes. A run whose lock a
-live process holds is left alone.
+live process holds is left alone. A run made in a job this server never had (another server's,
+or one whose database is new) is uploaded without the link to the job: a server links a run
+only to an existing job of its caller's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from corral.core.states import TERMINAL_STATES
+from corral.errors import InvalidRequest
 from corral.sdk.places import SpoolPlaces
 from corral.sdk.spool import RunSpool, SpoolLocked, run_dirs, upload
 
@@ -63,7 +66,7 @@ def sync_run(spool: RunSpool, client: Client) -> SyncReport:
     """Upload one locked spooled run; the spool is released (and removed when all went up)."""
     report = SyncReport(uid=spool.uid)
     try:
-        run = client.create_run(**spool.request)
+        run = _create(client, spool.request)
         report.run_id, report.state = run["id"], run.get("state")
         had_end = spool.finish_record() is not None
         done = upload(spool, client, run["id"])
@@ -81,6 +84,15 @@ def sync_run(spool: RunSpool, client: Client) -> SyncReport:
         return report
     spool.remove_all()
     return report
+
+
+def _create(client: Client, request: dict) -> dict:
+    try:
+        return client.create_run(**request)
+    except InvalidRequest as exc:
+        if exc.field != "job_id" or request.get("job_id") is None:
+            raise
+        return client.create_run(**{k: v for k, v in request.items() if k != "job_id"})  # no such job here
 
 
 def _job_active(client: Client, job_id: object) -> bool:
