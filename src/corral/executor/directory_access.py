@@ -112,7 +112,7 @@ class DirectoryAccess:
         try:
             groups = (ctypes.c_uint * max(1, len(owner.groups)))(*owner.groups)
             if syscall(setgroups, len(owner.groups), groups) != 0:
-                raise OSError(ctypes.get_errno(), "setgroups")
+                return False  # no right to change groups (a container without CAP_SETGID): never answer as root
             syscall(setfsgid, owner.gid)
             syscall(setfsuid, owner.uid)
             if syscall(setfsuid, _UNCHANGED) != owner.uid or syscall(setfsgid, _UNCHANGED) != owner.gid:
