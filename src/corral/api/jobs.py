@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from corral.api.identity import caller_of
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
+from corral.core.bodies import decode_json
 from corral.core.identity import Caller
 from corral.core.job import Job
 from corral.core.spec import UPDATE_FIELDS
@@ -194,10 +195,8 @@ async def job_logs(
 
 
 def json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidRequest("body", f"is not valid JSON ({exc})", "send a JSON object such as {\"command\": [\"true\"]}") from None
+    """A request body as a JSON object, refused (422) when hostile: too deep, lone surrogates, NUL, huge numbers."""
+    body = decode_json(raw)
     if not isinstance(body, dict):
         raise InvalidRequest("body", f"must be a JSON object, got {type(body).__name__}")
     return body

@@ -15,6 +15,7 @@ from corral.api.identity import caller_of, policy_of
 from corral.api.jobs import json_object, owned_job
 from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
+from corral.core.units import is_number
 from corral.errors import NotFound
 from corral.tracking.service import TrackingService
 
@@ -69,7 +70,7 @@ async def create_run(request: Request) -> Response:
     policy.require(caller, "submit", "creating a run")
     body = json_object(await request.body())
     job_id = body.get("job_id")
-    if isinstance(job_id, (int, str)) and not isinstance(job_id, bool) and str(job_id).isdigit() and \
+    if isinstance(job_id, (int, str)) and not isinstance(job_id, bool) and is_number(str(job_id)) and \
             int(job_id) < 2**31:
         try:
             owned_job(request, str(job_id), "tracking a run of")  # a run of a job is its owner's to log

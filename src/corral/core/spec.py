@@ -15,6 +15,7 @@ from typing import Any
 
 from corral.core import sbatch
 from corral.core.arrays import parse_array
+from corral.core.bodies import check_text
 from corral.core.dependency import parse_dependency
 from corral.core.htcondor import condor_request
 from corral.core.paths import check_pattern
@@ -276,8 +277,8 @@ def _int_in(value: Any, name: str, low: int, high: int) -> int:
         raise InvalidRequest(name, f"must be a whole number, got {value!r}")
     if isinstance(value, str):
         value = value.strip()
-        if not re.fullmatch(r"-?[0-9]+", value):
-            raise InvalidRequest(name, f"must be a whole number, got {value!r}")
+        if not re.fullmatch(r"-?[0-9]{1,18}", value):
+            raise InvalidRequest(name, f"must be a whole number, got {value!r:.60}")
         value = int(value)
     if not isinstance(value, int):
         raise InvalidRequest(name, f"must be a whole number, got {value!r}")
@@ -296,10 +297,10 @@ def parse_gpu_request(text: str, name: str) -> tuple[str | None, int]:
     hint = "write gpu:N or gpu:TYPE:N" if name == "gres" else "write N or TYPE:N"
     if len(parts) == 1 and not is_number(parts[0]):
         if not parts[0][:1].isalpha():  # `-1`, `2.5`: a bad count, not a type name
-            raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
+            raise InvalidRequest(name, f"cannot read {text!r:.60} as a GPU request", hint)
         parts = [parts[0], "1"]  # `gpu:a100` and `--gpus=a100` mean one of that type
     if len(parts) > 2 or not is_number(parts[-1]):
-        raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
+        raise InvalidRequest(name, f"cannot read {text!r:.60} as a GPU request", hint)
     gpu_type = parts[0] if len(parts) == 2 else None
     return gpu_type, _int_in(int(parts[-1]), name, 0, MAX_GPUS)
 
@@ -562,6 +563,7 @@ def _labels(value: Any) -> dict[str, str]:
             raise InvalidRequest("labels", f"{key!r} is not a label key", "use up to 63 letters, digits, _ . - /")
         if len(val) > 256:
             raise InvalidRequest("labels", f"value of {key} is longer than 256 characters")
+        check_text(val, f"labels.{key}")
     return labels
 
 
@@ -581,6 +583,4 @@ def _name(value: Any, command: tuple[str, ...], script_name: Any) -> str:
         raise InvalidRequest("name", "must be a non-empty string")
     if len(value) > MAX_NAME:
         raise InvalidRequest("name", f"is {len(value)} characters; the limit is {MAX_NAME}")
-    if any(ord(ch) < 32 for ch in value):
-        raise InvalidRequest("name", "must not contain control characters such as newlines")
-    return value
+    return check_text(value, "name")
