@@ -86,7 +86,8 @@ async def list_jobs(
         jobs = service.list_active(states=state, limit=limit, after_id=after, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
     else:
-        jobs = service.list_finished(states=state, limit=limit, before_id=before, name=name)
+        # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile
+        jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
     return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
 

@@ -30,6 +30,8 @@ MAX_TIME_S = 365 * 86400
 MAX_NICE = 10_000
 MAX_NAME = 200
 MAX_ENV_BYTES = 1 << 20
+DEFAULT_MAX_SCRIPT_MB = 4  # Slurm's default max_script_size
+MAX_SCRIPT_MB_RANGE = (1, 32)  # what [server] max_script_mb may be set to
 MAX_MB = 2**31 - 1  # 2 PiB; the database stores megabytes in 32-bit integers
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,62}$")
@@ -103,6 +105,22 @@ class JobSpec:
     def request(self) -> Request:
         """The resources it needs, as the scheduler sees them."""
         return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb)
+
+
+def check_script_size(request: Mapping[str, Any], max_mb: int) -> None:
+    """Refuse a batch script larger than the server takes, before anything reads it.
+
+    Raises:
+        InvalidRequest: naming `script` and the `[server] max_script_mb` setting.
+    """
+    script = request.get("script")
+    if not isinstance(script, str) or len(script) * 4 <= max_mb << 20:  # UTF-8: at most 4 bytes a character
+        return
+    size = len(script) if len(script) > max_mb << 20 else len(script.encode("utf-8", "surrogatepass"))
+    if size > max_mb << 20:
+        raise InvalidRequest("script", f"is {size / (1 << 20):.1f} MB; this server takes batch scripts up to {max_mb} MB",
+                             "read large data from a file in the script, or ask an admin to raise "
+                             "[server] max_script_mb (at most 32)")
 
 
 def build_spec(
