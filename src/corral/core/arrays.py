@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ def throttle_of(text: str) -> int | None:
     return int(throttle) if "%" in text else None
 
 
+@functools.lru_cache(maxsize=256)  # listings show the same few long arrays again and again
 def abbreviate_array(text: str, limit: int) -> str:
     """An --array text for a listing: as it is when short, else its tasks abbreviated (`0,2,4,...+99997%4`)."""
     if len(text) <= limit:
