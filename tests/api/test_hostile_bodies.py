@@ -155,3 +155,14 @@ def test_show_and_queue_print_another_users_escape_sequences_as_visible_text(ser
     finally:
         call(server, "POST", f"/api/v1/jobs/{job['id']}/cancel")
         call(server, "POST", f"/api/v1/jobs/{blocker['id']}/cancel")
+
+
+def test_an_environment_variable_that_is_not_utf8_still_reaches_the_job_as_its_bytes(server_factory, short_tmp):
+    server = server_factory(gpus=0)  # what the CLI sends from os.environ: a byte that is not UTF-8 as U+DCE9
+    status, job, _ = call(server, "POST", "/api/v1/jobs", {
+        "command": ["sh", "-c", 'printf %s "$X"'], "submit_dir": short_tmp,
+        "environment": {"PATH": "/usr/bin:/bin", "X": "caf\udce9"}})
+    assert status == 201, job
+    done = wait_for(lambda: (j := call(server, "GET", f"/api/v1/jobs/{job['id']}")[1])["state"] == "COMPLETED" and j)
+    with open(done["stdout_path"], "rb") as f:
+        assert f.read() == b"caf\xe9"

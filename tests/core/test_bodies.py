@@ -89,3 +89,15 @@ def test_names_must_be_printable(text):
 
 def test_printable_names_pass():
     assert check_text("train résnet-50 (日本)", "name") == "train résnet-50 (日本)"
+
+
+def test_a_submitters_environment_may_carry_bytes_that_are_not_utf8_and_nothing_else_may():
+    body = json.dumps({"environment": {"X": "caf\udce9"}, "env": {"Y": "\udcff"}, "name": "n"})
+    assert decode_json(body, bytes_in={"environment", "env"})["environment"]["X"] == "caf\udce9"
+    assert refused(body).field == "env.Y"  # elsewhere it is a lone surrogate
+    assert refused(json.dumps({"environment": {"X": "\ud800"}})).field == "environment.X"
+    with pytest.raises(InvalidRequest) as caught:
+        decode_json(json.dumps({"environment": {"X": "a\ud800"}}), bytes_in={"environment"})
+    assert caught.value.field == "environment.X"
+    with pytest.raises(InvalidRequest):
+        decode_json(json.dumps({"name": "caf\udce9"}), bytes_in={"environment"})

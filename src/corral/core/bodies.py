@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from typing import Any
 
 from corral.errors import InvalidRequest
@@ -36,6 +37,9 @@ _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]', re.DOTALL)
 _OPEN_CLOSE = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _BAD_IN_STRING = re.compile("[\x00\ud800-\udfff]")
+# Where bytes are allowed: U+DC80-U+DCFF is how Python (os.environ, surrogateescape) holds a byte that is
+# not UTF-8, and the job gets that byte back; any other lone surrogate has no meaning anywhere.
+_BAD_IN_BYTES = re.compile("[\x00\ud800-\udc7f\udd00-\udfff]")
 # C0 controls, DEL, C1 controls; LRM, RLM, ALM; line and paragraph separators; bidi embeddings,
 # overrides and isolates (U+202A-202E, U+2066-2069); lone surrogates.
 _NOT_PRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -45,8 +49,11 @@ class _LongInteger(str):
     """An integer literal with too many digits, kept as text until the walk names where it was."""
 
 
-def decode_json(raw: bytes | str) -> Any:
+def decode_json(raw: bytes | str, *, bytes_in: Collection[str] = ()) -> Any:
     """Parse a request body, refusing what would break the code after it.
+
+    `bytes_in`: top-level fields whose strings may carry bytes that are not UTF-8 (a submitter's
+    environment: never shown, handed to the job as the bytes it was).
 
     Raises:
         InvalidRequest: naming the path of the value at fault (or `body` for JSON that is not valid).
@@ -68,7 +75,7 @@ def decode_json(raw: bytes | str) -> Any:
     # the walk only where it can find something: an escape (\ud800, \u0000), a surrogate's UTF-8
     # bytes (json.loads reads bytes with surrogatepass), or a long integer
     if long_integers or b"\\u" in data or b"\xed" in data:
-        check_values(value)
+        check_values(value, bytes_in=bytes_in)
     return value
 
 
@@ -145,31 +152,31 @@ def _shorten(path: str, limit: int = 120) -> str:
     return path if len(path) <= limit else f"{path[:limit // 2]}...{path[-(limit // 2 - 10):]}"
 
 
-def check_values(value: Any) -> None:
+def check_values(value: Any, *, bytes_in: Collection[str] = ()) -> None:
     """Refuse lone surrogates and NUL in strings (and keys) and integers of too many digits.
 
     Raises:
         InvalidRequest: naming the path of the value.
     """
-    todo: list[tuple[str, Any]] = [("", value)]
+    todo: list[tuple[str, Any, re.Pattern[str]]] = [("", value, _BAD_IN_STRING)]
     while todo:
-        path, item = todo.pop()
+        path, item, bad = todo.pop()
         if isinstance(item, _LongInteger):
             raise InvalidRequest(_shorten(path or "body"), f"{item[:20]}... has {len(item.lstrip('-'))} digits",
                                  f"numbers here have at most {MAX_INT_DIGITS} digits")
         if isinstance(item, str):
-            _check_string(item, path or "body")
+            _check_string(item, path or "body", bad)
         elif isinstance(item, dict):
             for key, child in item.items():
                 child_path = f"{path}.{key}" if path else str(key)
-                _check_string(key, path or "body")
-                todo.append((child_path, child))
+                _check_string(key, path or "body", bad)
+                todo.append((child_path, child, _BAD_IN_BYTES if not path and key in bytes_in else bad))
         elif isinstance(item, list):
-            todo.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+            todo.extend((f"{path}[{i}]", child, bad) for i, child in enumerate(item))
 
 
-def _check_string(text: str, path: str) -> None:
-    bad = _BAD_IN_STRING.search(text)
+def _check_string(text: str, path: str, refused: re.Pattern[str] = _BAD_IN_STRING) -> None:
+    bad = refused.search(text)
     if bad is None:
         return
     path = _shorten(path)
