@@ -186,6 +186,14 @@ def _check_string(text: str, path: str, refused: re.Pattern[str] = _BAD_IN_STRIN
                          "send valid Unicode: a surrogate must come in a high-low pair")
 
 
+def first_unprintable(text: str, allowed: str = "") -> int | None:
+    """Where `text` has a control character, bidi override or lone surrogate not in `allowed`; None: nowhere."""
+    for bad in _NOT_PRINTABLE.finditer(text):
+        if bad.group() not in allowed:
+            return bad.start()
+    return None
+
+
 def check_text(value: str, field: str) -> str:
     """A name or label that a terminal shows as it is: no control characters, no bidi overrides.
 
