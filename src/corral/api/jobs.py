@@ -23,9 +23,9 @@ from corral.server.service import JobService
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
 
 MAX_PAGE = 10_000
+MAX_ID = 2**31 - 1
 # The CLI sends its environment; a variable holding bytes that are not UTF-8 reaches the job as those bytes.
 SUBMITTED_ENVIRONMENT = frozenset({"environment", "env"})
-MAX_ID = 2**31 - 1
 JobRef = Path(pattern=r"^[0-9]{1,10}(_[0-9]{1,10})?$", description="A job's id, or ID_TASK for a task of an array.")
 
 
