@@ -122,13 +122,26 @@ def _cancel_everything(session: requests.Session, url: str) -> None:
         session.post(f"{url}/api/v1/jobs/{job['ref']}/cancel")
 
 
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 # Values that pass a type check but break what is behind it: database integer and float ranges,
 # NUL (PostgreSQL text cannot hold it), NaN and infinities (Python's json reads them), sizes, wrong types.
+# Also the shapes of issue 15 item 8: nesting past the 64 levels a body may have, digit strings that
+# Python's int() refuses (5,000 digits) or that are digits only to str.isdigit() ("²", "٣"), lone
+# UTF-16 surrogates (json.loads makes them from "\ud800"), escape sequences and bidi overrides.
 HOSTILE: list[Any] = [
     2**31, 2**63, -(2**63) - 1, 10**40, -1, 1.5, 1e308, float("nan"), float("inf"), -float("inf"), "\0", "a\0b",
     "x" * 70_000, "99999999999999999999", "-1", "", [], {}, ["\0"], {"\0": "\0"}, {"k": 10**40}, True,
+    _nested(200), {"a": _nested(100)}, "9" * 5000, "A100:" + "9" * 5000, "²", "٣", "\ud800", "a\udc00b",
+    {"\ud800": "x"}, "a\u202eb", "\u2066x\u2069", "\x1b]0;owned\x07", 10**19,
 ]
-QUERY_HOSTILE = ["99999999999999999999", "-99999999999999999999", "NaN", "inf", "\0", "x" * 5000, "1e400", "-1"]
+QUERY_HOSTILE = ["99999999999999999999", "-99999999999999999999", "NaN", "inf", "\0", "x" * 5000, "1e400", "-1",
+                 "9" * 5000, "²", "٣", "a\u202eb", "\x1b[2J"]
 
 
 def test_hostile_values_in_each_field_get_a_clear_4xx_never_a_server_error(fuzz_server) -> None:

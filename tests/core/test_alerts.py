@@ -160,9 +160,11 @@ def test_scopes_pick_jobs_by_id_array_label_and_user():
 
 def test_rule_fields_are_checked():
     assert check_rule_fields("job-failed", "critical", None) == ("job-failed", "critical", "")
+    assert check_rule_fields("ok", "info", "line 1\n\tline 2 (日本)")[2] == "line 1\n\tline 2 (日本)"
     for args, field in ((("bad name", "info", ""), "name"), (("ok", "fatal", ""), "severity"),
                         (("ok", "info", "{password}"), "message"), (("ok", "info", "x" * 2001), "message"),
-                        (("ok", "info", "nul\x00"), "message")):
+                        (("ok", "info", "nul\x00"), "message"), (("ok", "info", "run \u202egnp.sh"), "message"),
+                        (("ok", "info", "\x1b]0;URGENT\x07"), "message"), (("ok", "info", "csi \x9b2J"), "message")):
         with pytest.raises(InvalidRequest) as caught:
             check_rule_fields(*args)
         assert caught.value.field == field

@@ -6,8 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from corral.core.arrays import format_ranges, parse_array, parse_ranges
+from corral.core.arrays import MAX_REF, abbreviate_ranges, format_ranges, parse_array, parse_ranges
+from corral.core.job import Job
+from corral.core.states import JobState
 from corral.errors import InvalidRequest
+from tests.helpers import make_spec
 
 
 @pytest.mark.parametrize("text, ids, throttle", [
@@ -37,3 +40,21 @@ def test_ten_thousand_tasks_are_one_spec():
 @given(st.sets(st.integers(0, 500), max_size=60))
 def test_ranges_round_trip(ids):
     assert parse_ranges(format_ranges(sorted(ids))) == sorted(ids)
+
+
+def test_an_arrays_ref_is_at_most_64_characters_and_counts_what_it_leaves_out():
+    text = ",".join(str(i) for i in range(0, 200_000, 2)) + "%4"
+    job = Job(id=12, spec=make_spec(array=text), state=JobState.PENDING, submit_time=0.0,
+              array_pending=list(parse_array(text).task_ids))
+    assert len(job.ref) <= MAX_REF and job.ref.startswith("12_[0,2,4,") and job.ref.endswith("%4]")
+    assert len(job.to_dict(detail=False)["array"]) <= MAX_REF and job.to_dict()["array"] == text
+    for count in range(1, 200):
+        ids = list(range(0, 3 * count, 3))
+        for limit in (10, 30, 58):
+            short = abbreviate_ranges(ids, limit)
+            assert len(short) <= limit
+            if len(format_ranges(ids)) <= limit:
+                assert short == format_ranges(ids)  # nothing to leave out
+            else:
+                head, _, left = short.rpartition("...+")
+                assert len(parse_ranges(head.rstrip(","))) + int(left) == count

@@ -37,6 +37,12 @@ def test_the_dashboard_logins_lifetime_is_read(tmp_path):
     assert load_config(ServerOptions(home=str(tmp_path)), set()).auth.session_hours == 0.5
 
 
+def test_the_batch_script_cap_is_4_mb_by_default_and_read_from_the_server_section(tmp_path):
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).max_script_mb == 4  # Slurm's max_script_size
+    write_config(str(tmp_path), "[server]\nmax_script_mb = 32\n")
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).max_script_mb == 32
+
+
 def test_no_config_file_changes_nothing(tmp_path):
     options = ServerOptions(home=str(tmp_path))
     assert load_config(options, set()) == options
@@ -61,6 +67,9 @@ def test_no_config_file_changes_nothing(tmp_path):
     ("[auth]\nsession_hours = 0\n", "auth.session_hours"),
     ("[auth]\nsession_hours = 1000\n", "auth.session_hours"),
     ("[auth]\nsession_hours = '8h'\n", "auth.session_hours"),
+    ("[server]\nmax_script_mb = 0\n", "server.max_script_mb"),
+    ("[server]\nmax_script_mb = 33\n", "server.max_script_mb"),
+    ("[server]\nmax_script_mb = '4M'\n", "server.max_script_mb"),
 ])
 def test_a_bad_config_file_is_an_error_that_names_the_key(tmp_path, text, field):
     write_config(str(tmp_path), text)

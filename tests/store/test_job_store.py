@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from sqlalchemy import MetaData, Table, text
+from sqlalchemy import MetaData, Table, inspect, text
 
 from corral.core.states import JobState
 from corral.store import migrate
@@ -66,7 +66,7 @@ def test_unknown_job_is_none(store):
 def test_migrations_run_twice_without_change(store):
     migrate.upgrade(store.engine)
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
 
 
 def test_a_database_of_the_first_release_upgrades_keeping_its_jobs(tmp_path):
@@ -102,3 +102,47 @@ def test_unsupported_database_url_is_refused_with_the_fix():
 
     with pytest.raises(InvalidRequest, match="postgresql://"):
         database_url("mysql://root@localhost/x", "/x")
+
+
+def test_scripts_live_apart_from_the_rows_that_history_reads(store):
+    script = "#!/bin/sh\n" + "# padding\n" * 1000 + "echo hi\n"
+    batch, plain = store.insert([make_spec(command=None, script=script), make_spec()], now=1.0)
+    batch.state = plain.state = JobState.COMPLETED
+    store.save_states([batch, plain])
+    assert store.get(batch.id).spec.script == script  # `corral show` still has it
+    assert {j.id: j.spec.script for j in store.finished(limit=10)} == {batch.id: None, plain.id: None}
+    with store.engine.connect() as conn:
+        assert "script" not in {c["name"] for c in inspect(conn).get_columns("jobs")}
+
+
+def test_an_arrays_tasks_share_its_one_stored_script(store):
+    script = "#!/bin/sh\necho $SLURM_ARRAY_TASK_ID\n"
+    (array,) = store.insert([make_spec(command=None, script=script, array="0-9")], now=1.0)
+    tasks = store.add_tasks(array, array.spec, [0, 1, 2])
+    assert store.get(tasks[1].id).spec.script == script
+    assert store.get_task(array.id, 2).spec.script == script
+    assert {j.id: j.spec.script for j in store.active()}[tasks[0].id] == script
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM job_scripts")).scalar() == 1
+
+
+def test_a_database_before_0008_upgrades_moving_its_scripts_out_of_the_jobs_table(db_url, tmp_path):
+    engine = open_engine(database_url(db_url, str(tmp_path)))
+    migrate.upgrade(engine, "0007")
+    old_jobs = Table("jobs", MetaData(), autoload_with=engine)
+    base = {"state": "PENDING", "submit_time": 1.0, "held": False, "restarts": 0}
+    script = "#!/bin/sh\necho old\n"
+    with engine.begin() as conn:
+        array_id = conn.execute(old_jobs.insert().values(**_spec_row(make_spec(command=None, script=script)), **base,
+                                                         script=script)).inserted_primary_key[0]
+        task_id = conn.execute(old_jobs.insert().values(**_spec_row(make_spec(command=None, script=script)), **base,
+                                                        script=script, array_job_id=array_id, array_task_id=0)
+                               ).inserted_primary_key[0]
+        plain_id = conn.execute(old_jobs.insert().values(**_spec_row(make_spec()), **base)).inserted_primary_key[0]
+    migrate.upgrade(engine)
+    upgraded = JobStore(engine)
+    assert upgraded.get(array_id).spec.script == script and upgraded.get(task_id).spec.script == script
+    assert upgraded.get(plain_id).spec.script is None
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM job_scripts")).scalar() == 1
+    engine.dispose()

@@ -142,7 +142,7 @@ def test_resolve_takes_an_id_or_a_uid_and_unknown_runs_are_not_found(store):
     with store.engine.begin() as conn:
         assert store.resolve(conn, str(run_id)) == run_id
         assert store.resolve(conn, "my-run_1") == run_id
-        for ref in ("nope", "999999", str(2**40)):
+        for ref in ("nope", "999999", str(2**40), "²", "٣", "9" * 5000):  # int("²") and 5,000 digits raise
             with pytest.raises(NotFound):
                 store.resolve(conn, ref)
         with pytest.raises(NotFound):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Collection
 from typing import Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -11,6 +12,7 @@ from starlette.responses import Response
 
 from corral.api.identity import caller_of
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
+from corral.core.bodies import decode_json
 from corral.core.identity import Caller
 from corral.core.job import Job
 from corral.core.spec import UPDATE_FIELDS
@@ -22,6 +24,8 @@ router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"], responses={404: {"model
 
 MAX_PAGE = 10_000
 MAX_ID = 2**31 - 1
+# The CLI sends its environment; a variable holding bytes that are not UTF-8 reaches the job as those bytes.
+SUBMITTED_ENVIRONMENT = frozenset({"environment", "env"})
 JobRef = Path(pattern=r"^[0-9]{1,10}(_[0-9]{1,10})?$", description="A job's id, or ID_TASK for a task of an array.")
 
 
@@ -61,7 +65,7 @@ async def submit_job(request: Request) -> Response:
 async def submit(service: JobService, raw: bytes, caller: Caller) -> Response:
     """Validate and submit one job from a request body as `caller`; answers 201 with the job and its warnings."""
     service.access.require(caller, "submit", "submitting a job")
-    body = json_object(raw)
+    body = json_object(raw, bytes_in=SUBMITTED_ENVIRONMENT)
     job = await service.submit({k: v for k, v in body.items() if v is not None}, user=caller.user,
                                privileged=caller.is_admin)
     view = job.to_dict()
@@ -85,7 +89,8 @@ async def list_jobs(
         jobs = service.list_active(states=state, limit=limit, after_id=after, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
     else:
-        jobs = service.list_finished(states=state, limit=limit, before_id=before, name=name)
+        # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile
+        jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
     return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
 
@@ -193,11 +198,10 @@ async def job_logs(
     return Response(data, media_type="application/octet-stream", headers=headers)
 
 
-def json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidRequest("body", f"is not valid JSON ({exc})", "send a JSON object such as {\"command\": [\"true\"]}") from None
+def json_object(raw: bytes, *, bytes_in: Collection[str] = ()) -> dict[str, Any]:
+    """A request body as a JSON object, refused (422) when hostile: too deep, lone surrogates, NUL, huge numbers
+    (`bytes_in`: fields that may hold bytes that are not UTF-8, see `corral.core.bodies.decode_json`)."""
+    body = decode_json(raw, bytes_in=bytes_in)
     if not isinstance(body, dict):
         raise InvalidRequest("body", f"must be a JSON object, got {type(body).__name__}")
     return body

@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from corral.cli.terminal import escaped
 from corral.core.units import format_duration, format_memory
 
 
@@ -47,6 +48,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+@escaped
 def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
     now = time.time()
     rows = []
@@ -60,6 +62,7 @@ def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
     return table(headers, rows)
 
 
+@escaped
 def start_table(jobs: Sequence[dict[str, Any]]) -> str:
     rows = [[j["ref"], j["partition"], j["name"][:24], j["user"], j["state"],
              local_time(j.get("estimated_start")) if j.get("estimated_start") else "N/A",
@@ -67,6 +70,7 @@ def start_table(jobs: Sequence[dict[str, Any]]) -> str:
     return table(["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME", "TIME_LIMIT", "GPUS", "REASON"], rows)
 
 
+@escaped
 def priority_table(rows: Sequence[dict[str, Any]]) -> str:
     return table(
         ["JOBID", "PARTITION", "USER", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE", "REASON"],
@@ -76,6 +80,7 @@ def priority_table(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
+@escaped
 def history_table(jobs: Sequence[dict[str, Any]]) -> str:
     rows = []
     for job in jobs:
@@ -89,6 +94,7 @@ def history_table(jobs: Sequence[dict[str, Any]]) -> str:
     return table(["JOBID", "NAME", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS"], rows)
 
 
+@escaped
 def job_view(job: dict[str, Any]) -> str:
     command = " ".join(job["command"]) if job["command"] else "(batch script) " + " ".join(job.get("script_args") or [])
     fields = [
@@ -113,6 +119,7 @@ def job_view(job: dict[str, Any]) -> str:
     return "\n".join(f"{k.rjust(width)}: {v}" for k, v in fields)
 
 
+@escaped
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
     rows = []
     for node in nodes:

@@ -7,9 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral.cli.format import table
+from corral.cli.terminal import escaped
 from corral.core.units import format_duration
 
 
+@escaped
 def top_table(rows: Sequence[Mapping[str, Any]], now: float) -> str:
     """One line per running job: its GPUs (index:utilization/memory), CPU, RSS and training progress."""
     if not rows:
@@ -32,6 +34,7 @@ def top_table(rows: Sequence[Mapping[str, Any]], now: float) -> str:
     return table(["JOBID", "NAME", "USER", "TIME", "GPUS (util/mem)", "CPU", "RSS", "STEP", "RATE", "ETA"], lines)
 
 
+@escaped
 def rules_table(rules: Sequence[Mapping[str, Any]]) -> str:
     if not rules:
         return "no alert rules (add one: corral alert create NAME --condition 'state == FAILED')"
@@ -42,6 +45,7 @@ def rules_table(rules: Sequence[Mapping[str, Any]]) -> str:
     return table(["NAME", "SEVERITY", "CONDITION", "SCOPE", "CHANNELS"], rows)
 
 
+@escaped
 def firings_table(firings: Sequence[Mapping[str, Any]]) -> str:
     if not firings:
         return "no alerts"
@@ -55,6 +59,7 @@ def firings_table(firings: Sequence[Mapping[str, Any]]) -> str:
     return table(["ID", "FIRED", "SEVERITY", "STATUS", "RULE", "JOB", "MESSAGE", "SENT"], rows)
 
 
+@escaped
 def channels_table(channels: Sequence[Mapping[str, Any]]) -> str:
     if not channels:
         return "no alert channels (add one: corral alert channel add NAME --webhook URL)"

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral.cli.format import table
+from corral.cli.terminal import escaped
 from corral.core.units import format_duration
 
 LOWER_IS_BETTER = ("loss", "err", "perplexity", "ppl", "mse", "mae", "rmse")
@@ -142,6 +143,7 @@ def metric_columns(runs: Sequence[Mapping[str, Any]], limit: int = MAX_METRIC_CO
     return sorted(counts, key=lambda k: (-counts[k], _key_rank(k)))[:limit]
 
 
+@escaped
 def runs_table(runs: Sequence[Mapping[str, Any]], now: float | None = None) -> str:
     """`corral runs`: one line a run, with the last value of the metrics they share."""
     now = time.time() if now is None else now
@@ -185,6 +187,7 @@ def _artifact_key(artifact: Mapping[str, Any]) -> Any:
     return artifact.get("id", artifact.get("path"))
 
 
+@escaped
 def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None) -> str:
     """`corral run show`: the run's fields, its flattened config, a summary of each metric, its artifacts."""
     gpu = run.get("gpu_type") or "-"
@@ -254,6 +257,7 @@ def _indent(text: str) -> str:
 # -- one series -----------------------------------------------------------------------------------
 
 
+@escaped
 def series_header(series: Mapping[str, Any]) -> str:
     """`loss: 2000 of 10000000 points (downsampled, first, last and each bucket's min and max)`."""
     shown, total = len(series.get("steps") or []), series.get("count", len(series.get("steps") or []))
@@ -262,6 +266,7 @@ def series_header(series: Mapping[str, Any]) -> str:
     return f"{series['key']}: {shown} points (all)"
 
 
+@escaped
 def series_table(series: Mapping[str, Any]) -> str:
     rows = [[str(s), format_value(v, 8)] for s, v in zip(series.get("steps") or [], series.get("values") or [])]
     return table(["STEP", "VALUE"], rows)
@@ -331,6 +336,7 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
+@escaped
 def compare_view(comparison: Mapping[str, Any], all_config: bool = False) -> str:
     """`corral compare` as text: the config table, then each metric's last/min/max with the best run marked `*`."""
     runs = comparison["runs"]
@@ -366,6 +372,7 @@ def compare_view(comparison: Mapping[str, Any], all_config: bool = False) -> str
 # -- sync and import ------------------------------------------------------------------------------
 
 
+@escaped
 def sync_lines(reports: Sequence[Mapping[str, Any]]) -> str:
     """`corral sync`: one line a spooled run: where it went and what was sent, or why it failed."""
     lines = []
@@ -383,6 +390,7 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+@escaped
 def imported_table(runs: Sequence[Mapping[str, Any]]) -> str:
     """`corral import-tensorboard`: the runs it created."""
     rows = [[str(r["id"]), str(r.get("project") or "-"), str(r.get("name") or "-"),

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from corral.cli.connect import client_for
+from corral.cli.terminal import escape
 from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
@@ -29,7 +30,7 @@ class CorralGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CorralError as exc:
-            click.echo(f"corral: error: {exc.message}", err=True)
+            click.echo(f"corral: error: {escape(exc.message)}", err=True)
             ctx.exit(1)
 
 
@@ -238,7 +239,7 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
         body["labels"] = _key_values(label_pairs, "--label")
     job = client_for(ctx).submit(**body)
     for warning in job.get("warnings", []):
-        click.echo(f"corral: warning: {warning}", err=True)
+        click.echo(f"corral: warning: {escape(warning)}", err=True)
     if as_json:
         _print_json(job)
     elif parsable:
@@ -302,12 +303,12 @@ def _each_job(ctx: click.Context, job_ids: tuple[str, ...], action: str, as_json
         try:
             job = getattr(client, action)(job_id)
         except CorralError as exc:
-            click.echo(f"corral: error: {exc.message}", err=True)
+            click.echo(f"corral: error: {escape(exc.message)}", err=True)
             failed = True
             continue
         results.append(job)
         if not as_json:
-            click.echo(f"job {job_id}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))
+            click.echo(f"job {job_id}: {job['state']}" + (f" ({escape(job['reason'])})" if job.get("reason") else ""))
     if as_json:
         _print_json(results)
     if failed:

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from corral.cli.connect import client_for
+from corral.cli.terminal import escape
 
 
 def _print_json(data: Any) -> None:
@@ -107,7 +108,7 @@ def alert_create(ctx: click.Context, name: str, condition: str, severity: str, m
     if as_json:
         _print_json(rule)
     else:
-        click.echo(f"alert rule {rule['name']}: {rule['condition']} ({rule['severity']})")
+        click.echo(escape(f"alert rule {rule['name']}: {rule['condition']} ({rule['severity']})"))
 
 
 @alert.command("rules")

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from corral.cli.connect import client_for
+from corral.cli.terminal import escaped
 
 
 @click.group()
@@ -65,6 +66,7 @@ def token_revoke(ctx: click.Context, token_id: int) -> None:
         click.echo(f"token {token_id} revoked")
 
 
+@escaped
 def tokens_table(tokens: Sequence[Mapping[str, Any]]) -> str:
     from corral.cli.format import table
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral.core.bodies import first_unprintable
 from corral.core.states import JobState
 from corral.core.units import parse_duration_s
 from corral.errors import InvalidRequest
@@ -337,14 +338,8 @@ def render_message(template: str, rule: Rule, facts: JobFacts, value: object) ->
 
 
 def _printable(text: str, newlines: bool = False) -> bool:
-    """No control characters (a NUL cannot even be stored by PostgreSQL), nor lone surrogates."""
-    if any(ord(c) < 32 and not (newlines and c in "\n\t") or ord(c) == 127 for c in text):
-        return False
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+    """No control characters (a NUL cannot even be stored by PostgreSQL), bidi overrides, nor lone surrogates."""
+    return first_unprintable(text, "\n\t" if newlines else "") is None
 
 
 def _duration(text: str, condition: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,7 +11,8 @@ from corral.errors import InvalidRequest
 
 MAX_TASK_ID = 4_000_000
 MAX_TASKS = 100_000
-_RANGE = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$")
+MAX_REF = 64  # characters of a job's ref (`12_[0,2,4,...+99997]`): one row of the queue, whatever the array
+_RANGE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9})(?::([0-9]{1,9}))?)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,7 @@ def parse_array(text: str) -> ArraySpec:
     for part in body.split(","):
         match = _RANGE.match(part.strip())
         if not match:
-            raise InvalidRequest("array", f"cannot read {part.strip()!r} in {raw!r}", hint)
+            raise InvalidRequest("array", f"cannot read {part.strip()!r:.40} in {raw!r:.80}", hint)
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
         step = int(match.group(3)) if match.group(3) is not None else 1
@@ -65,6 +67,48 @@ def format_ranges(task_ids: Sequence[int]) -> str:
         parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+def abbreviate_ranges(task_ids: Sequence[int], limit: int) -> str:
+    """`format_ranges` of sorted ids in at most `limit` characters: the first ranges, then how many tasks
+    were left out (`0,2,4,...+99997`). Reads only the ranges it could show, however long the list."""
+    parts: list[tuple[str, int]] = []  # (text, tasks in it)
+    length = -1
+    i = 0
+    while i < len(task_ids) and length <= limit:
+        j = i
+        while j + 1 < len(task_ids) and task_ids[j + 1] == task_ids[j] + 1:
+            j += 1
+        part = str(task_ids[i]) if i == j else f"{task_ids[i]}-{task_ids[j]}"
+        parts.append((part, j - i + 1))
+        length += len(part) + 1
+        i = j + 1
+    if i == len(task_ids) and length <= limit:
+        return ",".join(text for text, _ in parts)
+    shown = sum(count for _, count in parts)
+    while True:
+        tail = f"...+{len(task_ids) - shown}"
+        if length + len(tail) + 1 <= limit or not parts:
+            return ",".join([text for text, _ in parts] + [tail])
+        text, count = parts.pop()
+        length -= len(text) + 1
+        shown -= count
+
+
+def throttle_of(text: str) -> int | None:
+    """The `%N` of an --array text already checked by parse_array (without reading its ranges)."""
+    _, _, throttle = text.rpartition("%")
+    return int(throttle) if "%" in text else None
+
+
+@functools.lru_cache(maxsize=256)  # listings show the same few long arrays again and again
+def abbreviate_array(text: str, limit: int) -> str:
+    """An --array text for a listing: as it is when short, else its tasks abbreviated (`0,2,4,...+99997%4`)."""
+    if len(text) <= limit:
+        return text
+    throttle = throttle_of(text)
+    suffix = f"%{throttle}" if throttle else ""
+    return abbreviate_ranges(parse_array(text).task_ids, limit - len(suffix)) + suffix
 
 
 def parse_ranges(text: str) -> list[int]:

@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.core.arrays import format_ranges, parse_array
+from corral.core.arrays import MAX_REF, abbreviate_array, abbreviate_ranges, throttle_of
 from corral.core.checkpointing import recommended_checkpoint_interval_s
 from corral.core.paths import expand_pattern
 from corral.core.resources import Request
@@ -71,12 +71,15 @@ class Job:
 
     @property
     def ref(self) -> str:
-        """How people name it: `12`, a task `12_3`, an array's waiting tasks `12_[4-99%4]`."""
+        """How people name it: `12`, a task `12_3`, an array's waiting tasks `12_[4-99%4]`, at most 64
+        characters (`12_[0,2,4,...+99997]`: an array of 100,000 listed tasks is one row of the queue)."""
         if self.array_job_id is not None:
             return f"{self.array_job_id}_{self.array_task_id}"
         if self.is_array and self.array_pending:
-            throttle = parse_array(self.spec.array).throttle
-            return f"{self.id}_[{format_ranges(self.array_pending)}{f'%{throttle}' if throttle else ''}]"
+            throttle = throttle_of(self.spec.array or "")
+            suffix = f"%{throttle}]" if throttle else "]"
+            head = f"{self.id}_["
+            return head + abbreviate_ranges(self.array_pending, MAX_REF - len(head) - len(suffix)) + suffix
         return str(self.id)
 
     def to_dict(self, detail: bool = True) -> dict[str, Any]:
@@ -91,7 +94,7 @@ class Job:
             "ref": self.ref,
             "array_job_id": self.array_job_id,
             "array_task_id": self.array_task_id,
-            "array": s.array,
+            "array": s.array if detail or s.array is None else abbreviate_array(s.array, MAX_REF),
             "name": s.name,
             "user": s.user,
             "state": self.state.value,

@@ -15,6 +15,7 @@ from typing import Any
 
 from corral.core import sbatch
 from corral.core.arrays import parse_array
+from corral.core.bodies import check_text
 from corral.core.dependency import parse_dependency
 from corral.core.htcondor import condor_request
 from corral.core.paths import check_pattern
@@ -29,6 +30,8 @@ MAX_TIME_S = 365 * 86400
 MAX_NICE = 10_000
 MAX_NAME = 200
 MAX_ENV_BYTES = 1 << 20
+DEFAULT_MAX_SCRIPT_MB = 4  # Slurm's default max_script_size
+MAX_SCRIPT_MB_RANGE = (1, 32)  # what [server] max_script_mb may be set to
 MAX_MB = 2**31 - 1  # 2 PiB; the database stores megabytes in 32-bit integers
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,62}$")
@@ -102,6 +105,22 @@ class JobSpec:
     def request(self) -> Request:
         """The resources it needs, as the scheduler sees them."""
         return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb)
+
+
+def check_script_size(request: Mapping[str, Any], max_mb: int) -> None:
+    """Refuse a batch script larger than the server takes, before anything reads it.
+
+    Raises:
+        InvalidRequest: naming `script` and the `[server] max_script_mb` setting.
+    """
+    script = request.get("script")
+    if not isinstance(script, str) or len(script) * 4 <= max_mb << 20:  # UTF-8: at most 4 bytes a character
+        return
+    size = len(script) if len(script) > max_mb << 20 else len(script.encode("utf-8", "surrogatepass"))
+    if size > max_mb << 20:
+        raise InvalidRequest("script", f"is {size / (1 << 20):.1f} MB; this server takes batch scripts up to {max_mb} MB",
+                             "read large data from a file in the script, or ask an admin to raise "
+                             "[server] max_script_mb (at most 32)")
 
 
 def build_spec(
@@ -279,8 +298,8 @@ def _int_in(value: Any, name: str, low: int, high: int) -> int:
         raise InvalidRequest(name, f"must be a whole number, got {value!r}")
     if isinstance(value, str):
         value = value.strip()
-        if not re.fullmatch(r"-?[0-9]+", value):
-            raise InvalidRequest(name, f"must be a whole number, got {value!r}")
+        if not re.fullmatch(r"-?[0-9]{1,18}", value):
+            raise InvalidRequest(name, f"must be a whole number, got {value!r:.60}")
         value = int(value)
     if not isinstance(value, int):
         raise InvalidRequest(name, f"must be a whole number, got {value!r}")
@@ -299,10 +318,10 @@ def parse_gpu_request(text: str, name: str) -> tuple[str | None, int]:
     hint = "write gpu:N or gpu:TYPE:N" if name == "gres" else "write N or TYPE:N"
     if len(parts) == 1 and not is_number(parts[0]):
         if not parts[0][:1].isalpha():  # `-1`, `2.5`: a bad count, not a type name
-            raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
+            raise InvalidRequest(name, f"cannot read {text!r:.60} as a GPU request", hint)
         parts = [parts[0], "1"]  # `gpu:a100` and `--gpus=a100` mean one of that type
     if len(parts) > 2 or not is_number(parts[-1]):
-        raise InvalidRequest(name, f"cannot read {text!r} as a GPU request", hint)
+        raise InvalidRequest(name, f"cannot read {text!r:.60} as a GPU request", hint)
     gpu_type = parts[0] if len(parts) == 2 else None
     return gpu_type, _int_in(int(parts[-1]), name, 0, MAX_GPUS)
 
@@ -569,6 +588,7 @@ def _labels(value: Any) -> dict[str, str]:
             raise InvalidRequest("labels", f"{key!r} is not a label key", "use up to 63 letters, digits, _ . - /")
         if len(val) > 256:
             raise InvalidRequest("labels", f"value of {key} is longer than 256 characters")
+        check_text(val, f"labels.{key}")
     return labels
 
 
@@ -588,6 +608,4 @@ def _name(value: Any, command: tuple[str, ...], script_name: Any) -> str:
         raise InvalidRequest("name", "must be a non-empty string")
     if len(value) > MAX_NAME:
         raise InvalidRequest("name", f"is {len(value)} characters; the limit is {MAX_NAME}")
-    if any(ord(ch) < 32 for ch in value):
-        raise InvalidRequest("name", "must not contain control characters such as newlines")
-    return value
+    return check_text(value, "name")

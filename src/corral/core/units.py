@@ -7,16 +7,19 @@ import re
 
 from corral.errors import InvalidRequest
 
-_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
+_MEMORY = re.compile(r"^\s*([0-9]{1,18}(?:\.[0-9]{1,18})?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
 _MB_PER_UNIT = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
-_SUFFIX_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h|hr|d|day|days)\s*$", re.IGNORECASE)
+_SUFFIX_DURATION = re.compile(r"^\s*([0-9]{1,18}(?:\.[0-9]{1,18})?)\s*(s|sec|m|min|h|hr|d|day|days)\s*$", re.IGNORECASE)
 _SECONDS_PER_SUFFIX = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400}
 UNLIMITED = ("unlimited", "infinite", "inf")
 
 
+MAX_DIGITS = 18  # what a 64-bit integer holds; Python's int() refuses more than 4,300 (a 500)
+
+
 def is_number(text: str) -> bool:
-    """ASCII digits only: str.isdigit() also takes "٣" and "²"."""
-    return text.isascii() and text.isdigit()
+    """1 to 18 ASCII digits: str.isdigit() also takes "٣" and "²", and int() fails on 5,000 digits."""
+    return 0 < len(text) <= MAX_DIGITS and text.isascii() and text.isdigit()
 
 
 def parse_memory_mb(value: str | int, *, field: str = "mem") -> int:
@@ -32,7 +35,7 @@ def parse_memory_mb(value: str | int, *, field: str = "mem") -> int:
     else:
         match = _MEMORY.match(str(value))
         if not match:
-            raise InvalidRequest(field, f"cannot read {value!r} as a size", "write it like 16G, 512M or 1T")
+            raise InvalidRequest(field, f"cannot read {value!r:.60} as a size", "write it like 16G, 512M or 1T")
         # rounded up, as Slurm does: --mem=100K must not become 0, which means "no limit"
         mb = math.ceil(float(match.group(1)) * _MB_PER_UNIT[match.group(2).upper()])
     if mb < 0:
@@ -69,7 +72,7 @@ def _parse_duration_text(text: str, field: str) -> int:
     if suffixed:
         return round(float(suffixed.group(1)) * _SECONDS_PER_SUFFIX[suffixed.group(2).lower()])
     bad = InvalidRequest(
-        field, f"cannot read {text!r} as a duration", "write minutes, MM:SS, HH:MM:SS, D-HH:MM:SS, or 30m / 2h / 1d"
+        field, f"cannot read {text!r:.60} as a duration", "write minutes, MM:SS, HH:MM:SS, D-HH:MM:SS, or 30m / 2h / 1d"
     )
     days = 0
     rest = text

@@ -19,6 +19,7 @@ from corral.api.identity import AuthSettings
 from corral.core.identity import AccessPolicy, Account, parse_accounts
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.core.sessions import MAX_SESSION_HOURS
+from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
 from corral.errors import Conflict, InvalidRequest
 from corral.executor.gpus import DeclaredInventory
 from corral.home import read_server_info, remove_server_info, write_server_info
@@ -38,6 +39,7 @@ class ServerOptions:
     kill_grace_s: float = 10.0
     max_log_mb: int | None = 20_480  # a job whose logs pass this is killed (FAILED): they would fill the disk
     user_log_quota_mb: int | None = 51_200  # each user's running jobs' logs together (corral.executor.log_quota)
+    max_script_mb: int = DEFAULT_MAX_SCRIPT_MB  # the largest batch script taken (Slurm's max_script_size)
     log_reserve_mb: int | None = 256  # logs stop growing here: the last of their disk is the server's and every job's
     inventory: DeclaredInventory = field(default_factory=DeclaredInventory)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -85,7 +87,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
             "[partitions.NAME], [qos.NAME]",
         )
     server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
-                   "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int}
+                   "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
+                   "max_script_mb": int}
     node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
     monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
@@ -127,6 +130,10 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     for key in ("max_log_mb", "user_log_quota_mb"):
         if int(updates.get(key, 1)) < 1:  # type: ignore[call-overload]
             raise InvalidRequest(f"server.{key}", f"must be at least 1 in {path}")
+    low, high = MAX_SCRIPT_MB_RANGE
+    if not low <= int(updates.get("max_script_mb", low)) <= high:  # type: ignore[call-overload]
+        raise InvalidRequest("server.max_script_mb", f"must be between {low} and {high} in {path}",
+                             f"the default is {DEFAULT_MAX_SCRIPT_MB}, as Slurm's max_script_size")
     if int(updates.get("log_reserve_mb", 0)) < 0:  # type: ignore[call-overload]
         raise InvalidRequest("server.log_reserve_mb", f"must not be negative in {path}", "0 turns the reserve off")
     if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
@@ -346,13 +353,14 @@ def serve(options: ServerOptions) -> None:
             job_token=lambda job: job_token(tokens, job),
             cluster=cluster, partition=options.slurm_partition, account=options.slurm_account, server_url=lambda: url,
             store=JobStore(engine), backend=SlurmBackend(cluster), nodes=nodes, home=home, user=getpass.getuser(),
-            server_env=server_env, config=options.scheduler, access=policy,
+            server_env=server_env, config=options.scheduler, access=policy, max_script_mb=options.max_script_mb,
         )
     else:
         service = JobService(
             store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
             server_env=server_env, config=options.scheduler, access=policy,
             user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
+            max_script_mb=options.max_script_mb,
         )
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)

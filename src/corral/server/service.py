@@ -28,7 +28,7 @@ from corral.core.policy import PendingJob, schedule
 from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
 from corral.core.resources import Allocation, Node, check_satisfiable
 from corral.core.schedconfig import Partition, SchedulerConfig
-from corral.core.spec import JobSpec, build_spec, update_spec
+from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
 from corral.executor import files
@@ -49,12 +49,14 @@ class JobService:
         self, *, store: JobStore, backend: Backend, nodes: Sequence[Node], home: str, user: str,
         server_env: Mapping[str, str], config: SchedulerConfig | None = None, clock: Callable[[], float] = time.time,
         access: AccessPolicy | None = None, user_log_dir: Callable[[str], str] | None = None,
-        isolation: tuple[str, str] = ("none", ""),
+        isolation: tuple[str, str] = ("none", ""), max_script_mb: int = DEFAULT_MAX_SCRIPT_MB,
     ) -> None:
         """`user`: the server's own user, whose jobs these are unless a submit names another (the caller);
         `access`: accounts and admins; `user_log_dir`: where a user's logs go by default (else `<home>/logs`);
-        `isolation`: how jobs are held apart (the mode, "cgroup v1", and a sentence of what it guarantees)."""
+        `isolation`: how jobs are held apart (the mode, "cgroup v1", and a sentence of what it guarantees);
+        `max_script_mb`: the largest batch script taken ([server] max_script_mb)."""
         self.store = store
+        self.max_script_mb = max_script_mb
         self.backend = backend
         self.nodes = tuple(nodes)
         self.log_dir = os.path.join(home, "logs")
@@ -139,6 +141,7 @@ class JobService:
         """
         user = user or self.user
         own = user == self.user
+        check_script_size(request, self.max_script_mb)
         spec = build_spec(
             request, user=user, log_dir=self.log_dir if self._user_log_dir is None else self._user_log_dir(user),
             default_workdir=os.path.expanduser("~") if own else _home_of(user), server_env=self.server_env if own else {},

@@ -11,10 +11,10 @@ from corral.core.arrays import format_ranges, parse_array, parse_ranges
 from corral.core.job import Job
 from corral.core.spec import JobSpec
 from corral.core.states import ACTIVE_STATES, JobState
-from corral.store.schema import jobs
+from corral.store.schema import job_scripts, jobs
 
 _SPEC_COLUMNS = (
-    "name", "user", "command", "script", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
+    "name", "user", "command", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
     "account", "umask",
@@ -64,6 +64,9 @@ class JobStore:
         else:
             stmt = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
             ids = [row[0] for row in conn.execute(stmt, rows)]
+        scripts = [{"job_id": i, "script": spec.script} for i, spec in zip(ids, specs) if spec.script is not None]
+        if scripts and array_job_id is None:  # an array's tasks share the array's script
+            conn.execute(job_scripts.insert(), scripts)
         return [
             Job(id=i, spec=spec, state=JobState.PENDING, submit_time=now, array_job_id=array_job_id,
                 array_task_id=row["array_task_id"], array_pending=parse_ranges(row["array_pending"] or ""))
@@ -92,13 +95,13 @@ class JobStore:
             conn.execute(stmt, rows)
 
     def active(self) -> list[Job]:
-        """Jobs not yet finished, oldest first."""
-        stmt = select(jobs).where(jobs.c.state.in_([s.value for s in ACTIVE_STATES])).order_by(jobs.c.id)
+        """Jobs not yet finished, oldest first, with their scripts (they are still to run)."""
+        stmt = _with_script().where(jobs.c.state.in_([s.value for s in ACTIVE_STATES])).order_by(jobs.c.id)
         with self.engine.connect() as conn:
             return [_job(row._mapping) for row in conn.execute(stmt)]
 
     def get_task(self, array_job_id: int, task_id: int) -> Job | None:
-        stmt = select(jobs).where(jobs.c.array_job_id == array_job_id, jobs.c.array_task_id == task_id)
+        stmt = _with_script().where(jobs.c.array_job_id == array_job_id, jobs.c.array_task_id == task_id)
         with self.engine.connect() as conn:
             row = conn.execute(stmt.order_by(jobs.c.id.desc())).first()
         return _job(row._mapping) if row else None
@@ -111,7 +114,7 @@ class JobStore:
 
     def get(self, job_id: int) -> Job | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+            row = conn.execute(_with_script().where(jobs.c.id == job_id)).first()
         return _job(row._mapping) if row else None
 
     def usage_since(self, since: float) -> list[tuple[str, int, int, float, float]]:
@@ -125,7 +128,7 @@ class JobStore:
     def finished(
         self, *, limit: int, before_id: int | None = None, states: Sequence[str] = (), name: str | None = None
     ) -> list[Job]:
-        """Finished jobs, newest first."""
+        """Finished jobs, newest first, without their scripts (`get` reads one job's)."""
         terminal = [s.value for s in JobState if s.is_terminal()]
         stmt = select(jobs).where(jobs.c.state.in_([s for s in states if s in terminal] if states else terminal))
         if before_id is not None:
@@ -135,6 +138,12 @@ class JobStore:
         stmt = stmt.order_by(jobs.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [_job(row._mapping) for row in conn.execute(stmt)]
+
+
+def _with_script() -> Any:
+    """Jobs with their scripts: a task's is its array's."""
+    owner = func.coalesce(jobs.c.array_job_id, jobs.c.id)
+    return select(jobs, job_scripts.c.script).outerjoin(job_scripts, job_scripts.c.job_id == owner)
 
 
 def _spec_row(spec: JobSpec) -> dict[str, Any]:
@@ -166,7 +175,7 @@ def _state_row(job: Job) -> dict[str, Any]:
 
 def _job(row: Mapping[str, Any]) -> Job:
     spec = JobSpec(
-        name=row["name"], user=row["user"], command=tuple(row["command"]), script=row["script"],
+        name=row["name"], user=row["user"], command=tuple(row["command"]), script=row.get("script"),
         script_args=tuple(row["script_args"]), gpus=row["gpus"], gpu_type=row["gpu_type"],
         gpu_mem_mb=row["gpu_mem_mb"], cpus=row["cpus"], mem_mb=row["mem_mb"], time_limit_s=row["time_limit_s"],
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],

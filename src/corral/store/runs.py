@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, delete, exists, func, insert, select, update
 
+from corral.core.units import is_number
 from corral.errors import Forbidden, NotFound
 from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
 from corral.tracking import series as S
@@ -216,7 +217,7 @@ class RunStore:
         Raises:
             NotFound: no such run.
         """
-        if ref.isdigit() and int(ref) < 2**31:
+        if is_number(ref) and int(ref) < 2**31:  # ASCII digits: int("²") raises
             found = conn.execute(select(runs.c.id).where(runs.c.id == int(ref))).scalar()
             if found is not None:
                 return found
@@ -234,7 +235,7 @@ class RunStore:
         """
         run_id = self.resolve(conn, ref)
         user = str(conn.execute(select(runs.c.user).where(runs.c.id == run_id)).scalar_one())
-        return run_id, user, not ref.isdigit() or str(run_id) == ref
+        return run_id, user, not is_number(ref) or str(run_id) == ref
 
     def identity(self, conn: Connection, run_id: int) -> tuple[int | None, str]:
         """A run's job and uid."""

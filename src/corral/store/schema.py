@@ -20,7 +20,6 @@ jobs = Table(
     Column("exit_code", Integer),
     Column("signal", Integer),
     Column("command", JSON, nullable=False),
-    Column("script", Text),
     Column("script_args", JSON, nullable=False),
     Column("gpus", Integer, nullable=False),
     Column("gpu_type", String(64)),
@@ -60,6 +59,15 @@ jobs = Table(
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,
+)
+
+# Batch scripts (up to [server] max_script_mb each) live apart from the rows that listings read;
+# an array's tasks share the array's row.
+job_scripts = Table(
+    "job_scripts",
+    metadata,
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True, autoincrement=False),
+    Column("script", Text, nullable=False),
 )
 
 

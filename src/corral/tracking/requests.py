@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core.run_states import FINAL_STATES
+from corral.core.units import is_number
 from corral.errors import InvalidRequest
 
 UID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -41,7 +42,7 @@ def parse_run_request(body: Any) -> RunRequest:
     if uid is not None and (not isinstance(uid, str) or not UID.fullmatch(uid)):
         raise InvalidRequest("uid", f"{uid!r} is not a run uid", "use 1-64 letters, digits, _ or -")
     job_id = body.get("job_id")
-    if isinstance(job_id, str) and job_id.isdigit():
+    if isinstance(job_id, str) and is_number(job_id):  # ASCII digits: int("²") raises
         job_id = int(job_id)
     if job_id is not None and (type(job_id) is not int or not 0 < job_id < 2**31):
         raise InvalidRequest("job_id", f"{job_id!r} is not a job id", "give the corral job's number")
