@@ -37,6 +37,17 @@ def test_the_dashboard_logins_lifetime_is_read(tmp_path):
     assert load_config(ServerOptions(home=str(tmp_path)), set()).auth.session_hours == 0.5
 
 
+def test_the_per_peer_caps_and_the_unauthenticated_limit_are_read(tmp_path):
+    defaults = load_config(ServerOptions(home=str(tmp_path)), set()).auth
+    assert (defaults.max_connections_per_user, defaults.max_streams_per_user) == (256, 16)
+    assert (defaults.unauthenticated_per_s, defaults.unauthenticated_burst) == (5, 50)
+    write_config(str(tmp_path), "[auth]\nmax_connections_per_user = 32\nmax_streams_per_user = 0\n"
+                                "unauthenticated_per_s = 1.5\nunauthenticated_burst = 10\n")
+    auth = load_config(ServerOptions(home=str(tmp_path)), set()).auth
+    assert (auth.max_connections_per_user, auth.max_streams_per_user) == (32, 0)
+    assert (auth.unauthenticated_per_s, auth.unauthenticated_burst) == (1.5, 10)
+
+
 def test_no_config_file_changes_nothing(tmp_path):
     options = ServerOptions(home=str(tmp_path))
     assert load_config(options, set()) == options
@@ -61,6 +72,10 @@ def test_no_config_file_changes_nothing(tmp_path):
     ("[auth]\nsession_hours = 0\n", "auth.session_hours"),
     ("[auth]\nsession_hours = 1000\n", "auth.session_hours"),
     ("[auth]\nsession_hours = '8h'\n", "auth.session_hours"),
+    ("[auth]\nmax_connections_per_user = -1\n", "auth.max_connections_per_user"),
+    ("[auth]\nmax_streams_per_user = 1.5\n", "auth.max_streams_per_user"),
+    ("[auth]\nunauthenticated_per_s = -1\n", "auth.unauthenticated_per_s"),
+    ("[auth]\nunauthenticated_burst = 0\n", "auth.unauthenticated_burst"),
 ])
 def test_a_bad_config_file_is_an_error_that_names_the_key(tmp_path, text, field):
     write_config(str(tmp_path), text)
