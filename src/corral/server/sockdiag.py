@@ -14,7 +14,6 @@ would make anyone root.
 from __future__ import annotations
 
 import errno
-import ipaddress
 import itertools
 import socket
 import struct
@@ -128,14 +127,15 @@ def _parse(data: bytes, seq: int) -> object:
 
 
 def _addresses(local: str, remote: str) -> tuple[int | None, bytes, bytes]:
-    """The family and the two addresses as sock_diag takes them; an IPv4-mapped IPv6 pair becomes IPv4."""
+    """The family and the two addresses as sock_diag takes them; an IPv4-mapped IPv6 pair becomes IPv4.
+
+    (socket.inet_pton, not the ipaddress module: this runs for every connection, on the event loop.)
+    """
+    if local.startswith("::ffff:") and remote.startswith("::ffff:") and "." in local and "." in remote:
+        local, remote = local[7:], remote[7:]
+    family = socket.AF_INET6 if ":" in local else socket.AF_INET
     try:
-        a, b = ipaddress.ip_address(local), ipaddress.ip_address(remote)
-    except ValueError:
+        src, dst = socket.inet_pton(family, local), socket.inet_pton(family, remote)
+    except (OSError, ValueError):
         return None, b"", b""
-    if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped and isinstance(b, ipaddress.IPv6Address) and b.ipv4_mapped:
-        a, b = a.ipv4_mapped, b.ipv4_mapped
-    if a.version != b.version:
-        return None, b"", b""
-    family = socket.AF_INET if a.version == 4 else socket.AF_INET6
-    return family, a.packed.ljust(16, b"\0"), b.packed.ljust(16, b"\0")
+    return family, src.ljust(16, b"\0"), dst.ljust(16, b"\0")
