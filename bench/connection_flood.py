@@ -159,6 +159,7 @@ def measure_tree(tree: str, user: str, connections: int, guess_seconds: float) -
     env = {**os.environ, "PYTHONPATH": f"{COUNTER}:{os.path.join(tree, 'src')}", "CORRAL_COUNT_TOKEN_LOOKUPS": lookups}
     subprocess.run([sys.executable, "-m", "corral.cli", "up", "--home", home, "--port", "0", "--gpus", "0", "--detach"],
                    check=True, capture_output=True, timeout=120, env=env)
+    load = os.getloadavg()[0]
     try:
         with open(os.path.join(home, "server.json")) as f:
             info = json.load(f)
@@ -190,7 +191,7 @@ def measure_tree(tree: str, user: str, connections: int, guess_seconds: float) -
         except FileNotFoundError:
             counted = 0
         sent = sum(guessed["statuses"].values())
-        return {"tree": tree, "connections_opened": opened["open"], "connect_failures": opened["failed"],
+        return {"tree": tree, "load_average": round(load, 1), "connections_opened": opened["open"], "connect_failures": opened["failed"],
                 "open_seconds": round(opened["seconds"], 2), "probes": len(during), "probe_errors": prober.errors,
                 "health_worst_ms": round(max(during) * 1000, 1), "health_p99_ms": round(_pct(during, 99) * 1000, 1),
                 "health_median_ms": round(statistics.median(during) * 1000, 1),
@@ -233,7 +234,7 @@ def main() -> int:
     print(f"peer lookup, {ident['table_rows']} rows in /proc/net/tcp: sock_diag {ident['sock_diag_us']:.1f} µs, "
           f"socket-table read {ident['proc_scan_us']:.0f} µs")
     print(f"{'':34}" + "".join(f"{os.path.basename(r['tree'].rstrip('/')) or r['tree']:>22}" for r in results))
-    for key, label in (("connections_opened", "connections held"), ("open_seconds", "seconds to open them"),
+    for key, label in (("load_average", "machine load average (1 min)"), ("connections_opened", "connections opened"), ("open_seconds", "seconds to open them"),
                        ("probes", "health probes"), ("health_worst_ms", "health worst (ms)"),
                        ("health_p99_ms", "health p99 (ms)"), ("health_median_ms", "health median (ms)"),
                        ("guesses_per_s", "random-token requests/s"), ("guess_statuses", "answers"),
