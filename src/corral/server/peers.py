@@ -27,7 +27,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -280,7 +280,7 @@ class PeerAwareProtocol(HttpToolsProtocol):
         self.scope.update(peer.scope_items())  # type: ignore[typeddict-item]
 
 
-async def settle_peer(scope: dict[str, Any]) -> None:
+async def settle_peer(scope: MutableMapping[str, Any]) -> None:
     """Wait for the peer of a request whose connection is still being looked up in the socket table."""
     pending = scope.pop(PEER_PENDING, None)
     if pending is not None:
