@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
+import json
 import os
 import pwd
 import socket
@@ -13,7 +16,10 @@ from unittest import mock
 
 import pytest
 
-from corral.server.peers import LATER, PeerFinder, read_table, tcp_peer_uid
+from corral.server.peers import (
+    LATER, PEER_KEY, PEER_REFUSED, PEER_UID, PeerFinder, peer_protocol, read_table, settle_peer, tcp_peer_uid,
+)
+from tests.helpers import wait_for
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
 # 127.0.0.1:40000 -> 127.0.0.1:8765, as /proc/net/tcp prints it on a little-endian machine
@@ -177,3 +183,61 @@ def test_without_sock_diag_a_burst_of_connections_shares_one_read_of_the_table_o
             client.close()
             accepted.close()
         listener.close()
+
+
+# -- the protocol: the peer in each request's scope, and a cap on each peer's connections ------------
+
+@contextlib.contextmanager
+def echo_server(protocol):
+    """uvicorn with `protocol`, in a thread, answering each request with what its scope says of the peer."""
+    import uvicorn
+
+    async def app(scope, receive, send):
+        await settle_peer(scope)
+        body = json.dumps({"uid": scope[PEER_UID], "key": scope[PEER_KEY], "refused": scope[PEER_REFUSED]}).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    server = uvicorn.Server(uvicorn.Config(app, http=protocol, lifespan="off", log_level="warning", ws="none"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        yield listener.getsockname()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        listener.close()
+
+
+@pytest.mark.parametrize("finder", ["sock_diag", "socket table"])
+def test_each_peer_holds_at_most_its_cap_of_connections_and_is_named_in_the_scope(finder):
+    protocol = peer_protocol(3, PeerFinder() if finder == "sock_diag" else PeerFinder(diag=None))
+    with echo_server(protocol) as address:
+        conns = [http.client.HTTPConnection(*address, timeout=30) for _ in range(5)]
+        for conn in conns:
+            conn.connect()
+        try:
+            answers = []
+            for conn in conns:
+                conn.request("GET", "/")
+                answers.append(json.loads(conn.getresponse().read()))
+            assert all(a["uid"] == os.geteuid() and a["key"] == f"uid:{os.geteuid()}" for a in answers)
+            refused = [a["refused"] for a in answers if a["refused"]]
+            assert len(refused) == 2 and "max_connections_per_user = 3" in refused[0]
+        finally:
+            for conn in conns:
+                conn.close()
+        # closed connections give their places back
+        def admitted() -> bool:
+            conn = http.client.HTTPConnection(*address, timeout=30)
+            try:
+                conn.request("GET", "/")
+                return json.loads(conn.getresponse().read())["refused"] is None
+            finally:
+                conn.close()
+        assert wait_for(admitted, timeout=15)
