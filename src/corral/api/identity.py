@@ -14,13 +14,14 @@ ASGI middleware, just inside the body limit. The order of evidence:
    forwarded (it would name the proxy's user), nor for a Host that is not this server
    (a DNS-rebinding page in a local browser would otherwise act as that browser's user).
 
-Anything else is 401. Each peer (a local user, else a remote address) may fail so only
-`[auth] unauthenticated_burst` times at once and `unauthenticated_per_s` a second on average;
+Anything else is 401. Each peer (a local user, else a remote address) may fail only
+`[auth] unauthenticated_burst` times at once and `unauthenticated_per_s` times a second on average;
 beyond that its requests are answered 429 before any credential is looked up in the database
-(a flood of made-up tokens costs the database nothing, and nobody else). A connection over its
-peer's cap (`corral.server.peers`) is answered 429 and closed. Changes (POST, PATCH, DELETE) from a page of another origin are refused
-whatever the credential: a local browser is logged in by who runs it, so a foreign page must
-not borrow that. Paths outside /api (the dashboard's files), health and the Slurm webhook
+(a flood of made-up tokens costs the database nothing, and nobody else anything). A connection
+over its peer's cap (`corral.server.peers`) is answered 429 and closed.
+
+Changes (POST, PATCH, DELETE) from a page of another origin are refused whatever the credential:
+a local browser is logged in by who runs it, so a foreign page must not borrow that. Paths outside /api (the dashboard's files), health and the Slurm webhook
 (its own secret) need no caller.
 
 Tokens and sessions are looked up at most every `CREDENTIAL_CACHE_S` per credential, but their
