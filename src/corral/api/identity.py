@@ -21,8 +21,8 @@ beyond that its requests are answered 429 before any credential is looked up in 
 over its peer's cap (`corral.server.peers`) is answered 429 and closed.
 
 Changes (POST, PATCH, DELETE) from a page of another origin are refused whatever the credential:
-a local browser is logged in by who runs it, so a foreign page must not borrow that. Paths outside /api (the dashboard's files), health and the Slurm webhook
-(its own secret) need no caller.
+a local browser is logged in by who runs it, so a foreign page must not borrow that. Paths outside
+/api (the dashboard's files), health and the Slurm webhook (its own secret) need no caller.
 
 Tokens and sessions are looked up at most every `CREDENTIAL_CACHE_S` per credential, but their
 expiry is compared on every use; revoking a token or logging out clears the cache at once.
