@@ -48,7 +48,7 @@ DEFAULT_MAX_CONNECTIONS = 256
 REFUSED_IDLE_S = 2.0  # a refused connection that sends no request is closed this soon
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Peer:
     """A connection's other end: its uid (None: unknown), how it was learned, and whom it counts against."""
 
@@ -220,10 +220,11 @@ class PeerAwareProtocol(HttpToolsProtocol):
         self._peer: Peer | asyncio.Future[Peer] = Peer(None, None, peer_key(None, self.client))
         self._counted: str | None = None
         self._idle: asyncio.TimerHandle | None = None
-        sock = transport.get_extra_info("socket")
-        if getattr(sock, "family", None) == socket.AF_UNIX:
-            self._peer = self._admit(socket_peer_uid(sock), "socket")
-        elif self.client is not None and self.server is not None and self.server[1] is not None:
+        if self.client is None:  # no address: a Unix socket's peer, or none at all
+            sock = transport.get_extra_info("socket")
+            if getattr(sock, "family", None) == socket.AF_UNIX:
+                self._peer = self._admit(socket_peer_uid(sock), "socket")
+        elif self.server is not None and self.server[1] is not None:
             server = (self.server[0], int(self.server[1]))
             uid = self.finder.now(server, self.client)
             if isinstance(uid, _Later):

@@ -29,12 +29,12 @@ _ALL_STATES = 0xFFFFFFFF
 _NO_COOKIE = 0xFFFFFFFF  # INET_DIAG_NOCOOKIE: find the socket by its addresses alone
 
 _NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
-_REQ = struct.Struct("=BBBxI")  # sdiag_family, sdiag_protocol, idiag_ext, pad, idiag_states
-_SOCKID = struct.Struct("!HH16s16s")  # sport, dport, src, dst: network byte order
-_SOCKID_TAIL = struct.Struct("=III")  # idiag_if, idiag_cookie[2]
+# nlmsghdr, then inet_diag_req_v2: sdiag_family, sdiag_protocol, idiag_ext, pad, idiag_states, and its
+# inet_diag_sockid: sport, dport (network byte order: htons), src, dst, idiag_if, idiag_cookie[2]
+_REQUEST = struct.Struct("=IHHII" "BBBxI" "HH16s16sIII")
+_SOCKID_SIZE = 48
 _MSG_HEAD = struct.Struct("=BBBB")  # idiag_family, idiag_state, idiag_timer, idiag_retrans
 _MSG_TAIL = struct.Struct("=IIIII")  # expires, rqueue, wqueue, uid, inode
-_SOCKID_SIZE = _SOCKID.size + _SOCKID_TAIL.size  # 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +86,11 @@ class SockDiag:
             return None
         with self._lock:
             seq = next(self._seq)
-            body = (_REQ.pack(family, socket.IPPROTO_TCP, 0, _ALL_STATES)
-                    + _SOCKID.pack(local[1], remote[1], src, dst) + _SOCKID_TAIL.pack(0, _NO_COOKIE, _NO_COOKIE))
-            header = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, seq, 0)
+            request = _REQUEST.pack(_REQUEST.size, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, seq, 0,
+                                    family, socket.IPPROTO_TCP, 0, _ALL_STATES, socket.htons(local[1]),
+                                    socket.htons(remote[1]), src, dst, 0, _NO_COOKIE, _NO_COOKIE)
             try:
-                self._sock.send(header + body)
+                self._sock.send(request)
                 while True:
                     data = self._sock.recv(8192)
                     answer = _parse(data, seq)
