@@ -43,6 +43,17 @@ def test_the_batch_script_cap_is_4_mb_by_default_and_read_from_the_server_sectio
     assert load_config(ServerOptions(home=str(tmp_path)), set()).max_script_mb == 32
 
 
+def test_the_per_peer_caps_and_the_unauthenticated_limit_are_read(tmp_path):
+    defaults = load_config(ServerOptions(home=str(tmp_path)), set()).auth
+    assert (defaults.max_connections_per_user, defaults.max_streams_per_user) == (256, 16)
+    assert (defaults.unauthenticated_per_s, defaults.unauthenticated_burst) == (5, 50)
+    write_config(str(tmp_path), "[auth]\nmax_connections_per_user = 32\nmax_streams_per_user = 0\n"
+                                "unauthenticated_per_s = 1.5\nunauthenticated_burst = 10\n")
+    auth = load_config(ServerOptions(home=str(tmp_path)), set()).auth
+    assert (auth.max_connections_per_user, auth.max_streams_per_user) == (32, 0)
+    assert (auth.unauthenticated_per_s, auth.unauthenticated_burst) == (1.5, 10)
+
+
 def test_no_config_file_changes_nothing(tmp_path):
     options = ServerOptions(home=str(tmp_path))
     assert load_config(options, set()) == options
@@ -70,6 +81,10 @@ def test_no_config_file_changes_nothing(tmp_path):
     ("[server]\nmax_script_mb = 0\n", "server.max_script_mb"),
     ("[server]\nmax_script_mb = 33\n", "server.max_script_mb"),
     ("[server]\nmax_script_mb = '4M'\n", "server.max_script_mb"),
+    ("[auth]\nmax_connections_per_user = -1\n", "auth.max_connections_per_user"),
+    ("[auth]\nmax_streams_per_user = 1.5\n", "auth.max_streams_per_user"),
+    ("[auth]\nunauthenticated_per_s = -1\n", "auth.unauthenticated_per_s"),
+    ("[auth]\nunauthenticated_burst = 0\n", "auth.unauthenticated_burst"),
 ])
 def test_a_bad_config_file_is_an_error_that_names_the_key(tmp_path, text, field):
     write_config(str(tmp_path), text)

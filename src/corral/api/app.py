@@ -15,6 +15,7 @@ from corral.api import tokens as token_routes
 from corral.api.errors import install_error_handlers
 from corral.api.identity import Authenticate, AuthSettings, Identifier
 from corral.api.limits import BodyLimit
+from corral.api.streams import StreamCap
 from corral.api.submit_path import SubmitPath
 from corral.core.identity import AccessPolicy
 from corral.monitor.service import MonitorService
@@ -69,7 +70,9 @@ def create_app(
     app.state.tokens = tokens
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
-    identifier = Identifier(policy=policy, tokens=tokens, sessions=sessions, settings=auth or AuthSettings(),
+    settings = auth or AuthSettings()
+    app.add_middleware(StreamCap, limit=settings.max_streams_per_user)  # inside Authenticate: it counts per caller
+    identifier = Identifier(policy=policy, tokens=tokens, sessions=sessions, settings=settings,
                             listen_host=listen_host)
     app.state.identifier = identifier
     app.state.token_cache_clear = identifier.clear_token_cache

@@ -14,10 +14,15 @@ ASGI middleware, just inside the body limit. The order of evidence:
    forwarded (it would name the proxy's user), nor for a Host that is not this server
    (a DNS-rebinding page in a local browser would otherwise act as that browser's user).
 
-Anything else is 401. Changes (POST, PATCH, DELETE) from a page of another origin are refused
-whatever the credential: a local browser is logged in by who runs it, so a foreign page must
-not borrow that. Paths outside /api (the dashboard's files), health and the Slurm webhook
-(its own secret) need no caller.
+Anything else is 401. Each peer (a local user, else a remote address) may fail only
+`[auth] unauthenticated_burst` times at once and `unauthenticated_per_s` times a second on average;
+beyond that its requests are answered 429 before any credential is looked up in the database
+(a flood of made-up tokens costs the database nothing, and nobody else anything). A connection
+over its peer's cap (`corral.server.peers`) is answered 429 and closed.
+
+Changes (POST, PATCH, DELETE) from a page of another origin are refused whatever the credential:
+a local browser is logged in by who runs it, so a foreign page must not borrow that. Paths outside
+/api (the dashboard's files), health and the Slurm webhook (its own secret) need no caller.
 
 Tokens and sessions are looked up at most every `CREDENTIAL_CACHE_S` per credential, but their
 expiry is compared on every use; revoking a token or logging out clears the cache at once.
@@ -45,7 +50,7 @@ from corral.core.sessions import (
 )
 from corral.core.tokens import looks_like_token
 from corral.errors import CorralError, Forbidden, RateLimited, Unauthenticated
-from corral.server.peers import PEER_KIND, PEER_UID
+from corral.server.peers import PEER_KEY, PEER_KIND, PEER_REFUSED, PEER_UID, settle_peer
 
 CALLER = "corral.caller"
 CREDENTIAL_CACHE_S = 10.0  # a lookup is reused this long (revoking or logging out clears it); expiry is checked every use
@@ -67,6 +72,13 @@ class AuthSettings:
     """Host headers a local browser may use besides localhost and the listen address (the machine's names)."""
     session_hours: float = DEFAULT_SESSION_HOURS
     """How long a dashboard login lasts (never past the token it was made with)."""
+    unauthenticated_per_s: float = 5.0
+    """Each peer's requests a second that bring no valid credential (0: no limit); beyond, 429 without a lookup."""
+    unauthenticated_burst: float = 50.0
+    max_connections_per_user: int = 256
+    """Connections each peer (local uid, else remote address) may hold open at once (0: no limit)."""
+    max_streams_per_user: int = 16
+    """Event streams (`GET /api/v1/events`: the dashboard's live view, log follow) each user may hold (0: no limit)."""
 
 
 def caller_of(request: Request) -> Caller:
@@ -89,7 +101,17 @@ class Authenticate:
         self.identifier = identifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await settle_peer(scope)
+        refused = scope.get(PEER_REFUSED)
+        if refused:  # this connection is over its peer's cap: answered, then closed
+            response = error_response(RateLimited(refused, 1.0))
+            response.headers["Connection"] = "close"
+            await response(scope, receive, send)
+            return
+        if not scope["path"].startswith("/api/"):
             await self.app(scope, receive, send)
             return
         if scope["path"].startswith(_OPEN_PATHS):
@@ -129,6 +151,8 @@ class Identifier:
         self.settings = settings
         self.clock = clock
         self.limiter = RateLimiter(settings.rate_per_s, max(settings.burst, 1.0), clock) if settings.rate_per_s > 0 else None
+        self.strangers = (RateLimiter(settings.unauthenticated_per_s, max(settings.unauthenticated_burst, 1.0), clock)
+                          if settings.unauthenticated_per_s > 0 else None)
         self._names: dict[int, str | None] = {}
         self._known: dict[tuple[str, ...], _Known] = {}
         self._hosts = frozenset({"localhost", "127.0.0.1", "[::1]", listen_host, f"[{listen_host}]", *settings.host_names})
@@ -145,26 +169,35 @@ class Identifier:
         """
         headers = dict(scope["headers"])
         self._check_origin(scope["method"], headers)
-        caller = self.identify(scope, headers)
+        peer = peer_of(scope)
+        try:
+            caller = self.identify(scope, headers, peer)
+        except Unauthenticated:
+            self._charge(peer)
+            raise
         self.policy.admit(caller)
         self._limit(caller)
         return caller
 
-    def identify(self, scope: Scope, headers: dict[bytes, bytes]) -> Caller:
+    def identify(self, scope: Scope, headers: dict[bytes, bytes], peer: str | None = None) -> Caller:
         """The caller, from a token, the dashboard's session, or the connection's peer.
+
+        Args:
+            peer: whom a database lookup counts against (`peer_of`); None: nobody's, never refused.
 
         Raises:
             Unauthenticated: no credential, or a bad one.
+            RateLimited: `peer` has failed too often to be worth a database lookup now.
         """
         auth = headers.get(b"authorization", b"").decode("latin-1")
         if auth:
             scheme, _, secret = auth.partition(" ")
             if scheme.lower() != "bearer" or not secret.strip():
                 raise Unauthenticated("the Authorization header must be 'Bearer <token>' (make one: corral token create)")
-            return self.token_caller(secret.strip())
+            return self.token_caller(secret.strip(), peer)
         cookies = _cookies(headers.get(b"cookie", b""), SESSION_COOKIE)
         if cookies:
-            return self.session_caller(cookies, headers.get(SESSION_HEADER.encode(), b"").decode("latin-1").strip())
+            return self.session_caller(cookies, headers.get(SESSION_HEADER.encode(), b"").decode("latin-1").strip(), peer)
         uid, kind = scope.get(PEER_UID), scope.get(PEER_KIND)
         if uid is not None and kind is not None:
             self._check_local(headers, tcp=kind == "local")
@@ -184,7 +217,7 @@ class Identifier:
             return False
         return True
 
-    def token_caller(self, secret: str) -> Caller:
+    def token_caller(self, secret: str, peer: str | None = None) -> Caller:
         """The caller an API token speaks for.
 
         Raises:
@@ -196,12 +229,12 @@ class Identifier:
                                       "send an API token (make one with `corral token create`)")
             raise Unauthenticated("this is not an API token (a token starts with corral_); "
                                   "make one with `corral token create`")
-        caller = self._remember(("token", secret), lambda now: self._token_record(secret, now))
+        caller = self._remember(("token", secret), lambda now: self._token_record(secret, now), peer)
         if caller is None:
             raise Unauthenticated("this token is unknown, revoked or expired (make a new one with `corral token create`)")
         return caller
 
-    def session_caller(self, cookies: list[str], key: str) -> Caller:
+    def session_caller(self, cookies: list[str], key: str, peer: str | None = None) -> Caller:
         """The caller a dashboard session speaks for: one of the request's session cookies and its key together.
 
         Raises:
@@ -215,13 +248,13 @@ class Identifier:
             raise Unauthenticated("a dashboard session needs its key, which only the dashboard's page holds: "
                                   "log in to the dashboard again")
         for cookie in candidates:
-            caller = self._remember(("session", cookie, key), lambda now: self._session_record(cookie, key, now))
+            caller = self._remember(("session", cookie, key), lambda now: self._session_record(cookie, key, now), peer)
             if caller is not None:
                 return caller
         raise Unauthenticated("this dashboard session has ended (logged out, expired, or its token revoked): "
                               "log in again")
 
-    async def open_session(self, secret: str) -> tuple[DashboardSession, str, str]:
+    async def open_session(self, secret: str, peer: str | None = None) -> tuple[DashboardSession, str, str]:
         """Log the dashboard in with an API token: a new session, its cookie and its key.
 
         Raises:
@@ -229,11 +262,14 @@ class Identifier:
             RateLimited: too many logins.
         """
         if not looks_like_token(secret):
+            self._charge(peer)
             raise Unauthenticated("this is not an API token (a token starts with corral_): "
                                   "make one with `corral token create --scope read`")
         now = self.clock()
+        self._gate(peer)
         token = self.tokens.lookup(secret, now)
         if token is None:
+            self._charge(peer)
             raise Unauthenticated("this token is unknown, revoked or expired (make a new one with `corral token create`)")
         caller = Caller(token.user, self._capped(token.user, token.scope), "session", token.id)
         self.policy.admit(caller)
@@ -251,10 +287,12 @@ class Identifier:
         self.clear_token_cache()
         return ended
 
-    def _remember(self, key: tuple[str, ...], fetch: Callable[[float], tuple[Caller | None, float]]) -> Caller | None:
+    def _remember(self, key: tuple[str, ...], fetch: Callable[[float], tuple[Caller | None, float]],
+                  peer: str | None = None) -> Caller | None:
         now = self.clock()
         known = self._known.get(key)
         if known is None or now - known.checked > CREDENTIAL_CACHE_S:
+            self._gate(peer)  # a peer that keeps failing is refused before the database is asked
             caller, expires = fetch(now)
             if len(self._known) > 10_000:
                 self._known.clear()
@@ -287,6 +325,25 @@ class Identifier:
         if wait:
             raise RateLimited(f"too many requests from {caller.user} (the server allows "
                               f"{self.settings.rate_per_s:g} a second); try again in {wait:.1f} s", wait)
+
+    def _gate(self, peer: str | None) -> None:
+        """Refuse a lookup for `peer` while its failures are used up (spends nothing)."""
+        if self.strangers is not None and peer is not None:
+            wait = self.strangers.wait(peer)
+            if wait:
+                raise RateLimited(self._strangers_message(peer, wait), wait)
+
+    def _charge(self, peer: str | None) -> None:
+        """Count a failed request against `peer`; RateLimited once its failures are used up."""
+        if self.strangers is not None and peer is not None:
+            wait = self.strangers.take(peer)
+            if wait:
+                raise RateLimited(self._strangers_message(peer, wait), wait) from None
+
+    def _strangers_message(self, peer: str, wait: float) -> str:
+        return (f"too many requests without a valid credential from {peer} (the server takes "
+                f"{self.settings.unauthenticated_per_s:g} a second after a burst of {self.settings.unauthenticated_burst:g}: "
+                f"[auth] unauthenticated_per_s, unauthenticated_burst); try again in {wait:.1f} s with a valid token")
 
     def _check_local(self, headers: dict[bytes, bytes], tcp: bool) -> None:
         if tcp and not self.settings.trust_local:
@@ -322,6 +379,15 @@ class Identifier:
         if name is None:
             raise Unauthenticated(f"uid {uid} has no user name on this machine; use an API token")
         return name
+
+
+def peer_of(scope: Scope) -> str | None:
+    """Whom a request's failures count against: its connection's peer (local uid, else address)."""
+    key = scope.get(PEER_KEY)
+    if key is not None:
+        return str(key)
+    client = scope.get("client")
+    return f"ip:{client[0]}" if client else None
 
 
 def _cookies(header: bytes, name: str, most: int = 8) -> list[str]:
@@ -367,7 +433,7 @@ async def log_in(request: Request) -> Response:
     if not isinstance(token, str) or not token.strip() or len(token) > 200:
         raise InvalidRequest("token", "is missing", "paste a token from `corral token create --scope read`")
     auth: Identifier = request.app.state.identifier
-    session, cookie, key = await auth.open_session(token.strip())
+    session, cookie, key = await auth.open_session(token.strip(), peer_of(request.scope))
     answer = {**session.to_dict(), "session_key": key}
     response = Response(json.dumps(answer), media_type="application/json", headers={"Cache-Control": "no-store"})
     response.set_cookie(SESSION_COOKIE, cookie, max_age=max(1, int(session.expires - session.created)), httponly=True,

@@ -28,6 +28,13 @@ class RateLimiter:
             self._forget_full(now)
         return 0.0
 
+    def wait(self, key: str) -> float:
+        """Seconds until `key` may spend one (0: now), spending nothing."""
+        now = self.clock()
+        tokens, at = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - at) * self.rate)
+        return 0.0 if tokens >= 1 else (1 - tokens) / self.rate
+
     def _forget_full(self, now: float) -> None:
         """Drop the buckets that have refilled: they hold nothing a fresh bucket would not."""
         for key, (tokens, at) in list(self._buckets.items()):

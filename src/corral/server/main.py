@@ -94,7 +94,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float)}
     auth_keys = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list,
-                 "session_hours": (int, float)}
+                 "session_hours": (int, float), "unauthenticated_per_s": (int, float),
+                 "unauthenticated_burst": (int, float), "max_connections_per_user": int, "max_streams_per_user": int}
     cgroups_keys = {"mode": str}
     updates: dict[str, object] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
@@ -122,6 +123,13 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if float(auth.get("rate_per_s", 0)) < 0 or float(auth.get("burst", 1)) < 1:
         raise InvalidRequest("auth.rate_per_s" if float(auth.get("rate_per_s", 0)) < 0 else "auth.burst",
                              f"is out of range in {path}", "rate_per_s >= 0 (0: no limit), burst >= 1")
+    if float(auth.get("unauthenticated_per_s", 0)) < 0 or float(auth.get("unauthenticated_burst", 1)) < 1:
+        raise InvalidRequest("auth.unauthenticated_per_s" if float(auth.get("unauthenticated_per_s", 0)) < 0
+                             else "auth.unauthenticated_burst", f"is out of range in {path}",
+                             "unauthenticated_per_s >= 0 (0: no limit), unauthenticated_burst >= 1")
+    for key in ("max_connections_per_user", "max_streams_per_user"):
+        if int(auth.get(key, 0)) < 0:
+            raise InvalidRequest(f"auth.{key}", f"must not be negative in {path}", "0 means no limit, e.g. 256")
     if not 0 < float(auth.get("session_hours", 1)) <= MAX_SESSION_HOURS:
         raise InvalidRequest("auth.session_hours", f"is out of range in {path}",
                              f"a dashboard login lasts more than 0 and at most {MAX_SESSION_HOURS:g} hours, e.g. 8")
@@ -396,11 +404,13 @@ def serve(options: ServerOptions) -> None:
                      auth=options.auth, listen_host=options.host, webhook_token=webhook_token(home),
                      on_started=announce, on_stopped=retire,
                      stopping=lambda: server is not None and server.should_exit)
-    from corral.server.peers import PeerAwareProtocol
+    from corral.server.peers import peer_protocol
 
+    # Per-peer connection caps live in the protocol (uvicorn's limit_concurrency is one number for everybody);
+    # no websockets are served, so none are upgraded to.
     config = uvicorn.Config(
-        app, loop="uvloop", http=PeerAwareProtocol, lifespan="on", log_level="warning", access_log=False,
-        timeout_graceful_shutdown=5, timeout_keep_alive=30,
+        app, loop="uvloop", http=peer_protocol(options.auth.max_connections_per_user), ws="none", lifespan="on",
+        log_level="warning", access_log=False, timeout_graceful_shutdown=5, timeout_keep_alive=30,
     )
     try:
         server = uvicorn.Server(config)
