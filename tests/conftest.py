@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import settings
 
 from corral.client import Client
 from corral.home import read_server_info
@@ -23,6 +24,11 @@ pytest_plugins = [
     "tests.slurm_testbed",  # slurm_cluster and slurm: a server on the Slurm testbed
     "tests.users",  # os_users and shared_dir: real accounts for jobs that run as their owner
 ]
+
+# Property tests check what holds, not how fast: a deadline only measures how busy the machine is (four workers
+# and real servers share two cores in CI).
+settings.register_profile("corral", deadline=None)
+settings.load_profile("corral")
 
 PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 DATABASES = ["sqlite", "postgresql"]
