@@ -37,3 +37,16 @@ def test_ten_thousand_tasks_are_one_spec():
 @given(st.sets(st.integers(0, 500), max_size=60))
 def test_ranges_round_trip(ids):
     assert parse_ranges(format_ranges(sorted(ids))) == sorted(ids)
+
+
+def test_an_array_cancelled_while_tasks_remained_is_cancelled_even_if_its_started_tasks_completed():
+    from corral.core.arrays import array_state
+    from corral.core.states import JobState
+
+    done, failed, cancelled = JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED
+    assert array_state([done, done], cancelled=True) is cancelled
+    assert array_state([], cancelled=True) is cancelled
+    assert array_state([done, done], cancelled=False) is done
+    assert array_state([done, failed, cancelled], cancelled=False) is failed
+    assert array_state([done, cancelled], cancelled=False) is cancelled
+    assert array_state([], cancelled=False) is cancelled

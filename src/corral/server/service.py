@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from corral.backends.base import Backend, Recovered
-from corral.core.arrays import parse_array
+from corral.core.arrays import array_state, parse_array
 from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
 from corral.core.identity import AccessPolicy
 from corral.core.job import Job, Outcome
@@ -41,6 +41,7 @@ IDLE_PASS_INTERVAL_S = 5.0
 CANCEL_WAIT_S = 3.0
 MAX_LOG_CHUNK = 1 << 20
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CANCELLED_BY_USER = "CancelledByUser"
 
 
 class JobService:
@@ -80,6 +81,7 @@ class JobService:
         self._arrays: dict[int, Job] = {}  # array jobs with tasks waiting or active
         self._preempting: set[int] = set()  # running jobs told to make room, not yet gone
         self._array_tasks: dict[int, set[int]] = {}  # array id -> ids of its tasks not yet ended
+        self._cancelled_arrays: set[int] = set()  # cancelled, waiting for their started tasks to stop
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._insert_in_flight = False
@@ -168,6 +170,7 @@ class JobService:
             InvalidRequest: a bad change; Conflict: the job is not pending.
         """
         job = self.resolve(ref)
+        self._refuse_if_cancelled(job)
         if job.state is not JobState.PENDING or job.id not in self.active or (job.is_array and "_" in ref):
             kind = "a task that has not started (update the array)" if job.is_array else job.state.value
             raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
@@ -357,7 +360,7 @@ class JobService:
             raise Conflict(f"job {job_id} already ended ({job.state.value}); there is nothing to cancel")
         if job.state is JobState.PENDING:
             saved = (job.state, job.end_time, job.reason)
-            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
+            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
             try:
                 self.store.save_state(job)
             except Exception:
@@ -366,7 +369,7 @@ class JobService:
             self._forget(job)
             self._mark_dirty()
             return job
-        self.backend.cancel(job)
+        self._stop(job)
         self._mark_dirty()
         try:
             return await self.wait(job_id, CANCEL_WAIT_S)
@@ -374,25 +377,45 @@ class JobService:
             self._mark_dirty()
 
     async def _cancel_array(self, array: Job) -> Job:
-        array.array_pending = []
-        array.reason = "CancelledByUser"
-        self.store.save_state(array)
+        """Its tasks without a record never get one (the pass adds tasks only from `array_pending`,
+        emptied here in the same step as the record), its waiting tasks end now, its running ones
+        are told to stop; the array ends CANCELLED once they have, whatever they did."""
+        saved = (array.array_pending, array.reason)
+        array.array_pending, array.reason = [], CANCELLED_BY_USER
+        try:
+            self.store.save_state(array)
+        except Exception:
+            array.array_pending, array.reason = saved
+            raise
+        self._cancelled_arrays.add(array.id)
+        waiting = []
         for child_id in list(self._array_tasks.get(array.id, ())):
             child = self.active.get(child_id)
-            if child is not None and not child.state.is_terminal():
-                if child.state is JobState.PENDING:
-                    await self.cancel(child.id)
-                else:
-                    self.backend.cancel(child)
+            if child is None or child.state.is_terminal():
+                continue
+            if child.state is JobState.PENDING:
+                waiting.append(child)
+            else:
+                self._stop(child)
+        now = self.clock()
+        for child in waiting:
+            child.state, child.end_time, child.reason = JobState.CANCELLED, now, CANCELLED_BY_USER
+        self.store.save_states(waiting)
+        for child in waiting:
+            self._forget(child)
         self._finish_array_if_done(array.id)
         self._mark_dirty()
         return await self.wait(array.id, CANCEL_WAIT_S)
+
+    def _stop(self, job: Job) -> None:
+        """Tell a running job to stop (its outcome comes back through the backend's poll)."""
+        self.backend.cancel(job)
 
     def _cancel_waiting_task(self, array: Job, task_id: int) -> Job:
         """A task not started yet: it gets a record of its own, cancelled."""
         spec = replace(array.spec, dependency=None, kill_on_invalid_dep=False)
         (task,) = self.store.add_tasks(array, spec, [task_id])
-        task.state, task.end_time, task.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
+        task.state, task.end_time, task.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
         self.store.save_state(task)
         self._finish_array_if_done(array.id)
         self._mark_dirty()
@@ -408,6 +431,7 @@ class JobService:
     def _set_held(self, ref: str, held: bool) -> Job:
         job = self.resolve(ref)
         job_id = job.id
+        self._refuse_if_cancelled(job)
         if job.is_array and "_" in ref:
             raise Conflict(f"task {ref} has not started; hold or release the whole array {job_id}")
         if job.state is not JobState.PENDING or job.id not in self.active:
@@ -434,6 +458,10 @@ class JobService:
                 self._reasons[target.id] = PendingReason.HELD
         self._mark_dirty()
         return self._current(job)
+
+    def _refuse_if_cancelled(self, job: Job) -> None:
+        if job.id in self._cancelled_arrays:
+            raise Conflict(f"array {job.id} is cancelled; its last tasks are stopping")
 
     async def _tracked(self, job_id: int) -> Job:
         deadline = time.monotonic() + 10
@@ -642,19 +670,15 @@ class JobService:
                 self._track(task)
 
     def _finish_array_if_done(self, array_id: int) -> None:
-        """An array ends when its last task does: COMPLETED if all did, else FAILED, else CANCELLED."""
+        """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""
         array = self._arrays.get(array_id)
         if array is None or array.array_pending or self._array_tasks.get(array_id):
             return
-        states = set(self.store.task_states(array_id))
-        if states <= {JobState.COMPLETED} and states:
-            array.state = JobState.COMPLETED
-        elif states - {JobState.COMPLETED, JobState.CANCELLED}:
-            array.state = JobState.FAILED
-        else:
-            array.state = JobState.CANCELLED
-        array.end_time, array.reason = self.clock(), None
+        cancelled = array_id in self._cancelled_arrays
+        array.state = array_state(self.store.task_states(array_id), cancelled=cancelled)
+        array.end_time, array.reason = self.clock(), CANCELLED_BY_USER if cancelled else None
         self.store.save_state(array)
+        self._cancelled_arrays.discard(array_id)
         self._forget(array)
 
     def _rate_preemptible(self, now: float) -> None:
@@ -793,6 +817,8 @@ class JobService:
             self._dependencies[job.id] = parse_dependency(job.spec.dependency)
         if job.is_array:
             self._arrays[job.id] = job
+            if job.reason == CANCELLED_BY_USER:
+                self._cancelled_arrays.add(job.id)  # cancelled before a restart, its last tasks still running
         else:
             self._queue[job.id] = _pending(job)
 

@@ -413,6 +413,7 @@ class SlurmJobService(JobService):
             self.cluster.cancel([target])
             if job.is_array and "_" not in ref:
                 job.reason = "CancelledByUser"
+                self._cancelled_arrays.add(job.id)
             self.poll_soon()
         if job.state is JobState.PENDING and not job.is_array:
             job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
