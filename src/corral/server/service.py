@@ -32,12 +32,15 @@ from corral.core.spec import JobSpec, build_spec, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
 from corral.executor import files
+from corral.server.launcher import Launcher, Stop
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
 
 POLL_INTERVAL_S = 0.05
 IDLE_PASS_INTERVAL_S = 5.0
+PASS_GAP_FACTOR = 4.0  # after a pass, wait this many times its work before the next: passes take at most a fifth
+PASS_GAP_MAX_S = 0.5  # ... but never longer than this: resources that free up are used again within a second
 CANCEL_WAIT_S = 3.0
 MAX_LOG_CHUNK = 1 << 20
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -87,6 +90,8 @@ class JobService:
         self._insert_in_flight = False
         self._retry_alone: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
+        self._poll_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-poll")
+        self._launcher: Launcher | None = None  # made when the loop runs; without it, jobs start inline
         self._dirty = True
         self._wake: asyncio.Event | None = None
         self._next_pass_at = 0.0
@@ -279,8 +284,11 @@ class JobService:
             self._flush_inserts()
 
     def close(self) -> None:
-        """Let an insert in flight finish (its submitters are owed an answer)."""
+        """Let an insert in flight finish (its submitters are owed an answer), and the launches handed over."""
+        if self._launcher is not None:
+            self._launcher.close()
         self._db_thread.shutdown(wait=True)
+        self._poll_thread.shutdown(wait=True)
 
     def resolve(self, ref: str) -> Job:
         """A job by its id (`12`) or an array task by `12_3`.
@@ -408,8 +416,10 @@ class JobService:
         return await self.wait(array.id, CANCEL_WAIT_S)
 
     def _stop(self, job: Job) -> None:
-        """Tell a running job to stop (its outcome comes back through the backend's poll)."""
-        self.backend.cancel(job)
+        """Tell a running job to stop (its outcome comes back through the backend's poll); one
+        still launching stops once launched, or is never launched if its turn has not come."""
+        if self._launcher is None or not self._launcher.stop(job, Stop.CANCEL):
+            self.backend.cancel(job)
 
     def _cancel_waiting_task(self, array: Job, task_id: int) -> Job:
         """A task not started yet: it gets a record of its own, cancelled."""
@@ -549,8 +559,15 @@ class JobService:
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Reap ended jobs and run scheduling passes until cancelled."""
+        """Reap ended jobs and run scheduling passes until cancelled.
+
+        Neither blocks the API for long: outcomes are read in the poll thread and applied in
+        one batch, supervisors are spawned by the launcher's threads, and a pass is followed by
+        a pause proportional to its own work (launches excluded), capped at PASS_GAP_MAX_S.
+        """
+        loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._launcher = Launcher(self.backend, loop, on_failed=self._launch_failed, on_skipped=self._launch_skipped)
         last_full_pass = 0.0
         while True:
             try:
@@ -559,7 +576,7 @@ class JobService:
                 pass
             self._wake.clear()
             try:
-                self.reap()
+                await self._reap_off_loop()
                 now = time.monotonic()
                 if now - last_full_pass >= IDLE_PASS_INTERVAL_S:
                     self._dirty = True
@@ -567,19 +584,36 @@ class JobService:
                     last_full_pass = now
                     self._waited_s = 0.0
                     self.schedule_pass()
-                    spent = time.monotonic() - now - self._waited_s
-                    # An expensive pass (a long queue) is not repeated at once: scheduling
-                    # takes at most a twentieth of the loop, whatever the submit rate.
-                    self._next_pass_at = now + 19 * spent
+                    work = time.monotonic() - now - self._waited_s
+                    self._next_pass_at = time.monotonic() + min(PASS_GAP_MAX_S, PASS_GAP_FACTOR * work)
             except Exception:  # noqa: BLE001 - the loop must outlive any one bad pass
                 log.exception("scheduler loop iteration failed")
                 await asyncio.sleep(POLL_INTERVAL_S)
 
-    def reap(self) -> None:
-        running = [self.active[job_id] for job_id in self.allocations if job_id in self.active]
+    async def _reap_off_loop(self) -> None:
+        """Read the outcomes of running jobs in the poll thread; apply those that ended in one batch."""
+        running = self._running()
         if not running:
             return
-        ended = self.backend.poll(running)
+        ended = await asyncio.get_running_loop().run_in_executor(self._poll_thread, self.backend.poll, running)
+        self._settle(ended)
+
+    def reap(self) -> None:
+        """Read and apply ended jobs' outcomes, here and now."""
+        running = self._running()
+        if running:
+            self._settle(self.backend.poll(running))
+
+    def _running(self) -> list[Job]:
+        """Jobs with a supervisor to ask (one still being launched has none yet)."""
+        launcher = self._launcher
+        return [self.active[job_id] for job_id in self.allocations if job_id in self.active
+                and (launcher is None or not launcher.launching(job_id))]
+
+    def _settle(self, ended: Sequence[tuple[Job, Outcome]]) -> None:
+        """Apply outcomes read from the backend: one transaction for all of them."""
+        ended = [(job, outcome) for job, outcome in ended
+                 if self.active.get(job.id) is job and job.state is JobState.RUNNING]  # still as when read
         if not ended:
             return
         preempted = [job for job, outcome in ended if outcome.state == JobState.PREEMPTED.value]
@@ -592,6 +626,25 @@ class JobService:
         for job, _ in ended:
             if job not in preempted:
                 self._forget(job)
+        self._mark_dirty()
+
+    def _launch_failed(self, job: Job, reason: str) -> None:
+        """A launch raised (in a launcher thread): the job fails, saying why."""
+        self._end_unlaunched(job, Outcome("FAILED", None, None, self.clock(), reason))
+
+    def _launch_skipped(self, job: Job) -> None:
+        """A job cancelled before its launch began: it never ran."""
+        self._end_unlaunched(job, Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
+
+    def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
+        if self.active.get(job.id) is not job or job.state is not JobState.RUNNING:
+            return
+        _apply_outcome(job, outcome)
+        try:
+            self.store.save_state(job)
+        except Exception:  # noqa: BLE001 - it is over either way; recovery settles the record
+            log.exception("could not record the end of job %d", job.id)
+        self._forget(job)
         self._mark_dirty()
 
     def _requeue(self, job: Job, stopped_at: float) -> None:
@@ -638,13 +691,14 @@ class JobService:
             self._requeue_unsaved(started)
             raise
         for job in started:
+            if self._launcher is not None:
+                self._launcher.launch(job, self.allocations[job.id])
+                continue
             try:
                 self.backend.start(job, self.allocations[job.id])
             except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
                 log.exception("launch of job %d failed", job.id)
-                _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), f"launch failed: {exc}"))
-                self.store.save_state(job)
-                self._forget(job)
+                self._launch_failed(job, f"launch failed: {exc}")
 
     def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
         """Give array tasks records of their own as they get a chance to run: as many as the free
@@ -704,7 +758,8 @@ class JobService:
             log.info("preempting job %d", job_id)
             self.allocations[job_id] = replace(allocation, preempting=True)
             self._preempting.add(job_id)
-            self.backend.preempt(job)
+            if self._launcher is None or not self._launcher.stop(job, Stop.PREEMPT):
+                self.backend.preempt(job)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
         """Jobs that must wait for others, with their reason; cancels those that asked for it when a
