@@ -32,6 +32,9 @@ from corral.executor.log_quota import LogQuota
 from corral.executor.users import RunAs, give_dir, share_home_with_jobs
 
 LIVENESS_CHECK_S = 2.0
+READY_TIMEOUT_S = 10.0  # how long `start` waits for a new supervisor to have started its job
+READY_CHECK_S = 0.005
+PROCESSES_RECHECK_S = 1.0  # how often job_processes looks again for a job whose supervisor has not started it
 
 
 class LocalBackend:
@@ -79,6 +82,7 @@ class LocalBackend:
         self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
         self._last_liveness: dict[int, float] = {}
         self._processes: dict[int, JobProcesses] = {}  # running job -> its processes, read once from started.json
+        self._not_started: dict[int, float] = {}  # job -> when started.json was last found missing
 
     def job_dir(self, job_id: int) -> str:
         return os.path.join(self.jobs_dir, str(job_id))
@@ -101,6 +105,7 @@ class LocalBackend:
             os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
         with self._lock:
             self._processes.pop(job.id, None)
+            self._not_started.pop(job.id, None)
         for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL):
             try:
                 os.unlink(os.path.join(job_dir, stale))
@@ -152,6 +157,19 @@ class LocalBackend:
             self._children[job.id] = child
         if self.log_quota is not None:
             self.log_quota.track(job.id, job.spec.user, (config["stdout"], config["stderr"]))
+        self._await_supervisor(job_dir, child)
+
+    def _await_supervisor(self, job_dir: str, child: subprocess.Popen[bytes]) -> None:
+        """Wait (in the launching thread, never the server's loop) until the supervisor has started
+        the job, recorded an outcome or exited, for at most READY_TIMEOUT_S. A launcher with a few
+        threads then has at most that many supervisors starting up at once: a thousand Python
+        processes booting together would starve the server of CPU on a small machine."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        started, result = os.path.join(job_dir, files.STARTED), os.path.join(job_dir, files.RESULT)
+        while time.monotonic() < deadline:
+            if os.path.exists(started) or os.path.exists(result) or child.poll() is not None:
+                return
+            time.sleep(READY_CHECK_S)
 
     def _cgroup_of(self, job: Job, allocation: Allocation) -> dict[str, Any] | None:
         """The job's cgroup for its supervisor: where, and the GPUs of this node that are not its own."""
@@ -168,12 +186,18 @@ class LocalBackend:
         cached = self._processes.get(job_id)
         if cached is not None:
             return cached
+        now = time.monotonic()
+        if now - self._not_started.get(job_id, -PROCESSES_RECHECK_S) < PROCESSES_RECHECK_S:
+            return None  # looked a moment ago (the monitor asks for every running job, on the server's loop)
         started = files.read_json(os.path.join(self.job_dir(job_id), files.STARTED))
         if started is None or not started.get("pid"):
+            with self._lock:
+                self._not_started[job_id] = now
             return None
         processes = JobProcesses(int(started["pid"]), started.get("cgroup_procs"))
         with self._lock:
             self._processes[job_id] = processes
+            self._not_started.pop(job_id, None)
         return processes
 
     def job_pid(self, job_id: int) -> int | None:
@@ -216,6 +240,7 @@ class LocalBackend:
                 self._last_liveness.pop(job.id, None)
                 with self._lock:
                     self._processes.pop(job.id, None)
+                    self._not_started.pop(job.id, None)
                     child = self._children.pop(job.id, None)
                 if self.log_quota is not None:
                     self.log_quota.forget(job.id)

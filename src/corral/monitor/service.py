@@ -83,6 +83,7 @@ class MonitorService:
         self._rules: list[A.Rule] = []
         self._episodes: dict[tuple[int, int], A.Episode] = {}
         self._ended: list[Job] = []
+        self._log_paths: dict[int, tuple[str | None, tuple[str, ...]]] = {}  # running job -> (its node, its logs)
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-monitor")
@@ -160,12 +161,24 @@ class MonitorService:
                 continue
             facts.append(_facts(job))
             if job.state is JobState.RUNNING:
-                logs[job.id] = tuple({job.log_path("stdout"), job.log_path("stderr")})
+                logs[job.id] = self._logs_of(job)
                 processes = job_processes(job.id) if job_processes is not None else None
                 if processes is not None and job.start_time is not None:
                     watched.append((job.id, processes.pid, tuple(job.gpu_ids or ()), job.spec.cpus, job.start_time,
                                     processes.procs_file))
+        if len(self._log_paths) > 2 * len(logs) + 64:
+            self._log_paths = {job_id: paths for job_id, paths in self._log_paths.items() if job_id in logs}
         return _Snapshot(now, facts, watched, logs, tuple(ended))
+
+    def _logs_of(self, job: Job) -> tuple[str, ...]:
+        """A running job's log files, worked out once per start (a snapshot of a thousand running jobs
+        runs on the event loop, and filling in patterns is most of its cost)."""
+        cached = self._log_paths.get(job.id)
+        if cached is not None and cached[0] == job.node:
+            return cached[1]
+        paths = tuple({job.log_path("stdout"), job.log_path("stderr")})
+        self._log_paths[job.id] = (job.node, paths)
+        return paths
 
     def _tick(self, snap: _Snapshot) -> None:
         samples = self._sample(snap.watched)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from corral.backends.base import Backend
@@ -27,7 +28,7 @@ from corral.core.resources import Allocation
 
 log = logging.getLogger("corral.server")
 
-LAUNCH_THREADS = 8
+LAUNCH_THREADS = min(32, max(8, os.cpu_count() or 1))  # supervisors starting up at once (see LocalBackend.start)
 
 
 class Stop(enum.Enum):
@@ -60,11 +61,27 @@ class Launcher:
         self._starting: set[int] = set()  # backend.start running now
         self._stops: dict[int, Stop] = {}  # asked while launching, carried out after
 
+    def hold(self, job_ids: Iterable[int]) -> None:
+        """Count jobs as launching from now on, before their start is recorded (then `launch` them)."""
+        with self._lock:
+            self._queued.update(job_ids)
+
     def launch(self, job: Job, allocation: Allocation) -> None:
-        """Start a job (recorded RUNNING by the caller) as soon as a thread is free."""
+        """Start a job, recorded RUNNING, as soon as a thread is free."""
         with self._lock:
             self._queued.add(job.id)
         self._pool.submit(self._start, job, allocation)
+
+    def abandon(self, job_ids: Iterable[int]) -> dict[int, Stop]:
+        """Held jobs that will not be launched after all (their start could not be recorded);
+        returns what was asked of them meanwhile."""
+        with self._lock:
+            stops = {}
+            for job_id in job_ids:
+                self._queued.discard(job_id)
+                if job_id in self._stops:
+                    stops[job_id] = self._stops.pop(job_id)
+            return stops
 
     def launching(self, job_id: int) -> bool:
         """Whether a job's supervisor is not spawned yet (it cannot have ended; do not poll it)."""

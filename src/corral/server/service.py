@@ -9,6 +9,7 @@ are short and synchronous, and submits arriving together share one transaction.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import os
@@ -591,12 +592,25 @@ class JobService:
                 await asyncio.sleep(POLL_INTERVAL_S)
 
     async def _reap_off_loop(self) -> None:
-        """Read the outcomes of running jobs in the poll thread; apply those that ended in one batch."""
+        """Read the outcomes of running jobs in the poll thread, record those that ended in the
+        database thread (one transaction), then apply them here."""
         running = self._running()
         if not running:
             return
-        ended = await asyncio.get_running_loop().run_in_executor(self._poll_thread, self.backend.poll, running)
-        self._settle(ended)
+        loop = asyncio.get_running_loop()
+        ended = await loop.run_in_executor(self._poll_thread, self.backend.poll, running)
+        if not ended:
+            return
+        rows = []
+        for job, outcome in ended:
+            row = copy.copy(job)
+            if outcome.state == JobState.PREEMPTED.value:
+                _reset_to_pending(row)
+            else:
+                _apply_outcome(row, outcome)
+            rows.append(row)
+        await loop.run_in_executor(self._db_thread, self.store.save_states, rows)
+        self._settle(ended, saved=True)
 
     def reap(self) -> None:
         """Read and apply ended jobs' outcomes, here and now."""
@@ -610,8 +624,8 @@ class JobService:
         return [self.active[job_id] for job_id in self.allocations if job_id in self.active
                 and (launcher is None or not launcher.launching(job_id))]
 
-    def _settle(self, ended: Sequence[tuple[Job, Outcome]]) -> None:
-        """Apply outcomes read from the backend: one transaction for all of them."""
+    def _settle(self, ended: Sequence[tuple[Job, Outcome]], saved: bool = False) -> None:
+        """Apply outcomes read from the backend, recording them in one transaction unless `saved` already."""
         ended = [(job, outcome) for job, outcome in ended
                  if self.active.get(job.id) is job and job.state is JobState.RUNNING]  # still as when read
         if not ended:
@@ -622,7 +636,8 @@ class JobService:
                 self._requeue(job, outcome.end_time)
             else:
                 _apply_outcome(job, outcome)
-        self.store.save_states([job for job, _ in ended])
+        if not saved:
+            self.store.save_states([job for job, _ in ended])
         for job, _ in ended:
             if job not in preempted:
                 self._forget(job)
@@ -654,8 +669,7 @@ class JobService:
             self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
                                                      stopped_at - job.start_time), stopped_at)
         self._preempting.discard(job.id)
-        job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
-        job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
+        _reset_to_pending(job)
         self._queue[job.id] = _pending(job)
 
     def schedule_pass(self) -> None:
@@ -684,21 +698,42 @@ class JobService:
             started.append(job)
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
+        self.generation += 1
+        if self._launcher is not None:
+            # written in the database thread, launched once committed; meanwhile the jobs count
+            # as launching (a cancel is carried out after, and the poll leaves them alone)
+            self._launcher.hold(job.id for job in started)
+            rows = [copy.copy(job) for job in started]
+            done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.save_states, rows)
+            done.add_done_callback(lambda result: self._recorded(started, result))
+            return
         try:
             self.store.save_states(started)
-            self.generation += 1
         except Exception:
             self._requeue_unsaved(started)
             raise
         for job in started:
-            if self._launcher is not None:
-                self._launcher.launch(job, self.allocations[job.id])
-                continue
             try:
                 self.backend.start(job, self.allocations[job.id])
             except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
                 log.exception("launch of job %d failed", job.id)
                 self._launch_failed(job, f"launch failed: {exc}")
+
+    def _recorded(self, started: list[Job], result: asyncio.Future[None]) -> None:
+        """The starts of a pass are committed (launch them), or could not be (they wait again)."""
+        assert self._launcher is not None
+        error = result.exception()
+        if error is None:
+            for job in started:
+                self._launcher.launch(job, self.allocations[job.id])
+            return
+        log.error("could not record the start of %d jobs: %s", len(started), error)
+        stops = self._launcher.abandon(job.id for job in started)
+        cancelled = [job for job in started if stops.get(job.id) is Stop.CANCEL]
+        self._requeue_unsaved([job for job in started if job not in cancelled])
+        for job in cancelled:
+            self._launch_skipped(job)
+        self._mark_dirty()
 
     def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
         """Give array tasks records of their own as they get a chance to run: as many as the free
@@ -1006,6 +1041,12 @@ def _pending(job: Job) -> PendingJob:
     spec = job.spec
     return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
                       job.submit_time, spec.nice, spec.preemptible)
+
+
+def _reset_to_pending(job: Job) -> None:
+    """A preempted job waits again, its restart count up one."""
+    job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
+    job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
 
 
 def _apply_outcome(job: Job, outcome: Outcome) -> None:
