@@ -102,9 +102,9 @@ class Launcher:
             return True
 
     def close(self) -> None:
-        """Finish the launches handed over (their jobs are recorded RUNNING; recovery would queue them
-        again, but launching them is what was promised)."""
-        self._pool.shutdown(wait=True)
+        """Finish the launches under way; drop those whose turn has not come. Their jobs are recorded
+        RUNNING without a supervisor, which the next start-up's recovery queues again."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- in a pool thread ---------------------------------------------------------------------------
 

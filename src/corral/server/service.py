@@ -42,6 +42,7 @@ POLL_INTERVAL_S = 0.05
 IDLE_PASS_INTERVAL_S = 5.0
 PASS_GAP_FACTOR = 4.0  # after a pass, wait this many times its work before the next: passes take at most a fifth
 PASS_GAP_MAX_S = 0.5  # ... but never longer than this: resources that free up are used again within a second
+POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
 CANCEL_WAIT_S = 3.0
 MAX_LOG_CHUNK = 1 << 20
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -96,6 +97,7 @@ class JobService:
         self._dirty = True
         self._wake: asyncio.Event | None = None
         self._next_pass_at = 0.0
+        self._next_poll_at = 0.0
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
         self._waited_s = 0.0  # of a pass, the time spent waiting on another program (sbatch), not thinking
         self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
@@ -594,11 +596,15 @@ class JobService:
     async def _reap_off_loop(self) -> None:
         """Read the outcomes of running jobs in the poll thread, record those that ended in the
         database thread (one transaction), then apply them here."""
+        if time.monotonic() < self._next_poll_at:
+            return
         running = self._running()
         if not running:
             return
         loop = asyncio.get_running_loop()
+        started = time.monotonic()
         ended = await loop.run_in_executor(self._poll_thread, self.backend.poll, running)
+        self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
         if not ended:
             return
         rows = []
