@@ -731,7 +731,11 @@ class JobService:
         error = result.exception()
         if error is None:
             for job in started:
-                self._launcher.launch(job, self.allocations[job.id])
+                allocation = self.allocations.get(job.id)
+                if allocation is None or self.active.get(job.id) is not job:
+                    self._launcher.abandon([job.id])  # settled meanwhile (it cannot have been: defensive)
+                    continue
+                self._launcher.launch(job, allocation)
             return
         log.error("could not record the start of %d jobs: %s", len(started), error)
         stops = self._launcher.abandon(job.id for job in started)
