@@ -30,7 +30,9 @@ health  A server declaring 1,000 CPUs. A probe thread sends `GET /api/v1/health`
                 a blocker holding every CPU; the blocker is cancelled and one pass
                 starts them all. The phase lasts until every job's started.json exists.
         ending: the FIFO is opened and closed: every job ends at once. The phase
-                lasts until the API shows none of them active.
+                lasts until every job's result.json exists and the API shows the
+                first and the last COMPLETED (a listing of a thousand jobs every
+                0.1 s would load the loop itself).
         batch2: a new batch of --jobs jobs (`true`) is submitted at once, every
                 CPU free. The phase lasts until all of them have started (at most
                 --window seconds: the figure is then a lower bound).
@@ -154,6 +156,11 @@ class Prober(threading.Thread):
             waits.append(time.monotonic() - self.in_flight)
         return 1000 * max(waits, default=0.0)
 
+    def slow(self, start: float, end: float, over_s: float = 0.1) -> list[tuple[float, float]]:
+        """Probes sent in [start, end] that waited longer than `over_s`: (sent, seconds after start; waited, ms)."""
+        return [(round(sent - start, 2), round(1000 * took)) for sent, took in list(self.samples)
+                if start <= sent <= end and took > over_s]
+
     def stop(self) -> None:
         self._halt.set()
         self.join(timeout=600)
@@ -237,6 +244,7 @@ def scenario_health(jobs: int, window: float, profile: str | None = None) -> dic
         t1 = time.monotonic()
         out["launch_all_started_s"] = t1 - t0
         out["launch_worst_ms"] = prober.worst_ms(t0, t1)
+        out["launch_slow_probes"] = prober.slow(t0, t1)
 
         log("health: opening the gate: every job ends at once")
         t0 = time.monotonic()
@@ -244,15 +252,17 @@ def scenario_health(jobs: int, window: float, profile: str | None = None) -> dic
         time.sleep(1.0)  # a reader that opens the FIFO a moment late still sees the writer
         os.close(writer)
         deadline = t0 + 600
-        wanted = set(ids)
+        # watched through the files and one job at a time: listing a thousand jobs would load the loop itself
         while time.monotonic() < deadline:
-            active = {j["id"] for j in http.call("GET", "/api/v1/jobs?scope=active&limit=10000")["jobs"]}
-            if not active & wanted:
+            if all(job_file(server.home, i, "result.json") for i in ids) and \
+                    http.call("GET", f"/api/v1/jobs/{ids[-1]}")["state"] == "COMPLETED" and \
+                    http.call("GET", f"/api/v1/jobs/{ids[0]}")["state"] == "COMPLETED":
                 break
             time.sleep(0.1)
         t1 = time.monotonic()
         out["ending_all_ended_s"] = t1 - t0
         out["ending_worst_ms"] = prober.worst_ms(t0, t1)
+        out["ending_slow_probes"] = prober.slow(t0, t1)
 
         log(f"health: a new batch of {jobs} with every CPU free")
         t0 = time.monotonic()

@@ -88,6 +88,11 @@ class Launcher:
         with self._lock:
             return job_id in self._queued or job_id in self._starting
 
+    def launching_ids(self) -> frozenset[int]:
+        """Every job being launched now (one look, for a caller that asks about many jobs)."""
+        with self._lock:
+            return frozenset(self._queued | self._starting)
+
     def pending_launches(self) -> int:
         with self._lock:
             return len(self._queued) + len(self._starting)

@@ -626,9 +626,8 @@ class JobService:
 
     def _running(self) -> list[Job]:
         """Jobs with a supervisor to ask (one still being launched has none yet)."""
-        launcher = self._launcher
-        return [self.active[job_id] for job_id in self.allocations if job_id in self.active
-                and (launcher is None or not launcher.launching(job_id))]
+        launching = self._launcher.launching_ids() if self._launcher is not None else frozenset()
+        return [self.active[job_id] for job_id in self.allocations if job_id in self.active and job_id not in launching]
 
     def _settle(self, ended: Sequence[tuple[Job, Outcome]], saved: bool = False) -> None:
         """Apply outcomes read from the backend, recording them in one transaction unless `saved` already."""
