@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from corral.core.arrays import MAX_REF, abbreviate_ranges, format_ranges, parse_array, parse_ranges
+from corral.core.arrays import MAX_REF, abbreviate_ranges, array_state, format_ranges, parse_array, parse_ranges
 from corral.core.job import Job
 from corral.core.states import JobState
 from corral.errors import InvalidRequest
@@ -58,3 +58,13 @@ def test_an_arrays_ref_is_at_most_64_characters_and_counts_what_it_leaves_out():
             else:
                 head, _, left = short.rpartition("...+")
                 assert len(parse_ranges(head.rstrip(","))) + int(left) == count
+
+
+def test_an_array_cancelled_while_tasks_remained_is_cancelled_even_if_its_started_tasks_completed():
+    done, failed, cancelled = JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED
+    assert array_state([done, done], cancelled=True) is cancelled
+    assert array_state([], cancelled=True) is cancelled
+    assert array_state([done, done], cancelled=False) is done
+    assert array_state([done, failed, cancelled], cancelled=False) is failed
+    assert array_state([done, cancelled], cancelled=False) is cancelled
+    assert array_state([], cancelled=False) is cancelled

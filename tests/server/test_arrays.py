@@ -78,3 +78,58 @@ def test_holding_or_updating_an_array_covers_its_waiting_tasks(server, short_tmp
     final = client.wait(array["id"], timeout=60)
     assert final["state"] == "COMPLETED" and final["reason"] is None
     assert client.get(f"{array['id']}_5")["time_limit_s"] == 420
+
+
+def _corral(server, *args: str) -> str:
+    """The real `corral` command, as a user types it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "corral.cli", "--home", server.home, *args], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("tasks", [1_000, 100_000])
+def test_cancelling_a_running_array_cancels_it_and_its_afterok_never_runs(server_factory, short_tmp, tasks):
+    """The issue's reproduction: an array of quick tasks cancelled a few seconds in ended COMPLETED
+    (its started tasks had all completed) and its `afterok` dependent ran."""
+    import time
+
+    server = server_factory()
+    array = _corral(server, "submit", "--parsable", "-t", "1", f"--array=0-{tasks - 1}", "-D", short_tmp,
+                    "--", "true").strip()
+    dependent = _corral(server, "submit", "--parsable", "-D", short_tmp, "-d", f"afterok:{array}", "--", "echo",
+                        "RAN").strip()
+    client = server.client()
+    wait_for(lambda: client.get(f"{array}_0")["state"] == "COMPLETED", timeout=30)
+    time.sleep(1)
+    printed = _corral(server, "cancel", array)
+    final = client.wait(array, timeout=30)
+    assert final["state"] == "CANCELLED", printed
+    assert f"job {array}: COMPLETED" not in printed
+    wait_for(lambda: client.get(dependent)["reason"] == "DependencyNeverSatisfied")
+    assert client.get(dependent)["state"] == "PENDING"
+    started = {job["id"] for job in client.queue()} - {int(dependent)}
+    assert not started, f"tasks still active after the array was cancelled: {started}"
+    client.cancel(dependent)
+
+
+def test_an_array_cancelled_after_all_its_started_tasks_completed_ends_cancelled(server, short_tmp):
+    """Deterministic form of the race: every task that got a record has completed, the rest have
+    none yet (the array is held), and then the array is cancelled."""
+    client = server.client()
+    array = client.submit(["sleep", "0.5"], array="0-9%1", workdir=short_tmp)
+    dependent = client.submit(["echo", "RAN"], dependency=f"afterok:{array['id']}", workdir=short_tmp)
+    wait_for(lambda: client.get(f"{array['id']}_0")["state"] == "RUNNING")
+    client.hold(array["id"])  # its throttle has room for no other task now: none waits with a record
+    wait_for(lambda: client.get(f"{array['id']}_0")["state"] == "COMPLETED")
+    cancelled = client.cancel(array["id"])
+    assert cancelled["state"] == "CANCELLED"
+    assert client.get(array["id"])["state"] == "CANCELLED"
+    with pytest.raises(NotFound):
+        client.get(f"{array['id']}_5")  # a task that never got a record never will
+    wait_for(lambda: client.get(dependent["id"])["reason"] == "DependencyNeverSatisfied")
+    assert client.get(dependent["id"])["state"] == "PENDING"
+    client.cancel(dependent["id"])

@@ -1,5 +1,9 @@
 """The local backend: each job under its own supervisor process on this machine.
 
+`start` may be called from several threads at once (the server launches off its
+event loop) and `poll` from another: the state they share is behind one lock, held
+only to read or change it, never while a supervisor is spawned.
+
 Under a root server with an `owner_lookup` (the shared service), each job runs as
 its owner: the supervisor takes on the account the lookup names, the job's
 checkpoint directory and batch script become the owner's, and its job directory
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -27,6 +32,9 @@ from corral.executor.log_quota import LogQuota
 from corral.executor.users import RunAs, give_dir, share_home_with_jobs
 
 LIVENESS_CHECK_S = 2.0
+READY_TIMEOUT_S = 10.0  # how long `start` waits for a new supervisor to have started its job
+READY_CHECK_S = 0.005
+PROCESSES_RECHECK_S = 1.0  # how often job_processes looks again for a job whose supervisor has not started it
 
 
 class LocalBackend:
@@ -69,10 +77,12 @@ class LocalBackend:
         self.log_reserve_mb = log_reserve_mb
         self.log_quota = LogQuota(user_log_quota_mb, self._fail) if user_log_quota_mb else None
         self._home_shared = False
+        self._lock = threading.Lock()  # guards the four maps below, and _home_shared
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
         self._last_liveness: dict[int, float] = {}
         self._processes: dict[int, JobProcesses] = {}  # running job -> its processes, read once from started.json
+        self._not_started: dict[int, float] = {}  # job -> when started.json was last found missing
 
     def job_dir(self, job_id: int) -> str:
         return os.path.join(self.jobs_dir, str(job_id))
@@ -85,13 +95,17 @@ class LocalBackend:
         """
         owner = self.owner_lookup(job.spec.user) if self.owner_lookup is not None else None
         if owner is not None and not self._home_shared:
-            share_home_with_jobs(self.home)
-            self._home_shared = True
+            with self._lock:
+                if not self._home_shared:
+                    share_home_with_jobs(self.home)
+                    self._home_shared = True
         job_dir = self.job_dir(job.id)
         os.makedirs(job_dir, exist_ok=True)
         if owner is not None:
             os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
-        self._processes.pop(job.id, None)
+        with self._lock:
+            self._processes.pop(job.id, None)
+            self._not_started.pop(job.id, None)
         for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL):
             try:
                 os.unlink(os.path.join(job_dir, stale))
@@ -138,9 +152,24 @@ class LocalBackend:
             config["warn_signal"], config["warn_before_s"] = parse_signal(job.spec.warn_signal)
         # the outcome's room, set aside while there is some: it is written however full the disk is then
         files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
-        self._children[job.id] = spawn_supervisor(job_dir, config)
+        child = spawn_supervisor(job_dir, config)
+        with self._lock:
+            self._children[job.id] = child
         if self.log_quota is not None:
             self.log_quota.track(job.id, job.spec.user, (config["stdout"], config["stderr"]))
+        self._await_supervisor(job_dir, child)
+
+    def _await_supervisor(self, job_dir: str, child: subprocess.Popen[bytes]) -> None:
+        """Wait (in the launching thread, never the server's loop) until the supervisor has started
+        the job, recorded an outcome or exited, for at most READY_TIMEOUT_S. A launcher with a few
+        threads then has at most that many supervisors starting up at once: a thousand Python
+        processes booting together would starve the server of CPU on a small machine."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        started, result = os.path.join(job_dir, files.STARTED), os.path.join(job_dir, files.RESULT)
+        while time.monotonic() < deadline:
+            if os.path.exists(started) or os.path.exists(result) or child.poll() is not None:
+                return
+            time.sleep(READY_CHECK_S)
 
     def _cgroup_of(self, job: Job, allocation: Allocation) -> dict[str, Any] | None:
         """The job's cgroup for its supervisor: where, and the GPUs of this node that are not its own."""
@@ -157,11 +186,19 @@ class LocalBackend:
         cached = self._processes.get(job_id)
         if cached is not None:
             return cached
+        now = time.monotonic()
+        if now - self._not_started.get(job_id, -PROCESSES_RECHECK_S) < PROCESSES_RECHECK_S:
+            return None  # looked a moment ago (the monitor asks for every running job, on the server's loop)
         started = files.read_json(os.path.join(self.job_dir(job_id), files.STARTED))
         if started is None or not started.get("pid"):
+            with self._lock:
+                self._not_started[job_id] = now
             return None
-        self._processes[job_id] = JobProcesses(int(started["pid"]), started.get("cgroup_procs"))
-        return self._processes[job_id]
+        processes = JobProcesses(int(started["pid"]), started.get("cgroup_procs"))
+        with self._lock:
+            self._processes[job_id] = processes
+            self._not_started.pop(job_id, None)
+        return processes
 
     def job_pid(self, job_id: int) -> int | None:
         """The running job's main process (its session leader), once its supervisor has started it."""
@@ -185,23 +222,29 @@ class LocalBackend:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
 
     def poll(self, running: Iterable[Job]) -> list[tuple[Job, Outcome]]:
+        """Jobs among `running` that have ended (one thread at a time calls this; it may be
+        another than the one that started them)."""
         ended = []
         now = self.clock()
         for job in running:
             job_dir = self.job_dir(job.id)
-            outcome = read_outcome(job_dir)
+            # most jobs are still running: a look for the file costs a third of a failed open
+            outcome = read_outcome(job_dir) if os.path.exists(os.path.join(job_dir, files.RESULT)) else None
             if outcome is None and now - self._last_liveness.get(job.id, 0.0) >= LIVENESS_CHECK_S:
                 self._last_liveness[job.id] = now
-                child = self._children.get(job.id)
+                with self._lock:
+                    child = self._children.get(job.id)
                 if (child is None or child.poll() is not None) and not supervisor_alive(job_dir):
                     outcome = read_outcome(job_dir) or self._lost(job_dir, now)
             if outcome is not None:
                 ended.append((job, outcome))
                 self._last_liveness.pop(job.id, None)
-                self._processes.pop(job.id, None)
+                with self._lock:
+                    self._processes.pop(job.id, None)
+                    self._not_started.pop(job.id, None)
+                    child = self._children.pop(job.id, None)
                 if self.log_quota is not None:
                     self.log_quota.forget(job.id)
-                child = self._children.pop(job.id, None)
                 if child is not None:
                     self._exiting.append(child)
         self._exiting = [c for c in self._exiting if c.poll() is None]

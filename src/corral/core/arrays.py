@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from corral.core.states import JobState
 from corral.errors import InvalidRequest
 
 MAX_TASK_ID = 4_000_000
@@ -116,3 +117,26 @@ def parse_ranges(text: str) -> list[int]:
     if not text:
         return []
     return list(parse_array(text).task_ids)
+
+
+def array_state(task_states: Iterable[JobState], *, cancelled: bool) -> JobState:
+    """The final state of an array whose tasks have all ended.
+
+    Args:
+        task_states: the states of the tasks that got a record (started, or cancelled while waiting).
+        cancelled: the array was cancelled while some of its tasks had not ended; the tasks
+            never materialised then never run, so the array did not do its work.
+
+    Returns:
+        CANCELLED if it was cancelled (whatever its started tasks did: the user's word wins,
+        and `afterok` on it never holds); else COMPLETED if every task completed; else FAILED if
+        a task ended any other way than COMPLETED or CANCELLED; else CANCELLED.
+    """
+    if cancelled:
+        return JobState.CANCELLED
+    states = set(task_states)
+    if states and states <= {JobState.COMPLETED}:
+        return JobState.COMPLETED
+    if states - {JobState.COMPLETED, JobState.CANCELLED}:
+        return JobState.FAILED
+    return JobState.CANCELLED

@@ -84,6 +84,8 @@ class MonitorService:
         self._sharing: dict[str, Any] = {}  # channel -> whom it is shared with; the worker thread's alone
         self._episodes: dict[tuple[int, int], A.Episode] = {}
         self._ended: list[Job] = []
+        self._log_paths: dict[int, tuple[str | None, tuple[str, ...]]] = {}  # running job -> (its node, its logs)
+        self._facts: dict[int, tuple[object, A.JobFacts]] = {}  # job -> (what its facts were made from, the facts)
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-monitor")
@@ -160,14 +162,38 @@ class MonitorService:
         for job in jobs.values():
             if job.is_array or (job.state is JobState.PENDING and not wants_pending):
                 continue
-            facts.append(_facts(job))
+            facts.append(self._facts_of(job))
             if job.state is JobState.RUNNING:
-                logs[job.id] = tuple({job.log_path("stdout"), job.log_path("stderr")})
+                logs[job.id] = self._logs_of(job)
                 processes = job_processes(job.id) if job_processes is not None else None
                 if processes is not None and job.start_time is not None:
                     watched.append((job.id, processes.pid, tuple(job.gpu_ids or ()), job.spec.cpus, job.start_time,
                                     processes.procs_file))
+        if len(self._log_paths) > 2 * len(logs) + 64:
+            self._log_paths = {job_id: paths for job_id, paths in self._log_paths.items() if job_id in logs}
+        if len(self._facts) > 2 * len(jobs) + 64:
+            self._facts = {job_id: made for job_id, made in self._facts.items() if job_id in jobs}
         return _Snapshot(now, facts, watched, logs, tuple(ended))
+
+    def _facts_of(self, job: Job) -> A.JobFacts:
+        """A job's facts for the rules, made again only when its state, start or spec changed."""
+        key = (job.state, job.start_time, job.spec)
+        cached = self._facts.get(job.id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        facts = _facts(job)
+        self._facts[job.id] = (key, facts)
+        return facts
+
+    def _logs_of(self, job: Job) -> tuple[str, ...]:
+        """A running job's log files, worked out once per start (a snapshot of a thousand running jobs
+        runs on the event loop, and filling in patterns is most of its cost)."""
+        cached = self._log_paths.get(job.id)
+        if cached is not None and cached[0] == job.node:
+            return cached[1]
+        paths = tuple({job.log_path("stdout"), job.log_path("stderr")})
+        self._log_paths[job.id] = (job.node, paths)
+        return paths
 
     def _tick(self, snap: _Snapshot) -> None:
         samples = self._sample(snap.watched)

@@ -9,6 +9,7 @@ are short and synchronous, and submits arriving together share one transaction.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import os
@@ -20,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from corral.backends.base import Backend, Recovered
-from corral.core.arrays import parse_array
+from corral.core.arrays import array_state, parse_array
 from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
 from corral.core.identity import AccessPolicy
 from corral.core.job import Job, Outcome
@@ -33,15 +34,20 @@ from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
 from corral.executor import files
 from corral.executor.directory_access import DirectoryAccess, can_enter
+from corral.server.launcher import Launcher, Stop
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
 
 POLL_INTERVAL_S = 0.05
 IDLE_PASS_INTERVAL_S = 5.0
+PASS_GAP_FACTOR = 4.0  # after a pass, wait this many times its work before the next: passes take at most a fifth
+PASS_GAP_MAX_S = 0.5  # ... but never longer than this: resources that free up are used again within a second
+POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
 CANCEL_WAIT_S = 3.0
 MAX_LOG_CHUNK = 1 << 20
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CANCELLED_BY_USER = "CancelledByUser"
 
 
 class JobService:
@@ -83,15 +89,19 @@ class JobService:
         self._arrays: dict[int, Job] = {}  # array jobs with tasks waiting or active
         self._preempting: set[int] = set()  # running jobs told to make room, not yet gone
         self._array_tasks: dict[int, set[int]] = {}  # array id -> ids of its tasks not yet ended
+        self._cancelled_arrays: set[int] = set()  # cancelled, waiting for their started tasks to stop
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._insert_in_flight = False
         self._retry_alone: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
         self.directories = DirectoryAccess()  # submitters' directories, checked as them
+        self._poll_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-poll")
+        self._launcher: Launcher | None = None  # made when the loop runs; without it, jobs start inline
         self._dirty = True
         self._wake: asyncio.Event | None = None
         self._next_pass_at = 0.0
+        self._next_poll_at = 0.0
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
         self._waited_s = 0.0  # of a pass, the time spent waiting on another program (sbatch), not thinking
         self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
@@ -174,6 +184,7 @@ class JobService:
             InvalidRequest: a bad change; Conflict: the job is not pending.
         """
         job = self.resolve(ref)
+        self._refuse_if_cancelled(job)
         if job.state is not JobState.PENDING or job.id not in self.active or (job.is_array and "_" in ref):
             kind = "a task that has not started (update the array)" if job.is_array else job.state.value
             raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
@@ -282,9 +293,12 @@ class JobService:
             self._flush_inserts()
 
     def close(self) -> None:
-        """Let an insert in flight finish (its submitters are owed an answer)."""
+        """Let an insert in flight finish (its submitters are owed an answer), and the launches handed over."""
+        if self._launcher is not None:
+            self._launcher.close()
         self._db_thread.shutdown(wait=True)
         self.directories.close()
+        self._poll_thread.shutdown(wait=True)
 
     def resolve(self, ref: str) -> Job:
         """A job by its id (`12`) or an array task by `12_3`.
@@ -365,7 +379,7 @@ class JobService:
             raise Conflict(f"job {job_id} already ended ({job.state.value}); there is nothing to cancel")
         if job.state is JobState.PENDING:
             saved = (job.state, job.end_time, job.reason)
-            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
+            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
             try:
                 self.store.save_state(job)
             except Exception:
@@ -374,7 +388,7 @@ class JobService:
             self._forget(job)
             self._mark_dirty()
             return job
-        self.backend.cancel(job)
+        self._stop(job)
         self._mark_dirty()
         try:
             return await self.wait(job_id, CANCEL_WAIT_S)
@@ -382,25 +396,47 @@ class JobService:
             self._mark_dirty()
 
     async def _cancel_array(self, array: Job) -> Job:
-        array.array_pending = []
-        array.reason = "CancelledByUser"
-        self.store.save_state(array)
+        """Its tasks without a record never get one (the pass adds tasks only from `array_pending`,
+        emptied here in the same step as the record), its waiting tasks end now, its running ones
+        are told to stop; the array ends CANCELLED once they have, whatever they did."""
+        saved = (array.array_pending, array.reason)
+        array.array_pending, array.reason = [], CANCELLED_BY_USER
+        try:
+            self.store.save_state(array)
+        except Exception:
+            array.array_pending, array.reason = saved
+            raise
+        self._cancelled_arrays.add(array.id)
+        waiting = []
         for child_id in list(self._array_tasks.get(array.id, ())):
             child = self.active.get(child_id)
-            if child is not None and not child.state.is_terminal():
-                if child.state is JobState.PENDING:
-                    await self.cancel(child.id)
-                else:
-                    self.backend.cancel(child)
+            if child is None or child.state.is_terminal():
+                continue
+            if child.state is JobState.PENDING:
+                waiting.append(child)
+            else:
+                self._stop(child)
+        now = self.clock()
+        for child in waiting:
+            child.state, child.end_time, child.reason = JobState.CANCELLED, now, CANCELLED_BY_USER
+        self.store.save_states(waiting)
+        for child in waiting:
+            self._forget(child)
         self._finish_array_if_done(array.id)
         self._mark_dirty()
         return await self.wait(array.id, CANCEL_WAIT_S)
+
+    def _stop(self, job: Job) -> None:
+        """Tell a running job to stop (its outcome comes back through the backend's poll); one
+        still launching stops once launched, or is never launched if its turn has not come."""
+        if self._launcher is None or not self._launcher.stop(job, Stop.CANCEL):
+            self.backend.cancel(job)
 
     def _cancel_waiting_task(self, array: Job, task_id: int) -> Job:
         """A task not started yet: it gets a record of its own, cancelled."""
         spec = replace(array.spec, dependency=None, kill_on_invalid_dep=False)
         (task,) = self.store.add_tasks(array, spec, [task_id])
-        task.state, task.end_time, task.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
+        task.state, task.end_time, task.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
         self.store.save_state(task)
         self._finish_array_if_done(array.id)
         self._mark_dirty()
@@ -416,6 +452,7 @@ class JobService:
     def _set_held(self, ref: str, held: bool) -> Job:
         job = self.resolve(ref)
         job_id = job.id
+        self._refuse_if_cancelled(job)
         if job.is_array and "_" in ref:
             raise Conflict(f"task {ref} has not started; hold or release the whole array {job_id}")
         if job.state is not JobState.PENDING or job.id not in self.active:
@@ -442,6 +479,10 @@ class JobService:
                 self._reasons[target.id] = PendingReason.HELD
         self._mark_dirty()
         return self._current(job)
+
+    def _refuse_if_cancelled(self, job: Job) -> None:
+        if job.id in self._cancelled_arrays:
+            raise Conflict(f"array {job.id} is cancelled; its last tasks are stopping")
 
     async def _tracked(self, job_id: int) -> Job:
         deadline = time.monotonic() + 10
@@ -529,8 +570,15 @@ class JobService:
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Reap ended jobs and run scheduling passes until cancelled."""
+        """Reap ended jobs and run scheduling passes until cancelled.
+
+        Neither blocks the API for long: outcomes are read in the poll thread and applied in
+        one batch, supervisors are spawned by the launcher's threads, and a pass is followed by
+        a pause proportional to its own work (launches excluded), capped at PASS_GAP_MAX_S.
+        """
+        loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._launcher = Launcher(self.backend, loop, on_failed=self._launch_failed, on_skipped=self._launch_skipped)
         last_full_pass = 0.0
         while True:
             try:
@@ -539,7 +587,7 @@ class JobService:
                 pass
             self._wake.clear()
             try:
-                self.reap()
+                await self._reap_off_loop()
                 now = time.monotonic()
                 if now - last_full_pass >= IDLE_PASS_INTERVAL_S:
                     self._dirty = True
@@ -547,19 +595,52 @@ class JobService:
                     last_full_pass = now
                     self._waited_s = 0.0
                     self.schedule_pass()
-                    spent = time.monotonic() - now - self._waited_s
-                    # An expensive pass (a long queue) is not repeated at once: scheduling
-                    # takes at most a twentieth of the loop, whatever the submit rate.
-                    self._next_pass_at = now + 19 * spent
+                    work = time.monotonic() - now - self._waited_s
+                    self._next_pass_at = time.monotonic() + min(PASS_GAP_MAX_S, PASS_GAP_FACTOR * work)
             except Exception:  # noqa: BLE001 - the loop must outlive any one bad pass
                 log.exception("scheduler loop iteration failed")
                 await asyncio.sleep(POLL_INTERVAL_S)
 
-    def reap(self) -> None:
-        running = [self.active[job_id] for job_id in self.allocations if job_id in self.active]
+    async def _reap_off_loop(self) -> None:
+        """Read the outcomes of running jobs in the poll thread, record those that ended in the
+        database thread (one transaction), then apply them here."""
+        if time.monotonic() < self._next_poll_at:
+            return
+        running = self._running()
         if not running:
             return
-        ended = self.backend.poll(running)
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        ended = await loop.run_in_executor(self._poll_thread, self.backend.poll, running)
+        self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
+        if not ended:
+            return
+        rows = []
+        for job, outcome in ended:
+            row = copy.copy(job)
+            if outcome.state == JobState.PREEMPTED.value:
+                _reset_to_pending(row)
+            else:
+                _apply_outcome(row, outcome)
+            rows.append(row)
+        await loop.run_in_executor(self._db_thread, self.store.save_states, rows)
+        self._settle(ended, saved=True)
+
+    def reap(self) -> None:
+        """Read and apply ended jobs' outcomes, here and now."""
+        running = self._running()
+        if running:
+            self._settle(self.backend.poll(running))
+
+    def _running(self) -> list[Job]:
+        """Jobs with a supervisor to ask (one still being launched has none yet)."""
+        launching = self._launcher.launching_ids() if self._launcher is not None else frozenset()
+        return [self.active[job_id] for job_id in self.allocations if job_id in self.active and job_id not in launching]
+
+    def _settle(self, ended: Sequence[tuple[Job, Outcome]], saved: bool = False) -> None:
+        """Apply outcomes read from the backend, recording them in one transaction unless `saved` already."""
+        ended = [(job, outcome) for job, outcome in ended
+                 if self.active.get(job.id) is job and job.state is JobState.RUNNING]  # still as when read
         if not ended:
             return
         preempted = [job for job, outcome in ended if outcome.state == JobState.PREEMPTED.value]
@@ -568,10 +649,30 @@ class JobService:
                 self._requeue(job, outcome.end_time)
             else:
                 _apply_outcome(job, outcome)
-        self.store.save_states([job for job, _ in ended])
+        if not saved:
+            self.store.save_states([job for job, _ in ended])
         for job, _ in ended:
             if job not in preempted:
                 self._forget(job)
+        self._mark_dirty()
+
+    def _launch_failed(self, job: Job, reason: str) -> None:
+        """A launch raised (in a launcher thread): the job fails, saying why."""
+        self._end_unlaunched(job, Outcome("FAILED", None, None, self.clock(), reason))
+
+    def _launch_skipped(self, job: Job) -> None:
+        """A job cancelled before its launch began: it never ran."""
+        self._end_unlaunched(job, Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
+
+    def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
+        if self.active.get(job.id) is not job or job.state is not JobState.RUNNING:
+            return
+        _apply_outcome(job, outcome)
+        try:
+            self.store.save_state(job)
+        except Exception:  # noqa: BLE001 - it is over either way; recovery settles the record
+            log.exception("could not record the end of job %d", job.id)
+        self._forget(job)
         self._mark_dirty()
 
     def _requeue(self, job: Job, stopped_at: float) -> None:
@@ -581,8 +682,7 @@ class JobService:
             self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
                                                      stopped_at - job.start_time), stopped_at)
         self._preempting.discard(job.id)
-        job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
-        job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
+        _reset_to_pending(job)
         self._queue[job.id] = _pending(job)
 
     def schedule_pass(self) -> None:
@@ -611,9 +711,17 @@ class JobService:
             started.append(job)
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
+        self.generation += 1
+        if self._launcher is not None:
+            # written in the database thread, launched once committed; meanwhile the jobs count
+            # as launching (a cancel is carried out after, and the poll leaves them alone)
+            self._launcher.hold(job.id for job in started)
+            rows = [copy.copy(job) for job in started]
+            done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.save_states, rows)
+            done.add_done_callback(lambda result: self._recorded(started, result))
+            return
         try:
             self.store.save_states(started)
-            self.generation += 1
         except Exception:
             self._requeue_unsaved(started)
             raise
@@ -622,9 +730,27 @@ class JobService:
                 self.backend.start(job, self.allocations[job.id])
             except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
                 log.exception("launch of job %d failed", job.id)
-                _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), f"launch failed: {exc}"))
-                self.store.save_state(job)
-                self._forget(job)
+                self._launch_failed(job, f"launch failed: {exc}")
+
+    def _recorded(self, started: list[Job], result: asyncio.Future[None]) -> None:
+        """The starts of a pass are committed (launch them), or could not be (they wait again)."""
+        assert self._launcher is not None
+        error = result.exception()
+        if error is None:
+            for job in started:
+                allocation = self.allocations.get(job.id)
+                if allocation is None or self.active.get(job.id) is not job:
+                    self._launcher.abandon([job.id])  # settled meanwhile (it cannot have been: defensive)
+                    continue
+                self._launcher.launch(job, allocation)
+            return
+        log.error("could not record the start of %d jobs: %s", len(started), error)
+        stops = self._launcher.abandon(job.id for job in started)
+        cancelled = [job for job in started if stops.get(job.id) is Stop.CANCEL]
+        self._requeue_unsaved([job for job in started if job not in cancelled])
+        for job in cancelled:
+            self._launch_skipped(job)
+        self._mark_dirty()
 
     def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
         """Give array tasks records of their own as they get a chance to run: as many as the free
@@ -650,19 +776,15 @@ class JobService:
                 self._track(task)
 
     def _finish_array_if_done(self, array_id: int) -> None:
-        """An array ends when its last task does: COMPLETED if all did, else FAILED, else CANCELLED."""
+        """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""
         array = self._arrays.get(array_id)
         if array is None or array.array_pending or self._array_tasks.get(array_id):
             return
-        states = set(self.store.task_states(array_id))
-        if states <= {JobState.COMPLETED} and states:
-            array.state = JobState.COMPLETED
-        elif states - {JobState.COMPLETED, JobState.CANCELLED}:
-            array.state = JobState.FAILED
-        else:
-            array.state = JobState.CANCELLED
-        array.end_time, array.reason = self.clock(), None
+        cancelled = array_id in self._cancelled_arrays
+        array.state = array_state(self.store.task_states(array_id), cancelled=cancelled)
+        array.end_time, array.reason = self.clock(), CANCELLED_BY_USER if cancelled else None
         self.store.save_state(array)
+        self._cancelled_arrays.discard(array_id)
         self._forget(array)
 
     def _rate_preemptible(self, now: float) -> None:
@@ -688,7 +810,8 @@ class JobService:
             log.info("preempting job %d", job_id)
             self.allocations[job_id] = replace(allocation, preempting=True)
             self._preempting.add(job_id)
-            self.backend.preempt(job)
+            if self._launcher is None or not self._launcher.stop(job, Stop.PREEMPT):
+                self.backend.preempt(job)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
         """Jobs that must wait for others, with their reason; cancels those that asked for it when a
@@ -801,6 +924,8 @@ class JobService:
             self._dependencies[job.id] = parse_dependency(job.spec.dependency)
         if job.is_array:
             self._arrays[job.id] = job
+            if job.reason == CANCELLED_BY_USER:
+                self._cancelled_arrays.add(job.id)  # cancelled before a restart, its last tasks still running
         else:
             self._queue[job.id] = _pending(job)
 
@@ -933,6 +1058,12 @@ def _pending(job: Job) -> PendingJob:
     spec = job.spec
     return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
                       job.submit_time, spec.nice, spec.preemptible)
+
+
+def _reset_to_pending(job: Job) -> None:
+    """A preempted job waits again, its restart count up one."""
+    job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
+    job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
 
 
 def _apply_outcome(job: Job, outcome: Outcome) -> None:

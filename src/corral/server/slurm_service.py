@@ -191,6 +191,9 @@ class SlurmJobService(JobService):
 
     # -- watching ---------------------------------------------------------------------------------
 
+    async def _reap_off_loop(self) -> None:
+        self.reap()  # the Slurm commands run in the Slurm thread already
+
     def reap(self) -> None:
         """Start a read of Slurm's state when one is due; apply one that has come back. The
         commands run in a thread of their own: a slow slurmctld never holds up the API."""
@@ -413,6 +416,7 @@ class SlurmJobService(JobService):
             self.cluster.cancel([target])
             if job.is_array and "_" not in ref:
                 job.reason = "CancelledByUser"
+                self._cancelled_arrays.add(job.id)
             self.poll_soon()
         if job.state is JobState.PENDING and not job.is_array:
             job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), "CancelledByUser"
