@@ -5,7 +5,7 @@
                                         [--queued 3000] [--window 40] [--jobs 1000] [--json [PATH]]
 
 The two scenarios of issue 15 (item 3), each run on this checkout's code and, side by
-side in the same run, on the code of --baseline (default `main`, extracted with
+side in the same run, on the code of --baseline (default `a0bfac0`, the last commit before the launcher, extracted with
 `git archive` into a temporary directory and put first on the server's PYTHONPATH):
 
 reuse   A server declaring 64 CPUs (no GPUs). A blocker holds all 64 CPUs while
@@ -294,7 +294,8 @@ def _profile(prefix: str | None, variant: str, scenario: str) -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", default="main", help="git ref to compare with (default: main)")
+    parser.add_argument("--baseline", default="a0bfac0",
+                        help="git ref to compare with (default: a0bfac0, the last commit before the launcher)")
     parser.add_argument("--no-baseline", action="store_true", help="run only this checkout's code")
     parser.add_argument("--only", choices=["reuse", "health"], help="run one scenario")
     parser.add_argument("--queued", type=int, default=3000, help="reuse: one-second jobs queued (default 3000)")
