@@ -47,6 +47,8 @@ def test_a_full_disk_is_a_clear_error_and_nothing_is_corrupted(small_disk):
     try:
         client = server.client()
         blocker = client.submit(SLEEP, gpus=1)["id"]  # holds the GPU: what is submitted next only waits
+        # launched before the disk fills (supervisors start off the loop): a launch on a full disk fails its job
+        wait_for(lambda: os.path.exists(os.path.join(server.home, "jobs", str(blocker), "started.json")))
         before = client.submit(SLEEP, gpus=1, name="before")["id"]
         run = client.create_run(project="p")
         client.log_metrics(run["id"], {"batch_id": "b1", "points": [{"key": "loss", "step": 1, "value": 1.0}]})

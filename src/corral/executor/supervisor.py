@@ -90,6 +90,8 @@ class Supervisor:
         self.pid = os.fork()
         if self.pid == 0:
             os.close(gate_w)
+            if self.config.get("lock_fd") is not None:  # the lock says "a supervisor is alive": not this child's
+                os.close(int(self.config["lock_fd"]))   # to keep held while it waits here or starts the job
             if os.read(gate_r, 1) != b"1":
                 os._exit(1)
             self.exec_job(out_fd, err_fd)
