@@ -42,8 +42,19 @@ HOLDER = textwrap.dedent("""
             failed += 1
     print(json.dumps({"open": len(socks), "failed": failed}), flush=True)
     for line in sys.stdin:
-        _, i, path = line.split()
+        command, i, path = line.split()
         s = socks[int(i)]
+        if command == "stall":  # the first byte of a request, then nothing: is the connection closed?
+            s.sendall(b"G")
+            s.settimeout(20)
+            try:
+                closed = s.recv(1) == b""
+            except socket.timeout:
+                closed = False
+            except OSError:
+                closed = True
+            print(json.dumps({"closed": closed}), flush=True)
+            continue
         try:
             s.sendall(f"GET {path} HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n".encode())
             s.settimeout(30)
@@ -176,6 +187,10 @@ def test_connections_beyond_a_users_cap_are_refused_and_nobody_elses_are(server_
         over = ask(holder, 265, "/api/v1/whoami")
         assert over["status"] == 429, over
         assert "max_connections_per_user = 256" in json.loads(over["body"])["error"]["message"]
+        # one over the cap that starts a request and never finishes it is closed all the same (never held open)
+        holder.stdin.write("stall 266 -\n")
+        holder.stdin.flush()
+        assert json.loads(holder.stdout.readline()) == {"closed": True}
         # bob (another uid) and root open connections of their own while alice's stay open
         bobs = as_user(bob, HOLDER, "127.0.0.1", port, 250)
         try:

@@ -272,9 +272,7 @@ class PeerAwareProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        # a refused connection keeps its close timer: a request begun and never finished must not hold it open
         peer = self._peer
         if isinstance(peer, asyncio.Future):
             if not peer.done():
