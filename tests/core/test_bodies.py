@@ -101,3 +101,11 @@ def test_a_submitters_environment_may_carry_bytes_that_are_not_utf8_and_nothing_
     assert caught.value.field == "environment.X"
     with pytest.raises(InvalidRequest):
         decode_json(json.dumps({"name": "caf\udce9"}), bytes_in={"environment"})
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_a_body_in_another_encoding_than_utf8_is_refused_not_read_past_the_checks(encoding):
+    body = '{"command": ["true"], "name": "\\ud800x\\u0000"}'.encode(encoding, "surrogatepass")
+    with pytest.raises(InvalidRequest) as refused:
+        decode_json(body)
+    assert refused.value.field == "body"

@@ -69,7 +69,9 @@ def decode_json(raw: bytes | str, *, bytes_in: Collection[str] = ()) -> Any:
         return int(text)
 
     try:
-        value = json.loads(data, parse_int=integer)
+        # decoded here, as UTF-8 (RFC 8259): json.loads would take UTF-16 and UTF-32 bytes too, and the
+        # checks on the bytes above and below would not see what they hold
+        value = json.loads(data.decode("utf-8", "surrogatepass"), parse_int=integer)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise InvalidRequest("body", f"is not valid JSON ({exc})", 'send a JSON object such as {"command": ["true"]}') from None
     # the walk only where it can find something: an escape (\ud800, \u0000), a surrogate's UTF-8
