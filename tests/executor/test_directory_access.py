@@ -87,3 +87,27 @@ def test_checking_as_a_user_changes_no_other_threads_credentials(os_users, place
         assert sorted(access._thread.submit(os.getgroups).result()) == sorted(os.getgroups())
     finally:
         access.close()
+
+
+def test_a_directory_that_hangs_is_answered_no_in_bounded_time_and_later_checks_still_work(os_users, places,
+                                                                                           monkeypatch):
+    alice, _ = os_users
+    access = DirectoryAccess()
+    hang, checks = threading.Event(), []
+    real = access._as_owner
+
+    def as_owner(path, owner):  # what a stat on a dead NFS mount does: never return
+        checks.append(path)
+        if path == "/hangs":
+            hang.wait(30)
+        return real(path, owner)
+
+    monkeypatch.setattr(access, "_as_owner", as_owner)
+    try:
+        check = access.checker(alice)
+        assert check("/hangs") is False
+        assert check("/tmp") is True  # on a fresh thread: the hung one blocks nobody
+        assert checks == ["/hangs", "/tmp"]
+    finally:
+        hang.set()
+        access.close()

@@ -31,6 +31,7 @@ from corral.executor.users import RunAs, run_as_for
 _SYSCALLS = {"x86_64": (122, 123, 116), "aarch64": (151, 152, 159)}
 OWNER_CACHE_S = 30.0  # a user's groups are looked up again after this long (a new group counts soon)
 ENTERED_CACHE_S = 5.0  # a directory a user could enter is taken as enterable by them this long (a loop of submits)
+CHECK_TIMEOUT_S = 2.0  # the longest a submit waits for a directory to answer
 _UNCHANGED = -1  # an id no call accepts: setfsuid(-1) changes nothing and says what the id is
 
 
@@ -58,6 +59,8 @@ class DirectoryAccess:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-directory-access")
         self._calls = _SYSCALLS.get(platform.machine())
         self._libc = ctypes.CDLL(None, use_errno=True) if self._calls else None
+        if self._libc is not None:
+            self._libc.syscall.restype = ctypes.c_long  # setfsuid answers the previous id: above 2**31 for some
         self._lock = threading.Lock()
 
     def checker(self, user: str) -> Callable[[str], bool]:
@@ -81,7 +84,14 @@ class DirectoryAccess:
         entered = self._entered.get(key)
         if entered is not None and now - entered < ENTERED_CACHE_S:
             return True
-        if not self._thread.submit(self._as_owner, path, owner).result():
+        try:
+            entered = self._thread.submit(self._as_owner, path, owner).result(timeout=CHECK_TIMEOUT_S)
+        except TimeoutError:
+            # a path that hangs (a dead NFS mount): answer no, and check on a fresh thread from now on
+            self._thread.shutdown(wait=False)
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-directory-access")
+            return False
+        if not entered:
             return False
         if len(self._entered) > 10_000:
             self._entered.clear()

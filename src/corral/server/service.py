@@ -901,6 +901,7 @@ class JobService:
         for job in jobs:
             job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
             self.allocations.pop(job.id, None)
+            self._preempting.discard(job.id)  # a preemption asked while it launched ends with the launch
             self._queue[job.id] = _pending(job)
         self._queue = dict(sorted(self._queue.items()))
 
