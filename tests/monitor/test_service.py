@@ -132,7 +132,9 @@ def test_a_failing_job_fires_a_webhook_and_an_email_once(server_factory, db_url,
     client.wait(ok, timeout=30)
     client.wait(failed, timeout=30)
 
-    wait_for(lambda: http.requests and collector.envelopes and marker.exists(), timeout=30)
+    # the command's file exists from its open(): wait for what it wrote, whole
+    wait_for(lambda: http.requests and collector.envelopes and marker.exists() and marker.read_text().endswith("}"),
+             timeout=30)
     body = json.loads(http.requests[0]["body"])
     assert body["rule"] == "job-failed" and body["job_id"] == failed and body["severity"] == "critical"
     assert body["message"] == f"train-bert (job {failed}) of {client.get(failed)['user']} ended FAILED"
