@@ -23,13 +23,19 @@ def _started(home: str, job_id: int) -> bool:
     return os.path.exists(os.path.join(home, "jobs", str(job_id), "started.json"))
 
 
-def test_cpus_freed_by_a_large_first_wave_are_reused_within_seconds(server_factory, short_tmp):
-    cpus = 60
+def _behind_a_blocker(server_factory, short_tmp, cpus: int, command: list[str], count: int):
+    """A server of `cpus` CPUs, all held by a running blocker, with `count` one-CPU jobs queued behind it."""
     server = server_factory(gpus=0, extra=["--cpus", str(cpus), "--mem", "1000G"])
     client = server.client()
     blocker = client.submit(["sleep", "600"], cpus=cpus, workdir=short_tmp)
     wait_for(lambda: client.get(blocker["id"])["state"] == "RUNNING")
-    jobs = [client.submit(["sleep", "1"], cpus=1, workdir=short_tmp)["id"] for _ in range(2 * cpus)]
+    jobs = [client.submit(command, cpus=1, workdir=short_tmp)["id"] for _ in range(count)]
+    return server, client, blocker, jobs
+
+
+def test_cpus_freed_by_a_large_first_wave_are_reused_within_seconds(server_factory, short_tmp):
+    cpus = 60
+    _, client, blocker, jobs = _behind_a_blocker(server_factory, short_tmp, cpus, ["sleep", "1"], 2 * cpus)
     client.cancel(blocker["id"])  # one pass starts the first wave of 60 at once
     first, second = jobs[:cpus], jobs[cpus:]
     wait_for(lambda: any(client.get(j)["state"] != "PENDING" for j in second), timeout=60)
@@ -41,11 +47,7 @@ def test_cpus_freed_by_a_large_first_wave_are_reused_within_seconds(server_facto
 
 def test_health_answers_while_a_large_pass_launches(server_factory, short_tmp):
     cpus = 200
-    server = server_factory(gpus=0, extra=["--cpus", str(cpus), "--mem", "1000G"])
-    client = server.client()
-    blocker = client.submit(["sleep", "600"], cpus=cpus, workdir=short_tmp)
-    wait_for(lambda: client.get(blocker["id"])["state"] == "RUNNING")
-    jobs = [client.submit(["sleep", "120"], cpus=1, workdir=short_tmp)["id"] for _ in range(cpus)]
+    server, client, blocker, jobs = _behind_a_blocker(server_factory, short_tmp, cpus, ["sleep", "120"], cpus)
     waits: list[float] = []
     done = threading.Event()
 
