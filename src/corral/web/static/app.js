@@ -67,7 +67,7 @@
 //                            have class "differs" and data-differs="true"
 //   run-state                run: the state badge                           data-state (running, finished, ...)
 //   artifacts                run: artifacts and checkpoints table
-//   firing-row               alerts: one per firing (<tr>)                  data-firing-id, data-status (firing | resolved)
+//   firing-row               alerts: one per firing (<tr>)                  data-firing-id, data-status (firing | fired | resolved)
 //   ack-button               alerts: acknowledge that firing (not for a read-only credential)
 //   rule-row                 alerts: one per rule (<tr>)                    data-rule
 //   show-acknowledged        alerts: checkbox including acknowledged firings

@@ -294,7 +294,7 @@ export function mount(main, ctx) {
       }
       replace(alertsBox, h("ul", {class: "plain"}, firings.map((f) => h("li", {},
         severityBadge(f.severity), " ",
-        h("strong", {}, f.rule), " ", h("span", {class: "badge"}, f.status === "firing" ? "◉ firing" : "✓ resolved"), " ",
+        h("strong", {}, f.rule), " ", h("span", {class: "badge"}, f.status === "firing" ? "◉ firing" : f.status === "fired" ? "● fired (ended job)" : "✓ resolved"), " ",
         timeEl(f.fired_at), h("div", {class: "small"}, f.message || f.condition)))),
       h("p", {}, h("a", {href: "/alerts"}, "All alerts")));
     } catch (err) {
