@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -195,6 +196,11 @@ def test_nan_loss_hung_job_time_left_and_queue_wait_fire(fast_server):
     assert held in found["waiting"]
     nan = next(f for f in client.alerts() if f["rule"] == "nan")
     assert nan["value"] == "non-finite at step 2"
+    # durations carry their unit: "value 3 s", never a bare "value 3"
+    for rule in ("hung", "ending", "waiting"):
+        firing = next(f for f in client.alerts() if f["rule"] == rule)
+        assert re.fullmatch(r"-?\d+ s( \(.+\))?", firing["value"]), firing
+        assert f"(value {firing['value']})" in firing["message"]
     for job in (quiet, short, held):
         client.cancel(job)
 

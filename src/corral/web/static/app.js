@@ -51,6 +51,7 @@
 //                            "Only OWNER or an admin can read this job's logs." and the server's words
 //   diagnosis                job: findings (each .finding with data-cause), or "nothing found"
 //                            (data-forbidden="true" when refused, with the same words as logs-forbidden)
+//   unchecked                job: inside diagnosis, what it could not check and why (a <ul>), when anything
 //   efficiency               job: the efficiency report
 //   run-row                  runs: one per run (<tr>)                       data-run-id
 //   run-select               runs: the row's checkbox                       value = run id
