@@ -82,6 +82,7 @@ def test_declared_gpus_without_a_driver_say_so_and_an_idle_request_is_flagged(ho
     assert "no problem found" not in text
     assert "(oversized_request)" in text and "it asked for 8.0 GB of host memory" in text
     assert "Not checked:" in text and "GPU use of its 2 GPUs: no GPU driver (NVML) answers where it ran" in text
+    assert "GPU Utilization: - (no GPU samples: no GPU driver reads its GPUs)" in corral(home, "eff", "1")
     report = json.loads(corral(home, "diagnose", "1", "--json"))
     assert report["unchecked"] and report["findings"][0]["cause"] == "oversized_request"
 

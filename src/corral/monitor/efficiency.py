@@ -151,7 +151,8 @@ def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         lines.append(f"GPUs: {report['gpus']}" + (f" ({job['gpu_type']})" if job.get("gpu_type") else ""))
         mean, top = report.get("gpu_utilization_mean"), report.get("gpu_utilization_max")
         lines.append(f"GPU Utilization: {mean:.1f}% mean, {top:.0f}% max" if mean is not None and top is not None
-                     else "GPU Utilization: - (no GPU samples)")
+                     else "GPU Utilization: - (no GPU samples: no GPU driver reads its GPUs)"
+                     if report.get("gpu_driver") is False else "GPU Utilization: - (no GPU samples)")
         peak = report.get("gpu_memory_peak_mb")
         of = [f"{report[key]:.0f} MB {label}" for key, label in (
             ("gpu_memory_requested_mb", "requested"), ("gpu_memory_total_mb", "on its GPUs"))

@@ -653,7 +653,9 @@ class MonitorService:
         usage = self._final_usage(job)
         now = self.clock()
         summary = await self._read(lambda conn: self.store.sample_summary(conn, job.id))
-        return local_efficiency(_job_view(job), summary, usage, now=now)
+        report = local_efficiency(_job_view(job), summary, usage, now=now)
+        report["gpu_driver"] = self.gpu_driver()  # False: its GPU figures are missing for want of a driver
+        return report
 
     def gpu_driver(self) -> bool | None:
         """Whether the sampler reads GPUs here: False when no driver (NVML) answers, None before its first read."""
