@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 
 import pytest
 from click.testing import CliRunner
 
 from corral.cli.main import cli
+from corral.executor.cgroups.placement import _mounts
 from tests.helpers import wait_for
+
+CGROUPS = os.geteuid() == 0 and ("memory" in _mounts("/proc/self/mountinfo")[0]
+                                 or _mounts("/proc/self/mountinfo")[1] is not None)
 
 
 @pytest.fixture
@@ -49,6 +55,46 @@ def test_eff_and_diagnose_print_reports(home):
 
 
 
+@pytest.mark.skipif(not CGROUPS, reason="a memory limit the kernel holds needs root and cgroups (CI has both)")
+def test_diagnose_and_eff_state_the_same_peak_for_a_job_killed_for_memory(home):
+    """The issue's job: the samples saw it small, then it allocated past --mem and was killed."""
+    grow = f"{sys.executable} -c 'import time; time.sleep(1.5); a = bytearray(400 << 20); time.sleep(30)'"
+    corral(home, "submit", "--mem", "100M", "-t", "1", "--wrap", grow)
+    wait_for(lambda: "OUT_OF_MEMORY" in corral(home, "show", "1"), timeout=60)
+    eff = json.loads(corral(home, "eff", "1", "--json"))
+    diagnosis = json.loads(corral(home, "diagnose", "1", "--json"))
+    peak = eff["max_rss_mb"]
+    assert peak >= 90 and eff["memory_source"] == "cgroup"  # the kernel's count at the kill, not a sample
+    assert diagnosis["usage"]["peak_rss_mb"] == peak and diagnosis["usage"]["memory_source"] == "cgroup"
+    assert diagnosis["usage"]["samples"] >= 2  # it was sampled, small, before it grew
+    eff_text, diagnose_text = corral(home, "eff", "1"), corral(home, "diagnose", "1")
+    assert f"Memory Utilized: {peak:.1f} MB (peak, from the kernel's count for its cgroup" in eff_text
+    quoted = re.findall(r"memory peaked at ([\d.]+) MB", diagnose_text)
+    assert quoted == [f"{peak:.1f}"], diagnose_text
+
+
+def test_declared_gpus_without_a_driver_say_so_and_an_idle_request_is_flagged(home):
+    corral(home, "submit", "--gpus", "2", "--mem", "8G", "-c", "1", "-t", "1", "--wrap", "sleep 3")
+    top = wait_for(lambda: "no driver" in (out := corral(home, "top", "--once")) and out, timeout=20)
+    assert "0,1 no driver" in top and "?" not in top  # said once, not `0:? 1:?`
+    wait_for(lambda: "COMPLETED" in corral(home, "show", "1"), timeout=30)
+    text = corral(home, "diagnose", "1")
+    assert "no problem found" not in text
+    assert "(oversized_request)" in text and "it asked for 8.0 GB of host memory" in text
+    assert "Not checked:" in text and "GPU use of its 2 GPUs: no GPU driver (NVML) answers where it ran" in text
+    assert "GPU Utilization: - (no GPU samples: no GPU driver reads its GPUs)" in corral(home, "eff", "1")
+    report = json.loads(corral(home, "diagnose", "1", "--json"))
+    assert report["unchecked"] and report["findings"][0]["cause"] == "oversized_request"
+
+
+def test_a_short_jobs_timeout_advice_fits_its_own_limit(home):
+    corral(home, "submit", "-t", "0:50", "--wrap", "sleep 300")
+    wait_for(lambda: "TIMEOUT" in corral(home, "show", "1"), timeout=120)
+    text = corral(home, "diagnose", "1")
+    assert "(timeout_no_checkpoint)" in text
+    assert "USR1@120" not in text and "--signal USR1@5 sends SIGUSR1 5 s before it" in text
+
+
 def test_alert_commands_create_list_ack_and_explain_bad_input(home, http):
     assert "alert channel hook (webhook)" in corral(home, "alert", "channel", "add", "hook", "--webhook", http.base)
     assert "give exactly one of" in corral(home, "alert", "channel", "add", "x", code=2)
@@ -60,6 +106,7 @@ def test_alert_commands_create_list_ack_and_explain_bad_input(home, http):
     wait_for(lambda: http.requests, timeout=20)
     listed = wait_for(lambda: "hook:sent" in (out := corral(home, "alert", "list")) and out, timeout=20)
     assert "CRITICAL" in listed and "failed" in listed
+    assert "FIRED (ended job)" in listed and "RESOLVED" not in listed  # a failure, not an all-clear
     corral(home, "alert", "ack", "1")
     assert corral(home, "alert", "list").strip() == "no alerts"
     assert "ACK" in corral(home, "alert", "list", "--all")

@@ -174,9 +174,20 @@ def test_messages_fill_known_placeholders_and_nothing_else():
     rule = Rule(1, "low-gpu", "warning", parse_condition("gpu_utilization < 10 for 15m"), "")
     facts = running()
     assert render_message("{name} ({job}) of {user}: GPU at {value}%", rule, facts, 3.0) == "train (7) of ann: GPU at 3.0%"
-    assert render_message("", rule, facts, 3.0) == "job 7 (train): gpu_utilization < 10 for 15m (value 3.0)"
+    assert render_message("", rule, facts, 3.0) == "job 7 (train): gpu_utilization < 10 for 15m (value 3.0%)"
     assert render_message("{unknown} stays", rule, facts, None) == "{unknown} stays"
     assert render_message("{job.__class__} is text", rule, facts, None) == "{job.__class__} is text"
+
+
+def test_a_firings_value_carries_its_unit():
+    from corral.core.alerts import value_text
+
+    hung = Rule(2, "hung", "warning", parse_condition("no_progress for 1m"), "")
+    assert value_text(hung.condition, 70) == "70 s" and value_text(hung.condition, 1801) == "1801 s (30 min)"
+    assert render_message("", hung, running(), 70) == "job 7 (train): no_progress for 1m (value 70 s)"
+    assert value_text(parse_condition("rss_mb > 100"), 512.5) == "512.5 MB"
+    assert value_text(parse_condition("metric.loss > 5"), 7.25) == "7.25"
+    assert value_text(parse_condition("state == FAILED"), "FAILED") == "FAILED"
 
 
 def test_sharing_a_channel_takes_user_names_or_all_and_refuses_anything_else():

@@ -165,6 +165,9 @@ def test_an_agent_session_over_stdio_creates_polls_reads_measures_alerts_and_sto
             assert firing[0]["severity"] == "critical"
             diagnosis = await call(agent, "diagnose_job", job_id=doomed["job_id"])
             assert diagnosis["state"] == "FAILED" and diagnosis["exit_code"] == 3
+            # the server's GPUs are declared, with no driver to read them: the agent is told it went unchecked
+            assert any("no GPU driver" in item for item in diagnosis["unchecked"]), diagnosis
+            assert diagnosis["usage"]["memory_source"] in ("cgroup", "rusage", "rusage+samples", "samples")
 
             # another job stopped
             sleeper = await call(agent, "create_gpu_job", gpus=2, command="sleep 60")

@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from corral.monitor.diagnosis import CRITICAL, WARNING, Evidence, Finding, diagnose, format_diagnosis
+from corral.monitor.diagnosis import (
+    CRITICAL, WARNING, Evidence, Finding, diagnose, format_diagnosis, unchecked, warning_lead_s,
+)
+from corral.monitor.efficiency import local_efficiency
+from corral.monitor.usage import job_usage
 from corral.core.samples import summarize
 
 DATA = Path(__file__).parent / "data"
@@ -241,10 +245,24 @@ def test_corral_memory_kill_is_host_oom_with_a_bigger_mem():
     assert finding.evidence[:2] == (
         "the job ended OUT_OF_MEMORY: killed for using more host memory than it asked for",
         "stderr:40: corral: job exceeded its memory limit of 16384 MB; killed")
-    assert "resident memory peaked at 16 GB in the samples, against the 16 GB requested" in finding.evidence
+    assert "its memory peaked at 16120.0 MB (its samples), against the 16 GB requested" in finding.evidence
     assert finding.fixes[0].startswith("Ask for more host memory: --mem 24G")
     assert any("DataLoader workers" in fix for fix in finding.fixes)
     assert any("mmap_mode" in fix for fix in finding.fixes)
+
+
+def test_an_oom_killed_job_is_quoted_at_its_accounting_peak_as_eff_states_it():
+    """The issue's job: samples saw 42 MB before it allocated; its cgroup counted 508.3 MB when it ended."""
+    oom = job(state="OUT_OF_MEMORY", exit_code=137, signal=9, mem_mb=500, gpus=0)
+    rows = samples(3, gpu=None, gpu_mem=None, rss=42.0)
+    final = {"cpu_time_s": 0.4, "max_rss_mb": 508.3, "memory_source": "cgroup"}
+    usage = job_usage(summarize(rows), final)
+    finding = only(diagnose(evidence(oom, rows, usage=usage)), "host_oom")
+    eff = local_efficiency(oom, summarize(rows), final)
+    assert eff["max_rss_mb"] == usage.peak_rss_mb == 508.3 and eff["memory_source"] == "cgroup"
+    assert ("its memory peaked at 508.3 MB (the kernel's count for its cgroup when it ended), "
+            "against the 500 MB requested") in finding.evidence
+    assert not any("42" in item for item in finding.evidence)
 
 
 def test_a_dataloader_worker_killed_by_the_kernel_is_host_oom_not_a_python_error():
@@ -302,6 +320,20 @@ def test_timeout_without_a_checkpoint_is_critical_with_the_fixes():
     fixes = " ".join(finding.fixes)
     assert "run.save_checkpoint" in fixes and "run.checkpoint_due()" in fixes
     assert "--time 2:00:00" in fixes and "--signal USR1@120" in fixes
+
+
+@pytest.mark.parametrize("limit, lead", [(3600, 120), (600, 60), (60, 6), (30, None), (None, 120)])
+def test_the_warning_before_the_limit_fits_the_jobs_own_limit(limit, lead):
+    assert warning_lead_s(limit) == lead
+
+
+def test_a_one_minute_job_is_not_told_to_warn_two_minutes_before_its_limit():
+    timed_out = job(state="TIMEOUT", exit_code=None, signal=15, time_limit_s=60, end_time=iso(T0 + 61))
+    fixes = " ".join(only(diagnose(evidence(timed_out, None, HEALTHY_STDOUT)), "timeout_no_checkpoint").fixes)
+    assert "USR1@120" not in fixes
+    assert "--signal USR1@6 sends SIGUSR1 6 s before it (a tenth of its 1:00 limit)" in fixes
+    short = job(state="TIMEOUT", exit_code=None, signal=15, time_limit_s=20, end_time=iso(T0 + 21))
+    assert "--signal" not in " ".join(only(diagnose(evidence(short, None, HEALTHY_STDOUT)), "timeout_no_checkpoint").fixes)
 
 
 def test_timeout_with_checkpoints_is_milder():
@@ -441,3 +473,38 @@ def test_format_diagnosis_reads_as_numbered_findings():
     assert lines[4].startswith("     - stderr:21: torch.OutOfMemoryError: CUDA out of memory.")
     assert "   Fix:" in lines
     assert all(len(line) <= 320 for line in lines)  # the long PyTorch line is clipped
+
+
+# -- what could not be checked, and requests far above use -------------------------------------------
+
+
+def test_gpus_without_a_driver_are_said_unchecked_and_an_8g_request_for_a_few_mb_is_flagged():
+    """The issue's job: 2 GPUs and 8 GB asked for, neither used, on a node whose GPUs no driver reads."""
+    idle = job(gpus=2, mem_mb=8192, cpus=1, end_time=iso(T0 + 20))
+    rows = samples(3, gpu=None, gpu_mem=None, rss=30.0)
+    final = {"cpu_time_s": 0.2, "max_rss_mb": 35.0, "memory_source": "cgroup"}
+    seen = evidence(idle, rows, HEALTHY_STDOUT[:3], usage=job_usage(summarize(rows), final), gpu_driver=False)
+    findings = diagnose(seen)
+    assert causes(findings) == ["oversized_request"]
+    assert findings[0].evidence[0].startswith("it asked for 8.0 GB of host memory and peaked at 35.0 MB (0%")
+    assert "--mem 1G" in findings[0].fixes[0]
+    missing = unchecked(seen)
+    assert missing == ["GPU use of its 2 GPUs: no GPU driver (NVML) answers where it ran, so no sample has GPU "
+                       "figures."]
+    text = format_diagnosis(idle, findings, missing)
+    assert "Not checked:" in text and "no GPU driver" in text
+
+
+def test_a_job_with_no_samples_says_its_gpus_went_unchecked_and_says_no_problem_only_with_that():
+    seen = evidence(job(gpus=2, mem_mb=1024, cpus=1), None, HEALTHY_STDOUT[:3])
+    assert diagnose(seen) == []
+    missing = unchecked(seen)
+    assert missing[0] == "GPU use of its 2 GPUs: it has no samples (it ended before the first one)."
+    text = format_diagnosis(job(), [], missing)
+    assert text.startswith("Job 12 (train), COMPLETED: no problem found.") and "Not checked:" in text
+
+
+def test_short_gpu_samples_are_said_too_short_to_judge():
+    seen = evidence(job(), samples(4, gpu=0.0, gpu_mem=None), HEALTHY_STDOUT[:3])
+    assert "its 4 samples span 30 s; GPU findings need 3 or more samples across 5 min" in unchecked(seen)[0]
+    assert unchecked(evidence(job(), samples(), HEALTHY_STDOUT)) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -146,7 +147,9 @@ def test_a_failing_job_fires_a_webhook_and_an_email_once(server_factory, db_url,
 
     [firing] = client.alerts()
     assert firing["job_id"] == failed
-    assert firing["status"] == "resolved" and firing["resolved_at"] == firing["fired_at"]  # an event: told once
+    # an event about an ended job, told once: "fired", never "resolved", which would read as all well
+    assert firing["status"] == "fired" and firing["resolved_at"] is None
+    assert client.alerts(status="fired")[0]["id"] == firing["id"]
     assert {d["channel"]: d["status"] for d in firing["deliveries"]} == {"hook": "sent", "oncall": "sent", "script": "sent"}
     client.acknowledge(firing["id"])
     assert client.alerts(unacknowledged=True) == []  # acknowledged: gone from `corral alert list`
@@ -193,6 +196,11 @@ def test_nan_loss_hung_job_time_left_and_queue_wait_fire(fast_server):
     assert held in found["waiting"]
     nan = next(f for f in client.alerts() if f["rule"] == "nan")
     assert nan["value"] == "non-finite at step 2"
+    # durations carry their unit: "value 3 s", never a bare "value 3"
+    for rule in ("hung", "ending", "waiting"):
+        firing = next(f for f in client.alerts() if f["rule"] == rule)
+        assert re.fullmatch(r"-?\d+ s( \(.+\))?", firing["value"]), firing
+        assert f"(value {firing['value']})" in firing["message"]
     for job in (quiet, short, held):
         client.cancel(job)
 

@@ -162,6 +162,14 @@ def test_the_failed_jobs_page_shows_its_diagnosis(site, page):
     assert "out of memory" in finding.inner_text()
 
 
+def test_the_job_page_says_what_diagnosis_could_not_check(site, page):
+    page.goto(site.url(f"/jobs/{site.jobs['eval']}"))
+    unchecked = page.locator("[data-testid=diagnosis] [data-testid=unchecked]")
+    unchecked.wait_for(timeout=30_000)
+    # a job running for seconds: its GPU samples are too few to judge, and the page says so
+    assert "GPU use of its GPU" in unchecked.inner_text() and "GPU findings need" in unchecked.inner_text()
+
+
 def test_a_runs_chart_draws_the_logged_points_and_zooms_by_asking_the_server(site, page):
     page.goto(site.url(f"/runs/{site.runs['baseline']}"))
     page.wait_for_function("document.body.dataset.chartsReady === 'true'", timeout=30_000)
@@ -218,6 +226,8 @@ def test_the_alerts_page_lists_the_firing_and_acknowledges_it(site, page):
     row = page.locator("[data-testid=firing-row]").first
     row.wait_for()
     assert "job-failed" in row.inner_text() and "critical" in row.inner_text().lower()
+    # about a job that failed: "fired (ended job)", never a reassuring "resolved"
+    assert row.get_attribute("data-status") == "fired" and "fired (ended job)" in row.inner_text()
     assert page.locator("[data-testid=rule-row]").count() == 1
     screenshot(page, "alerts")
     firing = int(row.get_attribute("data-firing-id"))

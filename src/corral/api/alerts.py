@@ -107,7 +107,7 @@ async def test_channel(request: Request, name: str = Name) -> Response:
 
 @router.get("", summary="Alert firings, newest first, with their deliveries: about the caller's jobs (all for admins)")
 async def list_firings(
-    request: Request, status: str | None = Query(None, description="firing or resolved; all when absent"),
+    request: Request, status: str | None = Query(None, description="firing (open), fired (about a job that ended) or resolved; all when absent"),
     job: int | None = Query(None, ge=1, le=2**31 - 1), unacknowledged: bool = False,
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Response:

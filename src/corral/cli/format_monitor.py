@@ -22,7 +22,7 @@ def top_table(rows: Sequence[Mapping[str, Any]], now: float) -> str:
         progress = row.get("progress") or {}
         gpus = " ".join(
             f"{g['index']}:{_pct(g.get('utilization'))}/{_gb(g.get('memory_used_mb'))}" for g in sample.get("gpus", [])
-        ) or ("-" if not row["gpu_ids"] else " ".join(f"{i}:?" for i in row["gpu_ids"]))
+        ) or _unread_gpus(row)
         if sample.get("stray_gpus"):
             gpus += f" (also on {','.join(str(g) for g in sample['stray_gpus'])}!)"
         elapsed = now - row["start_time"] if row.get("start_time") else None
@@ -32,6 +32,16 @@ def top_table(rows: Sequence[Mapping[str, Any]], now: float) -> str:
             _gb(sample.get("rss_mb")), _step(progress), _rate(progress.get("rate")), _eta(progress, row, now),
         ])
     return table(["JOBID", "NAME", "USER", "TIME", "GPUS (util/mem)", "CPU", "RSS", "STEP", "RATE", "ETA"], lines)
+
+
+def _unread_gpus(row: Mapping[str, Any]) -> str:
+    """A job's GPUs with no figures: `0,1 no driver` once, not a `?` per GPU that reads as an error."""
+    if not row["gpu_ids"]:
+        return "-"
+    ids = ",".join(str(i) for i in row["gpu_ids"])
+    if row.get("gpu_driver") is False:
+        return f"{ids} no driver"
+    return f"{ids} not read yet"
 
 
 @escaped
@@ -45,13 +55,17 @@ def rules_table(rules: Sequence[Mapping[str, Any]]) -> str:
     return table(["NAME", "SEVERITY", "CONDITION", "SCOPE", "CHANNELS"], rows)
 
 
+_STATUS = {"fired": "FIRED (ended job)"}
+"""A firing about a job that ended is an event, over once told: not RESOLVED, which reads as all well."""
+
+
 @escaped
 def firings_table(firings: Sequence[Mapping[str, Any]]) -> str:
     if not firings:
         return "no alerts"
     rows = []
     for f in firings:
-        status = f["status"].upper() + (" ACK" if f.get("acknowledged_at") else "")
+        status = _STATUS.get(f["status"], f["status"].upper()) + (" ACK" if f.get("acknowledged_at") else "")
         rows.append([
             str(f["id"]), _time(f["fired_at"]), f["severity"].upper(), status, f["rule"],
             str(f["job_id"]) if f.get("job_id") is not None else "-", f["message"][:60], _deliveries(f["deliveries"]),

@@ -79,7 +79,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
 
     findings = [Finding(f["cause"], f["title"], tuple(f["evidence"]), tuple(f["fixes"]), f["severity"])
                 for f in result["findings"]]
-    click.echo(format_diagnosis(result["job"], findings))
+    click.echo(format_diagnosis(result["job"], findings, result.get("unchecked") or ()))
 
 
 @click.group()

@@ -207,6 +207,28 @@ def holds(condition: Condition, facts: JobFacts, now: float) -> tuple[bool, floa
     return _COMPARE[condition.op or "<"](float(value), condition.threshold or 0.0), round(value, 3)
 
 
+_UNITS = {"gpu_utilization": "%", "cpu_utilization": "%", "gpu_memory_mb": " MB", "rss_mb": " MB",
+          "gpu_power_w": " W", "gpu_temperature_c": " °C", "read_mb_s": " MB/s", "write_mb_s": " MB/s",
+          "cpu_time_s": " s", "processes": " processes"}
+_DURATIONS = frozenset({"no_progress", "time_left", "queue_wait"})
+
+
+def value_text(condition: Condition, value: float | str | None) -> str | None:
+    """A firing's value as a person reads it, with its unit: `70 s`, `1801 s (30 min)`, `3.0%`, `512.0 MB`."""
+    if value is None or isinstance(value, str):
+        return value
+    if condition.kind in _DURATIONS:
+        seconds = int(value)
+        minutes = round(abs(seconds) / 60)
+        if abs(seconds) < 90:
+            return f"{seconds} s"
+        return f"{seconds} s ({minutes} min)" if minutes < 90 else f"{seconds} s ({minutes // 60} h {minutes % 60:02d} min)"
+    number = str(value)
+    if condition.kind == "sample":
+        return number + _UNITS.get(condition.subject or "", "")
+    return number
+
+
 @dataclass(frozen=True)
 class Episode:
     """One (rule, job)'s standing: since when the condition holds, and its open firing."""
@@ -329,11 +351,12 @@ def render_message(template: str, rule: Rule, facts: JobFacts, value: object) ->
     """
     values = {
         "job": str(facts.job_id), "name": facts.name, "user": facts.user, "state": facts.state,
-        "value": "" if value is None else str(value), "rule": rule.name, "condition": rule.condition.text,
+        "value": "" if value is None else str(value), "rule": rule.name,  # bare: templates say their own unit "condition": rule.condition.text,
         "severity": rule.severity,
     }
     if not template:
-        return f"job {facts.job_id} ({facts.name}): {rule.condition.text}" + (f" (value {value})" if value is not None else "")
+        shown = value_text(rule.condition, value)  # type: ignore[arg-type]
+        return f"job {facts.job_id} ({facts.name}): {rule.condition.text}" + (f" (value {shown})" if shown else "")
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 

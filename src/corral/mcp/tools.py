@@ -475,7 +475,8 @@ class CorralTools:
             result = client.diagnose(ref)
         job = result.get("job") or {}
         return evidence({"job_id": given_id(ref), "state": job.get("state"), "exit_code": job.get("exit_code"),
-                         "findings": result.get("findings") or [], "checked": result.get("checked") or {}})
+                         "findings": result.get("findings") or [], "checked": result.get("checked") or {},
+                         "unchecked": result.get("unchecked") or [], "usage": result.get("usage") or {}})
 
     def job_efficiency(self, job_id: JobId) -> dict[str, Any]:
         """How well a job used the CPUs, memory and GPUs it asked for, with advice."""

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral.core.units import format_duration
-from corral.monitor.efficiency import epoch_seconds, format_mb
+from corral.monitor.efficiency import (
+    HEADROOM, LOW_CPU_EFFICIENCY, LOW_MEMORY_EFFICIENCY, MIN_CPU_ADVICE, MIN_MEMORY_ADVICE_MB, epoch_seconds, format_mb,
+)
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
+from corral.monitor.usage import JobUsage, job_usage, source_words
 
 CRITICAL = "critical"
 """Why it failed (or will)."""
@@ -34,10 +37,15 @@ MIN_SAMPLES = 3
 SATURATED_CPU = 75.0
 """CPU utilization (% of the allocated cores) at which the CPUs, not the GPUs, set the pace."""
 QUOTE_CHARS = 300
+WARNING_LEAD_S = 120
+"""The warning before the time limit diagnosis suggests (`--signal USR1@120`) when the limit allows it ..."""
+MIN_WARNING_LEAD_S = 5
+"""... a tenth of the limit when that is shorter, and none below this (a job too short to checkpoint)."""
 
 CAUSES = (
     "command_not_found", "cuda_oom", "host_oom", "nccl_timeout", "nan_loss", "python_error", "node_fail",
     "timeout_no_checkpoint", "hung", "exit_status", "timeout", "gpus_unused", "data_loading", "gpu_idle",
+    "oversized_request",
 )
 """Every cause diagnosis reports, most important first among findings of one severity (root causes
 before their consequences)."""
@@ -87,6 +95,14 @@ class Evidence:
     """The time, epoch seconds; 0 leaves out what needs it (hung)."""
     log_mtime: float | None = None
     """When its log files were last written, if the caller knows."""
+    usage: JobUsage | None = None
+    """Its figures as `corral eff` states them (`corral.monitor.usage`); None: read from `summary` alone."""
+    gpu_driver: bool | None = None
+    """Whether the sampler reads GPUs where the job runs (False: no GPU driver; None: not known)."""
+
+    @property
+    def figures(self) -> JobUsage:
+        return self.usage if self.usage is not None else job_usage(self.summary, None)
 
 
 @dataclass(frozen=True)
@@ -127,7 +143,7 @@ def diagnose(evidence: Evidence, *, hung_after_s: float = HUNG_AFTER_S) -> list[
     found = [f for f in (
         _command_not_found(job, lines),
         _cuda_oom(job, lines, evidence.summary),
-        _host_oom(job, lines, evidence.summary),
+        _host_oom(job, lines, evidence.figures),
         _nccl_timeout(job, lines),
         _nan_loss(evidence.nonfinite, lines),
         _node_fail(job, evidence.checkpoints),
@@ -143,18 +159,28 @@ def diagnose(evidence: Evidence, *, hung_after_s: float = HUNG_AFTER_S) -> list[
         found.append(_exit_status(job, lines))
     found.extend(_gpu_use(job, evidence.summary, crashed=bool(log_errors) or any(
         f.cause == "python_error" for f in found)))
+    oversized = _oversized(job, evidence.figures, quiet=any(f.severity == CRITICAL for f in found))
+    if oversized is not None:
+        found.append(oversized)
     return sorted(found, key=lambda f: (f.severity != CRITICAL, CAUSES.index(f.cause)))
 
 
-def format_diagnosis(job: Mapping[str, Any], findings: Sequence[Finding]) -> str:
-    """The findings for a terminal; says what was checked when nothing was found."""
+def format_diagnosis(job: Mapping[str, Any], findings: Sequence[Finding], unchecked: Sequence[str] = ()) -> str:
+    """The findings for a terminal, then what could not be checked; says what was checked when nothing was found.
+
+    Args:
+        unchecked: what diagnosis could not look at and why (`unchecked`), one line each.
+    """
     head = _job_heading(job)
+    not_checked = ["", "Not checked:", *(f"  - {item}" for item in unchecked)] if unchecked else []
     if not findings:
-        return (f"{head}: no problem found.\n"
-                "Checked: the job's state and exit status; its log tail for CUDA and host out-of-memory errors, "
-                "NaN/inf losses, tracebacks, missing programs and NCCL timeouts; NaN/inf in its tracked metrics; "
-                "GPU and CPU utilization, GPU memory and host memory from its samples; its time limit and "
-                "checkpoints; and, while it runs, whether it still makes progress.")
+        return "\n".join([
+            f"{head}: no problem found.",
+            "Checked: the job's state and exit status; its log tail for CUDA and host out-of-memory errors, "
+            "NaN/inf losses, tracebacks, missing programs and NCCL timeouts; NaN/inf in its tracked metrics; "
+            "its CPU, memory and GPU use against its request, where there are figures for them; its time limit "
+            "and checkpoints; and, while it runs, whether it still makes progress.",
+            *not_checked])
     count = f"{len(findings)} problem{'s' if len(findings) > 1 else ''} found"
     out = [f"{head}: {count}."]
     for n, finding in enumerate(findings, 1):
@@ -166,7 +192,36 @@ def format_diagnosis(job: Mapping[str, Any], findings: Sequence[Finding]) -> str
         if finding.fixes:
             out.append("   Fix:")
             out.extend(f"     - {item}" for item in finding.fixes)
-    return "\n".join(out)
+    return "\n".join(out + not_checked)
+
+
+def unchecked(evidence: Evidence) -> list[str]:
+    """What diagnosis could not look at for want of figures, and why: "no problem found" means no more than this allows."""
+    job, summary, figures = evidence.job, evidence.summary, evidence.figures
+    out = []
+    gpus = job.get("gpus") or 0
+    ran = job.get("start_time") is not None
+    if gpus and ran:
+        what = f"GPU use of its {_gpu_count(gpus)}"
+        if figures.gpu_source is None:
+            if evidence.gpu_driver is False:
+                why = "no GPU driver (NVML) answers where it ran, so no sample has GPU figures"
+            elif summary is None:
+                why = "it has no samples (it ended before the first one)"
+            else:
+                why = f"none of its {summary.count} sample{'s' if summary.count != 1 else ''} has GPU figures"
+            out.append(f"{what}: {why}.")
+        elif summary is not None and (summary.count < MIN_SAMPLES or summary.duration_s < MIN_SAMPLED_S):
+            out.append(f"{what}: its {summary.count} sample{'s' if summary.count != 1 else ''} span "
+                       f"{_span(summary.duration_s)}; GPU findings need {MIN_SAMPLES} or more samples across "
+                       f"{_span(MIN_SAMPLED_S)} (the first minutes of a job are loading, not training).")
+    if ran and figures.memory_source is None:
+        out.append("Host memory use: no samples and no accounting of it.")
+    if ran and figures.cpu_source is None:
+        out.append("CPU use: no samples and no accounting of it.")
+    if ran and not evidence.log_lines:
+        out.append("Its log: nothing to read (empty, or not readable by the server).")
+    return out
 
 
 # -- log reading ----------------------------------------------------------------------------------
@@ -295,10 +350,10 @@ def _cuda_oom_numbers(text: str) -> dict[str, float | None]:
     }
 
 
-def _host_oom(job: Mapping[str, Any], lines: Sequence[_Line], summary: SampleSummary | None) -> Finding | None:
+def _host_oom(job: Mapping[str, Any], lines: Sequence[_Line], usage: JobUsage) -> Finding | None:
     matches = _matching(lines, _HOST_OOM)
     requested = job.get("mem_mb") or 0
-    peak = summary.rss_peak_mb if summary is not None else None
+    peak = usage.peak_rss_mb
     killed_by_9 = job.get("signal") == 9 or job.get("exit_code") == 137
     near_limit = killed_by_9 and requested and peak is not None and peak >= 0.9 * requested
     if job.get("state") != "OUT_OF_MEMORY" and not matches and not near_limit:
@@ -311,7 +366,8 @@ def _host_oom(job: Mapping[str, Any], lines: Sequence[_Line], summary: SampleSum
     limits = [int(m.group(1)) for line in matches if (m := _CORRAL_MEMORY_KILL.search(line.text))]
     limit = limits[-1] if limits else requested
     if peak is not None:
-        evidence.append(f"resident memory peaked at {format_mb(peak)} in the samples"
+        # the figure `corral eff` states, to the same decimal, with where it comes from
+        evidence.append(f"its memory peaked at {peak:.1f} MB ({source_words(usage.memory_source)})"
                         + (f", against the {format_mb(limit)} requested" if limit else ""))
     if near_limit and peak is not None and job.get("state") != "OUT_OF_MEMORY":
         evidence.append(f"it was killed by signal 9 (SIGKILL) with its memory at {peak / requested * 100:.0f}% "
@@ -506,11 +562,28 @@ def _timeout(job: Mapping[str, Any], checkpoints: int) -> Finding | None:
             "Save checkpoints: run = corral.init(...); if run.checkpoint_due(): run.save_checkpoint(state, step); "
             "and at start, resume from run.latest_checkpoint().",
             f"Ask for more time: {more_time}.",
-            "Get a warning before the limit and checkpoint then: --signal USR1@120 sends SIGUSR1 two minutes "
-            "before it; save in a handler for it.",
+            *_signal_fix(limit),
         ),
         severity=CRITICAL,
     )
+
+
+def warning_lead_s(limit_s: float | None) -> int | None:
+    """How long before its time limit a job should be warned (`--signal USR1@N`), from its own limit:
+    a tenth of it, at most WARNING_LEAD_S; None when that leaves too little to save anything in."""
+    if not limit_s:
+        return WARNING_LEAD_S
+    lead = min(WARNING_LEAD_S, int(limit_s // 10))
+    return lead if lead >= MIN_WARNING_LEAD_S else None
+
+
+def _signal_fix(limit_s: float | None) -> tuple[str, ...]:
+    lead = warning_lead_s(limit_s)
+    if lead is None:
+        return ()
+    of = f" (a tenth of its {format_duration(limit_s)} limit)" if limit_s and lead < WARNING_LEAD_S else ""
+    return (f"Get a warning before the limit and checkpoint then: --signal USR1@{lead} sends SIGUSR1 "
+            f"{_span(lead)} before it{of}; save in a handler for it.",)
 
 
 def _hung(evidence: Evidence, lines: Sequence[_Line], hung_after_s: float) -> Finding | None:
@@ -621,6 +694,35 @@ def _gpu_use(job: Mapping[str, Any], summary: SampleSummary | None, *, crashed: 
         ),
         severity=WARNING,
     )]
+
+
+def _oversized(job: Mapping[str, Any], usage: JobUsage, *, quiet: bool) -> Finding | None:
+    """An ended job that asked for far more memory or cores than it used, as `corral eff` would advise;
+    none for a job that failed for another reason (its figures stop where it broke)."""
+    if quiet or job.get("state") not in ("COMPLETED", "TIMEOUT", "CANCELLED"):
+        return None
+    evidence, fixes = [], []
+    requested, peak = job.get("mem_mb") or 0, usage.peak_rss_mb
+    if requested >= MIN_MEMORY_ADVICE_MB and peak is not None and peak < LOW_MEMORY_EFFICIENCY * requested:
+        suggest_gb = max(1, math.ceil(peak * HEADROOM / 1024))
+        evidence.append(f"it asked for {format_mb(requested)} of host memory and peaked at {peak:.1f} MB "
+                        f"({peak / requested * 100:.0f}%, from {source_words(usage.memory_source)})")
+        fixes.append(f"Ask for --mem {suggest_gb}G next time: memory held and unused keeps other jobs waiting.")
+    cpus = job.get("cpus") or 0
+    start, end = epoch_seconds(job.get("start_time")), epoch_seconds(job.get("end_time"))
+    # only the accounting at the end covers the whole run: the samples' CPU time stops at the last one
+    counted = usage.cpu_source is not None and usage.cpu_source != "samples"
+    if (cpus >= MIN_CPU_ADVICE and counted and usage.cpu_time_s is not None
+            and start is not None and end is not None and end > start):
+        busy = usage.cpu_time_s / (end - start)
+        if busy < LOW_CPU_EFFICIENCY * cpus:
+            evidence.append(f"it held {cpus} cores and kept {busy:.1f} busy on average "
+                            f"({usage.cpu_time_s:.1f} CPU seconds over {_span(end - start)})")
+            fixes.append(f"Ask for -c {max(1, math.ceil(busy * HEADROOM))} next time.")
+    if not evidence:
+        return None
+    return Finding(cause="oversized_request", title="It asked for far more than it used",
+                   evidence=tuple(evidence), fixes=tuple(fixes), severity=WARNING)
 
 
 # -- small helpers --------------------------------------------------------------------------------

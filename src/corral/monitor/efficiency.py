@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
+from corral.monitor.usage import job_usage, source_words
 
 LOW_MEMORY_EFFICIENCY = 0.25
 """Below this share of its memory request used, advice suggests a smaller --mem ..."""
@@ -45,6 +46,7 @@ def local_efficiency(
     Returns:
         `state, elapsed_s, cpus, cpu_time_s, cpu_efficiency, max_rss_mb, mem_requested_mb,
         mem_efficiency, source` ("samples", "cgroup" or "rusage", or both joined by "+"; None with neither),
+        `memory_source, cpu_source` (where `max_rss_mb` and `cpu_time_s` come from: `corral.monitor.usage`),
         `gpus, gpu_utilization_mean, gpu_utilization_max, gpu_memory_peak_mb,
         gpu_memory_requested_mb, gpu_memory_total_mb` and `advice`. Efficiencies are shares (0.5 = 50 %).
     """
@@ -56,18 +58,16 @@ def local_efficiency(
     elapsed = round(max(0.0, end - start), 3) if start is not None and end is not None else None
     cpus = int(job.get("cpus") or 0)
 
-    # The kernel counts the job and every descendant it waited for: exact for a short job. A job
-    # killed by a signal never waits for its children, whose time only the samples saw: take the larger.
-    counted = [v for v in (rusage.get("cpu_time_s"), summary.cpu_time_s if summary else None) if v is not None]
-    cpu_time = max(counted) if counted else None
+    # one reading of the figures, shared with diagnosis and the dashboard (see corral.monitor.usage)
+    usage = job_usage(summary, rusage)
+    cpu_time = usage.cpu_time_s
     if cpu_time is not None and elapsed and cpus:
         cpu_efficiency: float | None = round(cpu_time / (elapsed * cpus), 4)
     elif summary is not None and summary.cpu_utilization_mean is not None:
         cpu_efficiency = round(summary.cpu_utilization_mean / 100, 4)
     else:
         cpu_efficiency = None
-    peaks = [v for v in (rusage.get("max_rss_mb"), summary.rss_peak_mb if summary else None) if v is not None]
-    max_rss = round(max(peaks), 1) if peaks else None
+    max_rss = usage.peak_rss_mb
     requested = job.get("mem_mb") or None  # 0 asks for no memory and sets no limit
     sources = [name for name, used in (
         ("samples", summary is not None),
@@ -84,10 +84,11 @@ def local_efficiency(
         "max_rss_mb": max_rss, "mem_requested_mb": requested,
         "mem_efficiency": round(max_rss / requested, 4) if max_rss is not None and requested else None,
         "source": "+".join(sources) or None,
+        "memory_source": usage.memory_source, "cpu_source": usage.cpu_source,
         "gpus": gpus,
-        "gpu_utilization_mean": _rounded(summary.gpu_utilization_mean if summary else None),
-        "gpu_utilization_max": _rounded(summary.gpu_utilization_max if summary else None),
-        "gpu_memory_peak_mb": _rounded(summary.gpu_memory_peak_mb if summary else None),
+        "gpu_utilization_mean": usage.gpu_utilization_mean,
+        "gpu_utilization_max": usage.gpu_utilization_max,
+        "gpu_memory_peak_mb": usage.gpu_memory_peak_mb,
         "gpu_memory_requested_mb": gpu_mem * gpus if gpu_mem and gpus else None,
         "gpu_memory_total_mb": gpu_memory_total_mb,
     }
@@ -140,8 +141,8 @@ def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         if cpu is not None and elapsed is not None else
         (f"CPU Efficiency: {cpu * 100:.2f}%" if cpu is not None else "CPU Efficiency: -"),
         f"Job Wall-clock time: {_number(elapsed)} s" if elapsed is not None else "Job Wall-clock time: -",
-        f"Memory Utilized: {report['max_rss_mb']:.1f} MB" if report.get("max_rss_mb") is not None
-        else "Memory Utilized: -",
+        f"Memory Utilized: {report['max_rss_mb']:.1f} MB" + _from(report.get("memory_source"))
+        if report.get("max_rss_mb") is not None else "Memory Utilized: -",
         f"Memory Efficiency: {mem * 100:.2f}% of {report['mem_requested_mb']:.0f} MB" if mem is not None
         else "Memory Efficiency: - (no memory was requested)" if not report.get("mem_requested_mb")
         else "Memory Efficiency: -",
@@ -150,7 +151,8 @@ def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         lines.append(f"GPUs: {report['gpus']}" + (f" ({job['gpu_type']})" if job.get("gpu_type") else ""))
         mean, top = report.get("gpu_utilization_mean"), report.get("gpu_utilization_max")
         lines.append(f"GPU Utilization: {mean:.1f}% mean, {top:.0f}% max" if mean is not None and top is not None
-                     else "GPU Utilization: - (no GPU samples)")
+                     else "GPU Utilization: - (no GPU samples: no GPU driver reads its GPUs)"
+                     if report.get("gpu_driver") is False else "GPU Utilization: - (no GPU samples)")
         peak = report.get("gpu_memory_peak_mb")
         of = [f"{report[key]:.0f} MB {label}" for key, label in (
             ("gpu_memory_requested_mb", "requested"), ("gpu_memory_total_mb", "on its GPUs"))
@@ -182,6 +184,11 @@ def format_mb(mb: float) -> str:
     return f"{mb:.0f} MB"
 
 
+def _from(source: str | None) -> str:
+    """` (peak by the kernel's count ...)`: a Slurm report, which names no source, says nothing."""
+    return f" (peak, from {source_words(source)})" if source else ""
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -194,6 +201,3 @@ def _number(x: float) -> str:
 def _rounded(x: float | None) -> float | None:
     return round(x, 1) if x is not None else None
 
-
-def _first_number(*values: Any) -> float | None:
-    return next((float(v) for v in values if v is not None), None)

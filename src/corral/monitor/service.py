@@ -356,14 +356,16 @@ class MonitorService:
                     row = {
                         "rule_id": rule.id, "rule": rule.name, "severity": rule.severity,
                         "condition": rule.condition.text, "job_id": fact.job_id, "job_name": fact.name,
-                        "user": fact.user, "value": None if value is None else str(value),
+                        "user": fact.user, "value": A.value_text(rule.condition, value),
                         "message": A.render_message(rule.message, rule, fact, value), "fired_at": now,
                     }
-                    firing_id = self.store.fire(conn, row, rule.channels, now, self._refused(rule))
                     key = (rule.id, fact.job_id)
-                    if fact.state in _ENDED_STATES:
-                        # an event, not a condition that can clear: over as soon as it is told
-                        self.store.resolve(conn, firing_id, (), now)
+                    ended = fact.state in _ENDED_STATES
+                    # about an ended job, an event that nothing clears: "fired", never "resolved", so a person
+                    # reading the list sees the failure as what it is
+                    firing_id = self.store.fire(conn, row, rule.channels, now, self._refused(rule),
+                                                status="fired" if ended else "firing")
+                    if ended:
                         episodes.pop(key, None)
                     else:
                         episodes[key] = replace(episodes.get(key, A.Episode(now)), firing_id=firing_id)
@@ -558,8 +560,9 @@ class MonitorService:
     async def firings(self, *, status: str | None, job_id: int | None, unacknowledged: bool, limit: int,
                       user: str | None = None) -> list[dict[str, Any]]:
         """Firings newest first; `user`: only those about that user's jobs (what a non-admin sees)."""
-        if status not in (None, "firing", "resolved"):
-            raise InvalidRequest("status", f"must be firing or resolved, got {status!r}")
+        if status not in (None, "firing", "fired", "resolved"):
+            raise InvalidRequest("status", f"must be firing, fired or resolved, got {status!r}",
+                                 "firing: open; fired: about a job that ended; resolved: its condition cleared")
         return await self._read(lambda conn: [_firing_view(f) for f in self.store.firings(
             conn, status=status, job_id=job_id, unacknowledged=unacknowledged, limit=limit, user=user)])
 
@@ -625,6 +628,7 @@ class MonitorService:
     def top(self) -> list[dict[str, Any]]:
         """Each running job now: its GPUs' utilization and memory, CPU, memory, and training progress."""
         rows = []
+        driver = self.gpu_driver()
         for job in self.jobs.active.values():
             if job.state is not JobState.RUNNING:
                 continue
@@ -633,7 +637,7 @@ class MonitorService:
             rows.append({
                 "id": job.id, "ref": job.ref, "name": job.spec.name, "user": job.spec.user, "node": job.node,
                 "start_time": job.start_time, "time_limit_s": job.spec.time_limit_s, "cpus": job.spec.cpus,
-                "gpu_ids": list(job.gpu_ids or ()), "mem_mb": job.spec.mem_mb,
+                "gpu_ids": list(job.gpu_ids or ()), "gpu_driver": driver, "mem_mb": job.spec.mem_mb,
                 "sample": _sample_view(sample) if sample else None,
                 "progress": progress.to_dict() if progress else None,
             })
@@ -646,16 +650,33 @@ class MonitorService:
         job = self.jobs.resolve(ref)
         if job.start_time is None:
             raise Conflict(f"job {job.ref} has not run yet; its efficiency is known once it runs")
-        usage = getattr(self.jobs.backend, "final_usage", lambda _: None)(job.id) if job.state.is_terminal() else None
+        usage = self._final_usage(job)
         now = self.clock()
         summary = await self._read(lambda conn: self.store.sample_summary(conn, job.id))
-        return local_efficiency(_job_view(job), summary, usage, now=now)
+        report = local_efficiency(_job_view(job), summary, usage, now=now)
+        report["gpu_driver"] = self.gpu_driver()  # False: its GPU figures are missing for want of a driver
+        return report
+
+    def gpu_driver(self) -> bool | None:
+        """Whether the sampler reads GPUs here: False when no driver (NVML) answers, None before its first read."""
+        sampler = self.sampler
+        if sampler is None or getattr(sampler, "gpus_time", None) is None:
+            return None
+        return bool(sampler.gpus)
+
+    def _final_usage(self, job: Job) -> dict[str, Any] | None:
+        """The kernel's count of an ended job's CPU time and peak memory, as its supervisor recorded it."""
+        if not job.state.is_terminal():
+            return None
+        return getattr(self.jobs.backend, "final_usage", lambda _: None)(job.id)
 
     async def diagnose(self, ref: str) -> dict[str, Any]:
         """The likely causes of a job's trouble, each with its evidence and fixes (`corral diagnose`)."""
-        from corral.monitor.diagnosis import Evidence, diagnose
+        from corral.monitor.diagnosis import Evidence, diagnose, unchecked
+        from corral.monitor.usage import job_usage
 
         job = self.jobs.resolve(ref)
+        final = self._final_usage(job)
         view = _job_view(job)
         checkpoint_dir = os.path.join(os.path.dirname(self.jobs.log_dir), "checkpoints", str(job.id))
         paths = tuple(dict.fromkeys([job.log_path("stdout"), job.log_path("stderr")]))
@@ -676,12 +697,13 @@ class MonitorService:
                            if h["first_nonfinite_step"] is not None],
                 checkpoints=checkpoints + _files_in(checkpoint_dir),
                 last_steps=[(names[h["run_id"]], h["key"], int(h["last_step"]), float(h["last_time"])) for h in heads],
-                now=now, log_mtime=_last_write(paths),
+                now=now, log_mtime=_last_write(paths), usage=job_usage(summary, final), gpu_driver=self.gpu_driver(),
             )
 
         evidence = await self._read(gather)
         findings = diagnose(evidence)
-        return {"job": view, "findings": [_finding_view(f) for f in findings],
+        return {"job": view, "findings": [_finding_view(f) for f in findings], "usage": evidence.figures.to_dict(),
+                "unchecked": unchecked(evidence),
                 "checked": {"samples": evidence.summary.count if evidence.summary else 0,
                             "log_lines": len(evidence.log_lines), "tracked_series": len(evidence.last_steps),
                             "checkpoints": evidence.checkpoints}}

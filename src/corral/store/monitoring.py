@@ -178,9 +178,10 @@ class MonitorStore:
         return [dict(r._mapping) for r in conn.execute(query)]
 
     def fire(self, conn: Connection, row: Mapping[str, Any], channels: Sequence[str], now: float,
-             refused: Mapping[str, str] | None = None) -> int:
-        """Record a firing and its deliveries; `refused`: channels not to send to, each recorded failed with why."""
-        firing_id = int(conn.execute(insert(alert_firings).values(status="firing", **row)).inserted_primary_key[0])
+             refused: Mapping[str, str] | None = None, *, status: str = "firing") -> int:
+        """Record a firing and its deliveries; `refused`: channels not to send to, each recorded failed with why;
+        `status`: "firing" (open until its condition clears) or "fired" (about an ended job: nothing clears it)."""
+        firing_id = int(conn.execute(insert(alert_firings).values(status=status, **row)).inserted_primary_key[0])
         self._deliveries(conn, firing_id, channels, "firing", now, refused)
         return firing_id
 

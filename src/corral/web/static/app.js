@@ -51,6 +51,7 @@
 //                            "Only OWNER or an admin can read this job's logs." and the server's words
 //   diagnosis                job: findings (each .finding with data-cause), or "nothing found"
 //                            (data-forbidden="true" when refused, with the same words as logs-forbidden)
+//   unchecked                job: inside diagnosis, what it could not check and why (a <ul>), when anything
 //   efficiency               job: the efficiency report
 //   run-row                  runs: one per run (<tr>)                       data-run-id
 //   run-select               runs: the row's checkbox                       value = run id
@@ -67,7 +68,7 @@
 //                            have class "differs" and data-differs="true"
 //   run-state                run: the state badge                           data-state (running, finished, ...)
 //   artifacts                run: artifacts and checkpoints table
-//   firing-row               alerts: one per firing (<tr>)                  data-firing-id, data-status (firing | resolved)
+//   firing-row               alerts: one per firing (<tr>)                  data-firing-id, data-status (firing | fired | resolved)
 //   ack-button               alerts: acknowledge that firing (not for a read-only credential)
 //   rule-row                 alerts: one per rule (<tr>)                    data-rule
 //   show-acknowledged        alerts: checkbox including acknowledged firings

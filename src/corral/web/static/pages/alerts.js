@@ -80,7 +80,9 @@ export function mount(main, ctx) {
     h("td", {}, severityBadge(f.severity)),
     h("td", {}, f.status === "firing"
       ? h("span", {class: "badge status-firing"}, h("span", {"aria-hidden": "true"}, "◉ "), "firing")
-      : h("span", {class: "badge status-resolved"}, h("span", {"aria-hidden": "true"}, "✓ "), "resolved")),
+      : f.status === "fired"  // about a job that ended: an event, not an all-clear
+        ? h("span", {class: "badge status-firing"}, h("span", {"aria-hidden": "true"}, "● "), "fired (ended job)")
+        : h("span", {class: "badge status-resolved"}, h("span", {"aria-hidden": "true"}, "✓ "), "resolved")),
     h("td", {}, h("strong", {}, f.rule), h("div", {class: "muted small"}, h("code", {}, f.condition))),
     h("td", {}, f.job_id ? [h("a", {href: `/jobs/${f.job_id}`}, `#${f.job_id}${f.job_name ? " " + f.job_name : ""}`),
       f.user ? h("div", {class: "muted small"}, f.user) : null] : "—"),

@@ -234,16 +234,22 @@ export function mount(main, ctx) {
       const d = await api(`/api/v1/jobs/${encodeURIComponent(id)}/diagnosis`, {signal: ctx.signal});
       delete diagnosisBox.dataset.forbidden;
       const findings = d.findings || [];
+      // what it could not look at (no GPU driver, no samples): "nothing looks wrong" means no more than that
+      const unchecked = (d.unchecked || []).length
+        ? h("div", {"data-testid": "unchecked"}, h("h4", {}, "Not checked"), h("ul", {}, d.unchecked.map((x) => h("li", {}, x))))
+        : null;
       if (!findings.length) {
         const c = d.checked || {};
         replace(diagnosisBox, h("p", {}, h("span", {"aria-hidden": "true"}, "✓ "), "Nothing looks wrong. ",
-          h("span", {class: "muted small"}, `Checked ${fmtNumber(c.samples || 0)} samples, ${fmtNumber(c.log_lines || 0)} log lines, ${fmtNumber(c.tracked_series || 0)} tracked series.`)));
+          h("span", {class: "muted small"}, `Checked ${fmtNumber(c.samples || 0)} samples, ${fmtNumber(c.log_lines || 0)} log lines, ${fmtNumber(c.tracked_series || 0)} tracked series.`)),
+        unchecked);
         return;
       }
       replace(diagnosisBox, h("ol", {class: "findings"}, findings.map((f) => h("li", {class: "finding", "data-cause": f.cause},
         h("p", {}, severityBadge(f.severity), " ", h("strong", {}, f.title), h("span", {class: "muted small"}, ` (${f.cause})`)),
         f.evidence && f.evidence.length ? h("div", {}, h("h4", {}, "Evidence"), h("ul", {class: "evidence"}, f.evidence.map((e) => h("li", {}, h("code", {}, e))))) : null,
-        f.fixes && f.fixes.length ? h("div", {}, h("h4", {}, "Fixes"), h("ul", {}, f.fixes.map((x) => h("li", {}, x)))) : null))));
+        f.fixes && f.fixes.length ? h("div", {}, h("h4", {}, "Fixes"), h("ul", {}, f.fixes.map((x) => h("li", {}, x)))) : null))),
+      unchecked);
     } catch (err) {
       if (isAbort(err)) return;
       if (err instanceof ApiError && err.status === 403) {
@@ -294,7 +300,7 @@ export function mount(main, ctx) {
       }
       replace(alertsBox, h("ul", {class: "plain"}, firings.map((f) => h("li", {},
         severityBadge(f.severity), " ",
-        h("strong", {}, f.rule), " ", h("span", {class: "badge"}, f.status === "firing" ? "◉ firing" : "✓ resolved"), " ",
+        h("strong", {}, f.rule), " ", h("span", {class: "badge"}, f.status === "firing" ? "◉ firing" : f.status === "fired" ? "● fired (ended job)" : "✓ resolved"), " ",
         timeEl(f.fired_at), h("div", {class: "small"}, f.message || f.condition)))),
       h("p", {}, h("a", {href: "/alerts"}, "All alerts")));
     } catch (err) {
