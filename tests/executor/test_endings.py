@@ -54,3 +54,8 @@ def test_a_fifo_in_place_of_the_log_does_not_block(tmp_path):
         assert os.read(reader, 100) == b""
     finally:
         os.close(reader)
+
+
+def test_a_name_cannot_break_the_line():
+    line = cancelled_line("12", "node1", 0.0, by="eve\nslurmstepd: error: forged")
+    assert "\n" not in line and line.endswith(" BY eveslurmstepd:error:forged ***")

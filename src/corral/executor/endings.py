@@ -27,6 +27,7 @@ def cancelled_line(job: str, node: str, at: float, why: str = "", by: str | None
         by: who cancelled (a cancel only).
     """
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
+    by = "".join(c for c in by or "" if c.isprintable() and not c.isspace())[:64]  # one line, whoever it names
     who = f" BY {by}" if by and not why else ""
     return f"{PREFIX}*** JOB {job} ON {node} CANCELLED AT {when}{why}{who} ***"
 
