@@ -32,7 +32,7 @@ class GatedBackend:
             raise OSError("no such file")
         self.calls.append(("start", job.id))
 
-    def cancel(self, job: Job) -> None:
+    def cancel(self, job: Job, by: str | None = None) -> None:
         self.calls.append(("cancel", job.id))
 
     def preempt(self, job: Job) -> None:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from corral.api.identity import caller_of
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
 from corral.core.bodies import decode_json
+from corral.core.events import timeline
 from corral.core.identity import Caller
 from corral.core.job import Job
 from corral.core.spec import UPDATE_FIELDS
@@ -92,12 +93,19 @@ async def list_jobs(
         # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile
         jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
+        # history says when each job was preempted, and for which job
+        stored = await asyncio.to_thread(service.store.events_of, [j.id for j in jobs])
+        return _json({"jobs": [j.to_dict(detail=False) | {"events": timeline(j, stored.get(j.id, ()))} for j in jobs],
+                      "next_cursor": cursor})
     return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
 
 
-@router.get("/{job_id}", response_model=JobOut, summary="Show one job")
+@router.get("/{job_id}", response_model=JobOut, summary="Show one job, with its timeline (`events`)")
 async def get_job(request: Request, job_id: str = JobRef) -> Response:
-    return _json(_view(request, _service(request).resolve(job_id)))
+    service = _service(request)
+    job = service.resolve(job_id)
+    stored = await asyncio.to_thread(service.store.events_of, [job.id])
+    return _json(_view(request, job) | {"events": timeline(job, stored.get(job.id, ()))})
 
 
 def _view(request: Request, job: Job) -> dict[str, Any]:
@@ -148,7 +156,7 @@ async def job_diagnosis(request: Request, job_id: str = JobRef) -> Response:
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")
 async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "cancelling")
-    job = await _service(request).cancel(job_id)
+    job = await _service(request).cancel(job_id, by=caller_of(request).user)
     return _json(job.to_dict())
 
 

@@ -97,6 +97,14 @@ class JobOut(BaseModel):
     stdout_path: str
     stderr_path: str
     warnings: list[str] = []
+    events: list[JobEventOut] | None = Field(None, description="The job's timeline, oldest first (one job, "
+                                             "and history): submitted, started, preempted, requeued, ended.")
+
+
+class JobEventOut(BaseModel, extra="allow"):
+    time: str
+    kind: str = Field(description="submitted, started (node), preempted (by_job: the job it made room for), "
+                      "requeued, cancelled (by_user), ended (state).")
 
 
 class JobList(BaseModel):

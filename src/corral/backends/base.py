@@ -42,8 +42,9 @@ class Backend(Protocol):
     def start(self, job: Job, allocation: Allocation) -> None:
         """Launch a job on the resources the scheduler gave it."""
 
-    def cancel(self, job: Job) -> None:
-        """Ask a running job to stop (SIGTERM, grace, SIGKILL); its outcome arrives through `poll`."""
+    def cancel(self, job: Job, by: str | None = None) -> None:
+        """Ask a running job to stop (SIGTERM, grace, SIGKILL); its outcome arrives through `poll`.
+        `by`: who asked, for the job's log to say."""
 
     def preempt(self, job: Job) -> None:
         """Stop a running job to make room (warning signal, grace, SIGKILL); it ends PREEMPTED."""

@@ -24,6 +24,7 @@ from corral.core.job import Job, Outcome
 from corral.core.resources import Allocation
 from corral.executor import files
 from corral.executor.cgroups import DEVICE_NVIDIA_MAJOR
+from corral.executor.endings import NODE_FAILURE, append_as_root, cancelled_line
 from corral.executor.environment import job_environment
 from corral.executor.launch import (
     kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
@@ -127,6 +128,8 @@ class LocalBackend:
             argv = list(job.spec.command)
         stdout = job.log_path("stdout")
         config = {
+            "job_ref": job.ref,
+            "node": allocation.node,  # the stop line in its stderr names it, as Slurm's does
             "argv": argv,
             "env": job_environment(
                 job, allocation, server_env=self.server_env, checkpoint_dir=checkpoint_dir,
@@ -211,8 +214,8 @@ class LocalBackend:
         usage = result.get("usage") if result else None
         return usage if isinstance(usage, dict) else None
 
-    def cancel(self, job: Job) -> None:
-        request_cancel(self.job_dir(job.id))
+    def cancel(self, job: Job, by: str | None = None) -> None:
+        request_cancel(self.job_dir(job.id), content=by or "")  # the supervisor names them in the job's stderr
 
     def _fail(self, job_id: int, reason: str) -> None:
         """End a running job FAILED, its stderr saying why (the supervisor reads the reason from the mark)."""
@@ -266,5 +269,17 @@ class LocalBackend:
 
     def _lost(self, job_dir: str, now: float) -> Outcome:
         kill_orphaned_job(job_dir)
+        _note_node_failure(job_dir, now)
         return Outcome("NODE_FAIL", None, None, now, "the job's supervisor died without recording an outcome")
 
+
+
+def _note_node_failure(job_dir: str, now: float) -> None:
+    """Its supervisor is gone, so the server says in the job's stderr, in Slurm's words, that it ended."""
+    config = files.read_json(os.path.join(job_dir, files.LAUNCH))  # written by the server: 0600, its own
+    if not config or not config.get("stderr"):
+        return
+    owner = config.get("run_as")
+    line = cancelled_line(str(config.get("job_ref") or os.path.basename(job_dir)),
+                          str(config.get("node") or os.uname().nodename), now, NODE_FAILURE)
+    append_as_root(config["stderr"], int(owner["uid"]) if owner else None, line)

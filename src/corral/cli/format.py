@@ -91,7 +91,25 @@ def history_table(jobs: Sequence[dict[str, Any]]) -> str:
             job["ref"], job["name"][:24], job["user"], job["state"], code, local_time(job["start_time"]),
             elapsed(job), gpus_cell(job),
         ])
-    return table(["JOBID", "NAME", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS"], rows)
+    text = table(["JOBID", "NAME", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS"], rows)
+    notes = [f"job {job['ref']}: {event_text(e)}" for job in jobs for e in job.get("events") or ()
+             if e["kind"] in ("preempted", "requeued")]
+    return "\n".join([text, *notes])
+
+
+def event_text(event: dict[str, Any]) -> str:
+    """One event of a job's timeline, for a person."""
+    kind, at = event["kind"], local_time(event["time"])
+    if kind == "preempted":
+        by = f" by job {event['by_job']}" if event.get("by_job") else ""
+        return f"{at} preempted{by}"
+    if kind == "started" and event.get("node"):
+        return f"{at} started on {event['node']}"
+    if kind == "cancelled" and event.get("by_user"):
+        return f"{at} cancelled by {event['by_user']}"
+    if kind == "ended" and event.get("state"):
+        return f"{at} ended {event['state']}"
+    return f"{at} {kind}"
 
 
 @escaped
@@ -115,8 +133,10 @@ def job_view(job: dict[str, Any]) -> str:
         ("StdOut", job["stdout_path"]), ("StdErr", job["stderr_path"]),
         ("Labels", ",".join(f"{k}={v}" for k, v in job["labels"].items()) or "-"),
     ]
+    events = job.get("events") or []
+    fields += [("Events" if i == 0 else "", event_text(e)) for i, e in enumerate(events)]
     width = max(len(k) for k, _ in fields)
-    return "\n".join(f"{k.rjust(width)}: {v}" for k, v in fields)
+    return "\n".join(f"{k.rjust(width)}{':' if k else ' '} {v}" for k, v in fields)
 
 
 @escaped

@@ -49,6 +49,8 @@ class Decisions:
     estimates: dict[int, float] = field(default_factory=dict)
     preempt: list[int] = field(default_factory=list)
     """Running preemptible jobs to stop (and requeue) so the first waiting job can start."""
+    preempt_for: int | None = None
+    """The waiting job that `preempt` makes room for."""
     """Expected start of each waiting job that holds a reservation."""
 
 
@@ -113,6 +115,8 @@ def schedule(
             factors = priorities.get(job.job_id)
             if factors is not None:
                 making_room, decisions.preempt = _victims(request, factors.priority, nodes, by_node, decisions.starts)
+                if decisions.preempt:
+                    decisions.preempt_for = job.job_id
                 if making_room:
                     # what is being freed is this job's: nothing behind it may take it meanwhile
                     waiting = True

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from corral.executor import files
+from corral.executor import endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 
 MEMORY_CHECK_INTERVAL_S = 0.5
@@ -186,6 +186,21 @@ class Supervisor:
         self.note_stderr(f"corral: job exceeded its memory limit of {limit} MB; killed" if limit else
                          "corral: the kernel's out-of-memory killer killed a process of the job (the machine ran out "
                          "of memory); the job was stopped")
+        kills = 1
+        if self.cgroup is not None and self.cgroup.holds_memory:
+            kills = max(1, self.cgroup.oom_kills() - self.oom_kills_before)
+        self.note_stderr(endings.oom_line(self.job_ref, kills))
+
+    def note_stop(self, outcome: str) -> None:
+        """Say in the job's stderr, as slurmstepd does, that it is being stopped and why."""
+        why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION}.get(outcome, "")
+        by = _read_reason(self.path(files.CANCEL), "") if outcome == "CANCELLED" else None
+        self.note_stderr(endings.cancelled_line(self.job_ref, self.config.get("node") or os.uname().nodename,
+                                                time.time(), why, by=by or None))
+
+    @property
+    def job_ref(self) -> str:
+        return str(self.config.get("job_ref") or os.path.basename(os.path.normpath(self.job_dir)))
 
     def log(self, message: str) -> None:
         try:
@@ -364,6 +379,7 @@ class Supervisor:
                 elif deadline is not None and now >= deadline:
                     outcome = "TIMEOUT"
                 if outcome is not None:
+                    self.note_stop(outcome)
                     if stop_signal == signal.SIGTERM:
                         self.signal_job(stop_signal)
                     else:
@@ -490,12 +506,12 @@ def _free_bytes(path: str) -> float:
     return info.f_bavail * info.f_frsize
 
 
-def _read_reason(path: str) -> str:
+def _read_reason(path: str, default: str = "stopped by the server") -> str:
     try:
         with open(path, "rb") as f:
-            return f.read(2000).decode(errors="replace").strip() or "stopped by the server"
+            return f.read(2000).decode(errors="replace").strip() or default
     except OSError:
-        return "stopped by the server"
+        return default
 
 
 def _decode(status: int) -> tuple[int, int | None]:

@@ -60,6 +60,7 @@ class Launcher:
         self._queued: set[int] = set()  # handed over, their turn in the pool not come yet
         self._starting: set[int] = set()  # backend.start running now
         self._stops: dict[int, Stop] = {}  # asked while launching, carried out after
+        self._cancelled_by: dict[int, str] = {}  # who asked those cancels
 
     def hold(self, job_ids: Iterable[int]) -> None:
         """Count jobs as launching from now on, before their start is recorded (then `launch` them)."""
@@ -81,6 +82,7 @@ class Launcher:
                 self._queued.discard(job_id)
                 if job_id in self._stops:
                     stops[job_id] = self._stops.pop(job_id)
+                self._cancelled_by.pop(job_id, None)
             return stops
 
     def launching(self, job_id: int) -> bool:
@@ -97,13 +99,16 @@ class Launcher:
         with self._lock:
             return len(self._queued) + len(self._starting)
 
-    def stop(self, job: Job, how: Stop) -> bool:
-        """Ask a launching job to stop: returns False if it is not launching (stop it the usual way)."""
+    def stop(self, job: Job, how: Stop, by: str | None = None) -> bool:
+        """Ask a launching job to stop (`by`: who cancels it): returns False if it is not launching
+        (stop it the usual way)."""
         with self._lock:
             if job.id not in self._queued and job.id not in self._starting:
                 return False
             if self._stops.get(job.id) is not Stop.CANCEL:  # a cancel outranks a preemption
                 self._stops[job.id] = how
+                if how is Stop.CANCEL and by:
+                    self._cancelled_by[job.id] = by
             return True
 
     def close(self) -> None:
@@ -118,6 +123,7 @@ class Launcher:
             self._queued.discard(job.id)
             if self._stops.get(job.id) is Stop.CANCEL:
                 del self._stops[job.id]
+                self._cancelled_by.pop(job.id, None)
                 self._call_soon(self._on_skipped, job)
                 return
             self._starting.add(job.id)
@@ -141,9 +147,10 @@ class Launcher:
         with self._lock:
             self._starting.discard(job.id)
             stop = self._stops.pop(job.id, None)
+            by = self._cancelled_by.pop(job.id, None)
         if error is not None:
             self._on_failed(job, error)
         elif stop is Stop.CANCEL:
-            self.backend.cancel(job)
+            self.backend.cancel(job, by)
         elif stop is Stop.PREEMPT:
             self.backend.preempt(job)

@@ -23,6 +23,7 @@ from typing import Any
 from corral.backends.base import Backend, Recovered
 from corral.core.arrays import array_state, parse_array
 from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
+from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
 from corral.core.identity import AccessPolicy
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
@@ -88,6 +89,8 @@ class JobService:
         self._ended_states: dict[int, tuple[JobState, bool]] = {}  # a cache of finished dependency targets
         self._arrays: dict[int, Job] = {}  # array jobs with tasks waiting or active
         self._preempting: set[int] = set()  # running jobs told to make room, not yet gone
+        self._preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
+        self._cancelled_by: dict[int, str] = {}  # running jobs asked to stop -> who asked
         self._array_tasks: dict[int, set[int]] = {}  # array id -> ids of its tasks not yet ended
         self._cancelled_arrays: set[int] = set()  # cancelled, waiting for their started tasks to stop
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
@@ -113,7 +116,7 @@ class JobService:
         now = self.clock()
         for user, gpus, cpus, start, end in self.store.usage_since(now - 10 * self.config.half_life_s):
             self._charge(user, usage_charge(gpus, cpus, end - start), end)
-        changed, ended = [], []
+        changed, ended, events = [], [], []
         for job in self.store.active():
             if job.state is JobState.RUNNING:
                 recovery = self.backend.recover(job)
@@ -124,6 +127,7 @@ class JobService:
                     changed.append(job)
                 elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
                     self.allocations[job.id] = _allocation_of(job)
+                    events += self._ending_events(job, recovery.outcome)
                     self._requeue(job, recovery.outcome.end_time)
                     changed.append(job)
                 else:
@@ -133,7 +137,7 @@ class JobService:
                     ended.append(job)
                     continue
             self._track(job)
-        self.store.save_states(changed)
+        self.store.save_states(changed, events)
         for job in ended:
             for listener in self.on_job_ended:
                 listener(job)
@@ -363,39 +367,39 @@ class JobService:
                       name: str | None = None) -> list[Job]:
         return self.store.finished(limit=limit, before_id=before_id, states=states, name=name)
 
-    async def cancel(self, ref: str | int) -> Job:
+    async def cancel(self, ref: str | int, by: str | None = None) -> Job:
         """Cancel a pending job at once; ask a running one to stop and wait briefly for it.
-        An array cancels all its tasks; `12_3` cancels one."""
+        An array cancels all its tasks; `12_3` cancels one. `by`: who cancels (its log and timeline say)."""
         ref = str(ref)
         job = self.resolve(ref)
         job_id = job.id
         if job.id not in self.active and not job.state.is_terminal():
             job = await self._tracked(job_id)  # committed a moment ago, not yet in memory
         if job.is_array and "_" in ref:
-            return self._cancel_waiting_task(job, int(ref.partition("_")[2]))
+            return self._cancel_waiting_task(job, int(ref.partition("_")[2]), by)
         if job.is_array and not job.state.is_terminal():
-            return await self._cancel_array(job)
+            return await self._cancel_array(job, by)
         if job.state.is_terminal():
             raise Conflict(f"job {job_id} already ended ({job.state.value}); there is nothing to cancel")
         if job.state is JobState.PENDING:
             saved = (job.state, job.end_time, job.reason)
             job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
             try:
-                self.store.save_state(job)
+                self.store.save_state(job, _cancel_events([job], by))
             except Exception:
                 job.state, job.end_time, job.reason = saved
                 raise
             self._forget(job)
             self._mark_dirty()
             return job
-        self._stop(job)
+        self._stop(job, by)
         self._mark_dirty()
         try:
             return await self.wait(job_id, CANCEL_WAIT_S)
         finally:
             self._mark_dirty()
 
-    async def _cancel_array(self, array: Job) -> Job:
+    async def _cancel_array(self, array: Job, by: str | None) -> Job:
         """Its tasks without a record never get one (the pass adds tasks only from `array_pending`,
         emptied here in the same step as the record), its waiting tasks end now, its running ones
         are told to stop; the array ends CANCELLED once they have, whatever they did."""
@@ -415,29 +419,31 @@ class JobService:
             if child.state is JobState.PENDING:
                 waiting.append(child)
             else:
-                self._stop(child)
+                self._stop(child, by)
         now = self.clock()
         for child in waiting:
             child.state, child.end_time, child.reason = JobState.CANCELLED, now, CANCELLED_BY_USER
-        self.store.save_states(waiting)
+        self.store.save_states(waiting, _cancel_events(waiting, by))
         for child in waiting:
             self._forget(child)
         self._finish_array_if_done(array.id)
         self._mark_dirty()
         return await self.wait(array.id, CANCEL_WAIT_S)
 
-    def _stop(self, job: Job) -> None:
+    def _stop(self, job: Job, by: str | None = None) -> None:
         """Tell a running job to stop (its outcome comes back through the backend's poll); one
         still launching stops once launched, or is never launched if its turn has not come."""
-        if self._launcher is None or not self._launcher.stop(job, Stop.CANCEL):
-            self.backend.cancel(job)
+        if by:
+            self._cancelled_by[job.id] = by
+        if self._launcher is None or not self._launcher.stop(job, Stop.CANCEL, by):
+            self.backend.cancel(job, by)
 
-    def _cancel_waiting_task(self, array: Job, task_id: int) -> Job:
+    def _cancel_waiting_task(self, array: Job, task_id: int, by: str | None) -> Job:
         """A task not started yet: it gets a record of its own, cancelled."""
         spec = replace(array.spec, dependency=None, kill_on_invalid_dep=False)
         (task,) = self.store.add_tasks(array, spec, [task_id])
         task.state, task.end_time, task.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
-        self.store.save_state(task)
+        self.store.save_state(task, _cancel_events([task], by))
         self._finish_array_if_done(array.id)
         self._mark_dirty()
         return task
@@ -615,7 +621,7 @@ class JobService:
         self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
         if not ended:
             return
-        rows = []
+        rows, events = [], []
         for job, outcome in ended:
             row = copy.copy(job)
             if outcome.state == JobState.PREEMPTED.value:
@@ -623,7 +629,8 @@ class JobService:
             else:
                 _apply_outcome(row, outcome)
             rows.append(row)
-        await loop.run_in_executor(self._db_thread, self.store.save_states, rows)
+            events += self._ending_events(job, outcome)
+        await loop.run_in_executor(self._db_thread, self.store.save_states, rows, events)
         self._settle(ended, saved=True)
 
     def reap(self) -> None:
@@ -644,13 +651,14 @@ class JobService:
         if not ended:
             return
         preempted = [job for job, outcome in ended if outcome.state == JobState.PREEMPTED.value]
+        events = [] if saved else [event for job, outcome in ended for event in self._ending_events(job, outcome)]
         for job, outcome in ended:
             if outcome.state == JobState.PREEMPTED.value:
                 self._requeue(job, outcome.end_time)
             else:
                 _apply_outcome(job, outcome)
         if not saved:
-            self.store.save_states([job for job, _ in ended])
+            self.store.save_states([job for job, _ in ended], events)
         for job, _ in ended:
             if job not in preempted:
                 self._forget(job)
@@ -667,9 +675,10 @@ class JobService:
     def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
         if self.active.get(job.id) is not job or job.state is not JobState.RUNNING:
             return
+        events = self._ending_events(job, outcome)
         _apply_outcome(job, outcome)
         try:
-            self.store.save_state(job)
+            self.store.save_state(job, events)
         except Exception:  # noqa: BLE001 - it is over either way; recovery settles the record
             log.exception("could not record the end of job %d", job.id)
         self._forget(job)
@@ -682,8 +691,22 @@ class JobService:
             self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
                                                      stopped_at - job.start_time), stopped_at)
         self._preempting.discard(job.id)
+        self._preempted_for.pop(job.id, None)
+        self._cancelled_by.pop(job.id, None)
         _reset_to_pending(job)
         self._queue[job.id] = _pending(job)
+
+    def _ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
+        """The events that a running job's end (or requeue) writes with its new state."""
+        if outcome.state == JobState.PREEMPTED.value:
+            asked = self._preempted_for.get(job.id)
+            preempted = (JobEvent(job.id, asked[1], PREEMPTED, {"by_job": asked[0]}) if asked is not None
+                         else JobEvent(job.id, outcome.end_time, PREEMPTED))  # asked before a restart: for whom is lost
+            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED)]
+        by = self._cancelled_by.get(job.id)
+        if outcome.state == JobState.CANCELLED.value and by:
+            return [JobEvent(job.id, outcome.end_time, CANCELLED, {"by_user": by})]
+        return []
 
     def schedule_pass(self) -> None:
         self._dirty = False
@@ -696,12 +719,12 @@ class JobService:
         self._rate_preemptible(now)
         decisions = schedule(self.nodes, self.allocations.values(), ordered, now, self.config, self._priorities)
         decisions.reasons.update(waiting)
-        self._preempt(decisions.preempt)
+        self._preempt(decisions.preempt, decisions.preempt_for, now)
         self._reasons = decisions.reasons
         self._estimates = decisions.estimates
         if not decisions.starts:
             return
-        started = []
+        started, events = [], []
         for allocation in decisions.starts:
             job = self.active[allocation.job_id]
             job.state, job.reason, job.start_time = JobState.RUNNING, None, now
@@ -709,6 +732,7 @@ class JobService:
             self.allocations[job.id] = allocation
             self._queue.pop(job.id, None)
             started.append(job)
+            events.append(JobEvent(job.id, now, STARTED, {"node": allocation.node}))
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
         self.generation += 1
@@ -717,11 +741,11 @@ class JobService:
             # as launching (a cancel is carried out after, and the poll leaves them alone)
             self._launcher.hold(job.id for job in started)
             rows = [copy.copy(job) for job in started]
-            done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.save_states, rows)
+            done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.save_states, rows, events)
             done.add_done_callback(lambda result: self._recorded(started, result))
             return
         try:
-            self.store.save_states(started)
+            self.store.save_states(started, events)
         except Exception:
             self._requeue_unsaved(started)
             raise
@@ -800,16 +824,20 @@ class JobService:
         for job in rated:
             self.allocations[job.id] = replace(self.allocations[job.id], priority=factors[job.id].priority)
 
-    def _preempt(self, victims: Sequence[int]) -> None:
-        """Tell preemptible jobs to make room: warning signal, grace period, then they are queued again."""
+    def _preempt(self, victims: Sequence[int], for_job: int | None, now: float) -> None:
+        """Tell preemptible jobs to make room for `for_job`: warning signal, grace period, then they are
+        queued again (the requeue records when, and for which job)."""
+        waiting = self.active.get(for_job) if for_job is not None else None
         for job_id in victims:
             job = self.active.get(job_id)
             allocation = self.allocations.get(job_id)
             if job is None or allocation is None or job_id in self._preempting:
                 continue
-            log.info("preempting job %d", job_id)
+            log.info("preempting job %d for job %s", job_id, waiting.ref if waiting is not None else "?")
             self.allocations[job_id] = replace(allocation, preempting=True)
             self._preempting.add(job_id)
+            if waiting is not None:
+                self._preempted_for[job_id] = (waiting.ref, now)
             if self._launcher is None or not self._launcher.stop(job, Stop.PREEMPT):
                 self.backend.preempt(job)
 
@@ -902,6 +930,7 @@ class JobService:
             job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
             self.allocations.pop(job.id, None)
             self._preempting.discard(job.id)  # a preemption asked while it launched ends with the launch
+            self._preempted_for.pop(job.id, None)
             self._queue[job.id] = _pending(job)
         self._queue = dict(sorted(self._queue.items()))
 
@@ -965,6 +994,8 @@ class JobService:
         if self._dependencies and len(self._ended_states) < 100_000:
             self._ended_states[job.id] = (job.state, job.start_time is not None)
         self._preempting.discard(job.id)
+        self._preempted_for.pop(job.id, None)
+        self._cancelled_by.pop(job.id, None)
         if job.state.is_terminal():
             for listener in self.on_job_ended:
                 listener(job)
@@ -1046,6 +1077,10 @@ def _may_use(partition: Partition, user: str) -> bool:
             except KeyError:
                 continue
     return False
+
+
+def _cancel_events(jobs: Sequence[Job], by: str | None) -> list[JobEvent]:
+    return [JobEvent(job.id, job.end_time or 0.0, CANCELLED, {"by_user": by}) for job in jobs] if by else []
 
 
 def _allocation_of(job: Job) -> Allocation:

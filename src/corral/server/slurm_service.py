@@ -404,7 +404,7 @@ class SlurmJobService(JobService):
         self.poll_soon()
         return job
 
-    async def cancel(self, ref: str | int) -> Job:
+    async def cancel(self, ref: str | int, by: str | None = None) -> Job:  # slurmstepd writes the job's line
         ref = str(ref)
         job = self.resolve(ref)
         if job.state.is_terminal():

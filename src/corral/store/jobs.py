@@ -8,10 +8,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
 from corral.core.arrays import format_ranges, parse_array, parse_ranges
+from corral.core.events import JobEvent
 from corral.core.job import Job
 from corral.core.spec import JobSpec
 from corral.core.states import ACTIVE_STATES, JobState
-from corral.store.schema import job_scripts, jobs
+from corral.store.schema import job_events, job_scripts, jobs
 
 _SPEC_COLUMNS = (
     "name", "user", "command", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
@@ -19,6 +20,7 @@ _SPEC_COLUMNS = (
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
     "account", "umask",
 )
+_IDS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 
 
 class JobStore:
@@ -78,21 +80,39 @@ class JobStore:
         with self.engine.begin() as conn:
             conn.execute(update(jobs).where(jobs.c.id == job.id).values(_spec_row(job.spec)))
 
-    def save_state(self, job: Job) -> None:
-        """Write a job's mutable fields (state, reason, times, exit status, placement)."""
-        self.save_states([job])
+    def save_state(self, job: Job, events: Sequence[JobEvent] = ()) -> None:
+        """Write a job's mutable fields (state, reason, times, exit status, placement), and the events
+        that explain the change, in one transaction."""
+        self.save_states([job], events)
 
-    def save_states(self, batch: Iterable[Job]) -> None:
+    def save_states(self, batch: Iterable[Job], events: Sequence[JobEvent] = ()) -> None:
         rows = [_state_row(job) for job in batch]
-        if not rows:
+        if not rows and not events:
             return
-        stmt = (
-            update(jobs)
-            .where(jobs.c.id == bindparam("job_id"))
-            .values({k: bindparam(k) for k in rows[0] if k != "job_id"})
-        )
         with self.engine.begin() as conn:
-            conn.execute(stmt, rows)
+            if rows:
+                stmt = (
+                    update(jobs)
+                    .where(jobs.c.id == bindparam("job_id"))
+                    .values({k: bindparam(k) for k in rows[0] if k != "job_id"})
+                )
+                conn.execute(stmt, rows)
+            if events:
+                conn.execute(job_events.insert(), [
+                    {"job_id": e.job_id, "time": e.time, "kind": e.kind, "detail": dict(e.detail)} for e in events
+                ])
+
+    def events_of(self, job_ids: Sequence[int]) -> dict[int, list[JobEvent]]:
+        """The stored events of these jobs, oldest first (jobs without any are left out)."""
+        found: dict[int, list[JobEvent]] = {}
+        with self.engine.connect() as conn:
+            for at in range(0, len(job_ids), _IDS_PER_QUERY):
+                chunk = list(job_ids[at:at + _IDS_PER_QUERY])
+                stmt = (select(job_events).where(job_events.c.job_id.in_(chunk))
+                        .order_by(job_events.c.job_id, job_events.c.time, job_events.c.id))
+                for row in conn.execute(stmt):
+                    found.setdefault(row.job_id, []).append(JobEvent(row.job_id, row.time, row.kind, row.detail))
+        return found
 
     def active(self) -> list[Job]:
         """Jobs not yet finished, oldest first, with their scripts (they are still to run)."""

@@ -70,6 +70,19 @@ job_scripts = Table(
     Column("script", Text, nullable=False),
 )
 
+# What a job's row forgets when it is queued again (`corral.core.events`): each start, preemption (and for
+# which job), requeue, and who cancelled it; written in the same transaction as the change of state.
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("time", Float, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("detail", JSON, nullable=False),
+    Index("ix_job_events_job", "job_id", "time"),
+)
+
 
 # -- tracking -------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ class SlurmBackend:
     def start(self, job: Job, allocation: Allocation) -> None:
         raise NotImplementedError("on Slurm, jobs are submitted with sbatch, not started on an allocation")
 
-    def cancel(self, job: Job) -> None:
+    def cancel(self, job: Job, by: str | None = None) -> None:  # slurmstepd writes the job's line itself
         if job.backend_id:
             self.cluster.cancel([job.backend_id])
 

@@ -180,11 +180,23 @@ export function mount(main, ctx) {
       h("span", {class: "tl-sym", "aria-hidden": "true"}, sym), h("strong", {}, what), " ", when ? timeEl(when) : null,
       extra ? h("span", {class: "muted"}, " ", extra) : null);
     items.push(item("submitted", "○", "Submitted", job.submit_time));
+    // the server's stored events: earlier runs, each preemption (and the job it made room for), each requeue
+    const stored = (job.events || []).filter((e) => !["submitted", "ended"].includes(e.kind));
+    const latestStart = job.start_time ? stored.map((e) => e.kind).lastIndexOf("started") : -1;  // shown below, with its wait
+    const eventItem = (e) => e.kind === "preempted"
+      ? item("preempted", "⏏", "Preempted", e.time, e.by_job ? ["to make room for ", h("a", {href: `/jobs/${e.by_job}`}, `job #${e.by_job}`)] : null)
+      : e.kind === "requeued" ? item("requeued", "↺", "Requeued", e.time, "waiting to run again")
+      : e.kind === "cancelled" ? item("cancelled", "✕", "Cancelled", e.time, e.by_user ? `by ${e.by_user}` : null)
+      : item(e.kind, "●", e.kind === "started" ? "Started" : e.kind, e.time, e.node ? `on ${e.node}` : null);
+    stored.slice(0, Math.max(latestStart, 0)).forEach((e) => items.push(eventItem(e)));
     if (job.start_time) {
       const waited = toEpoch(job.start_time) - toEpoch(job.submit_time);
       items.push(item("started", "●", "Started", job.start_time, Number.isFinite(waited) ? `after waiting ${fmtDuration(waited)}` : null));
     }
-    if (job.restarts) items.push(item("requeued", "↺", `Requeued ×${job.restarts}`, null, "(preempted or requeued; started again)"));
+    stored.slice(latestStart + 1).forEach((e) => items.push(eventItem(e)));
+    if (job.restarts && !stored.some((e) => e.kind === "requeued")) {  // recorded before events were kept
+      items.push(item("requeued", "↺", `Requeued ×${job.restarts}`, null, "(preempted or requeued; started again)"));
+    }
     if (job.state === "PENDING") {
       items.push(h("li", {"data-event": "pending"}, h("span", {class: "tl-sym", "aria-hidden": "true"}, "◌"),
         h("strong", {}, job.held ? "Held" : "Waiting"), " ",

@@ -1,0 +1,55 @@
+"""What happened to a job, in order: its timeline.
+
+The job's row holds only its latest run (a requeued job's start time is its newest start), so what
+would be lost on each requeue is kept as events, written in the same transaction as the change of
+state they explain: each start, each preemption (when it was asked, and for which job), each
+requeue (when the job was stopped and waited again) and who cancelled it. Its submission and its
+end are the job's own fields; `timeline` puts the two together.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corral.core.job import Job
+
+STARTED = "started"
+PREEMPTED = "preempted"
+"""The scheduler told the job to make room; `detail["by_job"]` names the job it made room for."""
+REQUEUED = "requeued"
+"""The job stopped (preempted, or its start could not be kept) and waits again."""
+CANCELLED = "cancelled"
+"""Someone cancelled it; `detail["by_user"]` names them."""
+STORED_KINDS = (STARTED, PREEMPTED, REQUEUED, CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    job_id: int
+    time: float
+    kind: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+def timeline(job: Job, stored: Sequence[JobEvent]) -> list[dict[str, Any]]:
+    """The job's events as the API shows them, oldest first: submitted, the stored ones, and its end.
+
+    A job recorded before events were kept has no stored start: its start time stands in for one.
+    """
+    events = [{"time": _iso(job.submit_time), "kind": "submitted"}]
+    ordered = sorted(stored, key=lambda e: e.time)
+    if job.start_time is not None and not any(e.kind == STARTED for e in ordered):
+        ordered.append(JobEvent(job.id, job.start_time, STARTED, {"node": job.node} if job.node else {}))
+        ordered.sort(key=lambda e: e.time)
+    events += [{"time": _iso(e.time), "kind": e.kind, **dict(e.detail)} for e in ordered]
+    if job.state.is_terminal() and job.end_time is not None:
+        events.append({"time": _iso(job.end_time), "kind": "ended", "state": job.state.value})
+    return events
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
