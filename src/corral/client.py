@@ -297,10 +297,14 @@ class Client:
             query.append(("type", type))
         return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}/artifacts?{urllib.parse.urlencode(query)}")["artifacts"]
 
-    def finish_run(self, ref: int | str, state: str = "finished", end_time: float | None = None) -> dict[str, Any]:
+    def finish_run(self, ref: int | str, state: str = "finished", end_time: float | None = None,
+                   start_time: float | None = None) -> dict[str, Any]:
+        """End a run; `start_time` corrects its start where the real one is known only now (an import)."""
         body: dict[str, Any] = {"state": state}
         if end_time is not None:
             body["end_time"] = end_time
+        if start_time is not None:
+            body["start_time"] = start_time
         return self._request("POST", f"/api/v1/runs/{_run_ref(ref)}/finish", body)
 
     def series(self, ref: int | str, key: str, *, max_points: int = 2000, start: int | None = None,

@@ -129,10 +129,11 @@ export function mount(main, ctx) {
   return {update: () => { sort = readSort(); load(); }};
 }
 
-function duration(r) {
+/** Seconds from start to end (or now, running); null where unknown or where the record ends before it starts. */
+export function duration(r) {
   if (!r.start_time) return null;
   const end = r.end_time || (r.state === "running" ? Date.now() / 1000 : null);
-  return end ? end - r.start_time : null;
+  return end && end >= r.start_time ? end - r.start_time : null;
 }
 
 /** The columns: fixed ones, then config keys whose values differ, then final/best per metric. */
