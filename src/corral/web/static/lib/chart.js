@@ -432,7 +432,12 @@ export class TimeChart {
       this.plot = new uPlot({
         width: plotWidth(this.body), height: this.height,
         scales: {
-          x: {time: true, range: (u, min, max) => timeRange(min, max, chart.span ? chart.span() : null)},
+          // from the data itself: uPlot widens a single point's x range by years before asking
+          x: {time: true, range: (u, min, max) => {
+            const xs = u.data[0] || [];
+            const span = chart.span ? chart.span() : null;
+            return xs.length ? timeRange(xs[0], xs[xs.length - 1], span) : timeRange(min, max, span);
+          }},
           y: unit === "%" ? {range: [0, 100]} : {},
         },
         series: [{label: "time", value: (u, v) => (v === null || v === undefined ? "—" : new Date(v * 1000).toLocaleTimeString())},
