@@ -4,8 +4,9 @@
 // button: keyboard too), pick runs and Compare. GET /api/v1/runs and /api/v1/projects; refetched on
 // `runs` and `jobs`.
 //
-// It fits a laptop's width: long values (paths) are cut to their ends with the whole in a tooltip,
-// and headers wrap; only a table of very many metrics scrolls, inside its own box.
+// It fits its box (the window's width): columns share the width (table-layout: fixed), long values
+// are cut (paths to their ends) with the whole in a tooltip, and headers wrap. Only when each column
+// would get less than MIN_COLUMN_PX does the table scroll sideways, inside its own box.
 
 import {h, replace, keepFocus} from "../lib/dom.js";
 import {api, errorState, emptyState, isAbort, withQuery} from "../lib/api.js";
@@ -93,7 +94,11 @@ export function mount(main, ctx) {
     }
     const columns = columnsFor(runs);
     const sorted = sortRuns(runs, columns, sort);
-    keepFocus(tableBox, () => replace(tableBox, h("table", {class: "grid runs"},
+    const fixed = SELECT_PX + columns.reduce((sum, c) => sum + (c.width || 0), 0);
+    const minWidth = fixed + MIN_COLUMN_PX * columns.filter((c) => !c.width).length;
+    keepFocus(tableBox, () => replace(tableBox, h("table", {class: "grid runs", style: `min-width:${minWidth}px`},
+      h("colgroup", {}, h("col", {style: `width:${SELECT_PX}px`}),
+        columns.map((c) => h("col", {style: c.width ? `width:${c.width}px` : null}))),
       h("thead", {}, h("tr", {},
         h("th", {scope: "col"}, h("span", {class: "sr-only"}, "Select")),
         columns.map((c) => {
@@ -146,18 +151,14 @@ export function duration(r) {
   return end && end >= r.start_time ? end - r.start_time : null;
 }
 
-const CLIP = 24;  // characters of a value shown in a cell; the tooltip has all of it
+const SELECT_PX = 30;  // the checkbox column
+const MIN_COLUMN_PX = 76;  // below this a number is cut: scroll instead
 
-/** A long value cut to CLIP characters: a path keeps its end (the part that tells runs apart). */
-export function clipped(text) {
+/** A value cut to its cell's width (CSS), all of it in the tooltip; a path keeps its end, the part
+ * that tells runs apart (cut from the left; the marks keep its characters in order). */
+function clippedEl(text) {
   const s = String(text);
-  if (s.length <= CLIP) return s;
-  return s.includes("/") ? "…" + s.slice(s.length - CLIP + 1) : s.slice(0, CLIP - 1) + "…";
-}
-
-function clippedEl(text, attrs = {}) {
-  const s = String(text);
-  return h("span", {...attrs, title: s.length > CLIP ? s : attrs.title || null}, clipped(s));
+  return s.includes("/") ? h("div", {class: "path-end", title: s}, `\u200E${s}\u200E`) : h("div", {title: s}, s);
 }
 
 /** A header label that may wrap after _ / . (config keys and metric names are one long word otherwise). */
@@ -176,15 +177,15 @@ function simple(column) {
 function columnsFor(runs) {
   const columns = [
     {key: "project", label: "Project", value: (r) => r.project, cell: (r) => clippedEl(r.project)},
-    {key: "name", label: "Name", value: (r) => r.name, cell: (r) => h("a", {href: `/runs/${r.id}`}, clipped(r.name || `run ${r.id}`))},
-    {key: "state", label: "State", value: (r) => r.state, cell: (r) => stateBadge(r.state)},
-    {key: "start", label: "Started", value: (r) => r.start_time, cell: (r) => {
+    {key: "name", label: "Name", value: (r) => r.name, cell: (r) => h("div", {}, h("a", {href: `/runs/${r.id}`, title: r.name || null}, r.name || `run ${r.id}`))},
+    {key: "state", label: "State", width: 106, value: (r) => r.state, cell: (r) => stateBadge(r.state)},
+    {key: "start", label: "Started", width: 142, value: (r) => r.start_time, cell: (r) => {
       const d = toDate(r.start_time);
       if (!d) return "—";
       const year = d.getFullYear() === new Date().getFullYear() ? {} : {year: "numeric"};
       return h("time", {class: "small", datetime: d.toISOString(), title: fmtTime(r.start_time)}, d.toLocaleString(undefined, {...SHORT_TIME, ...year}));
     }},
-    {key: "duration", label: "Duration", num: true, value: duration, cell: (r) => fmtDuration(duration(r))},
+    {key: "duration", label: "Duration", width: 74, num: true, value: duration, cell: (r) => fmtDuration(duration(r))},
   ].map(simple);
   const configs = runs.map((r) => flatten(r.config || {}));
   const keys = [...new Set(configs.flatMap((c) => Object.keys(c)))].sort();
