@@ -140,6 +140,10 @@ class Client:
     def get(self, job_id: int | str) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 
+    def array_tasks(self, job_id: int, *, offset: int = 0, limit: int = 500) -> dict[str, Any]:
+        """An array job's tasks (a page of them, by task id), their states and what they add up to."""
+        return self._request("GET", f"/api/v1/jobs/{int(job_id)}/tasks?offset={int(offset)}&limit={int(limit)}")
+
     def queue(self, *, states: Sequence[str] = (), limit: int = 10_000) -> list[dict[str, Any]]:
         return self._list("active", states, limit)
 
