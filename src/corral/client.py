@@ -140,6 +140,10 @@ class Client:
     def get(self, job_id: int | str) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 
+    def array_tasks(self, job_id: int, *, offset: int = 0, limit: int = 500) -> dict[str, Any]:
+        """An array job's tasks (a page of them, by task id), their states and what they add up to."""
+        return self._request("GET", f"/api/v1/jobs/{int(job_id)}/tasks?offset={int(offset)}&limit={int(limit)}")
+
     def queue(self, *, states: Sequence[str] = (), limit: int = 10_000) -> list[dict[str, Any]]:
         return self._list("active", states, limit)
 
@@ -297,10 +301,14 @@ class Client:
             query.append(("type", type))
         return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}/artifacts?{urllib.parse.urlencode(query)}")["artifacts"]
 
-    def finish_run(self, ref: int | str, state: str = "finished", end_time: float | None = None) -> dict[str, Any]:
+    def finish_run(self, ref: int | str, state: str = "finished", end_time: float | None = None,
+                   start_time: float | None = None) -> dict[str, Any]:
+        """End a run; `start_time` corrects its start where the real one is known only now (an import)."""
         body: dict[str, Any] = {"state": state}
         if end_time is not None:
             body["end_time"] = end_time
+        if start_time is not None:
+            body["start_time"] = start_time
         return self._request("POST", f"/api/v1/runs/{_run_ref(ref)}/finish", body)
 
     def series(self, ref: int | str, key: str, *, max_points: int = 2000, start: int | None = None,

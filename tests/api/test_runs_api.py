@@ -126,7 +126,7 @@ def test_a_known_resume_key_resumes_the_run_and_sets_it_running(live):
 
 
 def test_params_merge_tags_change_and_finish_twice_keeps_the_later(live):
-    run = new_run(live, config={"lr": 0.1, "model": {"depth": 4}}, tags=["a", "b"])
+    run = new_run(live, config={"lr": 0.1, "model": {"depth": 4}}, tags=["a", "b"], start_time=1_700_000_000.0)
     ref = run["uid"]
     after = ok(live, "POST", f"/api/v1/runs/{ref}/params", {"params": {"model": {"depth": 8}, "seed": 3}})
     assert after["config"] == {"lr": 0.1, "model": {"depth": 8}, "seed": 3}
@@ -137,6 +137,20 @@ def test_params_merge_tags_change_and_finish_twice_keeps_the_later(live):
     assert second["state"] == "finished" and second["end_time"] > 1_700_000_500.0
     status, empty = call(live, "POST", f"/api/v1/runs/{ref}/finish", raw=b"")
     assert status == 200 and empty["state"] == "finished"
+
+
+def test_a_run_never_ends_before_it_starts_and_an_import_may_correct_its_start(live):
+    ahead = new_run(live, start_time=4_000_000_000.0)  # a client whose clock runs far ahead of the server's
+    ended = ok(live, "POST", f"/api/v1/runs/{ahead['id']}/finish", {"state": "finished"})
+    assert ended["end_time"] == ended["start_time"] == 4_000_000_000.0  # duration 0, never negative
+    early = ok(live, "POST", f"/api/v1/runs/{new_run(live, start_time=1_700_000_100.0)['id']}/finish",
+               {"end_time": 1_700_000_000.0})
+    assert early["end_time"] == early["start_time"] == 1_700_000_100.0
+    imported = new_run(live)  # started now, as far as the server knows, until the import has read its events
+    spanned = ok(live, "POST", f"/api/v1/runs/{imported['id']}/finish", {"start_time": 1_700_000_000.0, "end_time": 1_700_000_240.0})
+    assert (spanned["start_time"], spanned["end_time"]) == (1_700_000_000.0, 1_700_000_240.0)
+    status, error = call(live, "POST", f"/api/v1/runs/{imported['id']}/finish", {"start_time": 1_700_000_300.0, "end_time": 1_700_000_000.0})
+    assert status == 422 and "end_time" in json.dumps(error) and "before start_time" in json.dumps(error)
 
 
 # -- metrics ----------------------------------------------------------------------------------------

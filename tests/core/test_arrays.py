@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from corral.core.arrays import MAX_REF, abbreviate_ranges, array_state, format_ranges, parse_array, parse_ranges
+from corral.core.arrays import (
+    MAX_REF,
+    abbreviate_ranges,
+    array_state,
+    array_summary,
+    format_ranges,
+    parse_array,
+    parse_ranges,
+)
 from corral.core.job import Job
 from corral.core.states import JobState
 from corral.errors import InvalidRequest
@@ -68,3 +76,12 @@ def test_an_array_cancelled_while_tasks_remained_is_cancelled_even_if_its_starte
     assert array_state([done, failed, cancelled], cancelled=False) is failed
     assert array_state([done, cancelled], cancelled=False) is cancelled
     assert array_state([], cancelled=False) is cancelled
+
+
+def test_an_arrays_summary_counts_its_tasks_by_state_and_names_those_still_waiting():
+    states = [JobState.COMPLETED, JobState.FAILED, JobState.COMPLETED, JobState.RUNNING, JobState.PENDING]
+    assert array_summary(states, [7, 8, 9, 12]) == {
+        "tasks": 9, "ended": 3, "waiting": "7-9,12",
+        "states": {"COMPLETED": 2, "FAILED": 1, "RUNNING": 1, "PENDING": 5},
+    }
+    assert array_summary([], []) == {"tasks": 0, "ended": 0, "states": {}, "waiting": ""}

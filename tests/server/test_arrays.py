@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from corral.errors import NotFound
+from corral.errors import InvalidRequest, NotFound
 from tests.helpers import wait_for
 
 
@@ -58,6 +58,12 @@ def test_a_failing_task_fails_the_array_and_afterok_on_it_never_holds(server, sh
     assert client.get(f"{array['id']}_1")["state"] == "COMPLETED"
     wait_for(lambda: client.get(after["id"])["reason"] == "DependencyNeverSatisfied")
     client.cancel(after["id"])
+    listed = client.array_tasks(array["id"])  # what the dashboard's array page shows
+    assert [(t["ref"], t["state"]) for t in listed["tasks"]] == [
+        (f"{array['id']}_{i}", "FAILED" if i == 2 else "COMPLETED") for i in range(4)]
+    assert listed["summary"] == {"tasks": 4, "ended": 4, "states": {"COMPLETED": 3, "FAILED": 1}, "waiting": ""}
+    with pytest.raises(InvalidRequest, match="not an array"):
+        client.array_tasks(after["id"])
 
 
 def test_holding_or_updating_an_array_covers_its_waiting_tasks(server, short_tmp):

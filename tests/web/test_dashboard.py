@@ -8,8 +8,10 @@ screenshot of what it looked at into docs/screenshots/, which the README shows.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -277,3 +279,125 @@ def test_times_are_shown_in_the_viewers_time_zone(site, page):
     shown = page.locator("[data-testid=timeline]").inner_text()
     assert expected[:5] in shown
 
+
+
+# -- issue 16: charts, arrays, the runs table and durations read right -------------------------------
+
+T0 = 1_700_000_000.0  # when the imported TensorBoard events were written (Nov 2023)
+CLOCK = r"^\d{1,2}:\d{2}(:\d{2})?( ?[AP]M)?$"  # a time of day, as the axis of a short span reads
+ELAPSED = r"^(\d+(\.\d+)?s|\d+m \d\ds|\d+h \d\dm|\d+d \d+h)$"  # fmtDuration's forms
+
+
+@pytest.fixture(scope="module")
+def imported(site, tmp_path_factory) -> dict[str, dict]:
+    """Two TensorBoard runs imported: one whose events were logged over 4 minutes in 2023 (its writer
+    opened the file today), one whose single event is stamped a moment before its writer opened."""
+    import tensorboardX
+
+    from corral.sdk.tensorboard import import_tensorboard
+
+    root = tmp_path_factory.mktemp("tb")
+    with tensorboardX.SummaryWriter(str(root / "relogged")) as writer:
+        for i in range(5):
+            writer.add_scalar("loss", 1.0 / (i + 1), i, walltime=T0 + 60 * i)
+    with tensorboardX.SummaryWriter(str(root / "instant")) as writer:
+        writer.add_scalar("loss", 0.5, 0, walltime=time.time() - 0.3)
+    return {r["name"]: r for r in import_tensorboard(str(root), client=site.client, project="tb-import")}
+
+
+def test_a_one_sample_chart_spans_minutes_around_its_sample_not_years(page, tmp_path):
+    # samples every 3 s: the job is killed for its memory right after its first one
+    server = Server(home=str(tmp_path / "oom"), extra=["--sample-interval", "3"]).start()
+    try:
+        client = server.client()
+        go = tmp_path / "go"
+        job = client.submit([sys.executable, "-c", f"import os, time\nwhile not os.path.exists({str(go)!r}): "
+                             "time.sleep(0.01)\nb = bytearray(400 << 20)\ntime.sleep(60)"], mem="100M", time="2")["id"]
+        wait_for(lambda: client.metrics(job, "rss_mb")["points"], timeout=30)
+        go.touch()
+        ended = client.wait(job, timeout=60)
+        assert ended["state"] == "OUT_OF_MEMORY"
+        (sample_time, _), *_ = client.metrics(job, "rss_mb")["points"]
+        page.goto(server.url + f"/jobs/{job}")
+        page.wait_for_function("document.body.dataset.chartsReady === 'true'", timeout=30_000)
+        for key in ("cpu_utilization", "rss_mb"):
+            chart = page.locator(f"[data-testid=chart][data-key={key}]")
+            assert int(chart.get_attribute("data-points")) >= 1
+            low, high = float(chart.get_attribute("data-x-min")), float(chart.get_attribute("data-x-max"))
+            assert low <= sample_time <= high and high - low <= 600, (key, low, high)  # minutes, not 2027-2029
+            ticks = json.loads(chart.get_attribute("data-x-ticks"))
+            assert ticks and all(re.match(CLOCK, t) for t in ticks), ticks
+        page.locator("[data-testid=chart][data-key=rss_mb]").scroll_into_view_if_needed()
+        screenshot(page, "job-oom-one-sample")
+    finally:
+        server.stop()
+        _kill_leftover_supervisors(str(tmp_path / "oom"))
+
+
+def test_an_array_jobs_page_lists_its_tasks_their_states_and_summary(site, page):
+    array = site.client.submit([sys.executable, "-c", "import os, sys; sys.exit(os.environ['CORRAL_ARRAY_TASK_ID'] == '2')"],
+                               array="0-3", name="sweep-array", time="5m")["id"]
+    wait_for(lambda: site.client.get(array)["state"] not in ("PENDING", "RUNNING"), timeout=60)
+    page.goto(site.url(f"/jobs/{array}"))
+    rows = page.locator("[data-testid=array-task-row]")
+    rows.first.wait_for()
+    assert rows.count() == 4
+    states = {rows.nth(i).get_attribute("data-task-id"): rows.nth(i).get_attribute("data-state") for i in range(4)}
+    assert states == {"0": "COMPLETED", "1": "COMPLETED", "2": "FAILED", "3": "COMPLETED"}
+    links = [rows.nth(i).locator("a").get_attribute("href") for i in range(4)]
+    assert links == [f"/jobs/{array}_{t}" for t in range(4)]
+    summary = page.locator("[data-testid=array-summary]").inner_text()
+    assert "4 tasks" in summary and "3 completed" in summary and "1 failed" in summary and "ended failed" in summary
+    text = page.locator("main").inner_text()
+    assert "never started" not in text and "without starting" not in text
+    screenshot(page, "job-array")
+    rows.nth(2).locator("a").click()
+    page.wait_for_url(f"**/jobs/{array}_2")
+    page.wait_for_function("document.querySelector('[data-testid=job-state]') && "
+                           "document.querySelector('[data-testid=job-state]').dataset.state === 'FAILED'")
+
+
+def test_a_runs_system_charts_are_drawn_against_time_not_as_steps(site, page):
+    run = site.runs["baseline"]  # its job's samples reach it as system/... metrics
+    wait_for(lambda: any(k.startswith("system/") for k in site.client.get_run(run)["metrics"]), timeout=30)
+    page.goto(site.url(f"/runs/{run}"))
+    page.wait_for_function("document.body.dataset.chartsReady === 'true'", timeout=30_000)
+    system = page.locator("[data-testid=chart][data-key^='system/']").first
+    loss = page.locator("[data-testid=chart][data-key='train/loss']")
+    assert system.get_attribute("data-x-axis") == "time"
+    assert "time since the run started" in system.locator("[data-testid=chart-x-axis]").inner_text()
+    ticks = json.loads(system.get_attribute("data-x-ticks"))
+    assert ticks and all(re.match(ELAPSED, t) for t in ticks), ticks  # "2m 05s", not "125" read as a step
+    assert loss.get_attribute("data-x-axis") == "step"
+    page.locator("[data-testid=x-axis-toggle]").click()  # the toggle moves training charts only
+    page.wait_for_function("document.querySelector(\"[data-testid=chart][data-key='train/loss']\").dataset.xAxis === 'time'")
+    assert system.get_attribute("data-x-axis") == "time"
+
+
+def test_the_runs_table_fits_a_1400_px_window(site, imported, page):
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(site.url("/runs"))
+    page.locator("[data-testid=run-row]").first.wait_for()
+    assert page.locator("[data-testid=run-row]").count() >= 4  # configs that differ, seven metrics
+    page.wait_for_function("document.querySelectorAll('[data-testid=run-row]').length >= 4")
+    time.sleep(1.5)  # a refresh (the running run logs) redraws it
+    right = page.evaluate("document.querySelector('table.runs').getBoundingClientRect().right")
+    box = page.evaluate("document.querySelector('table.runs').parentElement.getBoundingClientRect().right")
+    assert right <= box <= 1400, (right, box)
+    assert page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
+    screenshot(page, "runs-1400")
+
+
+def test_an_imported_tensorboard_runs_duration_is_the_span_of_its_events(site, imported, page):
+    expected = {"relogged": "4m 00s", "instant": "0s"}
+    page.goto(site.url("/runs?project=tb-import"))
+    rows = page.locator("[data-testid=run-row]")
+    rows.first.wait_for()
+    column = page.evaluate("[...document.querySelectorAll('table.runs thead th')].findIndex((th) => "
+                           "th.innerText.trim().startsWith('Duration'))")
+    for name, shown in expected.items():
+        cell = page.locator(f"[data-testid=run-row][data-run-id='{imported[name]['id']}'] td").nth(column)
+        assert cell.inner_text() == shown, name  # never "-0s", nor minus three years
+    for name, shown in expected.items():
+        page.goto(site.url(f"/runs/{imported[name]['id']}"))
+        assert page.locator("[data-testid=run-duration]").inner_text() == shown, name

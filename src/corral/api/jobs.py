@@ -108,6 +108,18 @@ async def get_job(request: Request, job_id: str = JobRef) -> Response:
     return _json(_view(request, job) | {"events": timeline(job, stored.get(job.id, ()))})
 
 
+@router.get("/{job_id}/tasks", summary="An array job's tasks, their states, and what they add up to")
+async def array_tasks(request: Request, job_id: int = Path(ge=1, le=MAX_ID),
+                      offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(500, ge=1, le=MAX_PAGE)) -> Response:
+    """Tasks with records (started, or cancelled while waiting) by task id, a page of them; the summary
+    counts all of them and names the tasks still waiting in the array's place."""
+    from corral.core.arrays import array_summary
+
+    array, tasks = _service(request).array_tasks(job_id)
+    return _json({"array": _view(request, array), "summary": array_summary((t.state for t in tasks), array.array_pending),
+                  "total": len(tasks), "offset": offset, "limit": limit, "tasks": [t.to_dict(detail=False) for t in tasks[offset:offset + limit]]})
+
+
 def _view(request: Request, job: Job) -> dict[str, Any]:
     """A job as its caller may see it: as in Slurm, the batch script is for those who may manage the job."""
     view = job.to_dict()

@@ -122,7 +122,8 @@ async def change_tags(request: Request, ref: str = RunRef) -> Response:
 
 @router.post("/runs/{ref}/finish", summary="Mark the run finished, failed or crashed",
              openapi_extra=_body({"type": "object", "properties": {
-                 "state": {"type": "string", "enum": ["finished", "failed", "crashed"]}, "end_time": {"type": "number"}}}))
+                 "state": {"type": "string", "enum": ["finished", "failed", "crashed"]}, "end_time": {"type": "number"},
+                 "start_time": {"type": "number", "description": "corrects the run's start (an import of old logs)"}}}))
 async def finish_run(request: Request, ref: str = RunRef) -> Response:
     ref = await _owned_run(request, ref, "finishing")
     raw = await request.body()

@@ -119,6 +119,27 @@ def parse_ranges(text: str) -> list[int]:
     return list(parse_array(text).task_ids)
 
 
+def array_summary(task_states: Iterable[JobState], waiting: Sequence[int]) -> dict[str, object]:
+    """What an array's tasks add up to: how many, how many in each state, and those still waiting.
+
+    Args:
+        task_states: the states of the tasks that have a record.
+        waiting: the task ids without a record yet (they wait in the array's place in the queue).
+
+    Returns:
+        {"tasks": total, "ended": how many ended, "states": {state: count} (waiting ones as PENDING),
+        "waiting": their ids as ranges (`4-99`)}.
+    """
+    counts: dict[str, int] = {}
+    ended = 0
+    for state in task_states:
+        counts[state.value] = counts.get(state.value, 0) + 1
+        ended += state.is_terminal()
+    if waiting:
+        counts[JobState.PENDING.value] = counts.get(JobState.PENDING.value, 0) + len(waiting)
+    return {"tasks": sum(counts.values()), "ended": ended, "states": counts, "waiting": format_ranges(waiting)}
+
+
 def array_state(task_states: Iterable[JobState], *, cancelled: bool) -> JobState:
     """The final state of an array whose tasks have all ended.
 

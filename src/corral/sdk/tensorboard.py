@@ -353,14 +353,20 @@ def _import_run(client: Client, project: str, name: str, run_dir: str, files: li
     # the directory is moved or more files are written later
     identity = f"tensorboard\0{project}\0{name}\0{os.path.basename(files[0])}"
     uid = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    opened = _first_wall_time(files[0])
     run = client.create_run(project=project, name=name, uid=uid, tags=["tensorboard"],
-                            config={"tensorboard_dir": run_dir}, start_time=_first_wall_time(files[0]))
-    last_time = None
+                            config={"tensorboard_dir": run_dir}, start_time=opened)
+    first_time = last_time = None
     for file in files:
-        for batch_id, series, batch_last_time in _batches(uid, file):
+        for batch_id, series, batch_first, batch_last in _batches(uid, file):
             client.log_metrics(run["id"], {"batch_id": batch_id, "metrics": series})
-            last_time = batch_last_time if last_time is None else max(last_time, batch_last_time)
-    return client.finish_run(run["id"], "finished", end_time=last_time)
+            first_time = min((t for t in (first_time, batch_first) if t is not None), default=None)
+            last_time = max((t for t in (last_time, batch_last) if t is not None), default=None)
+    # The run spans its events. The writer's opening record is its start only when it comes first:
+    # scalars written with an explicit, older walltime (re-logged history) start the run earlier.
+    start = min((t for t in (opened, first_time) if t is not None), default=None)
+    end = last_time if last_time is not None else start
+    return client.finish_run(run["id"], "finished", end_time=end, start_time=start)
 
 
 def _first_wall_time(path: str) -> float | None:
@@ -375,22 +381,25 @@ def _first_wall_time(path: str) -> float | None:
     return None
 
 
-def _batches(uid: str, path: str) -> Iterator[tuple[str, list[dict[str, str]], float]]:
-    """Batches of at most about BATCH_POINTS points: (batch id, series, last wall time).
+def _batches(uid: str, path: str) -> Iterator[tuple[str, list[dict[str, str]], float | None, float | None]]:
+    """Batches of at most about BATCH_POINTS points: (batch id, series, first and last wall time;
+    None where no point has one).
 
     A batch starts at a record and is named by its offset, so a file that has grown since the last
     import yields the same batches for its old part.
     """
     pending: dict[str, tuple[list[int], list[float], list[float]]] = {}
-    count, start, last_offset, last_time, negative = 0, -1, -1, 0.0, 0
+    count, start, last_offset, negative = 0, -1, -1, 0
+    first_time: float | None = None
+    last_time: float | None = None
     name = os.path.basename(path)
     for offset, tag, step, wall_time, value in iter_scalars(path):
         if step < 0:  # the server stores steps from 0
             negative += 1
             continue
         if count >= BATCH_POINTS and offset != last_offset:
-            yield _batch_id(uid, name, start), _series(pending), last_time
-            pending, count = {}, 0
+            yield _batch_id(uid, name, start), _series(pending), first_time, last_time
+            pending, count, first_time, last_time = {}, 0, None, None
         if not count:
             start = offset
         steps, values, times = pending.setdefault(tag, ([], [], []))
@@ -398,9 +407,12 @@ def _batches(uid: str, path: str) -> Iterator[tuple[str, list[dict[str, str]], f
         values.append(value)
         times.append(wall_time)
         count += 1
-        last_offset, last_time = offset, max(last_time, wall_time)
+        last_offset = offset
+        if wall_time > 0:  # 0: the event carried no time
+            first_time = wall_time if first_time is None else min(first_time, wall_time)
+            last_time = wall_time if last_time is None else max(last_time, wall_time)
     if pending:
-        yield _batch_id(uid, name, start), _series(pending), last_time
+        yield _batch_id(uid, name, start), _series(pending), first_time, last_time
     if negative:
         warnings.warn(f"{path}: {negative} scalars at negative steps were not imported", stacklevel=2)
 

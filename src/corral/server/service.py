@@ -330,6 +330,23 @@ class JobService:
             return array
         raise NotFound(f"job {ref} does not exist")
 
+    def array_tasks(self, job_id: int) -> tuple[Job, list[Job]]:
+        """An array job and those of its tasks that have records, each as it is now, by task id.
+
+        Raises:
+            NotFound: no such job; InvalidRequest: the job is not an array.
+        """
+        array = self.get(job_id)
+        if not array.is_array:
+            raise InvalidRequest("job_id", f"job {job_id} is not an array job",
+                                 "tasks belong to a job submitted with --array; a task is shown as ID_TASK")
+        tasks = {t.array_task_id: t for t in self.store.tasks(job_id)}
+        for child_id in self._array_tasks.get(job_id, ()):
+            child = self.active.get(child_id)
+            if child is not None:
+                tasks[child.array_task_id] = self._current(child)
+        return array, [tasks[k] for k in sorted(tasks)]
+
     def job_info(self, job_id: int) -> dict[str, Any] | None:
         """Who ran a job and where (for a run that links to it), or None if there is no such job."""
         try:

@@ -132,6 +132,14 @@ class JobStore:
             rows = conn.execute(select(jobs.c.state).where(jobs.c.array_job_id == array_job_id))
             return [JobState(row[0]) for row in rows]
 
+    def tasks(self, array_job_id: int) -> list[Job]:
+        """The tasks of an array that have records, by task id, without scripts (the newest record of
+        a task where it has several)."""
+        stmt = select(jobs).where(jobs.c.array_job_id == array_job_id).order_by(jobs.c.array_task_id, jobs.c.id)
+        with self.engine.connect() as conn:
+            newest = {row.array_task_id: _job(row._mapping) for row in conn.execute(stmt)}
+        return list(newest.values())
+
     def get(self, job_id: int) -> Job | None:
         with self.engine.connect() as conn:
             row = conn.execute(_with_script().where(jobs.c.id == job_id)).first()

@@ -177,16 +177,26 @@ class RunStore:
         if new:
             conn.execute(insert(run_tags), [{"run_id": run_id, "tag": t} for t in new])
 
-    def finish(self, conn: Connection, run_id: int, state: str, end_time: float) -> None:
+    def finish(self, conn: Connection, run_id: int, state: str, end_time: float, start_time: float | None = None) -> None:
+        """End a run; `start_time` corrects its start (an import knows the real one only at the end).
+
+        The end is never before the start: a client's clock behind the server's (which stamped the
+        start) would otherwise give the run a negative duration.
+        """
         self._require(conn, run_id)
-        conn.execute(update(runs).where(runs.c.id == run_id).values(state=state, end_time=end_time))
+        if start_time is None:
+            start_time = conn.execute(select(runs.c.start_time).where(runs.c.id == run_id)).scalar_one()
+        conn.execute(update(runs).where(runs.c.id == run_id).values(
+            state=state, start_time=start_time, end_time=max(end_time, start_time)))
 
     def end_job_runs(self, conn: Connection, job_id: int, state: str, end_time: float) -> list[int]:
-        """Runs of a job that ended while they were still running take `state`; their ids."""
-        ids = list(conn.execute(select(runs.c.id).where(runs.c.job_id == job_id, runs.c.state == "running")).scalars())
-        if ids:
-            conn.execute(update(runs).where(runs.c.id.in_(ids)).values(state=state, end_time=end_time))
-        return ids
+        """Runs of a job that ended while they were still running take `state` (ended no earlier than
+        they started); their ids."""
+        rows = list(conn.execute(select(runs.c.id, runs.c.start_time).where(
+            runs.c.job_id == job_id, runs.c.state == "running")))
+        for run_id, start_time in rows:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(state=state, end_time=max(end_time, start_time)))
+        return [run_id for run_id, _ in rows]
 
     def put_artifacts(self, conn: Connection, run_id: int, items: Sequence[dict[str, Any]], now: float) -> list[int]:
         self._require(conn, run_id)

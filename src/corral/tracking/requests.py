@@ -79,18 +79,27 @@ def parse_tag_change(body: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return parse_tags(body.get("add", []), "add"), parse_tags(body.get("remove", []), "remove")
 
 
-def parse_finish(body: Any) -> tuple[str, float | None]:
+def parse_finish(body: Any) -> tuple[str, float | None, float | None]:
+    """`(state, end_time, start_time)` of a finish; the times None where not given.
+
+    A start_time corrects the run's start where it is known only at the end (an import of old logs).
+    """
     body = _object(body or {}, 'e.g. {"state": "finished"}')
-    unknown = set(body) - {"state", "end_time"}
+    unknown = set(body) - {"state", "end_time", "start_time"}
     if unknown:
-        raise InvalidRequest(sorted(unknown)[0], "unknown field", "give state and optionally end_time")
+        raise InvalidRequest(sorted(unknown)[0], "unknown field", "give state and optionally end_time and start_time")
     state = body.get("state", "finished")
     if state not in FINAL_STATES:
         raise InvalidRequest("state", f"{state!r} is not how a run ends", f"use one of {', '.join(FINAL_STATES)}")
     end = body.get("end_time")
     if end is not None and not _is_time(end):
         raise InvalidRequest("end_time", f"{end!r} is not a time", "give a Unix time in seconds")
-    return state, (float(end) if end is not None else None)
+    start = body.get("start_time")
+    if start is not None and not _is_time(start):
+        raise InvalidRequest("start_time", f"{start!r} is not a time", "give a Unix time in seconds")
+    if start is not None and end is not None and float(end) < float(start):
+        raise InvalidRequest("end_time", f"{end!r} is before start_time {start!r}", "a run ends at or after it starts")
+    return state, (float(end) if end is not None else None), (float(start) if start is not None else None)
 
 
 _ARTIFACT_FIELDS = {"path", "type", "size", "sha256", "step", "metric", "metric_value", "deleted"}

@@ -143,9 +143,9 @@ class TrackingService:
         return await self._write(lambda conn, _: self._then_get(conn, ref, lambda i: self.store.change_tags(conn, i, add, remove)))
 
     async def finish(self, ref: str, body: Any) -> dict[str, Any]:
-        state, end = R.parse_finish(body)
+        state, end, start = R.parse_finish(body)
         run = await self._write(lambda conn, _: self._then_get(
-            conn, ref, lambda i: self.store.finish(conn, i, state, end if end is not None else self.clock())))
+            conn, ref, lambda i: self.store.finish(conn, i, state, end if end is not None else self.clock(), start)))
         self._changed(run)
         return run
 

@@ -84,12 +84,14 @@ function plotWidth(el) {
  *            fetch: ({start, end, maxPoints, signal}) => Promise<series JSON>}]
  */
 export class MetricChart {
-  constructor(container, {key, title = key, sources, xMode = "step", smoothing = 0, height = 200, onDrawn = null, extraNote = null}) {
+  constructor(container, {key, title = key, sources, xMode = "step", fixedX = null, smoothing = 0, height = 200, onDrawn = null, extraNote = null}) {
     this.extraNote = extraNote;  // () => text added to the chart's note (e.g. "last value NaN")
     this.container = container;
     this.key = key;
     this.sources = sources;
-    this.xMode = xMode;
+    // "time" for series whose steps are not training steps (system/... samples): the step toggle leaves them be
+    this.fixedX = fixedX;
+    this.xMode = fixedX || xMode;
     this.smoothing = smoothing;
     this.height = height;
     this.onDrawn = onDrawn;
@@ -105,11 +107,13 @@ export class MetricChart {
     this.resetButton = h("button", {type: "button", class: "small", hidden: true, onclick: () => this.resetZoom(),
       title: "Show every step again (or double-click the chart)"}, "Reset zoom");
     this.note = h("span", {class: "chart-note"});
+    this.xCaption = h("span", {class: "chart-x", "data-testid": "chart-x-axis"});
     this.body = h("div", {class: "chart-body", style: `min-height:${height + 40}px`},
       h("p", {class: "muted chart-loading"}, "Loading…"));
     replace(container,
-      h("div", {class: "chart-head"}, h("h3", {}, title), this.note, this.resetButton),
+      h("div", {class: "chart-head"}, h("h3", {}, title), this.note, this.xCaption, this.resetButton),
       this.body);
+    this.showXMode();
     this.resizeObserver = new ResizeObserver(() => this.resize());
     this.resizeObserver.observe(this.body);
   }
@@ -256,7 +260,11 @@ export class MetricChart {
       scales: {x: {time: false}},
       series,
       axes: [
-        {values: (u, splits, ax, space, incr) => splits.map((v) => chart.xMode === "step" ? fmtAxis(v) : fmtElapsed(v, incr)), size: 36},
+        {values: (u, splits, ax, space, incr) => {
+          const labels = splits.map((v) => chart.xMode === "step" ? fmtAxis(v) : fmtElapsed(v, incr));
+          chart.container.dataset.xTicks = JSON.stringify(labels);
+          return labels;
+        }, size: 36},
         {values: (u, splits) => splits.map(fmtAxis), size: 56},
       ],
       legend: {live: true},
@@ -291,11 +299,18 @@ export class MetricChart {
     if (this.plot && this.parsed.every(Boolean)) this.draw();
   }
 
+  /** Say what the x axis counts (uPlot draws its labels on the canvas, where no one can read them out). */
+  showXMode() {
+    this.container.dataset.xAxis = this.xMode;
+    this.xCaption.textContent = this.xMode === "step" ? "x: step" : "x: time since the run started";
+  }
+
   setXMode(mode) {
-    if (mode === this.xMode) return;
+    if (this.fixedX || mode === this.xMode) return;
     // The zoomed range is in the old unit: go back to every step.
     const zoomed = !!this.range;
     this.xMode = mode;
+    this.showXMode();
     this.range = null;
     if (this.plot) { this.plot.destroy(); this.plot = null; }
     if (zoomed) this.load();
@@ -316,12 +331,46 @@ export class MetricChart {
   }
 }
 
+// The narrowest span a time axis shows: one sample, or a few close together, read as "around 14:02",
+// never as a span of years (what uPlot makes of a range with no width).
+export const MIN_TIME_SPAN_S = 120;
+
+/**
+ * The x range [min, max] (epoch s) of a time chart: the data's range widened to `span` (the job's
+ * life: start, and end or now) where given, then to at least MIN_TIME_SPAN_S around its middle.
+ */
+export function timeRange(min, max, span = null) {
+  let lo = min;
+  let hi = max;
+  if (span) {
+    if (Number.isFinite(span[0])) lo = Number.isFinite(lo) ? Math.min(lo, span[0]) : span[0];
+    if (Number.isFinite(span[1])) hi = Number.isFinite(hi) ? Math.max(hi, span[1]) : span[1];
+  }
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [lo, hi];
+  if (hi - lo < MIN_TIME_SPAN_S) {
+    const mid = (lo + hi) / 2;
+    return [mid - MIN_TIME_SPAN_S / 2, mid + MIN_TIME_SPAN_S / 2];
+  }
+  return [lo, hi];
+}
+
+/** A time-axis label in the viewer's time zone: "14:02" or "14:02:30" for short steps, "24 Nov" for days. */
+export function fmtTimeTick(epoch, incr) {
+  const d = new Date(epoch * 1000);
+  if (incr >= 86400) return d.toLocaleDateString(undefined, {day: "numeric", month: "short"});
+  return d.toLocaleTimeString(undefined, incr < 60 ? {hour: "2-digit", minute: "2-digit", second: "2-digit"}
+    : {hour: "2-digit", minute: "2-digit"});
+}
+
 /**
  * A chart of a job's system metric over wall-clock time (the viewer's time zone).
- * `load()` fetches points [[epoch, value], ...] through `fetch({maxPoints, signal})`.
+ * `load()` fetches points [[epoch, value], ...] through `fetch({maxPoints, signal})`; `span()`
+ * gives [start, end] (epoch s) the axis covers at least: the job's life, so one sample reads as a
+ * point in it. The drawn range and the axis labels are kept in data-x-min, data-x-max and data-x-ticks.
  */
 export class TimeChart {
-  constructor(container, {key, title, unit = "", fetch, height = 160, onDrawn = null, emptyText = "No samples yet."}) {
+  constructor(container, {key, title, unit = "", fetch, span = null, height = 160, onDrawn = null, emptyText = "No samples yet."}) {
+    this.span = span;
     this.emptyText = emptyText;
     this.container = container;
     this.key = key;
@@ -379,12 +428,34 @@ export class TimeChart {
     } else {
       this.body.replaceChildren();
       const unit = this.unit;
+      const chart = this;
       this.plot = new uPlot({
         width: plotWidth(this.body), height: this.height,
-        scales: {x: {time: true}, y: unit === "%" ? {range: [0, 100]} : {}},
-        series: [{}, {label: this.key, stroke: COLORS[0], width: 1.5, fill: COLORS[0] + "18",
-          value: (u, v) => (v === null || v === undefined ? "—" : `${fmtNumber(Math.round(v * 10) / 10)}${unit ? " " + unit : ""}`)}],
-        axes: [{}, {values: (u, splits) => splits.map(fmtAxis), size: 50}],
+        scales: {
+          // from the data itself: uPlot widens a single point's x range by years before asking
+          x: {time: true, range: (u, min, max) => {
+            const xs = u.data[0] || [];
+            const span = chart.span ? chart.span() : null;
+            return xs.length ? timeRange(xs[0], xs[xs.length - 1], span) : timeRange(min, max, span);
+          }},
+          y: unit === "%" ? {range: [0, 100]} : {},
+        },
+        series: [{label: "time", value: (u, v) => (v === null || v === undefined ? "—" : new Date(v * 1000).toLocaleTimeString())},
+          {label: this.key, stroke: COLORS[0], width: 1.5, fill: COLORS[0] + "18",
+            value: (u, v) => (v === null || v === undefined ? "—" : `${fmtNumber(Math.round(v * 10) / 10)}${unit ? " " + unit : ""}`)}],
+        axes: [
+          {values: (u, splits, ax, space, incr) => {
+            const labels = splits.map((v) => fmtTimeTick(v, incr));
+            chart.container.dataset.xTicks = JSON.stringify(labels);
+            return labels;
+          }},
+          {values: (u, splits) => splits.map(fmtAxis), size: 50},
+        ],
+        hooks: {setScale: [(u, key) => {
+          if (key !== "x") return;
+          chart.container.dataset.xMin = String(u.scales.x.min);
+          chart.container.dataset.xMax = String(u.scales.x.max);
+        }]},
       }, data, this.body);
     }
     this.mark(data[0].length);

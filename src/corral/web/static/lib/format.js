@@ -48,8 +48,8 @@ export function fmtRelative(value, now = Date.now()) {
 /** A duration in seconds as "45s", "3m 12s", "2h 05m", "3d 4h". */
 export function fmtDuration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "—";
-  const neg = seconds < 0;
   let s = Math.round(Math.abs(seconds));
+  const neg = seconds < 0 && s > 0;  // never "-0s"
   const d = Math.floor(s / 86400); s -= d * 86400;
   const hr = Math.floor(s / 3600); s -= hr * 3600;
   const m = Math.floor(s / 60); s -= m * 60;

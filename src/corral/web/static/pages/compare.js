@@ -90,7 +90,7 @@ export function mount(main, ctx) {
       const el = h("div", {});
       chartsBox.append(el);
       charts.push(new MetricChart(el, {
-        key, smoothing, onDrawn: ready,
+        key, smoothing, onDrawn: ready, fixedX: key.startsWith("system/") ? "time" : null,  // samples, not steps
         sources: runs.map((r, i) => ({
           label: label(r), origin: r.start_time, style: styleFor(i),
           fetch: ({start, end, maxPoints, signal}) => loaderFor(r.id)({key, start, end, maxPoints, signal}),

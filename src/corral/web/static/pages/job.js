@@ -10,6 +10,7 @@ import {elapsedEl, fmtDuration, fmtLimit, fmtMB, fmtNumber, fmtPct, severityBadg
 import {allowedActions, commandText, reasonText, resourcesText} from "../lib/jobs.js";
 import {TimeChart, readyCounter} from "../lib/chart.js";
 import {identity, mayManage, onIdentity} from "../lib/session.js";
+import {ArrayTasks, isArrayJob} from "./job_array.js";
 
 const SYSTEM_CHARTS = [
   ["gpu_utilization", "GPU utilization", "%"],
@@ -36,10 +37,13 @@ export function mount(main, ctx) {
   const efficiencyBox = h("div", {"data-testid": "efficiency"}, h("p", {class: "muted"}, "Loading…"));
   const alertsBox = h("div", {}, h("p", {class: "muted"}, "Loading…"));
   const runsBox = h("div", {}, h("p", {class: "muted"}, "Loading…"));
+  const tasks = new ArrayTasks(id, ctx);
+  const chartsCard = h("section", {class: "card", "aria-labelledby": "charts-h"}, h("h2", {id: "charts-h"}, "Resources over time"), chartsBox);
   const body = h("div", {class: "job-body", hidden: true},
     h("div", {class: "two"}, specBox, timelineBox),
+    tasks.el,
     logs.el,
-    h("section", {class: "card", "aria-labelledby": "charts-h"}, h("h2", {id: "charts-h"}, "Resources over time"), chartsBox),
+    chartsCard,
     h("div", {class: "two"},
       h("section", {class: "card", "aria-labelledby": "diag-h"}, h("h2", {id: "diag-h"}, "Diagnosis"), diagnosisBox),
       h("section", {class: "card", "aria-labelledby": "eff-h"}, h("h2", {id: "eff-h"}, "Efficiency"), efficiencyBox)),
@@ -80,6 +84,10 @@ export function mount(main, ctx) {
     renderSpec();
     renderTimeline();
     logs.setJob(job);
+    if (isArrayJob(job)) {
+      showArray(!before);
+      return;
+    }
     if (!before) {
       logs.start(job);
       makeCharts();
@@ -95,6 +103,21 @@ export function mount(main, ctx) {
       loadEfficiency();
       loadRuns();
     }
+  }
+
+  /** An array never runs itself: its tasks take the place of logs, charts and the reports. */
+  function showArray(first) {
+    tasks.load();
+    if (!first) return;
+    tasks.el.hidden = false;
+    logs.el.hidden = true;
+    chartsCard.hidden = true;
+    document.body.dataset.chartsReady = "true";  // no charts will come
+    const perTask = (what) => h("p", {class: "muted"}, `An array's ${what} is each task's: open a task below.`);
+    replace(diagnosisBox, perTask("diagnosis"));
+    replace(efficiencyBox, perTask("efficiency report"));
+    loadAlerts();
+    loadRuns();
   }
 
   function renderHead() {
@@ -210,7 +233,7 @@ export function mount(main, ctx) {
     if (job.end_time) {
       const ran = job.start_time ? toEpoch(job.end_time) - toEpoch(job.start_time) : null;
       items.push(item("ended", "■", `Ended ${job.state.toLowerCase().replaceAll("_", " ")}`, job.end_time,
-        [ran !== null ? `after running ${fmtDuration(ran)}` : "without starting",
+        [ran !== null ? `after running ${fmtDuration(ran)}` : isArrayJob(job) ? "when its last task did" : "without starting",
           job.reason && job.state !== "COMPLETED" ? ` · ${job.reason}` : ""].join("")));
     }
     replace(timelineBox, h("h2", {id: "timeline-h"}, "Timeline"), h("ol", {class: "timeline", "data-testid": "timeline"}, items));
@@ -231,6 +254,8 @@ export function mount(main, ctx) {
       chartsBox.append(el);
       const chart = new TimeChart(el, {
         key, title, unit, onDrawn: ready,
+        // the axis covers the job's life: one sample reads as a moment in it, not a span of years
+        span: () => [toEpoch(job.start_time), job.end_time ? toEpoch(job.end_time) : Date.now() / 1000],
         emptyText: key.startsWith("gpu") ? "No GPU samples (no GPU driver answered, or the job used none)."
           : job.end_time ? "No samples: the job ended before the first one." : "No samples yet.",
         fetch: ({maxPoints, signal}) => api(withQuery("/api/v1/metrics", {
@@ -342,6 +367,8 @@ export function mount(main, ctx) {
   loadJob();
   // `jobs` events say only that something changed (often with no ids): refetch this job.
   ctx.refreshOn(["jobs"], loadJob, {wait: 300, filter: (name, data) => !data.ids || data.ids.map(String).includes(String(id))});
+  // an array's tasks change under other ids than its own
+  ctx.refreshOn(["jobs"], () => { if (job && isArrayJob(job)) tasks.load(); }, {wait: 1000});
   ctx.refreshOn(["samples"], async () => {
     if (job && job.state === "RUNNING") {
       await Promise.all(charts.map((c) => c.load()));

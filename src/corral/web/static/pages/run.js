@@ -10,6 +10,7 @@ import {api, errorState, emptyState, isAbort, withQuery, ApiError} from "../lib/
 import {elapsedEl, flatten, fmtBytes, fmtDuration, fmtNumber, fmtValue, stateBadge, timeEl} from "../lib/format.js";
 import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
 import {seriesLoader} from "../lib/series.js";
+import {duration} from "./runs.js";
 
 /** Metric keys in display order: training metrics by name, then system/... ones. */
 export function orderKeys(keys) {
@@ -32,7 +33,8 @@ export function mount(main, ctx) {
     xAxisToggle((mode) => { xMode = mode; charts.forEach((c) => c.setXMode(mode)); }),
     h("span", {class: "muted small"}, "Drag across a chart to zoom in; double-click to zoom out."));
   const training = h("div", {class: "charts"});
-  const systemHead = h("h2", {hidden: true}, "System");
+  const systemHead = h("h2", {hidden: true}, "System ",
+    h("span", {class: "muted small"}, "(the job's samples, against time since the run started; the step toggle leaves them be)"));
   const system = h("div", {class: "charts"});
   const chartsBox = h("section", {"aria-label": "Metrics"}, training, systemHead, system);
   const configBox = h("section", {class: "card", "aria-labelledby": "config-h"}, h("h2", {id: "config-h"}, "Config"));
@@ -79,7 +81,8 @@ export function mount(main, ctx) {
       ["Job", run.job_id ? h("a", {href: `/jobs/${run.job_id}`}, `#${run.job_id}`) : null],
       ["User", run.user],
       ["Started", run.start_time ? timeEl(run.start_time) : null],
-      ["Duration", run.start_time ? (run.end_time ? fmtDuration(run.end_time - run.start_time) : elapsedEl(run.start_time)) : null],
+      ["Duration", run.start_time ? (run.end_time ? h("span", {"data-testid": "run-duration"}, fmtDuration(duration(run)))
+        : elapsedEl(run.start_time)) : null],
       ["Last step", run.last_step !== null && run.last_step !== undefined ? fmtNumber(run.last_step) : null],
       ["Tags", tags.length ? h("span", {}, tags.map((t) => h("span", {class: "tag"}, t))) : null],
       ["ID", h("span", {class: "small"}, `${run.id}`, run.uid ? h("code", {}, ` ${run.uid}`) : null)],
@@ -91,7 +94,9 @@ export function mount(main, ctx) {
     const chart = new MetricChart(el, {
       key, sources: [{label: run.name, origin: run.start_time, style: styleFor(0),
         fetch: ({start, end, maxPoints, signal}) => loadSeries({key, start, end, maxPoints, signal})}],
-      xMode, smoothing, onDrawn: () => ready && ready(),
+      // system/... points are the job's samples, stepped in seconds since the run started: drawn
+      // against that time (their real one), never as if those seconds were training steps
+      xMode, fixedX: key.startsWith("system/") ? "time" : null, smoothing, onDrawn: () => ready && ready(),
       // Downsampling keeps finite points where a bucket has any: say so when the series ended badly.
       extraNote: () => {
         const m = (run.metrics || {})[key];

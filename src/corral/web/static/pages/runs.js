@@ -1,11 +1,16 @@
 // Runs (/runs): a table of tracked runs: project, name, state, duration, the config values that
-// differ between the listed runs, and the final and best value of each metric. Filter by project
-// and state (in the URL), sort by clicking a header (a button: keyboard too), pick runs and Compare.
-// GET /api/v1/runs and /api/v1/projects; refetched on `runs` and `jobs`.
+// differ between the listed runs, and the final and best value of each metric (one column per
+// metric, the two stacked). Filter by project and state (in the URL), sort by clicking a header (a
+// button: keyboard too), pick runs and Compare. GET /api/v1/runs and /api/v1/projects; refetched on
+// `runs` and `jobs`.
+//
+// It fits its box (the window's width): columns share the width (table-layout: fixed), long values
+// are cut (paths to their ends) with the whole in a tooltip, and headers wrap. Only when each column
+// would get less than MIN_COLUMN_PX does the table scroll sideways, inside its own box.
 
 import {h, replace, keepFocus} from "../lib/dom.js";
 import {api, errorState, emptyState, isAbort, withQuery} from "../lib/api.js";
-import {flatten, fmtDuration, fmtNumber, fmtTime, fmtValue, num, stateBadge} from "../lib/format.js";
+import {flatten, fmtDuration, fmtNumber, fmtTime, fmtValue, num, stateBadge, toDate} from "../lib/format.js";
 
 const LIMIT = 500;
 const STATES = ["running", "finished", "failed", "crashed"];
@@ -89,14 +94,24 @@ export function mount(main, ctx) {
     }
     const columns = columnsFor(runs);
     const sorted = sortRuns(runs, columns, sort);
-    keepFocus(tableBox, () => replace(tableBox, h("table", {class: "grid runs"},
+    const fixed = SELECT_PX + columns.reduce((sum, c) => sum + (c.width || 0), 0);
+    const minWidth = fixed + MIN_COLUMN_PX * columns.filter((c) => !c.width).length;
+    keepFocus(tableBox, () => replace(tableBox, h("table", {class: "grid runs", style: `min-width:${minWidth}px`},
+      h("colgroup", {}, h("col", {style: `width:${SELECT_PX}px`}),
+        columns.map((c) => h("col", {style: c.width ? `width:${c.width}px` : null}))),
       h("thead", {}, h("tr", {},
         h("th", {scope: "col"}, h("span", {class: "sr-only"}, "Select")),
-        columns.map((c) => h("th", {scope: "col", class: c.num ? "num" : "",
-          "aria-sort": sort.key === c.key ? (sort.dir === "asc" ? "ascending" : "descending") : null},
-        h("button", {type: "button", class: "sort", "data-testid": `sort-${c.key}`, title: c.title || null,
-          onclick: () => sortBy(c.key)}, c.label,
-        h("span", {"aria-hidden": "true", class: "sort-mark"}, sort.key === c.key ? (sort.dir === "asc" ? " ▲" : " ▼") : "")))))),
+        columns.map((c) => {
+          const sorted = c.sorts.find((s) => s.key === sort.key);
+          const button = (s, label) => h("button", {type: "button", class: "sort", "data-testid": `sort-${s.key}`,
+            title: s.title || null, onclick: () => sortBy(s.key)}, label,
+          h("span", {"aria-hidden": "true", class: "sort-mark"}, sort.key === s.key ? (sort.dir === "asc" ? " ▲" : " ▼") : ""));
+          return h("th", {scope: "col", class: c.num ? "num" : "", "data-col": c.key,
+            "aria-sort": sorted ? (sort.dir === "asc" ? "ascending" : "descending") : null},
+          c.sorts.length === 1 ? button(c.sorts[0], breakable(c.label))
+            : [h("span", {class: "col-name", title: c.title || null}, breakable(c.label)), h("span", {class: "sorts"},
+              c.sorts.map((s, i) => [i ? " · " : "", button(s, s.label)]))]);
+        }))),
       h("tbody", {}, sorted.map((r) => row(r, columns))))));
   }
 
@@ -110,7 +125,7 @@ export function mount(main, ctx) {
           e.target.closest("tr").classList.toggle("selected", e.target.checked);
           updateCompare();
         }})),
-      columns.map((c) => h("td", {class: c.num ? "num" : ""}, c.cell(r))));
+      columns.map((c) => h("td", {class: c.num ? "num" : "", "data-col": c.key}, c.cell(r))));
   }
 
   function updateCompare() {
@@ -129,40 +144,75 @@ export function mount(main, ctx) {
   return {update: () => { sort = readSort(); load(); }};
 }
 
-function duration(r) {
+/** Seconds from start to end (or now, running); null where unknown or where the record ends before it starts. */
+export function duration(r) {
   if (!r.start_time) return null;
   const end = r.end_time || (r.state === "running" ? Date.now() / 1000 : null);
-  return end ? end - r.start_time : null;
+  return end && end >= r.start_time ? end - r.start_time : null;
 }
 
-/** The columns: fixed ones, then config keys whose values differ, then final/best per metric. */
+const SELECT_PX = 30;  // the checkbox column
+const MIN_COLUMN_PX = 76;  // below this a number is cut: scroll instead
+
+/** A value cut to its cell's width (CSS), all of it in the tooltip; a path keeps its end, the part
+ * that tells runs apart (cut from the left; the marks keep its characters in order). */
+function clippedEl(text) {
+  const s = String(text);
+  return s.includes("/") ? h("div", {class: "path-end", title: s}, `\u200E${s}\u200E`) : h("div", {title: s}, s);
+}
+
+/** A header label that may wrap after _ / . (config keys and metric names are one long word otherwise). */
+function breakable(label) {
+  return String(label).split(/(?<=[_/.])/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
+}
+
+const SHORT_TIME = {day: "numeric", month: "short", hour: "2-digit", minute: "2-digit"};
+
+/** One sort for a column: its key (in the URL), the value it sorts by. */
+function simple(column) {
+  return {...column, sorts: [{key: column.key, value: column.value, title: column.title}]};
+}
+
+/** The columns: fixed ones, then config keys whose values differ, then a final/best column per metric. */
 function columnsFor(runs) {
   const columns = [
-    {key: "project", label: "Project", value: (r) => r.project, cell: (r) => r.project},
-    {key: "name", label: "Name", value: (r) => r.name, cell: (r) => h("a", {href: `/runs/${r.id}`}, r.name || `run ${r.id}`)},
-    {key: "state", label: "State", value: (r) => r.state, cell: (r) => stateBadge(r.state)},
-    {key: "start", label: "Started", value: (r) => r.start_time, cell: (r) => h("span", {class: "small"}, fmtTime(r.start_time))},
-    {key: "duration", label: "Duration", num: true, value: duration, cell: (r) => fmtDuration(duration(r))},
-  ];
+    {key: "project", label: "Project", value: (r) => r.project, cell: (r) => clippedEl(r.project)},
+    {key: "name", label: "Name", value: (r) => r.name, cell: (r) => h("div", {}, h("a", {href: `/runs/${r.id}`, title: r.name || null}, r.name || `run ${r.id}`))},
+    {key: "state", label: "State", width: 106, value: (r) => r.state, cell: (r) => stateBadge(r.state)},
+    {key: "start", label: "Started", width: 142, value: (r) => r.start_time, cell: (r) => {
+      const d = toDate(r.start_time);
+      if (!d) return "—";
+      const year = d.getFullYear() === new Date().getFullYear() ? {} : {year: "numeric"};
+      return h("time", {class: "small", datetime: d.toISOString(), title: fmtTime(r.start_time)}, d.toLocaleString(undefined, {...SHORT_TIME, ...year}));
+    }},
+    {key: "duration", label: "Duration", width: 74, num: true, value: duration, cell: (r) => fmtDuration(duration(r))},
+  ].map(simple);
   const configs = runs.map((r) => flatten(r.config || {}));
   const keys = [...new Set(configs.flatMap((c) => Object.keys(c)))].sort();
   for (const k of keys) {
     const values = new Set(configs.map((c) => JSON.stringify(c[k] ?? null)));
     if (values.size < 2 && runs.length > 1) continue;  // the same everywhere: says nothing here
-    columns.push({key: `config.${k}`, label: k, title: `config: ${k}`, num: configs.some((c) => typeof c[k] === "number"),
-      value: (r) => flatten(r.config || {})[k], cell: (r) => fmtValue(flatten(r.config || {})[k])});
+    columns.push(simple({key: `config.${k}`, label: k, title: `config: ${k}`, num: configs.some((c) => typeof c[k] === "number"),
+      value: (r) => flatten(r.config || {})[k], cell: (r) => clippedEl(fmtValue(flatten(r.config || {})[k]))}));
   }
   const metricKeys = [...new Set(runs.flatMap((r) => Object.keys(r.metrics || {})))]
     .filter((k) => !k.startsWith("system/")).sort();
   for (const k of metricKeys) {
     const get = (r) => (r.metrics || {})[k];
-    columns.push({key: `final.${k}`, label: `${k} (final)`, title: `the last value of ${k}`, num: true,
-      value: (r) => (get(r) ? num(get(r).last) : null),
-      cell: (r) => metricCell(get(r) ? get(r).last : null, get(r) ? get(r).last_step : null)});
     const how = k.toLowerCase().includes("loss") ? "min" : "max";
-    columns.push({key: `best.${k}`, label: `${k} (best)`, title: `the ${how === "min" ? "lowest" : "highest"} value of ${k}`, num: true,
-      value: (r) => (get(r) ? num(best(k, get(r)).value) : null),
-      cell: (r) => { const m = get(r); if (!m) return "—"; const b = best(k, m); return metricCell(b.value, b.step); }});
+    columns.push({key: `metric.${k}`, label: k, title: `${k}: its last value, and below it its best (${how})`, num: true,
+      sorts: [
+        {key: `final.${k}`, label: "final", title: `sort by the last value of ${k}`, value: (r) => (get(r) ? num(get(r).last) : null)},
+        {key: `best.${k}`, label: "best", title: `sort by the ${how === "min" ? "lowest" : "highest"} value of ${k}`,
+          value: (r) => (get(r) ? num(best(k, get(r)).value) : null)},
+      ],
+      cell: (r) => {
+        const m = get(r);
+        if (!m) return h("span", {class: "muted"}, "—");
+        const b = best(k, m);
+        return [h("div", {"data-testid": "metric-final"}, metricCell(m.last, m.last_step)),
+          h("div", {class: "small muted", "data-testid": "metric-best"}, `${how} `, metricCell(b.value, b.step))];
+      }});
   }
   return columns;
 }
@@ -175,7 +225,8 @@ function metricCell(value, step) {
 }
 
 function sortRuns(runs, columns, sort) {
-  const column = columns.find((c) => c.key === sort.key) || columns.find((c) => c.key === "start");
+  const sorts = columns.flatMap((c) => c.sorts);
+  const column = sorts.find((s) => s.key === sort.key) || sorts.find((s) => s.key === "start");
   const sign = sort.dir === "asc" ? 1 : -1;
   const key = (r) => {
     const v = column.value(r);
