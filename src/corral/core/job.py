@@ -107,6 +107,8 @@ class Job:
             "nodes": s.nodes,
             "gpu_type": s.gpu_type,
             "gpu_mem_mb": s.gpu_mem_mb,
+            "requirements": s.requirements,
+            "user_log": s.user_log,
             "gpu_ids": list(self.gpu_ids) if self.gpu_ids is not None else [],
             "cpus": s.cpus,
             "mem_mb": s.mem_mb,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import socket
 from dataclasses import dataclass
 
-from corral.core.resources import Gpu, Node
+from corral.core.resources import Gpu, Node, capability_of
 from corral.core.units import parse_memory_mb
 from corral.errors import InvalidRequest
 
@@ -60,7 +61,13 @@ def detect_gpus() -> list[Gpu]:
                 minor: int | None = int(pynvml.nvmlDeviceGetMinorNumber(handle))
             except Exception:  # noqa: BLE001 - not every device has one (MIG, some platforms): assume its index
                 minor = None
-            gpus.append(Gpu(index=index, type=short_gpu_type(name), mem_mb=int(mem_mb), uuid=uuid, minor=minor))
+            try:
+                major, minor_cc = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+                capability: float | None = float(f"{int(major)}.{int(minor_cc)}")
+            except Exception:  # noqa: BLE001 - an old driver: fall back on the table by type
+                capability = capability_of(short_gpu_type(name))
+            gpus.append(Gpu(index=index, type=short_gpu_type(name), mem_mb=int(mem_mb), uuid=uuid, minor=minor,
+                            capability=capability, device_name=name))
         return gpus
     finally:
         pynvml.nvmlShutdown()
@@ -85,7 +92,8 @@ def build_node(declared: DeclaredInventory) -> Node:
             raise InvalidRequest("gpus", f"must be between 0 and 1024, got {declared.gpus}")
         gpu_type = declared.gpu_type or "GPU"
         mem_mb = parse_memory_mb(declared.gpu_mem, field="gpu_mem") if declared.gpu_mem else 0
-        gpus = [Gpu(index=i, type=gpu_type, mem_mb=mem_mb) for i in range(declared.gpus)]
+        capability = capability_of(gpu_type)
+        gpus = [Gpu(index=i, type=gpu_type, mem_mb=mem_mb, capability=capability) for i in range(declared.gpus)]
     else:
         gpus = detect_gpus()
         if declared.gpu_type or declared.gpu_mem:
@@ -94,4 +102,11 @@ def build_node(declared: DeclaredInventory) -> Node:
     if cpus < 1:
         raise InvalidRequest("cpus", f"must be at least 1, got {cpus}")
     mem_mb = parse_memory_mb(declared.mem, field="mem") if declared.mem else machine_memory_mb()
-    return Node(name=socket.gethostname(), cpus=cpus, mem_mb=mem_mb, gpus=tuple(gpus))
+    return Node(name=socket.gethostname(), cpus=cpus, mem_mb=mem_mb, gpus=tuple(gpus), arch=condor_arch())
+
+
+def condor_arch(machine: str | None = None) -> str:
+    """This machine's processors as HTCondor's Arch names them: `X86_64`, `aarch64`, ..."""
+    machine = (machine or platform.machine()).lower()
+    return {"x86_64": "X86_64", "amd64": "X86_64", "aarch64": "aarch64", "arm64": "aarch64",
+            "ppc64le": "ppc64le"}.get(machine, machine.upper())
