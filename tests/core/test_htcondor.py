@@ -112,13 +112,15 @@ def test_gpu_tutorial_becomes_a_ten_task_array(tmp_path):
         "stderr": "err.%A.%a",
         "array": "0-9",
         "export": "NONE",
+        "user_log": "job.%A.log",
     }
     assert spec.array == "0-9" and spec.gpus == 1 and spec.cpus == 4 and spec.mem_mb == 8192
     assert spec.inherit_env is False
+    assert spec.user_log == str(tmp_path / "job.%A.log")
     joined = "\n".join(warnings)
-    for key in ("request_disk", "log", "should_transfer_files", "when_to_transfer_output"):
+    for key in ("request_disk", "should_transfer_files", "when_to_transfer_output"):
         assert any(w.startswith(f"{key}:") for w in warnings), joined
-    assert len(warnings) == 4
+    assert len(warnings) == 3
 
 
 def test_single_job_process_is_zero_and_cluster_is_the_job_id(tmp_path):
@@ -475,7 +477,10 @@ def test_other_universes_are_refused_naming_them(universe):
     ("Transfer_Input_Files = data.csv", "Transfer_Input_Files"),
     ("periodic_remove = (time() - EnteredCurrentStatus) > 3600", "periodic_remove"),
     ("max_retries = 3", "max_retries"),
-    ("require_gpus = Capability >= 8.0", "require_gpus"),
+    ('require_gpus = regexp("A100", DeviceName)', "require_gpus"),
+    ("requirements = HasCHTCStaging == true", "requirements"),
+    ("gpus_minimum_capability = Capability", "gpus_minimum_capability"),
+    ("gpus_minimum_runtime = 12.0", "gpus_minimum_runtime"),
     ("docker_image = pytorch/pytorch", "docker_image"),
     ('+SingularityImage = "/cvmfs/img.sif"', "+SingularityImage"),
     ("request_fpgas = 1", "request_fpgas"),
@@ -486,13 +491,12 @@ def test_commands_that_change_how_the_job_runs_are_refused(line, field):
 
 
 @pytest.mark.parametrize(("queue", "word"), [
-    ("queue input in (a.txt, b.txt)", "in"),
     ("queue name from names.txt", "from"),
     ("queue infile matching *.dat", "matching"),
 ])
-def test_queue_over_items_is_refused_naming_the_form(queue, word):
+def test_queue_over_files_is_left_to_the_cli_naming_the_form(queue, word):
     err = refused(submit(queue=queue), "queue")
-    assert f"queue ... {word}" in str(err)
+    assert f"queue ... {word}" in str(err) and "corral CLI" in str(err)
 
 
 def test_queue_mistakes_are_refused():
@@ -513,8 +517,8 @@ def test_queue_count_may_come_from_a_macro(tmp_path):
 
 
 def test_a_macro_used_only_by_an_ignored_command_is_no_typo(tmp_path):
-    _, warnings, _ = accepted(submit("logdir = logs", "log = $(logdir)/job.log"), tmp_path)
-    assert len(warnings) == 1 and warnings[0].startswith("log: ignored")
+    _, warnings, _ = accepted(submit("logdir = logs", "description = $(logdir) run"), tmp_path)
+    assert len(warnings) == 1 and warnings[0].startswith("description: ignored")
 
 
 def test_commands_after_queue_are_warned_and_ignored(tmp_path):

@@ -64,6 +64,16 @@ class Job:
             array_job_id=self.array_job_id, array_task_id=self.array_task_id,
         )
 
+    def user_log_path(self) -> str | None:
+        """The HTCondor event log this job appends to (the submit file's `log`), or None."""
+        s = self.spec
+        if s.user_log is None:
+            return None
+        return expand_pattern(
+            s.user_log, job_id=self.id, name=s.name, user=s.user, node=self.node or "", workdir=s.workdir,
+            array_job_id=self.array_job_id, array_task_id=self.array_task_id,
+        )
+
     @property
     def is_array(self) -> bool:
         """An array job: the record of its tasks, never run itself."""

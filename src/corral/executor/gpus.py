@@ -73,6 +73,26 @@ def detect_gpus() -> list[Gpu]:
         pynvml.nvmlShutdown()
 
 
+def declared_types(text: str, count: int) -> list[str]:
+    """`A100` -> that type for every GPU; `T4:2,A100:2` -> the first two T4s and the next two A100s.
+
+    Raises:
+        InvalidRequest: a list whose counts do not add up to the GPUs declared.
+    """
+    if ":" not in text and "," not in text:
+        return [text] * count
+    types: list[str] = []
+    for part in text.split(","):
+        name, _, number = part.strip().partition(":")
+        if not name or (number and not number.isdigit()):
+            raise InvalidRequest("gpu_type", f"cannot read {part.strip()!r}", "write TYPE or TYPE:N,TYPE:N")
+        types += [name] * (int(number) if number else 1)
+    if len(types) != count:
+        raise InvalidRequest("gpu_type", f"{text!r} lists {len(types)} GPUs, but {count} are declared",
+                             "make the counts add up to --gpus")
+    return types
+
+
 def machine_memory_mb() -> int:
     with open("/proc/meminfo") as f:
         for line in f:
@@ -90,10 +110,9 @@ def build_node(declared: DeclaredInventory) -> Node:
     if declared.gpus is not None:
         if declared.gpus < 0 or declared.gpus > 1024:
             raise InvalidRequest("gpus", f"must be between 0 and 1024, got {declared.gpus}")
-        gpu_type = declared.gpu_type or "GPU"
         mem_mb = parse_memory_mb(declared.gpu_mem, field="gpu_mem") if declared.gpu_mem else 0
-        capability = capability_of(gpu_type)
-        gpus = [Gpu(index=i, type=gpu_type, mem_mb=mem_mb, capability=capability) for i in range(declared.gpus)]
+        types = declared_types(declared.gpu_type or "GPU", declared.gpus)
+        gpus = [Gpu(index=i, type=t, mem_mb=mem_mb, capability=capability_of(t)) for i, t in enumerate(types)]
     else:
         gpus = detect_gpus()
         if declared.gpu_type or declared.gpu_mem:
