@@ -30,6 +30,13 @@ Supported, and where each goes:
                           name; without one, the executable's file name when the command is wrapped
     universe              vanilla, or absent
     queue, queue N        one job, or N > 1 jobs as the array 0-(N-1)
+    queue [N] V in (...), queue [N] V1, V2 from (...), with an optional [start:stop:step] slice
+                          an array with a task per item (times N); $(V), $(Item), $(Step), $(ItemIndex), $(Row)
+                          are set per task by a `case` on $CORRAL_ARRAY_TASK_ID in the wrapper. `from FILE` and
+                          `matching GLOB` need files: `resolve_queue`, which the CLI calls, lists them inline
+    requirements, require_gpus, gpus_minimum_capability, gpus_maximum_capability
+                          requirements: one ClassAd expression (corral.core.classad) over each GPU and the node
+    log                   user_log: HTCondor's job event log, $(Cluster) as %A (see corral.executor.condor_log)
 
 Macros: `$(Cluster)`/`$(ClusterId)` is the job's id (the array's id for an
 array) and `$(Process)`/`$(ProcId)`/`$(Step)` the task number (0 for a single
@@ -46,7 +53,7 @@ the file does not define, `$$(...)` (from the machine's ClassAd) and macro
 functions (`$ENV()`, `$RANDOM_CHOICE()`, `$Fn()`, ...) raise InvalidRequest.
 
 Warned and ignored, because the job runs the same without them: request_disk,
-log and log_xml (corral writes no job event log), file transfer settings that
+log_xml, file transfer settings that
 corral needs no counterpart for (should_transfer_files, when_to_transfer_output,
 transfer_executable, transfer_output_files), e-mail (notification, notify_user,
 email_attributes), scheduling hints (priority, nice_user, rank,
@@ -57,15 +64,16 @@ not know and nothing refers to (HTCondor warns about those too); commands after
 the queue statement, which apply to no job.
 
 Refused with InvalidRequest naming the command, because the job would not run
-as it would on HTCondor: a universe other than vanilla, `queue ... in`,
-`queue ... from`, `queue ... matching`, `queue 0`, a second queue statement,
-requirements and GPU capability constraints, request_ of other resources,
+as it would on HTCondor: a universe other than vanilla, `queue ... from FILE` and
+`queue ... matching` not resolved first, `queue 0`, a second queue statement,
+a requirements expression corral cannot evaluate (the part named), gpus_minimum_runtime,
+request_ of other resources,
 transfer_input_files, transfer_output_remaps, output_destination, job policy
 expressions (on_exit_*, periodic_*), retries (max_retries, retry_until,
 success_exit_code), hold, deferral and cron times, containers (docker_image,
 container_image, +SingularityImage), machine_count, `include` and `if`
 statements, $(Cluster) or $(Process) where one value must serve every task
-(executable, initialdir, the resources, the name), and a relative executable
+(executable, initialdir, the resources, the name, $(Process) in log), and a relative executable
 with an initialdir whose place corral cannot tell from the text.
 """
 

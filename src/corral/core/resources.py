@@ -87,7 +87,8 @@ class Allocation:
     """Told to make room already; its resources count as soon free."""
 
 
-def gpu_matches(gpu: Gpu, request: Request, node: Node) -> bool:
+def gpu_matches(gpu: Gpu, request: Request, node: Node | None = None) -> bool:
+    """Whether a GPU (of `node`, whose OpSys and Arch requirements may read) can serve the request."""
     if request.gpu_type is not None and gpu.type.lower() != request.gpu_type.lower():
         return False
     if request.gpu_mem_mb is not None and gpu.mem_mb < request.gpu_mem_mb:
@@ -103,9 +104,9 @@ def node_matches(node: Node, request: Request) -> bool:
     return classad.uses_gpu(expr) or classad.holds(expr, machine(node, None))
 
 
-def machine(node: Node, gpu: Gpu | None) -> dict[str, object]:
+def machine(node: Node | None, gpu: Gpu | None) -> dict[str, object]:
     """A node (and one of its GPUs) as the properties a ClassAd expression reads."""
-    props: dict[str, object] = {
+    props: dict[str, object] = {} if node is None else {
         "node.opsys": node.opsys, "node.arch": node.arch, "node.mem_mb": node.mem_mb, "node.cpus": node.cpus,
     }
     if gpu is not None:
@@ -130,12 +131,14 @@ def check_satisfiable(request: Request, nodes: Sequence[Node]) -> None:
         matching = max(sum(gpu_matches(g, request, node) for g in node.gpus) for node in nodes)
         if matching < request.gpus:
             most = max(len(node.gpus) for node in nodes)
-            if request.gpu_type is None and request.gpu_mem_mb is None:
+            if request.gpu_type is None and request.gpu_mem_mb is None and request.requirements is None:
                 raise Unsatisfiable("gpus", f"requested {_gpus(request.gpus)}; the largest node has {most}")
             types = sorted({_describe(g) for node in nodes for g in node.gpus})
             wanted = request.gpu_type or "any type"
             if request.gpu_mem_mb:
                 wanted += f" with at least {format_memory(request.gpu_mem_mb)}"
+            if request.requirements:
+                wanted += f" meeting the requirements {request.requirements}"
             raise Unsatisfiable(
                 "gpus", f"requested {_gpus(request.gpus)} of {wanted}; the most any node has is {matching}",
                 f"GPUs here: {', '.join(types) or 'none'}",
