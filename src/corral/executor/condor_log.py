@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+LOCK_WAIT_S = 2.0
+
 
 def event(code: int, cluster: int, proc: int, when: float, lines: list[str]) -> str:
     """One event's text: the header line, its body lines, and the `...` that ends it."""
@@ -122,10 +124,24 @@ def _locked(path: str) -> Iterator[int]:
     try:
         if not _is_regular(fd):
             raise OSError(f"{path} is not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock(fd)
         yield fd
     finally:
         os.close(fd)
+
+
+def _lock(fd: int, wait_s: float = LOCK_WAIT_S) -> None:
+    """Take the log's lock, waiting at most `wait_s`: whoever holds it forever (the job's owner can)
+    must not keep a supervisor from recording the job's end, so past that the event is written unlocked."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
 
 
 def _read(fd: int) -> str:
