@@ -139,20 +139,23 @@ def evaluate(expr: Expr, machine: Mapping[str, Any]) -> Value:
         value = machine.get(("gpu." if expr.name in GPU_ATTRIBUTES else "node.") + prop)
         return UNDEFINED if value is None else value
     if isinstance(expr, Unary):
-        value = evaluate(expr.operand, machine)
+        operand: Any = evaluate(expr.operand, machine)
         if expr.op == "!":
-            return UNDEFINED if value is UNDEFINED else (not value if isinstance(value, bool) else UNDEFINED)
-        return -value if _is_number(value) else UNDEFINED
+            return not operand if isinstance(operand, bool) else UNDEFINED
+        return -operand if _is_number(operand) else UNDEFINED
     op = expr.op
     if op in ("&&", "||"):
-        left = _truth(evaluate(expr.left, machine))
-        if op == "&&" and left is False or op == "||" and left is True:
-            return left
-        right = _truth(evaluate(expr.right, machine))
+        first = _truth(evaluate(expr.left, machine))
+        if op == "&&" and first is False or op == "||" and first is True:
+            return first
+        second = _truth(evaluate(expr.right, machine))
         if op == "&&":
-            return False if right is False else (UNDEFINED if UNDEFINED in (left, right) else True)
-        return True if right is True else (UNDEFINED if UNDEFINED in (left, right) else False)
-    left, right = evaluate(expr.left, machine), evaluate(expr.right, machine)
+            return False if second is False else (UNDEFINED if UNDEFINED in (first, second) else True)
+        return True if second is True else (UNDEFINED if UNDEFINED in (first, second) else False)
+    left: Any = evaluate(expr.left, machine)
+    right: Any = evaluate(expr.right, machine)
+    a: Any
+    b: Any
     if op == "=?=":
         return _identical(left, right)
     if op == "=!=":
