@@ -628,6 +628,12 @@ def test_queue_item_mistakes_are_refused(queue, message):
     assert message in str(refused(submit(queue=queue), "queue"))
 
 
+def test_a_sweep_too_large_for_one_command_is_refused_with_a_way_out():
+    rows = "\n".join(f"{i}, {'x' * 60}" for i in range(2000))
+    err = refused(submit("arguments = $(a) $(b)", queue=f"queue a, b from (\n{rows}\n)"), "queue")
+    assert "corral takes up to 64 KB" in str(err) and "split the sweep" in str(err)
+
+
 def test_an_item_where_one_value_serves_every_task_is_refused():
     refused(submit("request_cpus = $(n)", queue="queue n in (1, 2)"), "request_cpus")
     refused(submit("log = $(n).log", queue="queue n in (1, 2)"), "log")

@@ -98,6 +98,7 @@ _CLUSTER = "\ue001"
 _ITEM_BASE = 0xE100
 _PLACEHOLDER = re.compile("([\ue000\ue001\ue100-\ue1ff])")
 _MAX_ITEM_VARIABLES = 64
+MAX_ITEM_TABLE_BYTES = 64 * 1024
 
 _KEY = r"[+]?[A-Za-z_][A-Za-z0-9_.]*"
 _ASSIGNMENT = re.compile(rf"^({_KEY})\s*=(.*)$", re.DOTALL)
@@ -911,6 +912,13 @@ def _item_table(items: _Items | None, script: str) -> str:
         sets = " ".join(f"_corral_{k}={shlex.quote(row[k])}" for k in used)
         lines.append(f"{task}) {sets};;")
     lines.append("esac")
+    table = sum(len(line) for line in lines)
+    if table > MAX_ITEM_TABLE_BYTES:
+        raise InvalidRequest(
+            "queue", f"its items take {table // 1024} KB in the job's command; corral takes up to "
+            f"{MAX_ITEM_TABLE_BYTES // 1024} KB (an argument the kernel passes whole, kept with every task)",
+            "split the sweep into several files, or queue N and read line $(Process) of the list in the job",
+        )
     body = _PLACEHOLDER.sub(lambda m: f'"$_corral_{ord(m.group(1)) - _ITEM_BASE}"'
                             if ord(m.group(1)) >= _ITEM_BASE else m.group(1), script)
     return "\n".join([*lines, body])
