@@ -59,6 +59,14 @@ def test_what_cannot_be_evaluated_is_refused_naming_the_sub_expression(text, par
     assert err.value.field == "requirements" and repr(part) in str(err.value)
 
 
+@pytest.mark.parametrize("text", ["(" * 3000 + "true" + ")" * 3000, "!" * 3000 + "true", "-" * 3000 + "1 > 0",
+                                  "true && " * 600 + "true", "1&&" * 1300 + "1", "1+" * 1900 + "1"])
+def test_deep_or_long_expressions_are_refused_not_a_crash(text):
+    with pytest.raises(InvalidRequest):
+        classad.parse(text)
+    classad.parse("(" * 20 + "CUDACapability >= 8" + ")" * 20)
+
+
 def test_requirements_choose_gpus_and_nodes():
     wants_a100 = Request(gpus=1, requirements="CUDACapability >= 8.0")
     assert [gpu_matches(g, wants_a100, NODE) for g in NODE.gpus] == [False, True]

@@ -17,7 +17,7 @@ refused with the sub-expression named.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Union
@@ -85,6 +85,9 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+MAX_LENGTH = 4000
+MAX_DEPTH = 32
+MAX_TOKENS = 400
 _COMPARISONS = ("==", "!=", ">=", "<=", ">", "<", "=?=", "=!=")
 
 
@@ -94,6 +97,8 @@ def parse(text: str, key: str = "requirements") -> Expr:
     Raises:
         InvalidRequest: naming the sub-expression that corral cannot evaluate.
     """
+    if len(text) > MAX_LENGTH:
+        raise InvalidRequest(key, f"is {len(text)} characters; corral reads up to {MAX_LENGTH}", "shorten it")
     return _Parser(text, key).parse()
 
 
@@ -215,8 +220,12 @@ class _Parser:
             self.tokens.append((kind, match.group(kind), match.start(kind), match.end(kind)))
             pos = match.end()
         self.i = 0
+        self.depth = 0
 
     def parse(self) -> Expr:
+        if len(self.tokens) > MAX_TOKENS:  # a chain of operators is a tree as deep as it is long
+            raise InvalidRequest(self.key, f"has {len(self.tokens)} terms and operators; corral reads up to {MAX_TOKENS}",
+                                 "shorten it")
         if not self.tokens:
             raise InvalidRequest(self.key, "is empty", "write an expression, e.g. (CUDACapability >= 7.0)")
         expr = self._or()
@@ -288,10 +297,19 @@ class _Parser:
         token = self._take("!", "-", "+")
         if token is None:
             return self._primary()
-        operand = self._unary()
+        operand = self._nested(self._unary, start)
         if token[1] == "+":
             return operand
         return Unary(token[1], operand, self._span(start))
+
+    def _nested(self, parse: Callable[[], Expr], start: int) -> Expr:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self._refuse(self.text[start:start + 40].strip() + "...", f"nested more than {MAX_DEPTH} deep")
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
 
     def _start(self) -> int:
         token = self._peek()
@@ -309,7 +327,7 @@ class _Parser:
         if kind == "string":
             return Literal(re.sub(r"\\(.)", r"\1", text[1:-1]), text)
         if kind == "op" and text == "(":
-            inner = self._or()
+            inner = self._nested(self._or, start)
             if not self._take(")"):
                 raise self._refuse(self.text[start:].strip(), "a parenthesis is never closed")
             return inner
