@@ -73,6 +73,10 @@ def test_a_chtc_gpu_file_runs_unchanged_on_the_gpus_that_meet_its_capability(run
     job = submitted(result)
     assert "+WantGPULab: ignored" in result.output and "should_transfer_files: ignored" in result.output
     assert "Capability >= 8.0" in job["requirements"]
+    shown = run("show", str(job["id"])).output
+    assert "Requirements: " in shown and f"EventLog: {short_tmp}/job_%A.log" in shown
+    assert [line.split()[2:5] for line in run("nodes").output.splitlines()[-4:]] == [
+            ["T4", "16G", "7.5"], ["T4", "16G", "7.5"], ["A100", "16G", "8.0"], ["A100", "16G", "8.0"]]
     run("wait", str(job["id"]))
     done = json.loads(run("show", "--json", str(job["id"])).output)
     assert done["state"] == "FAILED" and done["exit_code"] == 3
