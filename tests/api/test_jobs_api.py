@@ -165,6 +165,18 @@ def test_nodes_show_each_gpu_and_its_holder(server):
     call(server, "POST", f"/api/v1/jobs/{job['id']}/cancel")
 
 
+def test_nodes_give_each_gpu_its_compute_capability_and_requirements_choose_by_it(server):
+    nodes = call(server, "GET", "/api/v1/nodes")[1]
+    assert {g["capability"] for g in nodes[0]["gpus"]} == {8.0}  # declared A100s, by the table of types
+    assert nodes[0]["arch"] in ("X86_64", "aarch64")
+    status, answer, _ = call(server, "POST", "/api/v1/jobs",
+                             {"command": ["true"], "gpus": 1, "requirements": "CUDACapability >= 9.0"})
+    assert status == 422 and answer["error"]["field"] == "requirements" and "capability 8.0" in answer["error"]["hint"]
+    status, job, _ = call(server, "POST", "/api/v1/jobs",
+                          {"command": ["true"], "gpus": 1, "requirements": "TARGET.CUDACapability >= 8.0"})
+    assert status == 201 and job["requirements"] == "TARGET.CUDACapability >= 8.0"
+
+
 def test_openapi_documents_the_job_endpoints(server):
     status, doc, _ = call(server, "GET", "/openapi.json")
     assert status == 200

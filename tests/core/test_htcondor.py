@@ -112,13 +112,15 @@ def test_gpu_tutorial_becomes_a_ten_task_array(tmp_path):
         "stderr": "err.%A.%a",
         "array": "0-9",
         "export": "NONE",
+        "user_log": "job.%A.log",
     }
     assert spec.array == "0-9" and spec.gpus == 1 and spec.cpus == 4 and spec.mem_mb == 8192
     assert spec.inherit_env is False
+    assert spec.user_log == str(tmp_path / "job.%A.log")
     joined = "\n".join(warnings)
-    for key in ("request_disk", "log", "should_transfer_files", "when_to_transfer_output"):
+    for key in ("request_disk", "should_transfer_files", "when_to_transfer_output"):
         assert any(w.startswith(f"{key}:") for w in warnings), joined
-    assert len(warnings) == 4
+    assert len(warnings) == 3
 
 
 def test_single_job_process_is_zero_and_cluster_is_the_job_id(tmp_path):
@@ -475,7 +477,10 @@ def test_other_universes_are_refused_naming_them(universe):
     ("Transfer_Input_Files = data.csv", "Transfer_Input_Files"),
     ("periodic_remove = (time() - EnteredCurrentStatus) > 3600", "periodic_remove"),
     ("max_retries = 3", "max_retries"),
-    ("require_gpus = Capability >= 8.0", "require_gpus"),
+    ('require_gpus = regexp("A100", DeviceName)', "require_gpus"),
+    ("requirements = HasCHTCStaging == true", "requirements"),
+    ("gpus_minimum_capability = Capability", "gpus_minimum_capability"),
+    ("gpus_minimum_runtime = 12.0", "gpus_minimum_runtime"),
     ("docker_image = pytorch/pytorch", "docker_image"),
     ('+SingularityImage = "/cvmfs/img.sif"', "+SingularityImage"),
     ("request_fpgas = 1", "request_fpgas"),
@@ -486,13 +491,12 @@ def test_commands_that_change_how_the_job_runs_are_refused(line, field):
 
 
 @pytest.mark.parametrize(("queue", "word"), [
-    ("queue input in (a.txt, b.txt)", "in"),
     ("queue name from names.txt", "from"),
     ("queue infile matching *.dat", "matching"),
 ])
-def test_queue_over_items_is_refused_naming_the_form(queue, word):
+def test_queue_over_files_is_left_to_the_cli_naming_the_form(queue, word):
     err = refused(submit(queue=queue), "queue")
-    assert f"queue ... {word}" in str(err)
+    assert f"queue ... {word}" in str(err) and "corral CLI" in str(err)
 
 
 def test_queue_mistakes_are_refused():
@@ -513,8 +517,8 @@ def test_queue_count_may_come_from_a_macro(tmp_path):
 
 
 def test_a_macro_used_only_by_an_ignored_command_is_no_typo(tmp_path):
-    _, warnings, _ = accepted(submit("logdir = logs", "log = $(logdir)/job.log"), tmp_path)
-    assert len(warnings) == 1 and warnings[0].startswith("log: ignored")
+    _, warnings, _ = accepted(submit("logdir = logs", "description = $(logdir) run"), tmp_path)
+    assert len(warnings) == 1 and warnings[0].startswith("description: ignored")
 
 
 def test_commands_after_queue_are_warned_and_ignored(tmp_path):
@@ -543,3 +547,118 @@ def test_the_sh_wrapper_execs_so_the_job_is_the_process_corral_watches(tmp_path)
     request, _, _ = accepted(submit("arguments = $(Process)", queue="queue 2"), tmp_path)
     assert request["command"][2].splitlines()[-1].startswith("exec /bin/echo ")
     assert os.path.basename(request["command"][0]) == "sh"
+
+
+# -- GPU selectors, queue over items, the event log ----------------------------------------------
+
+
+def test_chtc_gpu_selectors_become_one_requirements_expression(tmp_path):
+    request, warnings, spec = accepted(submit(
+        "request_gpus = 1", 'requirements = (OpSys == "LINUX") && (CUDACapability >= 7.0)',
+        "require_gpus = (GlobalMemoryMb >= 20000)", "gpus_minimum_capability = 8.0", "gpus_maximum_capability = 9.0",
+        "gpus_minimum_memory = 20G", "+WantGPULab = true",
+    ), tmp_path)
+    assert request["requirements"] == (
+        '((OpSys == "LINUX") && (CUDACapability >= 7.0)) && ((GlobalMemoryMb >= 20000)) '
+        "&& (Capability >= 8.0) && (Capability <= 9.0)"
+    )
+    assert spec.requirements == request["requirements"] and spec.gpu_mem_mb == 20 * 1024
+    assert warnings == ["+WantGPULab: ignored; corral keeps no job ClassAd for custom attributes"]
+
+
+def test_gpu_requirements_without_gpus_are_refused(tmp_path):
+    request, _ = condor_request(submit("requirements = CUDACapability >= 8.0"))
+    with pytest.raises(InvalidRequest, match="asks for no GPU"):
+        build_spec(request, user="u", log_dir="/tmp", default_workdir=str(tmp_path), server_env={})
+    _, _, spec = accepted(submit('requirements = OpSys == "LINUX"'), tmp_path)  # a node-only one is fine
+    assert spec.requirements == '(OpSys == "LINUX")'
+
+
+def test_a_plain_capability_number_is_no_expression_error():
+    err = refused(submit("request_gpus = 1", "gpus_minimum_capability = new"), "gpus_minimum_capability")
+    assert "compute capability such as 7.0" in str(err)
+
+
+def test_queue_in_makes_an_array_whose_tasks_see_their_item(tmp_path, argv_printer):
+    text = submit("arguments = $(Process) $(Step) $(ItemIndex) $(lr)", "environment = \"LABEL=run-$(lr)\"",
+                  executable=str(argv_printer), queue="queue 2 lr in (0.1, 1e-3 x)")
+    request, _, spec = accepted(text, tmp_path)
+    assert request["array"] == "0-5"
+    seen = [run_job(spec, {"CORRAL_ARRAY_TASK_ID": str(t), "CORRAL_ARRAY_JOB_ID": "9"}) for t in range(6)]
+    assert [s["argv"][:3] for s in seen] == [[str(t), str(t % 2), str(t // 2)] for t in range(6)]
+    assert [s["argv"][3] for s in seen] == ["0.1", "0.1", "1e-3", "1e-3", "x", "x"]
+    assert seen[2]["env"] == {"LABEL": "run-1e-3"}
+
+
+def test_queue_from_splits_rows_the_last_variable_taking_the_rest(tmp_path, argv_printer):
+    text = submit("arguments = \"$(a) '$(b)'\"", executable=str(argv_printer),
+                  queue="queue a, b from (\n  x, one two\n# a comment\n  y  $(DOLLAR)HOME; rm -rf /\n)")
+    _, _, spec = accepted(text, tmp_path)
+    seen = [run_job(spec, {"CORRAL_ARRAY_TASK_ID": str(t)})["argv"] for t in range(2)]
+    assert seen == [["x", "one two"], ["y", "$HOME; rm -rf /"]]  # values are data, never shell code
+
+
+def test_queue_slices_and_a_single_item_is_a_plain_job(tmp_path):
+    request, _, _ = accepted(submit("arguments = $(x)", queue="queue x in [1:3] (a b c d)"), tmp_path)
+    assert request["array"] == "0-1" and "b" in request["command"][2] and "d" not in request["command"][2]
+    request, _, _ = accepted(submit("arguments = $(Item)", "output = $(Item).out", queue="queue in (only)"), tmp_path)
+    assert request["command"] == ["/bin/echo", "only"] and request["stdout"] == "only.out"
+
+
+def test_an_item_in_output_is_opened_by_the_wrapper(tmp_path, argv_printer):
+    text = submit("arguments = $(n)", "output = out_$(n).json", executable=str(argv_printer),
+                  queue="queue n in (a, b)")
+    request, _, spec = accepted(text, tmp_path)
+    assert "stdout" not in request  # corral keeps its own log; the job's output goes where the file says
+    for task in (0, 1):
+        subprocess.run(list(spec.command), cwd=spec.workdir, env={"CORRAL_ARRAY_TASK_ID": str(task)}, check=True,
+                       stdin=subprocess.DEVNULL)
+    assert json.loads((tmp_path / "out_b.json").read_text())["argv"] == ["b"]
+
+
+@pytest.mark.parametrize(("queue", "message"), [
+    ("queue x in", "empty"),
+    ("queue x from (\n)", "empty"),
+    ("queue x from (\na", "never ends"),
+    ("queue 2 x, y in (a b)", "one variable"),
+    ("queue x in [0:2:0] (a b)", "step of 0"),
+    ("queue 1-x in (a)", "not a variable name"),
+])
+def test_queue_item_mistakes_are_refused(queue, message):
+    assert message in str(refused(submit(queue=queue), "queue"))
+
+
+def test_a_sweep_too_large_for_one_command_is_refused_with_a_way_out():
+    rows = "\n".join(f"{i}, {'x' * 60}" for i in range(2000))
+    err = refused(submit("arguments = $(a) $(b)", queue=f"queue a, b from (\n{rows}\n)"), "queue")
+    assert "corral takes up to 64 KB" in str(err) and "split the sweep" in str(err)
+
+
+def test_an_item_where_one_value_serves_every_task_is_refused():
+    refused(submit("request_cpus = $(n)", queue="queue n in (1, 2)"), "request_cpus")
+    refused(submit("log = $(n).log", queue="queue n in (1, 2)"), "log")
+
+
+def test_resolve_queue_lists_files_and_matches_for_the_server():
+    from corral.core.htcondor import resolve_queue
+
+    asked = []
+
+    def listing(patterns, kind):
+        asked.append((patterns, kind))
+        return ["a.csv", "b c.csv"]
+
+    text = resolve_queue(submit(queue="queue f matching dirs [1:] *.csv, *.tsv") + "x = 1\n", lambda n: "", listing)
+    assert asked == [(["*.csv", "*.tsv"], "dirs")]
+    assert text.endswith("queue f from [1:] (\na.csv\nb c.csv\n)\nx = 1\n")
+    read = resolve_queue(submit(queue="queue a, b from params.txt"), lambda n: f"1 2\n# {n}\n", listing)
+    assert "queue a, b from (\n1 2\n# params.txt\n\n)" in read
+    inline = submit(queue="queue a in (1 2)")
+    assert resolve_queue(inline, lambda n: 1 / 0, listing) == inline
+
+
+def test_log_becomes_the_event_log_pattern_with_the_cluster(tmp_path):
+    request, warnings, spec = accepted(submit("log = logs/job_$(Cluster).log", queue="queue 3"), tmp_path)
+    assert request["user_log"] == "logs/job_%A.log" and warnings == []
+    assert spec.user_log == str(tmp_path / "logs" / "job_%A.log")
+    assert "corral writes one log" in str(refused(submit("log = job_$(Process).log", queue="queue 2"), "log"))

@@ -44,3 +44,25 @@ def test_nonsense_declarations_are_refused_by_name(declared, field):
     with pytest.raises(InvalidRequest) as info:
         build_node(declared)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("gpu_type, capability", [
+    ("A100", 8.0), ("a100-80g", 8.0), ("H100", 9.0), ("h200", 9.0), ("V100", 7.0), ("T4", 7.5), ("A10", 8.6),
+    ("L40S", 8.9), ("RTX-3090", 8.6), ("RTX 4090", 8.9), ("rtx-a6000", 8.6), ("B200", 10.0), ("GPU", None),
+])
+def test_declared_gpus_get_the_compute_capability_of_their_type(gpu_type, capability):
+    node = build_node(DeclaredInventory(gpus=1, gpu_type=gpu_type))
+    assert node.gpus[0].capability == capability
+
+
+def test_declared_gpus_may_mix_types_in_index_order():
+    node = build_node(DeclaredInventory(gpus=4, gpu_type="T4:2,A100:2"))
+    assert [(g.type, g.capability) for g in node.gpus] == [("T4", 7.5), ("T4", 7.5), ("A100", 8.0), ("A100", 8.0)]
+    with pytest.raises(InvalidRequest, match="lists 3 GPUs, but 4 are declared"):
+        build_node(DeclaredInventory(gpus=4, gpu_type="T4:2,A100"))
+
+
+def test_the_node_names_its_arch_as_htcondor_does():
+    from corral.executor.gpus import condor_arch
+
+    assert (condor_arch("x86_64"), condor_arch("aarch64"), condor_arch("arm64")) == ("X86_64", "aarch64", "aarch64")

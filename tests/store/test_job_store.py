@@ -66,7 +66,7 @@ def test_unknown_job_is_none(store):
 def test_migrations_run_twice_without_change(store):
     migrate.upgrade(store.engine)
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0009"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0010"
 
 
 def test_a_database_of_the_first_release_upgrades_keeping_its_jobs(tmp_path):
@@ -131,14 +131,18 @@ def test_a_database_before_0008_upgrades_moving_its_scripts_out_of_the_jobs_tabl
     migrate.upgrade(engine, "0007")
     old_jobs = Table("jobs", MetaData(), autoload_with=engine)
     base = {"state": "PENDING", "submit_time": 1.0, "held": False, "restarts": 0}
+
+    def old_row(spec):  # the row as 0007's table has it: no column added since
+        return {k: v for k, v in _spec_row(spec).items() if k in old_jobs.c}
+
     script = "#!/bin/sh\necho old\n"
     with engine.begin() as conn:
-        array_id = conn.execute(old_jobs.insert().values(**_spec_row(make_spec(command=None, script=script)), **base,
+        array_id = conn.execute(old_jobs.insert().values(**old_row(make_spec(command=None, script=script)), **base,
                                                          script=script)).inserted_primary_key[0]
-        task_id = conn.execute(old_jobs.insert().values(**_spec_row(make_spec(command=None, script=script)), **base,
+        task_id = conn.execute(old_jobs.insert().values(**old_row(make_spec(command=None, script=script)), **base,
                                                         script=script, array_job_id=array_id, array_task_id=0)
                                ).inserted_primary_key[0]
-        plain_id = conn.execute(old_jobs.insert().values(**_spec_row(make_spec()), **base)).inserted_primary_key[0]
+        plain_id = conn.execute(old_jobs.insert().values(**old_row(make_spec()), **base)).inserted_primary_key[0]
     migrate.upgrade(engine)
     upgraded = JobStore(engine)
     assert upgraded.get(array_id).spec.script == script and upgraded.get(task_id).spec.script == script
@@ -146,3 +150,13 @@ def test_a_database_before_0008_upgrades_moving_its_scripts_out_of_the_jobs_tabl
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM job_scripts")).scalar() == 1
     engine.dispose()
+
+
+def test_a_job_keeps_its_htcondor_requirements_and_event_log(tmp_path):
+    store = JobStore(open_engine(database_url(None, str(tmp_path))))
+    migrate.upgrade(store.engine)
+    spec = make_spec(gpus=1, requirements="(CUDACapability >= 8.0)", user_log="job_%A.log")
+    job = store.insert([spec], 1.0)[0]
+    kept = store.get(job.id).spec
+    assert (kept.requirements, kept.user_log) == ("(CUDACapability >= 8.0)", "/tmp/job_%A.log")
+    assert kept.request.requirements == "(CUDACapability >= 8.0)"

@@ -52,6 +52,10 @@ class JobRequest(BaseModel):
     array: str | None = Field(None, description="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 at once.")
     preemptible: bool | str | None = Field(None, description="Jobs of higher priority may preempt and requeue it.")
     signal: str | None = Field(None, description="sbatch --signal: USR1@90 warns 90 s before the time limit.")
+    requirements: str | None = Field(None, description="HTCondor's requirements: a ClassAd expression over the node "
+                                     "and each GPU, e.g. (CUDACapability >= 8.0) && (CUDAGlobalMemoryMb >= 40000).")
+    user_log: str | None = Field(None, description="An HTCondor job event log the job's execute and terminate "
+                                 "events are appended to; relative to workdir; %A is the cluster.")
 
 
 class JobOut(BaseModel):
@@ -75,6 +79,8 @@ class JobOut(BaseModel):
     gpus: int
     gpu_type: str | None
     gpu_mem_mb: int | None
+    requirements: str | None = None
+    user_log: str | None = None
     gpu_ids: list[int]
     cpus: int
     mem_mb: int
@@ -117,6 +123,9 @@ class GpuOut(BaseModel):
     type: str
     mem_mb: int
     uuid: str | None
+    capability: float | None = None
+    """CUDA compute capability (8.0 for an A100): from NVML, or the table by type for declared GPUs."""
+    device_name: str | None = None
     job_id: int | None
     job_name: str | None
     user: str | None
@@ -124,6 +133,8 @@ class GpuOut(BaseModel):
 
 class NodeOut(BaseModel):
     name: str
+    arch: str = "X86_64"
+    """HTCondor's Arch: X86_64 or aarch64."""
     cpus: int
     cpus_alloc: int
     mem_mb: int

@@ -149,6 +149,13 @@ class LocalBackend:
             "max_processes": self.max_job_processes,
             "cgroup": self._cgroup_of(job, allocation),
         }
+        if job.spec.user_log:
+            config["condor_log"] = {
+                "path": job.user_log_path(),
+                "cluster": job.array_job_id if job.array_job_id is not None else job.id,
+                "proc": job.array_task_id or 0,
+                "submit_time": job.submit_time,
+            }
         if job.spec.warn_signal:
             from corral.core.spec import parse_signal
 

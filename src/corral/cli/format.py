@@ -133,6 +133,10 @@ def job_view(job: dict[str, Any]) -> str:
         ("StdOut", job["stdout_path"]), ("StdErr", job["stderr_path"]),
         ("Labels", ",".join(f"{k}={v}" for k, v in job["labels"].items()) or "-"),
     ]
+    if job.get("requirements"):
+        fields.insert(11, ("Requirements", job["requirements"]))
+    if job.get("user_log"):
+        fields.append(("EventLog", job["user_log"]))
     events = job.get("events") or []
     fields += [("Events" if i == 0 else "", event_text(e)) for i, e in enumerate(events)]
     width = max(len(k) for k, _ in fields)
@@ -145,7 +149,9 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
     for node in nodes:
         for gpu in node["gpus"]:
             holder = f"{gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
-            rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]), holder])
+            capability = gpu.get("capability")
+            rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]),
+                         "-" if capability is None else f"{capability:.1f}", holder])
     summary = [
         f"{n['name']}: CPUs {n['cpus_alloc']}/{n['cpus']} allocated, memory {format_memory(n['mem_alloc_mb']) if n['mem_alloc_mb'] else 0}"
         f"/{format_memory(n['mem_mb'])} allocated, GPUs {sum(1 for g in n['gpus'] if g['job_id'])}/{len(n['gpus'])} busy"
@@ -155,4 +161,4 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
                 if n.get("isolation")]
     if not rows:
         return "\n".join(summary + ["(no GPUs)"])
-    return "\n".join(summary) + "\n\n" + table(["NODE", "GPU", "TYPE", "MEMORY", "JOB"], rows)
+    return "\n".join(summary) + "\n\n" + table(["NODE", "GPU", "TYPE", "MEMORY", "CC", "JOB"], rows)

@@ -69,7 +69,7 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port; 0 picks a free one.")
 @click.option("--db", help="Database URL, e.g. postgresql://user@host/db [default: SQLite in the home].")
 @click.option("--gpus", type=click.IntRange(0, 1024), help="Declare N GPUs instead of detecting them with NVML.")
-@click.option("--gpu-type", help="Type of the declared GPUs, e.g. A100.")
+@click.option("--gpu-type", help="Type of the declared GPUs, e.g. A100; mixed: T4:2,A100:2 (in index order).")
 @click.option("--gpu-mem", help="Memory of each declared GPU, e.g. 80G.")
 @click.option("--cpus", type=click.IntRange(1), help="CPUs to schedule [default: those this process may use].")
 @click.option("--mem", help="Memory to schedule, e.g. 256G [default: the machine's].")
@@ -220,7 +220,9 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
         if condor:
             if len(script_and_args) > 1:
                 raise click.UsageError("an HTCondor submit file takes no arguments here; use its `arguments`")
-            body["condor"] = body.pop("script")
+            from corral.cli.condor import resolve_items
+
+            body["condor"] = resolve_items(body.pop("script"), os.getcwd())
         else:
             body["script_name"] = os.path.basename(path)
             body["script_args"] = list(script_and_args[1:])
@@ -240,6 +242,12 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
     job = client_for(ctx).submit(**body)
     for warning in job.get("warnings", []):
         click.echo(f"corral: warning: {escape(warning)}", err=True)
+    if condor and job.get("user_log"):
+        from corral.cli.condor import write_submitted
+
+        problem = write_submitted(job)
+        if problem:
+            click.echo(f"corral: warning: {escape(problem)}", err=True)
     if as_json:
         _print_json(job)
     elif parsable:

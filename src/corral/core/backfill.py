@@ -19,7 +19,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from corral.core.resources import Allocation, Node, Request, gpu_matches
+from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 
 INFINITY = math.inf
 _moment = operator.itemgetter(0)
@@ -34,7 +34,7 @@ class NodeProfile:
     cpus: list[int]
     mem: list[int]
     gpus: list[frozenset[int]]
-    matching: dict[tuple[str | None, int | None], tuple[int, ...]] = field(
+    matching: dict[tuple[str | None, int | None, str | None], tuple[int, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
     """The node's GPUs that match a (type, memory) requirement, in the node's order (a cache)."""
@@ -74,11 +74,14 @@ class NodeProfile:
         """
         need = request.gpus
         matching: tuple[int, ...] = ()
+        if request.requirements is not None and not node_matches(self.node, request):
+            return None
         if need:
-            key = (request.gpu_type, request.gpu_mem_mb)
+            key = (request.gpu_type, request.gpu_mem_mb, request.requirements)
             cached = self.matching.get(key)
             if cached is None:
-                cached = self.matching[key] = tuple(g.index for g in self.node.gpus if gpu_matches(g, request))
+                cached = self.matching[key] = tuple(
+                    g.index for g in self.node.gpus if gpu_matches(g, request, self.node))
             matching = cached
             if len(matching) < need:
                 return None

@@ -30,6 +30,13 @@ Supported, and where each goes:
                           name; without one, the executable's file name when the command is wrapped
     universe              vanilla, or absent
     queue, queue N        one job, or N > 1 jobs as the array 0-(N-1)
+    queue [N] V in (...), queue [N] V1, V2 from (...), with an optional [start:stop:step] slice
+                          an array with a task per item (times N); $(V), $(Item), $(Step), $(ItemIndex), $(Row)
+                          are set per task by a `case` on $CORRAL_ARRAY_TASK_ID in the wrapper. `from FILE` and
+                          `matching GLOB` need files: `resolve_queue`, which the CLI calls, lists them inline
+    requirements, require_gpus, gpus_minimum_capability, gpus_maximum_capability
+                          requirements: one ClassAd expression (corral.core.classad) over each GPU and the node
+    log                   user_log: HTCondor's job event log, $(Cluster) as %A (see corral.executor.condor_log)
 
 Macros: `$(Cluster)`/`$(ClusterId)` is the job's id (the array's id for an
 array) and `$(Process)`/`$(ProcId)`/`$(Step)` the task number (0 for a single
@@ -46,7 +53,7 @@ the file does not define, `$$(...)` (from the machine's ClassAd) and macro
 functions (`$ENV()`, `$RANDOM_CHOICE()`, `$Fn()`, ...) raise InvalidRequest.
 
 Warned and ignored, because the job runs the same without them: request_disk,
-log and log_xml (corral writes no job event log), file transfer settings that
+log_xml, file transfer settings that
 corral needs no counterpart for (should_transfer_files, when_to_transfer_output,
 transfer_executable, transfer_output_files), e-mail (notification, notify_user,
 email_attributes), scheduling hints (priority, nice_user, rank,
@@ -57,15 +64,16 @@ not know and nothing refers to (HTCondor warns about those too); commands after
 the queue statement, which apply to no job.
 
 Refused with InvalidRequest naming the command, because the job would not run
-as it would on HTCondor: a universe other than vanilla, `queue ... in`,
-`queue ... from`, `queue ... matching`, `queue 0`, a second queue statement,
-requirements and GPU capability constraints, request_ of other resources,
+as it would on HTCondor: a universe other than vanilla, `queue ... from FILE` and
+`queue ... matching` not resolved first, `queue 0`, a second queue statement,
+a requirements expression corral cannot evaluate (the part named), gpus_minimum_runtime,
+request_ of other resources,
 transfer_input_files, transfer_output_remaps, output_destination, job policy
 expressions (on_exit_*, periodic_*), retries (max_retries, retry_until,
 success_exit_code), hold, deferral and cron times, containers (docker_image,
 container_image, +SingularityImage), machine_count, `include` and `if`
 statements, $(Cluster) or $(Process) where one value must serve every task
-(executable, initialdir, the resources, the name), and a relative executable
+(executable, initialdir, the resources, the name, $(Process) in log), and a relative executable
 with an initialdir whose place corral cannot tell from the text.
 """
 
@@ -73,10 +81,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral.core import classad
 from corral.core.arrays import MAX_TASKS
 from corral.core.units import is_number, parse_memory_mb
 from corral.errors import InvalidRequest
@@ -85,7 +94,11 @@ from corral.errors import InvalidRequest
 # private-use characters, refused in the file itself, that no quoting rule treats specially.
 _TASK = "\ue000"
 _CLUSTER = "\ue001"
-_PLACEHOLDER = re.compile(f"([{_TASK}{_CLUSTER}])")
+# A variable of `queue ... in/from/matching` that differs from task to task: U+E100 + its number.
+_ITEM_BASE = 0xE100
+_PLACEHOLDER = re.compile("([\ue000\ue001\ue100-\ue1ff])")
+_MAX_ITEM_VARIABLES = 64
+MAX_ITEM_TABLE_BYTES = 64 * 1024
 
 _KEY = r"[+]?[A-Za-z_][A-Za-z0-9_.]*"
 _ASSIGNMENT = re.compile(rf"^({_KEY})\s*=(.*)$", re.DOTALL)
@@ -101,7 +114,6 @@ _NO_EMAIL = "corral sends no e-mail"
 _OWN_SCHEDULING = "corral orders and places jobs by its own fair-share policy"
 _IGNORED: dict[str, str] = {
     "request_disk": "corral does not reserve disk; the job uses the disk of the directory it runs in",
-    "log": "corral writes no HTCondor job event log; follow the job with corral's own status and history",
     "log_xml": "corral writes no HTCondor job event log",
     "should_transfer_files": _NO_FILE_TRANSFER,
     "when_to_transfer_output": _NO_FILE_TRANSFER,
@@ -142,10 +154,6 @@ _NO_RETRY = ("corral does not rerun a job by itself", "remove it, or retry insid
 _NO_DELAY = ("corral starts a job as soon as it can run", "remove it, or submit the job later")
 _NO_CONTAINER = ("corral runs jobs directly, not in containers", "run the container from the executable")
 _REFUSED: dict[str, tuple[str, str]] = {
-    "requirements": _NO_CLASSADS,
-    "require_gpus": _NO_CLASSADS,
-    "gpus_minimum_capability": _NO_CLASSADS,
-    "gpus_maximum_capability": _NO_CLASSADS,
     "gpus_minimum_runtime": _NO_CLASSADS,
     "transfer_input_files": (
         "corral copies no input files into a scratch directory",
@@ -174,7 +182,8 @@ _REFUSED: dict[str, tuple[str, str]] = {
 _READ = frozenset({
     "executable", "arguments", "environment", "getenv", "request_gpus", "request_cpus", "request_memory",
     "gpus_minimum_memory", "allowed_execute_duration", "allowed_job_duration", "output", "error", "input",
-    "initialdir", "initial_dir", "universe", "batch_name", "+jobbatchname",
+    "initialdir", "initial_dir", "universe", "batch_name", "+jobbatchname", "log", "requirements", "require_gpus",
+    "gpus_minimum_capability", "gpus_maximum_capability",
 })
 _RESOURCES = frozenset({"request_gpus", "request_cpus", "request_memory", "request_disk"})
 _RUN_TIME_KEYS = "arguments, environment, input, output and error"
@@ -199,7 +208,7 @@ def condor_request(text: str) -> tuple[dict[str, Any], list[str]]:
     values = submit.values
     count = submit.count
     array = count > 1
-    macros = _Macros(values, array=array)
+    macros = _Macros(values, array=array, items=submit.items)
     for key in values:
         _refuse_unsupported(key, submit.spelled[key])
     universe = macros.expand("universe").strip().lower() if "universe" in values else "vanilla"
@@ -225,8 +234,10 @@ def condor_request(text: str) -> tuple[dict[str, Any], list[str]]:
 
     name = _batch_name(values, macros)
     words = [executable, *arguments]
-    if run_time_env or stdin or any(_PLACEHOLDER.search(word) for word in arguments):
-        request["command"] = ["/bin/sh", "-c", _wrapper(words, run_time_env, stdin, array=array)]
+    redirects = _item_redirects(values, macros)
+    if run_time_env or stdin or redirects or any(_PLACEHOLDER.search(word) for word in arguments):
+        script = _wrapper(words, run_time_env, stdin, redirects, array=array)
+        request["command"] = ["/bin/sh", "-c", _item_table(submit.items, script)]
         name = name or executable.rstrip("/").rsplit("/", 1)[-1]
     else:
         request["command"] = words
@@ -234,7 +245,14 @@ def condor_request(text: str) -> tuple[dict[str, Any], list[str]]:
         request["name"] = name
 
     request.update(_resources(values, macros))
-    request.update(_log_files(values, macros, array=array))
+    if not redirects:
+        request.update(_log_files(values, macros, array=array))
+    requirements = _requirements(values, macros)
+    if requirements:
+        request["requirements"] = requirements
+    user_log = macros.expand("log", run_time=True, cluster_only=True).strip() if "log" in values else ""
+    if user_log:
+        request["user_log"] = _log_pattern(user_log, array=True)
 
     warnings = [*_ignored(submit), *submit.warnings]
     return request, warnings
@@ -253,19 +271,30 @@ class _SubmitFile:
     referenced: set[str]
     """Names that some $(...) in the file refers to."""
     warnings: list[str] = field(default_factory=list)
+    items: _Items | None = None
+    """The values of `queue ... in/from` variables, task by task; None for `queue [N]`."""
+
+
+@dataclass
+class _Items:
+    names: list[str]
+    """Lower-case names: the queue's variables, then step, itemindex and row."""
+    rows: list[list[str]]
+    """Per task (its process number), the value of each name."""
 
 
 def _read(text: str) -> _SubmitFile:
     if "\0" in text:
         raise InvalidRequest("submit file", "contains a NUL byte")
-    if _TASK in text or _CLUSTER in text:
-        raise InvalidRequest("submit file", "contains the private-use characters U+E000 or U+E001")
+    if re.search("[\ue000-\ue1ff]", text):
+        raise InvalidRequest("submit file", "contains private-use characters U+E000 to U+E1FF")
     values: dict[str, str] = {}
     spelled: dict[str, str] = {}
     count: int | None = None
+    items: _Items | None = None
     referenced: set[str] = set()
     warnings: list[str] = []
-    for lineno, line in _statements(text):
+    for lineno, line, _end in _statements(text):
         referenced.update(_macro_names(line))
         assignment = _ASSIGNMENT.match(line)
         if assignment:
@@ -284,7 +313,8 @@ def _read(text: str) -> _SubmitFile:
                     "queue", f"line {lineno}: a second queue statement; corral takes one job or one array per file",
                     "split the file, one queue statement in each",
                 )
-            count = _queue_count(queue.group(1), _Macros(values, array=True), lineno)
+            count, items = _queue(queue.group(1), _Macros(values, array=True), lineno)
+            referenced.update(items.names if items else ())
             continue
         word = line.split(None, 1)[0].lower()
         if word in _STATEMENTS:
@@ -300,11 +330,12 @@ def _read(text: str) -> _SubmitFile:
         )
     if "executable" not in values:
         raise InvalidRequest("executable", "is missing", "say which program to run: executable = /path/to/program")
-    return _SubmitFile(values, spelled, count, referenced, warnings)
+    return _SubmitFile(values, spelled, count, referenced, warnings, items)
 
 
-def _statements(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, statement): continuations joined, comments and blank lines skipped.
+def _statements(text: str) -> Iterator[tuple[int, str, int]]:
+    """(line number, statement, index of the line after it): continuations joined, comments and blank
+    lines skipped; `queue ... (` takes the lines up to one that is `)`.
 
     As in HTCondor, a comment line never continues, and one inside a continued line is left out.
     """
@@ -337,7 +368,16 @@ def _statements(text: str) -> Iterator[tuple[int, str]]:
                 )
             i += 1
             line = f"{key} = " + "\n".join(body)
-        yield lineno, line
+        elif _QUEUE.match(line) and line.endswith("(") and re.search(r"\b(in|from|matching)\b", line, re.I):
+            body = []
+            while i < len(lines) and lines[i].strip() != ")":
+                body.append(lines[i])
+                i += 1
+            if i == len(lines):
+                raise InvalidRequest("queue", f"line {lineno}: the list begun with ( never ends", "end it with a line )")
+            i += 1
+            line = line + "\n" + "\n".join(body) + "\n)"
+        yield lineno, line, i
 
 
 def _macro_names(text: str) -> Iterator[str]:
@@ -359,25 +399,145 @@ def _append_to_earlier(key: str, value: str, earlier: str | None) -> str:
     return own.sub(lambda _: earlier, value)
 
 
-def _queue_count(text: str, macros: _Macros, lineno: int) -> int:
+_QUEUE_FORM = re.compile(r"^(.*?)(?<![A-Za-z0-9_])(in|from|matching)(?![A-Za-z0-9_])(.*)$", re.IGNORECASE | re.DOTALL)
+_SLICE = re.compile(r"^\[\s*(-?\d*)\s*(?::\s*(-?\d*)\s*(?::\s*(-?\d*)\s*)?)?\]")
+
+
+def _queue(text: str, macros: _Macros, lineno: int) -> tuple[int, _Items | None]:
+    """The number of jobs a queue statement makes, and the values of its variables for each."""
     expanded = macros.expand_text(text, "queue").strip()
-    if not expanded:
-        return 1
-    if is_number(expanded):
-        count = int(expanded)
+    form = _QUEUE_FORM.match(expanded)
+    head, rest = (form.group(1).strip(), form.group(3).strip()) if form else (expanded, "")
+    words = [w for w in re.split(r"[\s,]+", head) if w]
+    count = 1
+    if words and is_number(words[0]):
+        count = int(words.pop(0))
         if count < 1:
             raise InvalidRequest("queue", f"line {lineno}: queue {count} asks for no job", "write queue N with N >= 1")
-        if count > MAX_TASKS:
-            raise InvalidRequest("queue", f"line {lineno}: {count} jobs is more than the {MAX_TASKS} an array holds")
-        return count
-    words = expanded.lower().split()
-    form = next((w for w in words if w in ("in", "from", "matching")), None)
-    if form is not None:
+    if form is None:
+        if words:
+            raise InvalidRequest("queue", f"line {lineno}: cannot read queue {expanded!r}",
+                                 "write queue, queue N, or queue [N] VAR in/from/matching ...")
+        _check_size(count, lineno)
+        return count, None
+    kind = form.group(2).lower()
+    names = [w.lower() for w in words] or ["item"]
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise InvalidRequest("queue", f"line {lineno}: {name!r} is not a variable name", "use letters, digits and _")
+    if len(names) > _MAX_ITEM_VARIABLES:
+        raise InvalidRequest("queue", f"line {lineno}: more than {_MAX_ITEM_VARIABLES} variables")
+    if kind == "matching":
         raise InvalidRequest(
-            "queue", f"line {lineno}: queue ... {form} is not supported",
-            "use queue N and $(Process) to tell the jobs apart, or submit one file per item",
+            "queue", f"line {lineno}: queue ... matching lists files, which the corral CLI does for you",
+            "submit the file with corral submit --condor, from the directory it names files in",
         )
-    raise InvalidRequest("queue", f"line {lineno}: cannot read queue {expanded!r}", "write queue, or queue N")
+    rest, chosen = _slice(rest, lineno)
+    if kind == "in":
+        inner = _in_parentheses(rest, lineno) if rest.startswith("(") else rest
+        rows = [[item] for item in re.split(r"[\s,]+", inner) if item]
+        if len(names) > 1:
+            raise InvalidRequest("queue", f"line {lineno}: queue ... in takes one variable",
+                                 "use queue A, B from (...) for several")
+    else:
+        if not rest.startswith("("):
+            raise InvalidRequest(
+                "queue", f"line {lineno}: queue ... from {rest!r} reads a file, which the corral CLI does for you",
+                "submit the file with corral submit --condor, or list the items: queue VAR from ( ... )",
+            )
+        rows = [_split_row(line, len(names)) for line in _in_parentheses(rest, lineno).split("\n")
+                if line.strip() and not line.strip().startswith("#")]
+    rows = rows[chosen] if chosen is not None else rows
+    if not rows:
+        raise InvalidRequest("queue", f"line {lineno}: the list of items is empty, so no job is queued",
+                             "give at least one item")
+    total = count * len(rows)
+    _check_size(total, lineno)
+    table = [
+        [*row, str(step), str(index), str(index)]
+        for index, row in enumerate(rows) for step in range(count)
+    ]
+    return total, _Items([*names, "step", "itemindex", "row"], table)
+
+
+def _check_size(count: int, lineno: int) -> None:
+    if count > MAX_TASKS:
+        raise InvalidRequest("queue", f"line {lineno}: {count} jobs is more than the {MAX_TASKS} an array holds")
+
+
+def _slice(rest: str, lineno: int) -> tuple[str, slice | None]:
+    match = _SLICE.match(rest)
+    if match is None:
+        return rest, None
+    parts = [int(p) if p else None for p in match.groups()]
+    if parts[2] == 0:
+        raise InvalidRequest("queue", f"line {lineno}: a slice step of 0", "write [start:stop:step] with step >= 1")
+    if ":" not in match.group(0):
+        raise InvalidRequest("queue", f"line {lineno}: {match.group(0)} is not a slice", "write [start:stop:step]")
+    return rest[match.end():].strip(), slice(*parts)
+
+
+def _in_parentheses(rest: str, lineno: int) -> str:
+    if not (rest.startswith("(") and rest.endswith(")")):
+        raise InvalidRequest("queue", f"line {lineno}: the list {rest!r} is not in parentheses", "write ( ... )")
+    return rest[1:-1]
+
+
+def _split_row(line: str, names: int) -> list[str]:
+    """A `from` row: split at commas and spaces, the last variable taking the rest of the line."""
+    values: list[str] = []
+    rest = line.strip()
+    while len(values) < names - 1:
+        match = re.match(r"([^\s,]*)[\s,]*(.*)$", rest, re.DOTALL)
+        assert match is not None
+        values.append(match.group(1))
+        rest = match.group(2)
+    values.append(rest.strip())
+    return values
+
+
+def resolve_queue(
+    text: str, read_file: Callable[[str], str], list_matching: Callable[[list[str], str | None], list[str]],
+) -> str:
+    """The submit file with `queue ... from FILE` and `queue ... matching PATTERNS` made `from ( ... )`.
+
+    The CLI calls it with its own I/O, as the submitting user, before sending the file to the server.
+    `list_matching(patterns, "files" | "dirs" | None)` lists what the globs match, sorted.
+    """
+    lines = text.replace("\r\n", "\n").split("\n")
+    for lineno, line, end in _statements(text):
+        queue = _QUEUE.match(line)
+        if not queue:
+            continue
+        form = _QUEUE_FORM.match(queue.group(1).strip())
+        if form is None or form.group(2).lower() == "in":
+            return text
+        rest = form.group(3).strip()
+        slice_text = ""
+        if form.group(2).lower() == "matching":
+            kind = None
+            first = rest.split(None, 1)
+            if first and first[0].lower() in ("files", "dirs"):
+                kind = first[0].lower()
+                rest = first[1] if len(first) > 1 else ""
+            match = _SLICE.match(rest)
+            if match:
+                slice_text, rest = match.group(0) + " ", rest[match.end():].strip()
+            patterns = [p for p in re.split(r"[\s,]+", rest[1:-1] if rest.startswith("(") else rest) if p]
+            items = list_matching(patterns, kind)
+        else:
+            match = _SLICE.match(rest)
+            if match:
+                slice_text, rest = match.group(0) + " ", rest[match.end():].strip()
+            if rest.startswith("(") or not rest:
+                return text
+            items = read_file(rest).replace("\r\n", "\n").split("\n")
+        for item in items:
+            if item.strip() in (")",) or "\0" in item:
+                raise InvalidRequest("queue", f"line {lineno}: cannot pass the item {item!r}", "rename it")
+        statement = f"queue {form.group(1).strip()} from {slice_text}(\n" + "\n".join(items) + "\n)"
+        return "\n".join([*lines[:lineno - 1], statement, *lines[end:]])
+    return text
 
 
 # -- macros --------------------------------------------------------------------------------------
@@ -386,13 +546,20 @@ def _queue_count(text: str, macros: _Macros, lineno: int) -> int:
 class _Macros:
     """Expands $(...) in values: the file's own definitions, and $(Cluster)/$(Process) as stand-ins."""
 
-    def __init__(self, values: dict[str, str], *, array: bool) -> None:
+    def __init__(self, values: dict[str, str], *, array: bool, items: _Items | None = None) -> None:
         self.values = values
         self.array = array
+        self.items = items
+        self.cluster_only = False
 
-    def expand(self, key: str, *, run_time: bool = False) -> str:
-        """The value of submit command `key`; `run_time` allows $(Cluster) and $(Process) in it."""
-        return self.expand_text(self.values[key], key, run_time=run_time, stack=(key,))
+    def expand(self, key: str, *, run_time: bool = False, cluster_only: bool = False) -> str:
+        """The value of submit command `key`; `run_time` allows $(Cluster) and $(Process) in it
+        (`cluster_only`: $(Cluster) alone)."""
+        self.cluster_only = cluster_only
+        try:
+            return self.expand_text(self.values[key], key, run_time=run_time, stack=(key,))
+        finally:
+            self.cluster_only = False
 
     def expand_text(self, text: str, key: str, *, run_time: bool = False, stack: tuple[str, ...] = ()) -> str:
         def replace(match: re.Match[str]) -> str:
@@ -409,6 +576,8 @@ class _Macros:
                 )
             name, has_default, default = match.group(3).partition(":")
             name = name.strip().lower()
+            if self.items is not None and name in self.items.names:
+                return self._item(name, whole, key, run_time)
             if name in ("cluster", "clusterid"):
                 return self._per_job(_CLUSTER, whole, key, run_time)
             if name in ("process", "procid", "step"):
@@ -430,9 +599,26 @@ class _Macros:
 
         return _MACRO.sub(replace, text)
 
+    def _item(self, name: str, whole: str, key: str, run_time: bool) -> str:
+        assert self.items is not None
+        column = self.items.names.index(name)
+        if not self.array:
+            return self.items.rows[0][column]  # one job: its value is known now
+        if not run_time or self.cluster_only:
+            raise InvalidRequest(
+                key, f"{whole} differs from job to job, and corral takes one {key} for all of them",
+                f"use it only in {_RUN_TIME_KEYS}",
+            )
+        return chr(_ITEM_BASE + column)
+
     def _per_job(self, placeholder: str, whole: str, key: str, run_time: bool) -> str:
         if placeholder == _TASK and not self.array:
             return "0"  # a single job is process 0 of its cluster
+        if self.cluster_only and placeholder == _TASK:
+            raise InvalidRequest(
+                key, f"{whole} differs from job to job; corral writes one {key} for the whole cluster",
+                "use $(Cluster) alone in it",
+            )
         if not run_time:
             raise InvalidRequest(
                 key, f"{whole} differs from job to job, and corral takes one {key} for all of them",
@@ -689,20 +875,78 @@ def _log_pattern(path: str, *, array: bool) -> str:
     return "./" + pattern if pattern.startswith("~") else pattern  # HTCondor has no ~ expansion
 
 
-def _wrapper(words: list[str], per_job_env: dict[str, str], stdin: str, *, array: bool) -> str:
-    """A /bin/sh script that sets the per-job variables and execs the command; only $CORRAL_* is expanded."""
+def _wrapper(words: list[str], per_job_env: dict[str, str], stdin: str, redirects: list[tuple[str, str]], *,
+             array: bool) -> str:
+    """A /bin/sh script that sets the per-job variables and execs the command; only $CORRAL_* and the
+    item variables it sets itself are expanded."""
     lines = [f"export {name}={_shell_word(value, array=array)}" for name, value in per_job_env.items()]
     command = "exec " + " ".join(_shell_word(word, array=array) for word in words)
     if stdin:
         command += " < " + _shell_word(stdin, array=array)
+    for operator, path in redirects:
+        command += f" {operator}" + _shell_word(path, array=array)
     lines.append(command)
     return "\n".join(lines)
+
+
+def _item_redirects(values: dict[str, str], macros: _Macros) -> list[tuple[str, str]]:
+    """Where output and error name a queue variable: the wrapper opens them (a corral pattern cannot)."""
+    if macros.items is None or not macros.array:
+        return []
+    paths = {
+        key: macros.expand(key, run_time=True).strip()
+        for key in ("output", "error") if key in values and values[key].strip()
+    }
+    if not any(re.search("[\ue100-\ue1ff]", path) for path in paths.values()):
+        return []
+    return [(">", paths.get("output", "/dev/null")), ("2>", paths.get("error", "/dev/null"))]
+
+
+def _item_table(items: _Items | None, script: str) -> str:
+    """The script, after a `case` that sets each item variable it uses for this task."""
+    used = sorted({ord(c) - _ITEM_BASE for c in script if _ITEM_BASE <= ord(c) < _ITEM_BASE + 0x100})
+    if items is None or not used:
+        return script
+    lines = ['case "$CORRAL_ARRAY_TASK_ID" in']
+    for task, row in enumerate(items.rows):
+        sets = " ".join(f"_corral_{k}={shlex.quote(row[k])}" for k in used)
+        lines.append(f"{task}) {sets};;")
+    lines.append("esac")
+    table = sum(len(line) for line in lines)
+    if table > MAX_ITEM_TABLE_BYTES:
+        raise InvalidRequest(
+            "queue", f"its items take {table // 1024} KB in the job's command; corral takes up to "
+            f"{MAX_ITEM_TABLE_BYTES // 1024} KB (an argument the kernel passes whole, kept with every task)",
+            "split the sweep into several files, or queue N and read line $(Process) of the list in the job",
+        )
+    body = _PLACEHOLDER.sub(lambda m: f'"$_corral_{ord(m.group(1)) - _ITEM_BASE}"'
+                            if ord(m.group(1)) >= _ITEM_BASE else m.group(1), script)
+    return "\n".join([*lines, body])
+
+
+def _requirements(values: dict[str, str], macros: _Macros) -> str | None:
+    """requirements, require_gpus and the gpus_ capability bounds as one expression, checked here."""
+    parts: list[str] = []
+    for key in ("requirements", "require_gpus"):
+        if key in values and macros.expand(key).strip():
+            text = " ".join(macros.expand(key).split())
+            classad.parse(text, key)
+            parts.append(f"({text})")
+    for key, operator in (("gpus_minimum_capability", ">="), ("gpus_maximum_capability", "<=")):
+        if key in values:
+            text = macros.expand(key).strip()
+            if not is_number(text) and not re.fullmatch(r"\d+\.\d+|\d+", text):
+                raise InvalidRequest(key, f"must be a compute capability such as 7.0, got {text!r}", "write a number")
+            parts.append(f"(Capability {operator} {text})")
+    return " && ".join(parts) or None
 
 
 def _shell_word(text: str, *, array: bool) -> str:
     pieces = []
     for piece in _PLACEHOLDER.split(text):
-        if piece == _TASK:
+        if len(piece) == 1 and _ITEM_BASE <= ord(piece) < _ITEM_BASE + 0x100:
+            pieces.append(piece)  # _item_table makes it "$_corral_N"
+        elif piece == _TASK:
             pieces.append('"$CORRAL_ARRAY_TASK_ID"')
         elif piece == _CLUSTER:
             pieces.append('"$CORRAL_ARRAY_JOB_ID"' if array else '"$CORRAL_JOB_ID"')

@@ -64,6 +64,16 @@ class Job:
             array_job_id=self.array_job_id, array_task_id=self.array_task_id,
         )
 
+    def user_log_path(self) -> str | None:
+        """The HTCondor event log this job appends to (the submit file's `log`), or None."""
+        s = self.spec
+        if s.user_log is None:
+            return None
+        return expand_pattern(
+            s.user_log, job_id=self.id, name=s.name, user=s.user, node=self.node or "", workdir=s.workdir,
+            array_job_id=self.array_job_id, array_task_id=self.array_task_id,
+        )
+
     @property
     def is_array(self) -> bool:
         """An array job: the record of its tasks, never run itself."""
@@ -107,6 +117,8 @@ class Job:
             "nodes": s.nodes,
             "gpu_type": s.gpu_type,
             "gpu_mem_mb": s.gpu_mem_mb,
+            "requirements": s.requirements,
+            "user_log": s.user_log,
             "gpu_ids": list(self.gpu_ids) if self.gpu_ids is not None else [],
             "cpus": s.cpus,
             "mem_mb": s.mem_mb,

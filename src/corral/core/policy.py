@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
 from corral.core.priority import PriorityFactors
-from corral.core.resources import Allocation, Node, Request, gpu_matches
+from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
 
@@ -146,7 +146,9 @@ def _victims(
         cpus = node.cpus - sum(a.cpus for a in kept)
         mem = node.mem_mb - sum(a.mem_mb for a in kept)
         busy = {i for a in kept for i in a.gpu_ids}
-        matching = [g.index for g in node.gpus if gpu_matches(g, request)]
+        if not node_matches(node, request):
+            continue
+        matching = [g.index for g in node.gpus if gpu_matches(g, request, node)]
 
         def fits() -> bool:
             return (cpus >= request.cpus and mem >= request.mem_mb
@@ -185,14 +187,14 @@ class _Limits:
         self.default_qos = config.default_qos
         self.jobs_of = jobs_of
         self.gpus_of = gpus_of
-        self.fits: dict[tuple[int, int, int, str | None, int | None], bool] = {}  # by request shape
+        self.fits: dict[tuple[int, int, int, str | None, int | None, str | None], bool] = {}  # by request shape
 
     def reason(self, job: PendingJob) -> PendingReason | None:
         """The reason a job may not start whatever is free, or None."""
         if job.held:
             return PendingReason.HELD
         request = job.request
-        shape = (request.gpus, request.cpus, request.mem_mb, request.gpu_type, request.gpu_mem_mb)
+        shape = (request.gpus, request.cpus, request.mem_mb, request.gpu_type, request.gpu_mem_mb, request.requirements)
         fits = self.fits.get(shape)
         if fits is None:
             fits = self.fits[shape] = _fits_some_node(request, self.nodes)
@@ -224,8 +226,10 @@ def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
     for node in nodes:
         if request.cpus > node.cpus or request.mem_mb > node.mem_mb or request.gpus > len(node.gpus):
             continue
-        if request.gpus == 0 or (request.gpu_type is None and request.gpu_mem_mb is None):
+        if not node_matches(node, request):
+            continue
+        if request.gpus == 0 or (request.gpu_type is None and request.gpu_mem_mb is None and request.requirements is None):
             return True
-        if sum(gpu_matches(g, request) for g in node.gpus) >= request.gpus:
+        if sum(gpu_matches(g, request, node) for g in node.gpus) >= request.gpus:
             return True
     return False

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from corral.core import classad
 from corral.core.units import format_memory
 from corral.errors import Unsatisfiable
+
+# Compute capability by GPU type, for declared GPUs (NVML reports it for detected ones).
+CAPABILITY_BY_TYPE: dict[str, float] = {
+    "k80": 3.7, "p100": 6.0, "v100": 7.0, "titan-v": 7.0, "t4": 7.5, "rtx-2080-ti": 7.5, "a100": 8.0, "a30": 8.0,
+    "a10": 8.6, "a40": 8.6, "a16": 8.6, "a6000": 8.6, "rtx-a6000": 8.6, "rtx-a5000": 8.6, "rtx-a4000": 8.6,
+    "rtx-3090": 8.6, "rtx-3080": 8.6, "3090": 8.6, "l4": 8.9, "l40": 8.9, "l40s": 8.9, "rtx-4090": 8.9,
+    "4090": 8.9, "rtx-6000-ada": 8.9, "h100": 9.0, "h200": 9.0, "gh200": 9.0, "b100": 10.0, "b200": 10.0,
+    "gb200": 10.0, "rtx-5090": 12.0,
+}
+
+
+def capability_of(gpu_type: str) -> float | None:
+    """The compute capability of a GPU type (`A100`, `a100-80g`, `RTX 3090`); None: not in the table."""
+    name = re.sub(r"[\s_]+", "-", gpu_type.strip().lower())
+    if name in CAPABILITY_BY_TYPE:
+        return CAPABILITY_BY_TYPE[name]
+    base = re.sub(r"-(\d+g[b]?|pcie|sxm\d*|nvl|hbm\d*e?)$", "", name)  # a100-80g, h100-sxm
+    return CAPABILITY_BY_TYPE.get(base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +37,10 @@ class Gpu:
     uuid: str | None = None
     minor: int | None = None
     """Its device's minor number (/dev/nvidiaN), as NVML says; None: the same as its index (declared GPUs)."""
+    capability: float | None = None
+    """CUDA compute capability (8.0 for an A100), from NVML or the table by type; None: unknown."""
+    device_name: str | None = None
+    """The name NVML gives (`NVIDIA A100-SXM4-80GB`); None: declared, and its type stands for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +49,9 @@ class Node:
     cpus: int
     mem_mb: int
     gpus: tuple[Gpu, ...] = ()
+    arch: str = "X86_64"
+    """HTCondor's Arch for its processors: X86_64 or aarch64."""
+    opsys: str = "LINUX"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +63,8 @@ class Request:
     gpu_mem_mb: int | None = None
     cpus: int = 1
     mem_mb: int = 0
+    requirements: str | None = None
+    """A ClassAd expression (HTCondor's requirements) each of its GPUs (or, without GPU terms, its node) meets."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +87,32 @@ class Allocation:
     """Told to make room already; its resources count as soon free."""
 
 
-def gpu_matches(gpu: Gpu, request: Request) -> bool:
+def gpu_matches(gpu: Gpu, request: Request, node: Node | None = None) -> bool:
+    """Whether a GPU (of `node`, whose OpSys and Arch requirements may read) can serve the request."""
     if request.gpu_type is not None and gpu.type.lower() != request.gpu_type.lower():
         return False
-    return request.gpu_mem_mb is None or gpu.mem_mb >= request.gpu_mem_mb
+    if request.gpu_mem_mb is not None and gpu.mem_mb < request.gpu_mem_mb:
+        return False
+    return request.requirements is None or classad.holds(classad.compiled(request.requirements), machine(node, gpu))
+
+
+def node_matches(node: Node, request: Request) -> bool:
+    """Whether the node meets requirements that name no GPU property (those are checked per GPU)."""
+    if request.requirements is None:
+        return True
+    expr = classad.compiled(request.requirements)
+    return classad.uses_gpu(expr) or classad.holds(expr, machine(node, None))
+
+
+def machine(node: Node | None, gpu: Gpu | None) -> dict[str, object]:
+    """A node (and one of its GPUs) as the properties a ClassAd expression reads."""
+    props: dict[str, object] = {} if node is None else {
+        "node.opsys": node.opsys, "node.arch": node.arch, "node.mem_mb": node.mem_mb, "node.cpus": node.cpus,
+    }
+    if gpu is not None:
+        props.update({"gpu.capability": gpu.capability, "gpu.mem_mb": gpu.mem_mb,
+                      "gpu.name": gpu.device_name or gpu.type})
+    return props
 
 
 def check_satisfiable(request: Request, nodes: Sequence[Node]) -> None:
@@ -74,16 +125,20 @@ def check_satisfiable(request: Request, nodes: Sequence[Node]) -> None:
         raise Unsatisfiable("gpus", "the server has no nodes")
     if any(_fits_empty(request, node) for node in nodes):
         return
+    if request.requirements is not None:
+        _check_requirements(request, nodes)
     if request.gpus:
-        matching = max(sum(gpu_matches(g, request) for g in node.gpus) for node in nodes)
+        matching = max(sum(gpu_matches(g, request, node) for g in node.gpus) for node in nodes)
         if matching < request.gpus:
             most = max(len(node.gpus) for node in nodes)
-            if request.gpu_type is None and request.gpu_mem_mb is None:
+            if request.gpu_type is None and request.gpu_mem_mb is None and request.requirements is None:
                 raise Unsatisfiable("gpus", f"requested {_gpus(request.gpus)}; the largest node has {most}")
-            types = sorted({f"{g.type} ({format_memory(g.mem_mb)})" for node in nodes for g in node.gpus})
+            types = sorted({_describe(g) for node in nodes for g in node.gpus})
             wanted = request.gpu_type or "any type"
             if request.gpu_mem_mb:
                 wanted += f" with at least {format_memory(request.gpu_mem_mb)}"
+            if request.requirements:
+                wanted += f" meeting the requirements {request.requirements}"
             raise Unsatisfiable(
                 "gpus", f"requested {_gpus(request.gpus)} of {wanted}; the most any node has is {matching}",
                 f"GPUs here: {', '.join(types) or 'none'}",
@@ -103,8 +158,33 @@ def _fits_empty(request: Request, node: Node) -> bool:
     return (
         request.cpus <= node.cpus
         and request.mem_mb <= node.mem_mb
-        and sum(gpu_matches(g, request) for g in node.gpus) >= request.gpus
+        and node_matches(node, request)
+        and sum(gpu_matches(g, request, node) for g in node.gpus) >= request.gpus
     )
+
+
+def _check_requirements(request: Request, nodes: Sequence[Node]) -> None:
+    """Name the part of the requirements that no node (or no GPU) meets, if one part is to blame."""
+    assert request.requirements is not None
+    expr = classad.compiled(request.requirements)
+    per_gpu = classad.uses_gpu(expr)
+    for part in classad.conjuncts(expr):
+        if per_gpu:
+            met = any(classad.holds(part, machine(node, g)) for node in nodes for g in node.gpus)
+        else:
+            met = any(classad.holds(part, machine(node, None)) for node in nodes)
+        if not met:
+            here = sorted({_describe(g) for node in nodes for g in node.gpus}) if per_gpu else sorted(
+                {f"{node.name}: OpSys {node.opsys}, Arch {node.arch}" for node in nodes})
+            raise Unsatisfiable(
+                "requirements", f"no {'GPU' if per_gpu else 'node'} here satisfies {part.text}",
+                f"{'GPUs' if per_gpu else 'nodes'} here: {', '.join(here) or 'none'}",
+            )
+
+
+def _describe(gpu: Gpu) -> str:
+    capability = f", capability {gpu.capability:.1f}" if gpu.capability is not None else ""
+    return f"{gpu.type} ({format_memory(gpu.mem_mb)}{capability})"
 
 
 def _gpus(count: int) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from corral.core import sbatch
+from corral.core import classad, sbatch
 from corral.core.arrays import parse_array
 from corral.core.bodies import check_text
 from corral.core.dependency import parse_dependency
@@ -48,6 +48,7 @@ REQUEST_FIELDS = frozenset({
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
+    "requirements", "user_log",
 })
 
 
@@ -99,12 +100,16 @@ class JobSpec:
     """sbatch's --account: its coordinators may manage the job (None until the server fills in the default)."""
     umask: int | None = None
     """The submitter's umask, applied to the job's files (None: the server's)."""
+    requirements: str | None = None
+    """A ClassAd expression (HTCondor's requirements) over the node and each GPU it gets; see corral.core.classad."""
+    user_log: str | None = None
+    """An HTCondor job event log to append to (submit, execute, terminate): an absolute path pattern (`%A`)."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def request(self) -> Request:
         """The resources it needs, as the scheduler sees them."""
-        return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb)
+        return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb, self.requirements)
 
 
 def check_script_size(request: Mapping[str, Any], max_mb: int) -> None:
@@ -182,6 +187,8 @@ def build_spec(
         raise InvalidRequest("workdir", "must be a directory path")
     workdir = _directory(os.path.join(submit_dir, workdir_text), "workdir", user, can_enter)
     stdout, stderr = _log_patterns(fields, log_dir)
+    requirements = _requirements(fields.get("requirements"), gpus)
+    user_log = _user_log(fields.get("user_log"), workdir)
     return JobSpec(
         name=_name(fields.get("name"), command, fields.get("script_name") if script is not None else None),
         user=user,
@@ -212,6 +219,8 @@ def build_spec(
         warn_signal=_signal_text(fields.get("signal")),
         account=_config_name(fields.get("account"), "account"),
         umask=_umask(fields.get("umask")),
+        requirements=requirements,
+        user_log=user_log,
         warnings=tuple(warnings),
     )
 
@@ -246,6 +255,7 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
     gpu_mem_mb = _size_or_none(fields, "gpu_mem", "gpu_mem_mb") if "gpu_mem" in fields else spec.gpu_mem_mb
     if gpu_mem_mb is not None and gpus == 0:
         raise InvalidRequest("gpu_mem", "is set but no GPUs are requested", "add gpus, or clear gpu_mem")
+    _requirements(spec.requirements, gpus)
     return replace(
         spec,
         name=_name(fields["name"], spec.command, None) if "name" in fields else spec.name,
@@ -259,6 +269,31 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
         preemptible=_yes_no(fields["preemptible"], "preemptible") if "preemptible" in fields else spec.preemptible,
         warnings=(),
     )
+
+
+def _requirements(value: Any, gpus: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest("requirements", "must be the text of a ClassAd expression", "e.g. (CUDACapability >= 7.0)")
+    text = " ".join(value.split())
+    if len(text) > 4000:
+        raise InvalidRequest("requirements", f"is {len(text)} characters; corral takes up to 4000", "shorten it")
+    expr = classad.parse(text)
+    if classad.uses_gpu(expr) and gpus == 0:
+        raise InvalidRequest(
+            "requirements", f"{text} names GPU properties, but the job asks for no GPU", "add request_gpus (--gpus N)",
+        )
+    return text
+
+
+def _user_log(value: Any, workdir: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest("user_log", "must be a file path", "e.g. job.log")
+    check_pattern(value, "user_log")
+    return os.path.normpath(os.path.join(workdir, value))
 
 
 def _command(given: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:

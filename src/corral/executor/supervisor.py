@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from corral.executor import endings, files
+from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 
 MEMORY_CHECK_INTERVAL_S = 0.5
@@ -119,6 +119,7 @@ class Supervisor:
             return
         os.write(gate_w, b"1")
         os.close(gate_w)
+        self.write_condor_event(lambda c, p: condor_log.executing(c, p, time.time()))
         state, status, usage = self.watch(wake_r)
         # Slurm's rule: the job's leftover processes die with it, and only then are its resources free
         if self.cgroup is not None:
@@ -461,11 +462,25 @@ class Supervisor:
 
     def finish(self, state: str, exit_code: int | None, sig: int | None, error: str | None = None,
                usage: dict[str, float] | None = None) -> None:
+        cpu = float((usage or {}).get("cpu_time_s") or 0.0)
+        self.write_condor_event(lambda c, p: condor_log.ended(c, p, time.time(), state, exit_code, sig, error, cpu))
         # through the space the server reserved before the launch: an outcome is recordable on a full disk
         files.write_json_reserved(self.path(files.RESULT), {
             "state": state, "exit_code": exit_code, "signal": sig, "end_time": time.time(),
             "error": error[:4000] if error else error, "usage": usage,
         }, self.path(files.RESULT_RESERVED))
+
+    def write_condor_event(self, make: Callable[[int, int], str]) -> None:
+        """Append an event to the job's HTCondor event log (submit file's `log`), as its owner."""
+        target = self.config.get("condor_log")
+        if not target:
+            return
+        try:
+            text = make(int(target["cluster"]), int(target["proc"]))
+            first = (int(target["cluster"]), int(target["proc"]), float(target["submit_time"]))
+            self.as_owner(lambda: condor_log.append(target["path"], text, submitted_at=first))
+        except OSError as exc:
+            self.log(f"cannot write the HTCondor event log {target['path']}: {exc}")
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True

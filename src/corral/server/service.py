@@ -580,11 +580,12 @@ class JobService:
                 job = holders.get((node.name, gpu.index))
                 gpus.append({
                     "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
+                    "capability": gpu.capability, "device_name": gpu.device_name,
                     "job_id": job.id if job else None, "job_name": job.spec.name if job else None,
                     "user": job.spec.user if job else None,
                 })
             out.append({
-                "name": node.name, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
+                "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
                 "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
                 "isolation": self.isolation[0], "isolation_detail": self.isolation[1],
             })

@@ -18,7 +18,7 @@ _SPEC_COLUMNS = (
     "name", "user", "command", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
-    "account", "umask",
+    "account", "umask", "requirements", "user_log",
 )
 _IDS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 
@@ -210,6 +210,7 @@ def _job(row: Mapping[str, Any]) -> Job:
         submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"], dependency=row["dependency"],
         kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"], preemptible=row["preemptible"],
         warn_signal=row["warn_signal"], nodes=row["nodes"], account=row["account"], umask=row["umask"],
+        requirements=row["requirements"], user_log=row["user_log"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(

@@ -56,6 +56,8 @@ jobs = Table(
     Column("nodes", Integer, nullable=False, server_default="1"),
     Column("account", String(64)),
     Column("umask", Integer),
+    Column("requirements", Text),
+    Column("user_log", Text),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,
