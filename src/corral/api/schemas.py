@@ -131,6 +131,7 @@ class PriorityOut(BaseModel):
     """A pending job's priority and its factors (each in [0, 1]), like Slurm's sprio."""
 
     id: int
+    ref: str = Field(description="The job as `queue` and `show` name it: 12, or 12_3 for task 3 of array 12.")
     name: str
     user: str
     partition: str

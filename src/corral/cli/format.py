@@ -74,7 +74,7 @@ def start_table(jobs: Sequence[dict[str, Any]]) -> str:
 def priority_table(rows: Sequence[dict[str, Any]]) -> str:
     return table(
         ["JOBID", "PARTITION", "USER", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE", "REASON"],
-        [[str(r["id"]), r["partition"], r["user"], str(r["priority"]), f"{r['age']:.3f}", f"{r['fairshare']:.3f}",
+        [[str(r.get("ref") or r["id"]), r["partition"], r["user"], str(r["priority"]), f"{r['age']:.3f}", f"{r['fairshare']:.3f}",
           f"{r['job_size']:.3f}", f"{r['partition_factor']:.3f}", f"{r['qos_factor']:.3f}", str(r["nice"]),
           r.get("reason") or "None"] for r in rows],
     )
