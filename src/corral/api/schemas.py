@@ -110,6 +110,7 @@ class GpuOut(BaseModel):
     mem_mb: int
     uuid: str | None
     job_id: int | None
+    job_ref: str | None = Field(None, description="The job as `queue` names it: 12, or 12_3 for task 3 of array 12.")
     job_name: str | None
     user: str | None
 

@@ -124,7 +124,7 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
     rows = []
     for node in nodes:
         for gpu in node["gpus"]:
-            holder = f"{gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
+            holder = f"{gpu.get('job_ref') or gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
             rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]), holder])
     summary = [
         f"{n['name']}: CPUs {n['cpus_alloc']}/{n['cpus']} allocated, memory {format_memory(n['mem_alloc_mb']) if n['mem_alloc_mb'] else 0}"

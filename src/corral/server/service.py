@@ -575,7 +575,8 @@ class JobService:
                 job = holders.get((node.name, gpu.index))
                 gpus.append({
                     "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
-                    "job_id": job.id if job else None, "job_name": job.spec.name if job else None,
+                    "job_id": job.id if job else None, "job_ref": job.ref if job else None,
+                    "job_name": job.spec.name if job else None,
                     "user": job.spec.user if job else None,
                 })
             out.append({

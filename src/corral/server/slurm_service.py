@@ -433,7 +433,7 @@ class SlurmJobService(JobService):
 
     def nodes_view(self) -> list[dict[str, Any]]:
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
-                 "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "job_id": None, "job_name": None,
+                 "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "job_id": None, "job_ref": None, "job_name": None,
                            "user": None} for g in n.gpus]} for n in self.nodes]
 
 
