@@ -222,7 +222,7 @@ class JobService:
         for key, section, what in (("partition", "partitions", "partitions"), ("qos", "qos", "QoS")):
             if changes.get(key) is not None and section not in self.config.configured:
                 raise InvalidRequest(key, f"this server has no {what} configured, so the job cannot move to "
-                                     f"{key} {changes[key]!r}; nothing was changed",
+                                     f"{key} {changes[key]!r:.60}; nothing was changed",
                                      f"leave it out (every job runs in the default {key}), or ask an admin to define "
                                      f"[{section}.NAME] in the server's config.toml")
 
