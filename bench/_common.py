@@ -363,7 +363,7 @@ def emit(result: dict[str, Any], lines: list[tuple[str, Any, str]], json_opt: st
 
 
 def verdict(value: float, floor: float, higher_is_better: bool) -> str:
-    if math.isnan(value):
+    if math.isnan(value) or math.isnan(floor):  # nothing measured, or nothing to compare with: neither PASS nor MISS
         return "n/a"
     ok = value >= floor if higher_is_better else value <= floor
     return "PASS" if ok else "MISS"

@@ -436,7 +436,9 @@ def _error_from(status: int, data: bytes) -> CorralError:
         return error
     cls = ERROR_TYPES.get(body.get("code", ""), CorralError)
     if issubclass(cls, InvalidRequest):
-        error = cls(body.get("field") or "", "", None)
+        problems = body.get("problems")
+        error = cls(body.get("field") or "", "", None,
+                    tuple(str(p) for p in problems) if isinstance(problems, list) else ())
     else:
         error = cls("")
     error.message = body.get("message", "")

@@ -1,7 +1,8 @@
 """The errors corral raises, one hierarchy for the server, the CLI and the client.
 
     CorralError                  base of everything below
-    ├── InvalidRequest           bad input: names the field and the fix (HTTP 422)
+    ├── InvalidRequest           bad input: names the field and the fix (HTTP 422); `problems` lists
+    │                            each of several at once (a batch script's directives)
     │   └── Unsatisfiable        a valid request that no node could ever run (HTTP 422)
     ├── NotFound                 no such job (HTTP 404)
     ├── Conflict                 the request clashes with the job's state (HTTP 409)
@@ -33,21 +34,37 @@ class CorralError(Exception):
 
 
 class InvalidRequest(CorralError):
-    """Input that cannot be accepted; `field` names it, `hint` says what would be."""
+    """Input that cannot be accepted; `field` names it, `hint` says what would be.
+
+    `problems`: when one input has several faults (a script's directives), each one as a line a
+    person reads, with where it is and its fix; `message` then lists them all too.
+    """
 
     status = 422
     code = "invalid"
 
-    def __init__(self, field: str, message: str, hint: str | None = None) -> None:
+    def __init__(self, field: str, message: str, hint: str | None = None, problems: tuple[str, ...] = ()) -> None:
         text = f"{field}: {message}" if field else message
         if hint:
             text = f"{text} ({hint})"
         super().__init__(text)
         self.field = field
         self.hint = hint
+        self.problems = tuple(problems)
 
     def to_dict(self) -> dict[str, object]:
-        return {"code": self.code, "message": self.message, "field": self.field, "hint": self.hint}
+        out: dict[str, object] = {"code": self.code, "message": self.message, "field": self.field, "hint": self.hint}
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
+
+
+def several_problems(field: str, what: str, problems: list[str]) -> InvalidRequest:
+    """One error for every fault found in `field` (`what` says where they are), each on a line of its own."""
+    if len(problems) == 1:
+        return InvalidRequest(field, problems[0], problems=(problems[0],))
+    listed = "".join(f"\n  {problem}" for problem in problems)
+    return InvalidRequest(field, f"{len(problems)} problems in {what}, all listed here:{listed}", problems=tuple(problems))
 
 
 class Unsatisfiable(InvalidRequest):

@@ -229,3 +229,76 @@ def test_wrap_is_a_batch_script_so_array_tasks_see_their_number(run):
     assert run("wait", array_id).exit_code == 0
     for task in range(3):
         assert run("logs", f"{array_id}_{task}").output == f"task {task} of {array_id}\n"
+
+
+def test_every_problem_of_a_batch_script_is_shown_at_once(run, short_tmp):
+    path = os.path.join(short_tmp, "ddp.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --job-name=ddp\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=4\n"
+                "#SBATCH --gpus-per-node=4\n#SBATCH --exclusive\n#SBATCH --constraint=a100\n"
+                "#SBATCH --time=2-00:00:00x\nsrun python train.py\n")
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", path])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == "corral: error: script: 5 problems in the script's directives, all listed here:"
+    assert [line.split(":")[0] for line in lines[1:]] == ["  line 3", "  line 4", "  line 6", "  line 7", "  line 8"]
+    for text in ("--nodes=4: this server runs each job on one machine", "--ntasks-per-node=4", "--exclusive",
+                 "--constraint", "--time=2-00:00:00x"):
+        assert text in result.output, text
+    assert json.loads(run("queue", "--json").output) == []
+
+
+def test_cpus_is_taken_as_the_spelling_people_type(run):
+    job = json.loads(run("submit", "--json", "--cpus", "2", "--", "true").output)
+    assert job["cpus"] == 2
+    blocker = run("submit", "--parsable", "--gpus", "4", "--", "sleep", "30").output.strip()
+    waiting = run("submit", "--parsable", "--gpus", "1", "--", "true").output.strip()
+    result = run("update", waiting, "--cpus", "2")
+    assert result.exit_code == 0, result.output
+    assert json.loads(run("show", waiting, "--json").output)["cpus"] == 2
+    run("cancel", blocker, waiting)
+
+
+def test_update_to_a_partition_on_a_server_without_partitions_is_refused_and_changes_nothing(run):
+    blocker = run("submit", "--parsable", "--gpus", "4", "--", "sleep", "30").output.strip()
+    waiting = run("submit", "--parsable", "--gpus", "1", "-t", "10", "--", "true").output.strip()
+    before = json.loads(run("show", waiting, "--json").output)
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "update", waiting, "--partition", "debug", "-t", "5"])
+    assert result.exit_code == 1
+    assert "updated" not in result.output
+    assert "partition: this server has no partitions configured, so the job cannot move to partition 'debug'" \
+        in result.output
+    assert "[partitions.NAME]" in result.output
+    result = CliRunner().invoke(cli, ["--home", run.server.home, "update", waiting, "--qos", "high"])
+    assert result.exit_code == 1 and "this server has no QoS configured" in result.output
+    after = json.loads(run("show", waiting, "--json").output)
+    assert (after["partition"], after["time_limit_s"]) == (before["partition"], before["time_limit_s"]) == ("default", 600)
+    run("cancel", blocker, waiting)
+
+
+def test_priority_names_array_tasks_as_queue_and_show_do(run):
+    # two preemptible tasks run; a job of higher priority preempts both, and they wait again as tasks 1_0, 1_1
+    array = run("submit", "--parsable", "-a", "0-1", "--gpus", "2", "--nice", "100", "--preemptible",
+                "--", "sleep", "60").output.strip()
+    wait_for(lambda: sum(j["state"] == "RUNNING" for j in json.loads(run("queue", "--json").output)) == 2)
+    high = run("submit", "--parsable", "--gpus", "4", "--", "sleep", "30").output.strip()
+    wait_for(lambda: json.loads(run("show", high, "--json").output)["state"] == "RUNNING", timeout=30)
+    rows = wait_for(lambda: len(r := json.loads(run("priority", "--json").output)) == 2 and r, timeout=30)
+    assert sorted(r["ref"] for r in rows) == [f"{array}_0", f"{array}_1"]
+    table = run("priority").output.splitlines()
+    assert sorted(line.split()[0] for line in table[1:]) == [f"{array}_0", f"{array}_1"]
+    queued = {j["ref"] for j in json.loads(run("queue", "--json").output) if j["state"] == "PENDING"}
+    assert {r["ref"] for r in rows} <= queued
+    run("cancel", array, high)
+
+
+def test_whoami_says_the_scope_once_and_what_it_allows(run):
+    result = run("whoami")
+    assert result.exit_code == 0, result.output
+    first, second = result.output.splitlines()
+    user = json.loads(run("whoami", "--json").output)
+    assert first.startswith(f"{user['user']} ({user['scope']}), known by ")
+    assert first.count(user["scope"]) == 1
+    allows = {"admin": "you may manage every user's jobs, tokens and alert channels",
+              "submit": "you may submit jobs, log runs, and manage your own jobs and alerts"}
+    assert second == allows[user["scope"]]

@@ -120,3 +120,26 @@ def test_alert_commands_create_list_ack_and_explain_bad_input(home, http):
 def test_recommend_needs_no_server():
     out = corral("/nonexistent-home", "recommend", "--params", "7B")
     assert "2×A100-80G" in out and "Adam" in out  # the answer, then its arithmetic
+
+
+def test_the_readmes_smtp_section_against_a_relay_without_tls_fails_saying_why(server_factory, short_tmp, smtp_server):
+    import os
+
+    collector, port = smtp_server
+    home = os.path.join(short_tmp, "mailhome")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(f'[smtp]\nhost = "127.0.0.1"\nport = {port}\nsender = "corral@lab.org"\nstarttls = true\n'
+                f'username = "corral"\npassword = "hunter2"\n')
+    server = server_factory(gpus=0, home=home)
+    corral(server.home, "alert", "channel", "add", "mail", "--email", "oncall@lab.org")
+    out = corral(server.home, "alert", "channel", "test", "mail", code=1)
+    assert f"127.0.0.1:{port} does not offer STARTTLS" in out and "starttls = false" in out
+    assert collector.envelopes == []
+
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(f'[smtp]\nhost = "127.0.0.1"\nport = {port}\nsender = "corral@lab.org"\nstarttls = false\n')
+    server.stop()
+    server = server_factory(gpus=0, home=home)
+    assert "test notification sent" in corral(server.home, "alert", "channel", "test", "mail")
+    assert collector.envelopes[0].rcpt_tos == ["oncall@lab.org"]

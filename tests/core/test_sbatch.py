@@ -223,3 +223,75 @@ def test_parse_options_error_names_the_source():
 def test_parse_options_empty_gives_nothing():
     directives = parse_options([])
     assert directives.fields == {} and directives.warnings == []
+
+
+MULTI_NODE_SCRIPT = """\
+#!/bin/bash
+#SBATCH --job-name=ddp
+#SBATCH --nodes=4
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --exclusive
+#SBATCH --constraint=a100
+#SBATCH --time=2-00:00:00x
+srun python train.py
+"""
+
+
+def test_parse_script_names_every_unsupported_directive_at_once_with_its_line():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(MULTI_NODE_SCRIPT)
+    assert err.value.field == "script"
+    assert err.value.problems == (
+        "line 4: #SBATCH --ntasks-per-node=4: corral runs a job as one task on one node (use --nodes=1 --ntasks=1; "
+        "multi-node jobs need the Slurm backend, which runs the script under srun)",
+        "line 6: #SBATCH option --exclusive is not supported by corral (remove it)",
+        err.value.problems[2],
+    )
+    assert err.value.problems[2].startswith("line 7: #SBATCH option --constraint is not supported by corral (remove it")
+    assert "3 problems" in err.value.message
+    for problem in err.value.problems:
+        assert problem in err.value.message
+    assert err.value.to_dict()["problems"] == list(err.value.problems)
+
+
+def test_parse_script_reads_past_an_unreadable_line_to_the_next_problem():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script('#SBATCH --job-name="unclosed', "#SBATCH --hold", "#SBATCH mem=1G"))
+    lines = [p.split(":")[0] for p in err.value.problems]
+    assert lines == ["line 2", "line 3", "line 4"]
+    assert "unclosed" in err.value.problems[0] and "--hold" in err.value.problems[1]
+    assert "'mem=1G' is not an option" in err.value.problems[2]
+
+
+def test_an_option_never_takes_its_value_from_the_next_directive_line():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script("#SBATCH --mem", "#SBATCH --time=10"))
+    assert err.value.problems == ("line 2: #SBATCH option --mem needs a value (e.g. --mem=VALUE)",)
+
+
+def test_build_spec_lists_a_scripts_bad_directives_values_and_node_count_together():
+    from corral.core.spec import build_spec
+
+    with pytest.raises(InvalidRequest) as err:
+        build_spec({"script": MULTI_NODE_SCRIPT}, user="ada", log_dir="/tmp", default_workdir="/tmp", server_env={},
+                   max_nodes=1)
+    problems = err.value.problems
+    assert [p.split(":")[0] for p in problems] == ["line 3", "line 4", "line 6", "line 7", "line 8"]
+    assert "--nodes=4: this server runs each job on one machine" in problems[0]
+    assert "corral up --backend slurm" in problems[0]
+    assert "--time=2-00:00:00x: cannot read '2-00:00:00x' as a duration" in problems[4]
+    assert err.value.message.startswith("script: 5 problems in the script's directives")
+    assert err.value.message.count("\n  line ") == 5
+
+
+def test_a_request_field_that_replaces_a_bad_directive_hides_its_problem():
+    from corral.core.spec import build_spec
+
+    text = script("#SBATCH --time=soon", "#SBATCH --cpus-per-task=lots")
+    with pytest.raises(InvalidRequest) as err:
+        build_spec({"script": text}, user="ada", log_dir="/tmp", default_workdir="/tmp", server_env={})
+    assert len(err.value.problems) == 2
+    spec = build_spec({"script": text, "time": "10", "cpus": 2}, user="ada", log_dir="/tmp", default_workdir="/tmp",
+                      server_env={})
+    assert (spec.time_limit_s, spec.cpus) == (600, 2)

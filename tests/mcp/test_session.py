@@ -510,3 +510,38 @@ def test_http_names_the_bad_option_and_protects_every_loopback_address(tmp_path)
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_every_tool_names_an_array_task_as_the_agent_does_and_takes_its_id_as_number_or_text(server_factory):
+    server = server_factory(gpus=2)
+    corral = server.client()
+    array = corral.submit(["sleep", "60"], gpus=1, array="0-1%1")  # task 0 runs, task 1 waits
+    first = f"{array['id']}_0"
+    wait_for(lambda: corral.get(first)["state"] == "RUNNING")
+    task_id = corral.get(first)["id"]
+    assert task_id != array["id"]
+    run = corral.create_run(project="naming", name="task0", job_id=task_id)
+    single = corral.submit(["true"], gpus=0)
+
+    async def session() -> None:
+        async with over_stdio(server.home) as agent:
+            held = [g for g in (await call(agent, "list_gpus"))["gpus"] if not g["free"]]
+            assert [g["job_id"] for g in held] == [first]  # not corral's internal id of the task
+
+            runs = (await call(agent, "list_runs", job_id=first))["runs"]
+            assert [(r["id"], r["job_id"]) for r in runs] == [(run["id"], first)]
+            assert [r["job_id"] for r in (await call(agent, "list_runs", project="naming"))["runs"]] == [first]
+
+            assert (await call(agent, "list_runs", job_id=single["id"]))["runs"] == []
+            efficiency = await call(agent, "job_efficiency", job_id=first)
+            assert efficiency["job_id"] == first
+
+            # the seed's tools keep workloadId, a string, and take the number too
+            assert (await call(agent, "workload_get", workloadId=single["id"]))["workloadId"] == str(single["id"])
+            assert (await call(agent, "workload_get", workloadId=str(single["id"])))["workloadId"] == str(single["id"])
+            # corral's own keep job_id: the number as given, or the task's text
+            assert (await call(agent, "view_gpu_job", job_id=str(single["id"])))["job_id"] == single["id"]
+            assert (await refused(agent, "list_runs", job_id="12; rm")).startswith("job_id: give a job number like 12")
+            corral.cancel(str(array["id"]))
+
+    anyio.run(session)

@@ -203,6 +203,19 @@ def test_a_relay_that_cannot_log_in_is_a_delivery_error(smtp_server) -> None:
         deliver(to_me, NOTE, relay, timeout_s=5)
 
 
+def test_starttls_against_a_relay_without_tls_says_so_and_how_to_fix_it(smtp_server) -> None:
+    collector, port = smtp_server  # aiosmtpd without a TLS context: it offers no STARTTLS
+    to_me = parse_channel({"name": "mail", "type": "email", "to": "oncall@example.com"})
+    relay = SmtpSettings(host="127.0.0.1", port=port, starttls=True, username="corral", password="hunter2")
+    with pytest.raises(DeliveryError) as caught:
+        deliver(to_me, NOTE, relay, timeout_s=5)
+    message = caught.value.message
+    assert f"the mail server 127.0.0.1:{port} does not offer STARTTLS" in message
+    assert "set starttls = false in the [smtp] section" in message
+    assert "hunter2" not in message
+    assert collector.envelopes == [] and collector.logins == []  # nothing sent, no password offered in clear
+
+
 def test_no_mail_server_is_a_delivery_error() -> None:
     port = free_port()
     with pytest.raises(DeliveryError) as caught:

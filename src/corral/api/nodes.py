@@ -22,7 +22,7 @@ async def list_nodes(request: Request) -> Response:
 @router.get("/priority", response_model=list[PriorityOut], summary="Pending jobs' priorities and their factors")
 async def priority(request: Request) -> Response:
     rows = [
-        {"id": job.id, "name": job.spec.name, "user": job.spec.user, "partition": job.spec.partition,
+        {"id": job.id, "ref": job.ref, "name": job.spec.name, "user": job.spec.user, "partition": job.spec.partition,
          "priority": f.priority, "age": round(f.age, 6), "fairshare": round(f.fairshare, 6),
          "job_size": round(f.job_size, 6), "partition_factor": round(f.partition, 6), "qos_factor": round(f.qos, 6),
          "nice": f.nice, "reason": job.reason}

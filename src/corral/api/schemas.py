@@ -127,6 +127,7 @@ class GpuOut(BaseModel):
     """CUDA compute capability (8.0 for an A100): from NVML, or the table by type for declared GPUs."""
     device_name: str | None = None
     job_id: int | None
+    job_ref: str | None = Field(None, description="The job as `queue` names it: 12, or 12_3 for task 3 of array 12.")
     job_name: str | None
     user: str | None
 
@@ -150,6 +151,7 @@ class PriorityOut(BaseModel):
     """A pending job's priority and its factors (each in [0, 1]), like Slurm's sprio."""
 
     id: int
+    ref: str = Field(description="The job as `queue` and `show` name it: 12, or 12_3 for task 3 of array 12.")
     name: str
     user: str
     partition: str

@@ -74,7 +74,7 @@ def start_table(jobs: Sequence[dict[str, Any]]) -> str:
 def priority_table(rows: Sequence[dict[str, Any]]) -> str:
     return table(
         ["JOBID", "PARTITION", "USER", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE", "REASON"],
-        [[str(r["id"]), r["partition"], r["user"], str(r["priority"]), f"{r['age']:.3f}", f"{r['fairshare']:.3f}",
+        [[str(r.get("ref") or r["id"]), r["partition"], r["user"], str(r["priority"]), f"{r['age']:.3f}", f"{r['fairshare']:.3f}",
           f"{r['job_size']:.3f}", f"{r['partition_factor']:.3f}", f"{r['qos_factor']:.3f}", str(r["nice"]),
           r.get("reason") or "None"] for r in rows],
     )
@@ -148,7 +148,7 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
     rows = []
     for node in nodes:
         for gpu in node["gpus"]:
-            holder = f"{gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
+            holder = f"{gpu.get('job_ref') or gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
             capability = gpu.get("capability")
             rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]),
                          "-" if capability is None else f"{capability:.1f}", holder])

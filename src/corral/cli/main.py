@@ -30,7 +30,13 @@ class CorralGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CorralError as exc:
-            click.echo(f"corral: error: {escape(exc.message)}", err=True)
+            problems = getattr(exc, "problems", ())
+            if len(problems) > 1:  # each on a line of its own; escape() would show the message's newlines as \n
+                click.echo(f"corral: error: {escape(exc.message.partition(chr(10))[0])}", err=True)
+                for problem in problems:
+                    click.echo(f"  {escape(problem)}", err=True)
+            else:
+                click.echo(f"corral: error: {escape(exc.message)}", err=True)
             ctx.exit(1)
 
 
@@ -164,7 +170,7 @@ class SubmitCommand(click.Command):
 @click.option("--gres", help="Slurm style GPU request: gpu:N or gpu:TYPE:N.")
 @click.option("--gpu-type", help="GPU type, e.g. A100.")
 @click.option("--gpu-mem", help="Minimum memory of each GPU, e.g. 40G.")
-@click.option("-c", "--cpus-per-task", "cpus", type=int, help="CPUs [default: 1].")
+@click.option("-c", "--cpus-per-task", "--cpus", "cpus", type=int, help="CPUs [default: 1].")
 @click.option("--mem", help="Host memory, e.g. 16G; the job is killed past it [default: no limit].")
 @click.option("--mem-per-cpu", help="Host memory per CPU.")
 @click.option("--mem-per-gpu", help="Host memory per GPU.")
@@ -348,7 +354,7 @@ def release(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None
 @click.option("-p", "--partition", help="Move to this partition.")
 @click.option("-q", "--qos", help="New quality of service.")
 @click.option("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT.")
-@click.option("-c", "--cpus-per-task", "cpus", type=int, help="CPUs.")
+@click.option("-c", "--cpus-per-task", "--cpus", "cpus", type=int, help="CPUs.")
 @click.option("--mem", help="Host memory, e.g. 16G.")
 @click.option("-J", "--job-name", "name", help="New name.")
 @click.option("--json", "as_json", is_flag=True)
@@ -459,9 +465,17 @@ def whoami(ctx: click.Context, as_json: bool) -> None:
         return
     how = {"socket": "the Unix socket's peer credentials", "local": "the kernel's socket table (TCP from this machine)",
            "token": "an API token", "session": "a dashboard session"}.get(me["via"], me["via"])
-    click.echo(f"{me['user']} ({me['scope']}{', admin' if me['admin'] else ''}), known by {how}")
+    # the scope says it all (`admin` is the only scope that makes one an admin); the next line, what it allows
+    click.echo(f"{me['user']} ({me['scope']}), known by {how}")
+    if me["scope"] in _SCOPE_MEANS:
+        click.echo(f"you may {_SCOPE_MEANS[me['scope']]}")
     if me.get("personal_queue_of"):
         click.echo(f"this server is {me['personal_queue_of']}'s personal queue")
+
+
+_SCOPE_MEANS = {"read": "see the queue, jobs, runs and metrics, and change nothing",
+                "submit": "submit jobs, log runs, and manage your own jobs and alerts",
+                "admin": "manage every user's jobs, tokens and alert channels"}
 
 
 def exit_status(job: dict[str, Any]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from corral.errors import InvalidRequest
+from corral.errors import InvalidRequest, several_problems
 
 # option (without dashes) -> request field
 _VALUED: dict[str, str] = {
@@ -48,10 +48,22 @@ _DEFAULT_NICE = "100"  # what sbatch's bare --nice means
 
 @dataclass
 class Directives:
-    """What a script's header asks for: request fields and warnings for what was ignored."""
+    """What a script's header asks for: request fields, warnings for what was ignored, and its faults.
+
+    `problems`: every directive that cannot be taken, each with where it is and its fix, so that a
+    script's author sees them all at once (`parse_*` raise them; `read_script` leaves that to its caller).
+    `places`: each field's directive as written, with its line, to name it when its value is bad.
+    """
 
     fields: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    places: dict[str, str] = field(default_factory=dict)
+
+    def raise_problems(self) -> None:
+        """Raises InvalidRequest (field `script`) listing every problem, if there is any."""
+        if self.problems:
+            raise several_problems("script", "the script's directives", self.problems)
 
 
 def check_shebang(script: str) -> None:
@@ -67,11 +79,23 @@ def parse_script(script: str) -> Directives:
     As in sbatch, directives end at the first line that is neither blank nor a comment.
 
     Raises:
-        InvalidRequest: a directive corral does not support or cannot read; names it.
+        InvalidRequest: directives corral does not support or cannot read; names each with its line.
+    """
+    directives = read_script(script)
+    directives.raise_problems()
+    return directives
+
+
+def read_script(script: str) -> Directives:
+    """`parse_script` that keeps the directives' problems in `problems` instead of raising them.
+
+    Raises:
+        InvalidRequest: the script has no `#!` line.
     """
     check_shebang(script)
-    tokens: list[str] = []
-    for line in script.splitlines()[1:]:
+    tokens: list[tuple[str, int | None]] = []
+    unreadable: list[str] = []
+    for number, line in enumerate(script.splitlines()[1:], start=2):
         stripped = line.strip()
         if not stripped:
             continue
@@ -79,18 +103,32 @@ def parse_script(script: str) -> Directives:
             break
         if stripped.startswith("#SBATCH"):
             try:
-                tokens.extend(shlex.split(stripped[len("#SBATCH"):], comments=True))
+                tokens.extend((token, number) for token in shlex.split(stripped[len("#SBATCH"):], comments=True))
             except ValueError as exc:
-                raise InvalidRequest("script", f"cannot read directive {stripped!r}: {exc}") from None
-    return parse_options(tokens, source="#SBATCH")
+                unreadable.append(f"line {number}: cannot read directive {stripped!r}: {exc} (close the quote)")
+    directives = _read_options(tokens, "#SBATCH")
+    directives.problems[:0] = unreadable
+    directives.problems.sort(key=line_of)
+    return directives
 
 
 def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
-    """Map sbatch-style options (`--mem=16G`, `-c 4`, `-J name`) to request fields."""
+    """Map sbatch-style options (`--mem=16G`, `-c 4`, `-J name`) to request fields.
+
+    Raises:
+        InvalidRequest: options corral does not support or cannot read; names each.
+    """
+    directives = _read_options([(token, None) for token in tokens], source)
+    directives.raise_problems()
+    return directives
+
+
+def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directives:
     out = Directives()
     i = 0
     while i < len(tokens):
-        token = tokens[i]
+        token, line = tokens[i]
+        at = f"line {line}: " if line is not None else ""
         i += 1
         if token.startswith("--"):
             name, has_value, value = token[2:].partition("=")
@@ -98,9 +136,11 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
             name, value = token[1], token[2:]
             has_value = bool(value)
         else:
-            raise InvalidRequest("script", f"{source} {token!r} is not an option", "directives look like --mem=16G")
+            out.problems.append(f"{at}{source} {token!r} is not an option (directives look like --mem=16G)")
+            continue
         if name == "nice":
             out.fields["nice"] = value if has_value else _DEFAULT_NICE
+            out.places["nice"] = f"{at}{source} {token}"
             continue
         if name in _CORRAL_FLAGS:
             out.fields[_CORRAL_FLAGS[name]] = "yes"
@@ -108,39 +148,51 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
         if name in _FLAGS:
             if name in _HARMLESS_FLAGS:
                 out.warnings.append(f"{source} --{name} has no effect on corral's local backend; ignored")
-                continue
-            raise InvalidRequest("script", f"{source} option {_spelled(token, name)} is not supported by corral", "remove it")
+            else:
+                out.problems.append(f"{at}{source} option {_spelled(token, name)} is not supported by corral (remove it)")
+            continue
         if not has_value:
-            if i >= len(tokens):
-                raise InvalidRequest("script", f"{source} option {token} needs a value")
-            value = tokens[i]
+            if i >= len(tokens) or tokens[i][1] != line:
+                out.problems.append(f"{at}{source} option {token} needs a value (e.g. {token}=VALUE)")
+                continue
+            value = tokens[i][0]
             i += 1
+        written = f"{at}{source} {_spelled(token, name)}={value}"
         if name in _VALUED:
             out.fields[_VALUED[name]] = value
+            out.places[_VALUED[name]] = written
         elif name == "open-mode":
             if value != "truncate":  # truncate is what corral does anyway
-                raise InvalidRequest("script", f"{source} --open-mode={value} is not supported by corral", "remove it; logs are truncated")
+                out.problems.append(f"{at}{source} --open-mode={value} is not supported by corral (remove it; logs "
+                                    "are truncated)")
         elif name in _ONE and _ONE[name] == "nodes":
             low, _, high = value.strip().partition("-")
             if high and high != low:
-                raise InvalidRequest("script", f"{source} --nodes={value}: a range of node counts is not supported",
-                                     "give one count, e.g. --nodes=2")
+                out.problems.append(f"{at}{source} --nodes={value}: a range of node counts is not supported "
+                                    "(give one count, e.g. --nodes=2)")
+                continue
             out.fields["nodes"] = low  # checked with the request's fields; more than 1 needs the Slurm backend
+            out.places["nodes"] = written
         elif name in _ONE:
             if value.strip() not in ("1", "1-1"):
-                raise InvalidRequest(
-                    "script", f"{source} --{_ONE[name]}={value}: corral runs a job as one task on one node",
-                    "use --nodes=1 --ntasks=1 (multi-node jobs need the Slurm backend)",
-                )
+                out.problems.append(
+                    f"{at}{source} --{_ONE[name]}={value}: corral runs a job as one task on one node (use --nodes=1 "
+                    "--ntasks=1; multi-node jobs need the Slurm backend, which runs the script under srun)")
         elif name in _HARMLESS_VALUED:
             out.warnings.append(f"{source} --{name}={value} has no effect on corral's local backend; ignored")
         else:
-            raise InvalidRequest(
-                "script", f"{source} option {_spelled(token, name)} is not supported by corral",
-                "remove it; supported: --job-name --gres --gpus --cpus-per-task --mem --time --output --error "
-                "--chdir --export --nice --partition --qos --dependency --kill-on-invalid-dep --array --signal --preemptible --nodes=1 --ntasks=1",
-            )
+            out.problems.append(
+                f"{at}{source} option {_spelled(token, name)} is not supported by corral (remove it; supported: "
+                "--job-name --gres --gpus --cpus-per-task --mem --time --output --error --chdir --export --nice "
+                "--partition --qos --dependency --kill-on-invalid-dep --array --signal --preemptible --nodes "
+                "--ntasks=1)")
     return out
+
+
+def line_of(problem: str) -> int:
+    """The line a problem is on, to list them in the script's order (0: none named)."""
+    head = problem.partition(":")[0]
+    return int(head[5:]) if head.startswith("line ") and head[5:].isdigit() else 0
 
 
 def _spelled(token: str, name: str) -> str:

@@ -21,7 +21,7 @@ from corral.core.htcondor import condor_request
 from corral.core.paths import check_pattern
 from corral.core.resources import Request
 from corral.core.units import is_number, parse_duration_s, parse_memory_mb
-from corral.errors import InvalidRequest
+from corral.errors import InvalidRequest, several_problems
 
 MAX_NODES = 1024
 MAX_GPUS = 1024
@@ -130,16 +130,18 @@ def check_script_size(request: Mapping[str, Any], max_mb: int) -> None:
 
 def build_spec(
     request: Mapping[str, Any], *, user: str, log_dir: str, default_workdir: str, server_env: Mapping[str, str],
-    can_enter: Callable[[str], bool] = os.path.isdir,
+    can_enter: Callable[[str], bool] = os.path.isdir, max_nodes: int = MAX_NODES,
 ) -> JobSpec:
     """Validate a submit request and turn it into a JobSpec.
 
     Script directives (`#SBATCH`) apply first; fields set in the request override them.
     `can_enter`: whether `user` can enter a directory (asked as them on a shared server, so that
-    nobody learns what lies where they may not look).
+    nobody learns what lies where they may not look). `max_nodes`: the most nodes this server's
+    backend runs a job on, for a script's `--nodes`.
 
     Raises:
-        InvalidRequest: naming the first bad field and how to fix it.
+        InvalidRequest: naming the first bad field and how to fix it; for a script's directives,
+            every bad one at once (`problems`).
     """
     unknown = set(request) - REQUEST_FIELDS
     if unknown:
@@ -156,7 +158,8 @@ def build_spec(
     command, script, script_args = _command(given)
     fields: dict[str, Any] = {}
     if script is not None:
-        directives = sbatch.parse_script(script)
+        directives = sbatch.read_script(script)
+        _check_directives(directives, given, max_nodes)
         warnings.extend(directives.warnings)
         fields.update(directives.fields)
         for group in _ALTERNATIVES:
@@ -223,6 +226,54 @@ def build_spec(
         user_log=user_log,
         warnings=tuple(warnings),
     )
+
+
+# A directive's value, checked on its own: the request's own field of that name (or spelling) replaces it.
+_DIRECTIVE_CHECKS: dict[str, Callable[[Any], object]] = {
+    "nodes": lambda v: _int_in(v, "nodes", 1, MAX_NODES),
+    "gres": lambda v: _gpus({"gres": v}), "gpus": lambda v: _gpus({"gpus": v}),
+    "cpus": lambda v: _int_in(v, "cpus", 1, MAX_CPUS),
+    "mem": lambda v: _mem({"mem": v}, 1, 1), "mem_per_cpu": lambda v: _mem({"mem_per_cpu": v}, 1, 1),
+    "mem_per_gpu": lambda v: _mem({"mem_per_gpu": v}, 1, 1),
+    "time": lambda v: _time_limit({"time": v}), "nice": lambda v: _int_in(v, "nice", -MAX_NICE, MAX_NICE),
+    "partition": lambda v: _config_name(v, "partition"), "qos": lambda v: _config_name(v, "qos"),
+    "dependency": lambda v: _dependency(v), "kill_on_invalid_dep": lambda v: _yes_no(v, "kill_on_invalid_dep"),
+    "array": lambda v: _array(v), "signal": lambda v: _signal_text(v),
+}
+_OVERRIDDEN_BY = {key: group for group in _ALTERNATIVES for key in group} | {"gpus": ("gpus", "gres", "gpus_per_node")}
+
+
+def _check_directives(directives: sbatch.Directives, given: Mapping[str, Any], max_nodes: int) -> None:
+    """Raise every fault of a script's directives at once: the unsupported or unreadable ones, bad
+    values, and more nodes than this server runs a job on.
+
+    Raises:
+        InvalidRequest: field `script`, each fault in `problems` with its line and fix.
+    """
+    problems = list(directives.problems)
+    too_many = bad_field = ""
+    for key, value in directives.fields.items():
+        check = _DIRECTIVE_CHECKS.get(key)
+        if check is None or any(k in given for k in _OVERRIDDEN_BY.get(key, (key,))):
+            continue
+        place = directives.places.get(key, f"#SBATCH {key}")
+        try:
+            check(value)
+        except InvalidRequest as exc:
+            prefix = f"{exc.field}: "
+            problems.append(f"{place}: {exc.message[len(prefix):] if exc.message.startswith(prefix) else exc.message}")
+            bad_field = exc.field
+            continue
+        if key == "nodes" and int(value) > max_nodes:
+            too_many = f"{place}: this server runs each job on one machine (remove it, or run multi-node jobs " \
+                       "on a Slurm cluster: corral up --backend slurm)"
+    if problems and too_many:  # alone, the server refuses it as Unsatisfiable, as it does --nodes on the command line
+        problems.append(too_many)
+    if len(problems) == 1 and not directives.problems:  # one bad value: on its field, as the same value given alone
+        raise InvalidRequest(bad_field, problems[0], problems=(problems[0],))
+    if problems:
+        problems.sort(key=sbatch.line_of)
+        raise several_problems("script", "the script's directives", problems)
 
 
 UPDATE_FIELDS = frozenset({

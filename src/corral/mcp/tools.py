@@ -31,7 +31,7 @@ from corral.mcp.results import (
     WorkloadLogs,
 )
 from corral.mcp.views import (
-    evidence, gpu_list, job_view, number, queue_view, run_view, series_summary, workload_view,
+    evidence, gpu_list, job_view, number, public_id, queue_view, run_view, series_summary, workload_view,
 )
 from corral.mcp.workload import EnvValue, EnvVar, workload_request
 
@@ -400,15 +400,21 @@ class CorralTools:
         project: Annotated[str | None, Field(max_length=200, description="Only this project's runs.")] = None,
         state: Annotated[Literal["running", "finished", "failed", "crashed"] | None, Field(
             description="Only runs in this state.")] = None,
-        job_id: Annotated[StrictInt | None, Field(ge=1, le=2**31 - 1, description="Only the runs of this job.")]
-        = None,
+        job_id: Annotated[StrictInt | StrictStr | None, Field(description=(
+            "Only the runs of this job: 12, or \"12_3\" for task 3 of array 12 (a workloadId as it is)."))] = None,
         limit: Annotated[StrictInt, Field(ge=1, le=100, description=(
             "At most this many runs, newest first (fewer when they are large: an answer stays short)."))] = 20,
     ) -> RunList:
         """Tracked runs, newest first: config, state, and each metric's last, min and max."""
         with self._client() as client:
-            runs = client.runs(project=project, state=state, job=job_id, limit=limit + 1)
-        matched = [run_view(r) for r in runs[:limit]]
+            job = None
+            if job_id is not None:
+                ref = job_ref(job_id, "job_id")
+                with fields_named({}, job="job_id"):
+                    job = int(client.get(ref)["id"]) if "_" in ref else int(ref)
+            runs = client.runs(project=project, state=state, job=job, limit=limit + 1)
+            ids = _public_ids(client, {r["job_id"] for r in runs[:limit] if isinstance(r.get("job_id"), int)})
+        matched = [run_view(r, ids.get(r.get("job_id"))) for r in runs[:limit]]
         view: RunList = {"runs": [], "total": len(matched), "more": len(runs) > limit, "truncated": False}
         view["runs"], dropped = bounds.fit_items(matched, bounds.RESULT_BYTES - bounds.json_size(view))
         view["truncated"] = dropped or view["more"]
@@ -482,7 +488,7 @@ class CorralTools:
         """How well a job used the CPUs, memory and GPUs it asked for, with advice."""
         ref = job_ref(job_id, "job_id")
         with self._client() as client, fields_named({}, job="job_id"):
-            return evidence(client.efficiency(ref))
+            return evidence({"job_id": given_id(ref), **client.efficiency(ref)})
 
 
 def get_json(client: Client, path: str) -> Any:
@@ -506,6 +512,17 @@ def _job_name(command: str) -> str:
         if rest:
             return os.path.basename(rest[0])[:200] or name
     return name[:200] or "job"
+
+
+def _public_ids(client: Client, job_ids: set[int]) -> dict[int, int | str]:
+    """corral's internal ids of jobs (as runs carry them) -> the ids the tools name them by: a task's `12_3`."""
+    out: dict[int, int | str] = {}
+    for job_id in sorted(job_ids):
+        try:
+            out[job_id] = public_id(client.get(job_id))
+        except NotFound:  # a run may outlive its job's record (another server's, or purged)
+            continue
+    return out
 
 
 def _tracked_values(client: Client, job_id: int, metric: str, points: list[list[Any]]) -> list[list[Any]]:

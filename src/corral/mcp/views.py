@@ -132,7 +132,7 @@ def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
             free = gpu.get("job_id") is None
             gpus.append({"node": short_text(str(node["name"]), NAME_CHARS), "index": gpu["index"],
                          "type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "free": free,
-                         "job_id": gpu.get("job_id"), "user": gpu.get("user"), "utilization": gpu.get("utilization"),
+                         "job_id": _holder_id(gpu), "user": gpu.get("user"), "utilization": gpu.get("utilization"),
                          "memory_used_mb": gpu.get("memory_used_mb")})
             group = by_type.setdefault((gpu.get("type"), gpu.get("mem_mb")),
                                        {"type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "total": 0, "free": 0})
@@ -148,6 +148,14 @@ def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
     view["gpus"], over_budget = fit_items(shown, RESULT_BYTES - json_size(view))
     view["truncated"] = over_limit or over_budget
     return view
+
+
+def _holder_id(gpu: Mapping[str, Any]) -> int | str | None:
+    """The id of the job holding a GPU as every tool names it (12, or "12_3"), not corral's internal one."""
+    ref, job_id = gpu.get("job_ref"), gpu.get("job_id")
+    if isinstance(ref, str) and ref:
+        return int(ref) if ref.isdigit() else ref
+    return job_id
 
 
 def queue_view(page: Mapping[str, Any], limit: int) -> QueueView:
@@ -177,8 +185,10 @@ def queue_view(page: Mapping[str, Any], limit: int) -> QueueView:
     return view
 
 
-def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
+def run_view(run: Mapping[str, Any], job_id: int | str | None = None) -> dict[str, Any]:
     """A tracked run: identity, state, its job, a bounded config and each metric's last/min/max.
+
+    `job_id`: its job as the tools name it (`12`, or `"12_3"` for a task); else the run's own record of it.
 
     A config longer than CONFIG_CHARS as JSON is given as that JSON's text, cut with a marker.
     """
@@ -189,7 +199,8 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
     tags = [short_text(str(tag), NAME_CHARS) for tag in list(run.get("tags") or [])[:MAX_TAGS]]
     return {
         "id": run["id"], "uid": _short(run.get("uid")), "project": _short(run.get("project")),
-        "name": _short(run.get("name")), "state": run.get("state"), "job_id": run.get("job_id"),
+        "name": _short(run.get("name")), "state": run.get("state"),
+        "job_id": run.get("job_id") if job_id is None else job_id,
         "start_time": iso(run.get("start_time")), "end_time": iso(run.get("end_time")),
         "last_step": run.get("last_step"), "tags": tags, "tags_total": len(run.get("tags") or []),
         "config": config if len(text) <= CONFIG_CHARS else short_text(text, CONFIG_CHARS),

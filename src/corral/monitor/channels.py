@@ -385,6 +385,13 @@ def _send_email(channel: Channel, note: Notification, smtp: SmtpSettings, timeou
         client = smtplib.SMTP(host, port, timeout=min(timeout_s, smtp.timeout_s))
         try:
             if own_relay and smtp.starttls:
+                client.ehlo()
+                if not client.has_extn("starttls"):
+                    raise DeliveryError(
+                        f"channel {channel.name!r}: the mail server {where} does not offer STARTTLS, and [smtp] "
+                        "starttls = true asks for it (set starttls = false in the [smtp] section of the server's "
+                        "config.toml for a relay without TLS, such as one on this machine or this network; mail and "
+                        "any password then cross the network unencrypted)")
                 client.starttls(context=ssl.create_default_context())
             if own_relay and smtp.username:
                 client.login(smtp.username, smtp.password or "")

@@ -160,6 +160,7 @@ class JobService:
             request, user=user, log_dir=self.log_dir if self._user_log_dir is None else self._user_log_dir(user),
             default_workdir=os.path.expanduser("~") if own else _home_of(user), server_env=self.server_env if own else {},
             can_enter=can_enter if own else self.directories.checker(user),  # as the user: root sees into every home
+            max_nodes=self.max_nodes,
         )
         _check_nice(spec, privileged)
         if not own and spec.inherit_env:
@@ -189,6 +190,7 @@ class JobService:
         """
         job = self.resolve(ref)
         self._refuse_if_cancelled(job)
+        self._refuse_unconfigured(changes)
         if job.state is not JobState.PENDING or job.id not in self.active or (job.is_array and "_" in ref):
             kind = "a task that has not started (update the array)" if job.is_array else job.state.value
             raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
@@ -214,6 +216,22 @@ class JobService:
                 self._queue[target.id] = _pending(target)
         self._mark_dirty()
         return self._current(job)
+
+    def _refuse_unconfigured(self, changes: Mapping[str, Any]) -> None:
+        """Refuse moving a job to a partition or QoS on a server that has none: it would change nothing.
+
+        A submit only warns, so that a script written for another cluster runs unchanged; an update
+        asks for that change alone, and answering "updated" would say it was made.
+        """
+        for key, section, what in (("partition", "partitions", "partitions"), ("qos", "qos", "QoS")):
+            if changes.get(key) is not None and section not in self.config.configured:
+                raise InvalidRequest(key, f"this server has no {what} configured, so the job cannot move to "
+                                     f"{key} {changes[key]!r:.60}; nothing was changed",
+                                     f"leave it out (every job runs in the default {key}), or ask an admin to define "
+                                     f"[{section}.NAME] in the server's config.toml")
+
+    max_nodes = 1
+    """The most nodes a job runs on here: the local backend runs each job on this machine."""
 
     def _check_request(self, spec: JobSpec) -> None:
         """Refuse what no node could ever run (raises Unsatisfiable, naming the limit)."""
@@ -581,7 +599,8 @@ class JobService:
                 gpus.append({
                     "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
                     "capability": gpu.capability, "device_name": gpu.device_name,
-                    "job_id": job.id if job else None, "job_name": job.spec.name if job else None,
+                    "job_id": job.id if job else None, "job_ref": job.ref if job else None,
+                    "job_name": job.spec.name if job else None,
                     "user": job.spec.user if job else None,
                 })
             out.append({

@@ -23,7 +23,7 @@ from corral.backends.slurm.script import build_sbatch
 from corral.core.dependency import Dependency
 from corral.core.job import Job, Outcome
 from corral.core.paths import expand_pattern
-from corral.core.spec import JobSpec, build_spec
+from corral.core.spec import MAX_NODES, JobSpec, build_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.executor.files import write_json_atomic
@@ -63,8 +63,13 @@ class SlurmJobService(JobService):
 
     # -- what differs from the local service --------------------------------------------------
 
+    max_nodes = MAX_NODES
+
     def _check_request(self, spec: JobSpec) -> None:
         pass  # Slurm itself refuses what its nodes cannot run, in its own words, at sbatch
+
+    def _refuse_unconfigured(self, changes: Mapping[str, Any]) -> None:
+        pass  # partitions and QoS are the cluster's
 
     def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
         # partitions, QoS and their limits are the cluster's: "" leaves the choice to Slurm
@@ -428,7 +433,8 @@ class SlurmJobService(JobService):
 
     def nodes_view(self) -> list[dict[str, Any]]:
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
-                 "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "capability": g.capability, "job_id": None, "job_name": None,
+                 "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "capability": g.capability,
+                           "job_id": None, "job_ref": None, "job_name": None,
                            "user": None} for g in n.gpus]} for n in self.nodes]
 
 
