@@ -32,6 +32,7 @@ from corral.executor.launch import (
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.log_quota import LogQuota
 from corral.executor.users import RunAs, give_dir, share_home_with_jobs
+from corral.home import HomeLayout
 
 LIVENESS_CHECK_S = 2.0
 READY_TIMEOUT_S = 10.0  # how long `start` waits for a new supervisor to have started its job
@@ -65,8 +66,9 @@ class LocalBackend:
             user_log_quota_mb: each user's running jobs' logs together (`LogQuota`).
         """
         self.home = home
-        self.jobs_dir = os.path.join(home, "jobs")
-        self.checkpoints_dir = os.path.join(home, "checkpoints")
+        self.layout = HomeLayout(home)
+        self.jobs_dir = self.layout.jobs
+        self.checkpoints_dir = self.layout.checkpoints
         self.kill_grace_s = kill_grace_s
         self.max_log_mb = max_log_mb
         self.server_env = server_env
@@ -87,7 +89,7 @@ class LocalBackend:
         self._not_started: dict[int, float] = {}  # job -> when started.json was last found missing
 
     def job_dir(self, job_id: int) -> str:
-        return os.path.join(self.jobs_dir, str(job_id))
+        return self.layout.job_dir(job_id)
 
     def start(self, job: Job, allocation: Allocation) -> None:
         """Launch the job under a new supervisor.
@@ -113,7 +115,7 @@ class LocalBackend:
                 os.unlink(os.path.join(job_dir, stale))
             except FileNotFoundError:
                 pass
-        checkpoint_dir = os.path.join(self.checkpoints_dir, str(job.id))
+        checkpoint_dir = self.layout.checkpoint_dir(job.id)
         os.makedirs(checkpoint_dir, mode=0o700, exist_ok=True)  # a job's checkpoints are its owner's
         if owner is not None:
             give_dir(checkpoint_dir, owner, 0o700)
