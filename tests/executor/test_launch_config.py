@@ -62,6 +62,8 @@ def test_an_unknown_version_is_refused_by_name():
         LaunchConfig.from_json({**VERSIONLESS, "version": 99})
     with pytest.raises(LaunchConfigError, match="unknown fields gpus"):
         LaunchConfig.from_json({**VERSIONLESS, "version": LAUNCH_VERSION, "gpus": [0]})
+    with pytest.raises(LaunchConfigError, match="argv"):
+        LaunchConfig.from_json({**VERSIONLESS, "argv": "python train.py"})
     with pytest.raises(LaunchConfigError, match="cwd"):
         LaunchConfig.from_json({k: v for k, v in VERSIONLESS.items() if k != "cwd"})
 

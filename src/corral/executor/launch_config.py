@@ -82,6 +82,10 @@ class LaunchConfig:
         # a version-less file (written before the field existed) is read for what it holds; its None
         # values stand for "not set", as they always did
         values = {k: v for k, v in data.items() if k in known and not (v is None and _has_default(k))}
+        if not isinstance(values["argv"], list) or not values["argv"]:
+            raise LaunchConfigError("launch.json's argv must be a non-empty list of strings")
+        if not isinstance(values["env"], Mapping):
+            raise LaunchConfigError("launch.json's env must be an object of strings")
         values["argv"] = tuple(values["argv"])
         values["env"] = dict(values["env"])
         return cls(**values)
