@@ -1,14 +1,107 @@
-"""The server's home directory and the address file that lets every CLI call find the server."""
+"""The server's home directory, every path in it, and the address file that lets every CLI call find the server.
+
+    <home>/server.json      the running server's address and pid (the one file a shared home's users read)
+    <home>/server.lock      flock-ed by the server for its whole life: one server per home
+    <home>/server.log       a detached server's output (`corral up -d`)
+    <home>/corral.sock      local callers connect here; the kernel tells the server who they are
+    <home>/config.toml      the server's settings, under its command line
+    <home>/webhook.token    the secret Slurm's epilog sends
+    <home>/corral.db        the SQLite database (without --db)
+    <home>/jobs/<id>/       each job's directory, for its supervisor (corral.executor.files names its files)
+    <home>/checkpoints/<id>/  each job's $CORRAL_CHECKPOINT_DIR
+    <home>/logs/<user>/     each user's default log directory
+    <home>/spool/           where the SDK spools what it could not send (a shared server's: one per user)
+
+Only the standard library: the SDK and the CLI import this on their way up.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 SERVER_FILE = "server.json"
+LOCK_FILE = "server.lock"
+SERVER_LOG_FILE = "server.log"
 SOCKET_FILE = "corral.sock"
+CONFIG_FILE = "config.toml"
+WEBHOOK_TOKEN_FILE = "webhook.token"
+DATABASE_FILE = "corral.db"
+JOBS_DIR = "jobs"
+CHECKPOINTS_DIR = "checkpoints"
+LOGS_DIR = "logs"
+SPOOL_DIR = "spool"
 SYSTEM_HOME = "/var/lib/corral"  # the shared service's home (deploy/corral.service)
+
+
+@dataclass(frozen=True)
+class HomeLayout:
+    """Every path in one corral home (the module's docstring draws it), named once."""
+
+    root: str
+
+    def _path(self, *names: str) -> str:
+        return os.path.join(self.root, *names)
+
+    @property
+    def server_info(self) -> str:
+        return self._path(SERVER_FILE)
+
+    @property
+    def lock(self) -> str:
+        return self._path(LOCK_FILE)
+
+    @property
+    def server_log(self) -> str:
+        return self._path(SERVER_LOG_FILE)
+
+    @property
+    def socket(self) -> str:
+        return self._path(SOCKET_FILE)
+
+    @property
+    def config(self) -> str:
+        return self._path(CONFIG_FILE)
+
+    @property
+    def webhook_token(self) -> str:
+        return self._path(WEBHOOK_TOKEN_FILE)
+
+    @property
+    def database(self) -> str:
+        return self._path(DATABASE_FILE)
+
+    @property
+    def jobs(self) -> str:
+        return self._path(JOBS_DIR)
+
+    @property
+    def checkpoints(self) -> str:
+        return self._path(CHECKPOINTS_DIR)
+
+    @property
+    def logs(self) -> str:
+        return self._path(LOGS_DIR)
+
+    @property
+    def spool(self) -> str:
+        return self._path(SPOOL_DIR)
+
+    def job_dir(self, job_id: int) -> str:
+        return self._path(JOBS_DIR, str(job_id))
+
+    def checkpoint_dir(self, job_id: int) -> str:
+        return self._path(CHECKPOINTS_DIR, str(job_id))
+
+    def user_logs(self, user: str) -> str:
+        return self._path(LOGS_DIR, user)
+
+    @property
+    def job_facing_dirs(self) -> tuple[str, ...]:
+        """What a job reaches by name in the home: its job directory's script, its checkpoints, its logs."""
+        return (self.jobs, self.checkpoints, self.logs)
 
 
 def resolve_home(home: str | None = None) -> str:
@@ -23,7 +116,7 @@ def system_home() -> str:
 
 def read_server_info(home: str) -> dict[str, Any] | None:
     try:
-        with open(os.path.join(home, SERVER_FILE)) as f:
+        with open(HomeLayout(home).server_info) as f:
             return json.load(f)
     except (FileNotFoundError, json.JSONDecodeError):
         return None
@@ -32,7 +125,7 @@ def read_server_info(home: str) -> dict[str, Any] | None:
 def write_server_info(home: str, info: dict[str, Any]) -> None:
     from corral.atomic import write_json_atomic
 
-    write_json_atomic(os.path.join(home, SERVER_FILE), info)
+    write_json_atomic(HomeLayout(home).server_info, info)
 
 
 def remove_server_info(home: str, pid: int) -> None:
@@ -40,6 +133,6 @@ def remove_server_info(home: str, pid: int) -> None:
     info = read_server_info(home)
     if info is not None and info.get("pid") == pid:
         try:
-            os.unlink(os.path.join(home, SERVER_FILE))
+            os.unlink(HomeLayout(home).server_info)
         except FileNotFoundError:
             pass

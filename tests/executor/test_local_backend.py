@@ -151,13 +151,14 @@ def test_leftover_background_processes_die_with_the_job(backend, short_tmp):
 
 def test_a_cancel_that_arrives_before_the_fork_means_the_job_never_runs(short_tmp):
     from corral.executor.launch import read_outcome, spawn_supervisor
+    from corral.executor.launch_config import LaunchConfig
 
     job_dir = os.path.join(short_tmp, "jobs", "1")
     os.makedirs(job_dir)
     open(os.path.join(job_dir, files.CANCEL), "w").close()
     marker = os.path.join(short_tmp, "ran")
-    config = {"argv": ["touch", marker], "env": dict(os.environ), "cwd": short_tmp,
-              "stdout": f"{short_tmp}/o", "stderr": f"{short_tmp}/o", "time_limit_s": None, "mem_limit_mb": 0}
+    config = LaunchConfig(argv=("touch", marker), env=dict(os.environ), cwd=short_tmp,
+                          stdout=f"{short_tmp}/o", stderr=f"{short_tmp}/o", time_limit_s=None, mem_limit_mb=0)
     spawn_supervisor(job_dir, config).wait(timeout=20)
     outcome = read_outcome(job_dir)
     assert outcome.state == "CANCELLED"

@@ -29,8 +29,10 @@ from corral.executor.environment import job_environment
 from corral.executor.launch import (
     kill_orphaned_job, read_outcome, request_cancel, spawn_supervisor, supervisor_alive, was_started,
 )
+from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.log_quota import LogQuota
 from corral.executor.users import RunAs, give_dir, share_home_with_jobs
+from corral.home import HomeLayout
 
 LIVENESS_CHECK_S = 2.0
 READY_TIMEOUT_S = 10.0  # how long `start` waits for a new supervisor to have started its job
@@ -64,8 +66,9 @@ class LocalBackend:
             user_log_quota_mb: each user's running jobs' logs together (`LogQuota`).
         """
         self.home = home
-        self.jobs_dir = os.path.join(home, "jobs")
-        self.checkpoints_dir = os.path.join(home, "checkpoints")
+        self.layout = HomeLayout(home)
+        self.jobs_dir = self.layout.jobs
+        self.checkpoints_dir = self.layout.checkpoints
         self.kill_grace_s = kill_grace_s
         self.max_log_mb = max_log_mb
         self.server_env = server_env
@@ -86,7 +89,7 @@ class LocalBackend:
         self._not_started: dict[int, float] = {}  # job -> when started.json was last found missing
 
     def job_dir(self, job_id: int) -> str:
-        return os.path.join(self.jobs_dir, str(job_id))
+        return self.layout.job_dir(job_id)
 
     def start(self, job: Job, allocation: Allocation) -> None:
         """Launch the job under a new supervisor.
@@ -112,7 +115,7 @@ class LocalBackend:
                 os.unlink(os.path.join(job_dir, stale))
             except FileNotFoundError:
                 pass
-        checkpoint_dir = os.path.join(self.checkpoints_dir, str(job.id))
+        checkpoint_dir = self.layout.checkpoint_dir(job.id)
         os.makedirs(checkpoint_dir, mode=0o700, exist_ok=True)  # a job's checkpoints are its owner's
         if owner is not None:
             give_dir(checkpoint_dir, owner, 0o700)
@@ -127,46 +130,48 @@ class LocalBackend:
         else:
             argv = list(job.spec.command)
         stdout = job.log_path("stdout")
-        config = {
-            "job_ref": job.ref,
-            "node": allocation.node,  # the stop line in its stderr names it, as Slurm's does
-            "argv": argv,
-            "env": job_environment(
+        warn_signal, warn_before_s = None, 0.0
+        if job.spec.warn_signal:
+            from corral.core.spec import parse_signal
+
+            warn_signal, warn_before_s = parse_signal(job.spec.warn_signal)
+        config = LaunchConfig(
+            job_ref=job.ref,
+            node=allocation.node,  # the stop line in its stderr names it, as Slurm's does
+            argv=tuple(argv),
+            env=job_environment(
                 job, allocation, server_env=self.server_env, checkpoint_dir=checkpoint_dir,
                 server_url=self.server_url(), home=self.home,
             ),
-            "cwd": job.spec.workdir,
-            "stdout": stdout,
-            "stderr": job.log_path("stderr") if job.spec.stderr is not None else stdout,
-            "time_limit_s": job.spec.time_limit_s,
-            "mem_limit_mb": job.spec.mem_mb,
-            "kill_grace_s": self.kill_grace_s,
-            "max_log_mb": self.max_log_mb,
-            "log_reserve_mb": self.log_reserve_mb,
-            "append_logs": job.restarts > 0,
-            "run_as": owner.to_dict() if owner is not None else None,
-            "umask": job.spec.umask,
-            "max_processes": self.max_job_processes,
-            "cgroup": self._cgroup_of(job, allocation),
-        }
-        if job.spec.user_log:
-            config["condor_log"] = {
+            cwd=job.spec.workdir,
+            stdout=stdout,
+            stderr=job.log_path("stderr") if job.spec.stderr is not None else stdout,
+            time_limit_s=job.spec.time_limit_s,
+            mem_limit_mb=job.spec.mem_mb,
+            kill_grace_s=self.kill_grace_s,
+            max_log_mb=self.max_log_mb,
+            log_reserve_mb=self.log_reserve_mb,
+            append_logs=job.restarts > 0,
+            run_as=owner.to_dict() if owner is not None else None,
+            umask=job.spec.umask,
+            max_processes=self.max_job_processes,
+            cgroup=self._cgroup_of(job, allocation),
+            warn_signal=warn_signal,
+            warn_before_s=warn_before_s,
+            condor_log={
                 "path": job.user_log_path(),
                 "cluster": job.array_job_id if job.array_job_id is not None else job.id,
                 "proc": job.array_task_id or 0,
                 "submit_time": job.submit_time,
-            }
-        if job.spec.warn_signal:
-            from corral.core.spec import parse_signal
-
-            config["warn_signal"], config["warn_before_s"] = parse_signal(job.spec.warn_signal)
+            } if job.spec.user_log else None,
+        )
         # the outcome's room, set aside while there is some: it is written however full the disk is then
         files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
         child = spawn_supervisor(job_dir, config)
         with self._lock:
             self._children[job.id] = child
         if self.log_quota is not None:
-            self.log_quota.track(job.id, job.spec.user, (config["stdout"], config["stderr"]))
+            self.log_quota.track(job.id, job.spec.user, (config.stdout, config.stderr))
         self._await_supervisor(job_dir, child)
 
     def _await_supervisor(self, job_dir: str, child: subprocess.Popen[bytes]) -> None:
@@ -283,10 +288,14 @@ class LocalBackend:
 
 def _note_node_failure(job_dir: str, now: float) -> None:
     """Its supervisor is gone, so the server says in the job's stderr, in Slurm's words, that it ended."""
-    config = files.read_json(os.path.join(job_dir, files.LAUNCH))  # written by the server: 0600, its own
-    if not config or not config.get("stderr"):
+    data = files.read_json(os.path.join(job_dir, files.LAUNCH))  # written by the server: 0600, its own
+    try:
+        config = LaunchConfig.from_json(data) if data else None
+    except LaunchConfigError:
+        return  # not a launch this server can read: its job's stderr is left as it is
+    if config is None or not config.stderr:
         return
-    owner = config.get("run_as")
-    line = cancelled_line(str(config.get("job_ref") or os.path.basename(job_dir)),
-                          str(config.get("node") or os.uname().nodename), now, NODE_FAILURE)
-    append_as_root(config["stderr"], int(owner["uid"]) if owner else None, line)
+    owner = config.run_as
+    line = cancelled_line(str(config.job_ref or os.path.basename(job_dir)),
+                          str(config.node or os.uname().nodename), now, NODE_FAILURE)
+    append_as_root(config.stderr, int(owner["uid"]) if owner else None, line)

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from corral.errors import CorralError
-from corral.home import read_server_info, remove_server_info
+from corral.home import HomeLayout, read_server_info, remove_server_info
 
 START_TIMEOUT_S = 60.0
 
@@ -22,7 +22,7 @@ def start_detached(home: str, up_args: list[str]) -> dict[str, Any]:
         CorralError: it exited or did not announce itself; the message holds its log's tail.
     """
     os.makedirs(home, mode=0o700, exist_ok=True)
-    log_path = os.path.join(home, "server.log")
+    log_path = HomeLayout(home).server_log
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "corral.cli", *up_args], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -67,7 +67,7 @@ def _home_locked(home: str) -> bool:
     """True while a server holds the home's lock (see corral.server.main.acquire_home)."""
     from corral.executor.files import lock_held
 
-    return lock_held(os.path.join(home, "server.lock"))
+    return lock_held(HomeLayout(home).lock)
 
 
 def _alive(pid: int) -> bool:

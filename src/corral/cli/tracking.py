@@ -16,6 +16,7 @@ import click
 from corral.cli.connect import client_for
 from corral.core.run_states import RUN_STATES
 from corral.errors import NotFound
+from corral.home import HomeLayout
 
 if TYPE_CHECKING:
     from corral.client import Client
@@ -140,7 +141,7 @@ def sync(ctx: click.Context, directory: str | None, as_json: bool) -> None:
 
     client = client_for(ctx)
     if directory is None and ctx.obj["home"] and not os.environ.get("CORRAL_SPOOL_DIR"):
-        directory = os.path.join(client.home, "spool")  # the SDK's default, for the home given with --home
+        directory = HomeLayout(client.home).spool  # the SDK's default, for the home given with --home
     reports = [_as_dict(r) for r in sync_spool(directory, client=client)]
     if as_json:
         _print_json(reports)

@@ -10,43 +10,65 @@ from corral.core.resources import Allocation
 
 
 def job_environment(
-    job: Job, allocation: Allocation, *, server_env: Mapping[str, str], checkpoint_dir: str, server_url: str | None,
-    home: str | None = None,
+    job: Job, allocation: Allocation | None, *, server_env: Mapping[str, str], checkpoint_dir: str,
+    server_url: str | None, home: str | None = None, follows_home_address: bool = True,
 ) -> dict[str, str]:
+    """The environment a job starts with, on either backend.
+
+    Args:
+        allocation: the node and GPUs corral gave it (the local backend); None where the
+            cluster places the job and sets its own `SLURM_*` and GPU variables (Slurm).
+        server_env: what `--export=ALL` inherits (the server's own; sbatch passes its own instead).
+        follows_home_address: the job reaches the home's address file (it runs on the server's
+            machine), so its clients may follow the server to a new port.
+    """
     spec = job.spec
     env = {k: v for k, v in server_env.items() if not k.startswith(("SLURM_", "CORRAL_"))} if spec.inherit_env else {}
     env.update(spec.env)
-    gpu_list = ",".join(str(i) for i in allocation.gpu_ids)
-    # PCI bus order is the order NVML and nvidia-smi number GPUs in; CUDA's default
-    # ("fastest first") may differ, which would pin the job to GPUs it was not given.
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env["CUDA_VISIBLE_DEVICES"] = gpu_list
-    env.setdefault("OMP_NUM_THREADS", str(spec.cpus))
+    if allocation is not None:
+        env.update(_placement_variables(job, allocation, env))
     env.update({
         "CORRAL_JOB_ID": str(job.id),
         "CORRAL_JOB_NAME": spec.name,
+        "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
+    })
+    if spec.time_limit_s:
+        env["CORRAL_TIME_LIMIT_S"] = str(spec.time_limit_s)
+    if server_url:
+        env["CORRAL_URL"] = server_url
+        if follows_home_address:
+            # CORRAL_HOME_URL marks the address as corral's: while CORRAL_URL still equals it, clients
+            # follow the home's address file, so a server restarted on another port is found again
+            env["CORRAL_HOME_URL"] = server_url
+    if home:
+        env["CORRAL_HOME"] = home  # the server's address file and socket, and the SDK's spool
+    if allocation is not None and spec.script is not None:
+        env.update(slurm_variables(job, allocation))
+    return env
+
+
+def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str]) -> dict[str, str]:
+    """Where corral put the job: its GPUs, CPUs, node, and what its start fixes (restarts, end time)."""
+    spec = job.spec
+    gpu_list = ",".join(str(i) for i in allocation.gpu_ids)
+    out = {
+        # PCI bus order is the order NVML and nvidia-smi number GPUs in; CUDA's default
+        # ("fastest first") may differ, which would pin the job to GPUs it was not given.
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": gpu_list,
+        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(spec.cpus)),
         "CORRAL_GPUS": gpu_list,
         "CORRAL_NUM_GPUS": str(len(allocation.gpu_ids)),
         "CORRAL_CPUS": str(spec.cpus),
         "CORRAL_NODE": allocation.node,
-        "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
         "CORRAL_RESTART_COUNT": str(job.restarts),
-    })
+    }
     if spec.time_limit_s:
-        env["CORRAL_TIME_LIMIT_S"] = str(spec.time_limit_s)
-        env["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))
-    if server_url:
-        # CORRAL_HOME_URL marks the address as corral's: while CORRAL_URL still equals it, clients
-        # follow the home's address file, so a server restarted on another port is found again
-        env["CORRAL_URL"] = env["CORRAL_HOME_URL"] = server_url
-    if home:
-        env["CORRAL_HOME"] = home  # the server's address file and socket, and the SDK's spool
+        out["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))
     if job.array_job_id is not None:
-        env["CORRAL_ARRAY_JOB_ID"] = str(job.array_job_id)
-        env["CORRAL_ARRAY_TASK_ID"] = str(job.array_task_id)
-    if spec.script is not None:
-        env.update(slurm_variables(job, allocation))
-    return env
+        out["CORRAL_ARRAY_JOB_ID"] = str(job.array_job_id)
+        out["CORRAL_ARRAY_TASK_ID"] = str(job.array_task_id)
+    return out
 
 
 def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:

@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Any
+from dataclasses import replace
 
 from corral.core.job import Outcome
 from corral.executor import files
+from corral.executor.launch_config import LaunchConfig
 
 
-def spawn_supervisor(job_dir: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+def spawn_supervisor(job_dir: str, config: LaunchConfig) -> subprocess.Popen[bytes]:
     """Write launch.json and start the supervisor in its own session, holding the job's lock.
 
     The lock is taken here and its descriptor handed over, so there is no moment
@@ -24,7 +25,8 @@ def spawn_supervisor(job_dir: str, config: dict[str, Any]) -> subprocess.Popen[b
     lock_fd = os.open(os.path.join(job_dir, files.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        files.write_json_atomic(os.path.join(job_dir, files.LAUNCH), {**config, "lock_fd": lock_fd}, mode=0o600)
+        launch = replace(config, lock_fd=lock_fd).to_json()
+        files.write_json_atomic(os.path.join(job_dir, files.LAUNCH), launch, mode=0o600)
         # 0600: a root server's job directories are 0711, and a traceback here may quote the job's environment
         log_fd = os.open(os.path.join(job_dir, files.SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(log_fd, "ab") as log:

@@ -34,10 +34,11 @@ import stat
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
+from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 
 MEMORY_CHECK_INTERVAL_S = 0.5
 LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
@@ -47,7 +48,7 @@ T = TypeVar("T")
 
 
 class Supervisor:
-    def __init__(self, job_dir: str, config: dict[str, Any]) -> None:
+    def __init__(self, job_dir: str, config: LaunchConfig) -> None:
         self.job_dir = job_dir
         self.config = config
         self.cancel_requested = False
@@ -63,8 +64,8 @@ class Supervisor:
         os.set_blocking(wake_w, False)
         os.set_blocking(wake_r, False)
         signal.set_wakeup_fd(wake_w)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self._on_cancel_signal)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_cancel_signal)
         if os.path.exists(self.path(files.CANCEL)):
             self.finish("CANCELLED", None, None)
             return
@@ -74,7 +75,7 @@ class Supervisor:
         try:
             out_fd, err_fd = self.as_owner(self.open_logs)
         except OSError as exc:
-            owner = self.config.get("run_as")
+            owner = self.config.run_as
             as_whom = f" as {owner['name']}" if owner else ""
             self.finish("FAILED", None, None, error=f"cannot open log file{as_whom}: {exc}")
             return
@@ -90,8 +91,8 @@ class Supervisor:
         self.pid = os.fork()
         if self.pid == 0:
             os.close(gate_w)
-            if self.config.get("lock_fd") is not None:  # the lock says "a supervisor is alive": not this child's
-                os.close(int(self.config["lock_fd"]))   # to keep held while it waits here or starts the job
+            if self.config.lock_fd is not None:  # the lock says "a supervisor is alive": not this child's
+                os.close(int(self.config.lock_fd))   # to keep held while it waits here or starts the job
             if os.read(gate_r, 1) != b"1":
                 os._exit(1)
             self.exec_job(out_fd, err_fd)
@@ -144,7 +145,7 @@ class Supervisor:
             "pid_start": files.process_start_ticks(self.pid),
             "boot_id": files.boot_id(),
             "start_time": start_time,
-            "cgroup": self.config.get("cgroup"),
+            "cgroup": self.config.cgroup,
             "cgroup_procs": self.cgroup.procs_file if self.cgroup is not None else None,
         })
 
@@ -154,14 +155,14 @@ class Supervisor:
         Raises:
             OSError: the kernel refused (the job then fails: it was promised isolation).
         """
-        spec = self.config.get("cgroup")
+        spec = self.config.cgroup
         if not spec:
             return
         cgroup = open_job_cgroup(spec["layout"], spec["name"])
-        mem_mb = self.config.get("mem_limit_mb")
+        mem_mb = self.config.mem_limit_mb
         cgroup.create(JobLimits(
             memory_bytes=int(mem_mb) << 20 if mem_mb else None,
-            max_processes=self.config.get("max_processes"),
+            max_processes=self.config.max_processes,
             deny_devices=tuple((kind, int(major), int(minor)) for kind, major, minor in spec.get("deny_devices", ())),
         ))
         self.cgroup = cgroup
@@ -183,7 +184,7 @@ class Supervisor:
         return usage
 
     def note_memory_kill(self) -> None:
-        limit = self.config.get("mem_limit_mb")
+        limit = self.config.mem_limit_mb
         self.note_stderr(f"corral: job exceeded its memory limit of {limit} MB; killed" if limit else
                          "corral: the kernel's out-of-memory killer killed a process of the job (the machine ran out "
                          "of memory); the job was stopped")
@@ -196,12 +197,12 @@ class Supervisor:
         """Say in the job's stderr, as slurmstepd does, that it is being stopped and why."""
         why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION}.get(outcome, "")
         by = _read_reason(self.path(files.CANCEL), "") if outcome == "CANCELLED" else None
-        self.note_stderr(endings.cancelled_line(self.job_ref, self.config.get("node") or os.uname().nodename,
+        self.note_stderr(endings.cancelled_line(self.job_ref, self.config.node or os.uname().nodename,
                                                 time.time(), why, by=by or None))
 
     @property
     def job_ref(self) -> str:
-        return str(self.config.get("job_ref") or os.path.basename(os.path.normpath(self.job_dir)))
+        return str(self.config.job_ref or os.path.basename(os.path.normpath(self.job_dir)))
 
     def log(self, message: str) -> None:
         try:
@@ -211,8 +212,8 @@ class Supervisor:
 
     def open_logs(self) -> tuple[int, int]:
         # a requeued job appends: the earlier runs' output is part of its story
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if self.config.get("append_logs") else os.O_TRUNC)
-        stdout, stderr = self.config["stdout"], self.config["stderr"]
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if self.config.append_logs else os.O_TRUNC)
+        stdout, stderr = self.config.stdout, self.config.stderr
         os.makedirs(os.path.dirname(stdout), exist_ok=True)
         out_fd = _open_for_writing(stdout, flags)
         if stderr == stdout:
@@ -231,8 +232,8 @@ class Supervisor:
         every path component, symlink target and O_CREAT as the owner, exactly as for
         the job itself, at the cost of a few system calls instead of a fork.
         """
-        owner = self.config.get("run_as")
-        umask = self.config.get("umask")
+        owner = self.config.run_as
+        umask = self.config.umask
         old_umask = os.umask(umask) if umask is not None else None
         if not owner:
             try:
@@ -272,24 +273,24 @@ class Supervisor:
             os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
             env = self.become_owner()
             try:
-                os.chdir(self.config["cwd"])
+                os.chdir(self.config.cwd)
             except OSError as exc:
-                os.write(2, f"corral: cannot enter the working directory {self.config['cwd']}: {exc.strerror}\n".encode())
+                os.write(2, f"corral: cannot enter the working directory {self.config.cwd}: {exc.strerror}\n".encode())
                 os._exit(1)
-            argv = self.config["argv"]
+            argv = self.config.argv
             os.execvpe(argv[0], argv, env)
         except OSError as exc:
             code = 127 if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) else 1
-            os.write(2, f"corral: cannot run {self.config['argv'][0]!r}: {exc.strerror}\n".encode())
+            os.write(2, f"corral: cannot run {self.config.argv[0]!r}: {exc.strerror}\n".encode())
             os._exit(code)
         except BaseException:  # noqa: BLE001 - nothing may escape the child back into the supervisor
             os._exit(1)
 
     def become_owner(self) -> dict[str, str]:
         """In the forked child: take the job's process limit, owner and umask for good; return its environment."""
-        env = dict(self.config["env"])
-        max_processes = self.config.get("max_processes")
-        owner = self.config.get("run_as")
+        env = dict(self.config.env)
+        max_processes = self.config.max_processes
+        owner = self.config.run_as
         if self.cgroup is not None and self.cgroup.holds_processes:
             max_processes = None  # pids.max caps this job alone; RLIMIT_NPROC would count all of the owner's
         elif not owner:
@@ -315,18 +316,18 @@ class Supervisor:
                 os.write(2, f"corral: refusing to run a job of {owner['name']} as root\n".encode())
                 os._exit(1)
             env.update(HOME=owner["home"], USER=owner["name"], LOGNAME=owner["name"], SHELL=owner["shell"])
-        if self.config.get("umask") is not None:
-            os.umask(int(self.config["umask"]))
+        if self.config.umask is not None:
+            os.umask(int(self.config.umask))
         return env
 
     def watch(self, wake_r: int) -> tuple[str | None, int, dict[str, float]]:
         """Wait for the job to end while enforcing cancel, the time limit and the memory limit."""
-        limit = self.config.get("time_limit_s")
-        grace = float(self.config.get("kill_grace_s", 10))
-        mem_limit = self.config.get("mem_limit_mb") or 0
-        log_limit = (self.config.get("max_log_mb") or 0) * 1024 * 1024
-        log_floor = (self.config.get("log_reserve_mb") or 0) * 1024 * 1024
-        logs = sorted({self.config["stdout"], self.config["stderr"]})
+        limit = self.config.time_limit_s
+        grace = float(self.config.kill_grace_s)
+        mem_limit = self.config.mem_limit_mb or 0
+        log_limit = (self.config.max_log_mb or 0) * 1024 * 1024
+        log_floor = (self.config.log_reserve_mb or 0) * 1024 * 1024
+        logs = sorted({self.config.stdout, self.config.stderr})
         log_size = _total_size(logs)
         began = time.monotonic()
         deadline = began + limit if limit else None
@@ -334,8 +335,8 @@ class Supervisor:
         next_mem_check = began + check_every if mem_limit or log_limit or log_floor or self.cgroup else None
         next_rss_check = began + MEMORY_CHECK_INTERVAL_S
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
-        warn_signal = self.config.get("warn_signal")
-        warn_at = deadline - float(self.config.get("warn_before_s", 0)) if deadline and warn_signal else None
+        warn_signal = self.config.warn_signal
+        warn_at = deadline - float(self.config.warn_before_s) if deadline and warn_signal else None
         try:
             pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
@@ -362,11 +363,11 @@ class Supervisor:
                          "max_rss_mb": round(rusage.ru_maxrss / 1024, 1)}
                 return outcome, status, usage
             now = time.monotonic()
-            if warn_at is not None and now >= warn_at and outcome is None:
+            if warn_at is not None and warn_signal and now >= warn_at and outcome is None:
                 self.kill_session(int(warn_signal), session=False)
                 warn_at = None
             if outcome is None:
-                stop_signal = signal.SIGTERM
+                stop_signal: int = signal.SIGTERM
                 if os.path.exists(self.path(files.PREEMPT)):
                     outcome = "PREEMPTED"
                     stop_signal = int(warn_signal) if warn_signal else signal.SIGTERM
@@ -433,7 +434,7 @@ class Supervisor:
 
     def note_stderr(self, message: str) -> None:
         def append() -> None:
-            fd = _open_for_writing(self.config["stderr"], os.O_WRONLY | os.O_APPEND, create=False)
+            fd = _open_for_writing(self.config.stderr, os.O_WRONLY | os.O_APPEND, create=False)
             try:
                 os.write(fd, (message + "\n").encode())
             finally:
@@ -472,7 +473,7 @@ class Supervisor:
 
     def write_condor_event(self, make: Callable[[int, int], str]) -> None:
         """Append an event to the job's HTCondor event log (submit file's `log`), as its owner."""
-        target = self.config.get("condor_log")
+        target = self.config.condor_log
         if not target:
             return
         try:
@@ -546,11 +547,21 @@ def _drain(fd: int) -> None:
 
 def main(argv: list[str]) -> int:
     job_dir = argv[1]
-    config = files.read_json(os.path.join(job_dir, files.LAUNCH))
-    lock_fd = int(config["lock_fd"])
+    data = files.read_json(os.path.join(job_dir, files.LAUNCH))
+    try:
+        config = LaunchConfig.from_json(data)
+    except LaunchConfigError as exc:
+        # the job fails with the reason, instead of a supervisor dying unexplained and the job requeued forever
+        print(f"corral supervisor: {exc}", file=sys.stderr, flush=True)
+        files.write_json_reserved(os.path.join(job_dir, files.RESULT), {
+            "state": "FAILED", "exit_code": None, "signal": None, "end_time": time.time(), "error": str(exc),
+            "usage": None,
+        }, os.path.join(job_dir, files.RESULT_RESERVED))
+        return 2
+    assert config.lock_fd is not None, "spawn_supervisor hands every supervisor the job's lock"
     # The server took the lock and handed us the descriptor; confirm we hold it.
-    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    os.set_inheritable(lock_fd, False)
+    fcntl.flock(config.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.set_inheritable(config.lock_fd, False)
     Supervisor(job_dir, config).run()
     return 0
 

@@ -15,11 +15,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from corral.errors import InvalidRequest
+from corral.home import SERVER_FILE, HomeLayout
 
 # Files a user of the shared service reads from its home: the address file is how the CLI finds it.
-PUBLIC_HOME_FILES = frozenset({"server.json"})
-# What a job reaches by name in the home (its batch script, checkpoint dir, default log dir).
-JOB_FACING_DIRS = ("jobs", "checkpoints", "logs")
+PUBLIC_HOME_FILES = frozenset({SERVER_FILE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +129,7 @@ def share_home_with_jobs(home: str) -> None:
     """
     if not serves_other_users():
         return
-    for path in (home, *(os.path.join(home, name) for name in JOB_FACING_DIRS)):
+    for path in (home, *HomeLayout(home).job_facing_dirs):
         os.makedirs(path, exist_ok=True)
         os.chmod(path, 0o711)
     with os.scandir(home) as entries:

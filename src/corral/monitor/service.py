@@ -28,6 +28,7 @@ from corral.core.states import JobState
 from corral.core.timespec import parse_moment
 from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.executor import files
+from corral.home import HomeLayout
 from corral.monitor.progress import Progress, ProgressTracker
 from corral.store.monitoring import SAMPLE_COLUMNS, MonitorStore
 
@@ -678,7 +679,7 @@ class MonitorService:
         job = self.jobs.resolve(ref)
         final = self._final_usage(job)
         view = _job_view(job)
-        checkpoint_dir = os.path.join(os.path.dirname(self.jobs.log_dir), "checkpoints", str(job.id))
+        checkpoint_dir = HomeLayout(os.path.dirname(self.jobs.log_dir)).checkpoint_dir(job.id)
         paths = tuple(dict.fromkeys([job.log_path("stdout"), job.log_path("stderr")]))
         streams = ("stdout", "stderr") if len(paths) == 2 else ("stdout",)
         owner_uid = self.jobs.log_owner_uid(job)

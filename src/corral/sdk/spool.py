@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral.errors import Conflict, InvalidRequest
-from corral.home import resolve_home
+from corral.home import HomeLayout, resolve_home
 from corral.sdk.files import read_json, write_json_atomic
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ _RECORD_NAME = re.compile(r"^(\d{8,})\.json$")
 
 def spool_root(spool_dir: str | None = None) -> str:
     """`spool_dir`, else `$CORRAL_SPOOL_DIR`, else `<corral home>/spool`; always absolute."""
-    chosen = spool_dir or os.environ.get(SPOOL_ENV) or os.path.join(resolve_home(), "spool")
+    chosen = spool_dir or os.environ.get(SPOOL_ENV) or HomeLayout(resolve_home()).spool
     return os.path.abspath(os.path.expanduser(chosen))
 
 

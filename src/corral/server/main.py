@@ -22,12 +22,10 @@ from corral.core.sessions import MAX_SESSION_HOURS
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
 from corral.errors import Conflict, InvalidRequest
 from corral.executor.gpus import DeclaredInventory
-from corral.home import read_server_info, remove_server_info, write_server_info
+from corral.home import CONFIG_FILE, HomeLayout, read_server_info, remove_server_info, write_server_info
 
 log = logging.getLogger("corral.server")
 CGROUP_MODES = ("auto", "v1", "v2", "off")
-CONFIG_FILE = "config.toml"
-LOCK_FILE = "server.lock"
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     Raises:
         InvalidRequest: an unreadable file or an unknown key, named.
     """
-    path = os.path.join(options.home, CONFIG_FILE)
+    path = HomeLayout(options.home).config
     try:
         with open(path, "rb") as f:
             config = tomllib.load(f)
@@ -163,7 +161,7 @@ def acquire_home(home: str) -> IO[str]:
         Conflict: another server already runs on this home.
     """
     os.makedirs(home, mode=0o700, exist_ok=True)
-    lock = open(os.path.join(home, LOCK_FILE), "a+")
+    lock = open(HomeLayout(home).lock, "a+")
     try:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -176,14 +174,11 @@ def acquire_home(home: str) -> IO[str]:
     return lock
 
 
-WEBHOOK_TOKEN_FILE = "webhook.token"
-
-
 def webhook_token(home: str) -> str:
     """The shared secret Slurm's epilog sends (`<home>/webhook.token`, made once, mode 600)."""
     import secrets
 
-    path = os.path.join(home, WEBHOOK_TOKEN_FILE)
+    path = HomeLayout(home).webhook_token
     try:
         with open(path) as f:
             token = f.read().strip()
@@ -221,9 +216,7 @@ def bind_unix_socket(home: str, shared: bool) -> socket.socket:
     Anyone may connect to a shared server's socket (identity comes from SO_PEERCRED, not from
     the file's mode); a personal server's is its user's alone.
     """
-    from corral.home import SOCKET_FILE
-
-    path = os.path.join(home, SOCKET_FILE)
+    path = HomeLayout(home).socket
     try:
         os.unlink(path)  # a dead server's: this one holds the home's lock
     except FileNotFoundError:
@@ -315,12 +308,13 @@ def serve(options: ServerOptions) -> None:
 
     def make_user_dirs(user: str) -> str:
         """A user's log directory (returned) and, for one whose jobs run as themselves, their spool."""
-        base = os.path.join(home, "logs")
+        layout = HomeLayout(home)
+        base = layout.logs
         if run_as_for(user) is None:  # root's own jobs (an unknown user is refused here, at submit)
-            path = os.path.join(base, user)
+            path = layout.user_logs(user)
             os.makedirs(path, mode=0o700, exist_ok=True)  # the logs' names are guessable; their directory is not open
             return path
-        owned_dir(os.path.join(home, "spool"), user)  # where the SDK in their jobs spools (corral.sdk.places)
+        owned_dir(layout.spool, user)  # where the SDK in their jobs spools (corral.sdk.places)
         return owned_dir(base, user)
 
     cluster = None

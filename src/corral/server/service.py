@@ -35,6 +35,7 @@ from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
 from corral.executor import files
 from corral.executor.directory_access import DirectoryAccess, can_enter
+from corral.home import HomeLayout
 from corral.server.launcher import Launcher, Stop
 from corral.store.jobs import JobStore
 
@@ -66,7 +67,7 @@ class JobService:
         self.max_script_mb = max_script_mb
         self.backend = backend
         self.nodes = tuple(nodes)
-        self.log_dir = os.path.join(home, "logs")
+        self.log_dir = HomeLayout(home).logs
         self.user = user
         self.isolation = isolation
         self.access = access or AccessPolicy()

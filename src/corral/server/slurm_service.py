@@ -26,7 +26,9 @@ from corral.core.paths import expand_pattern
 from corral.core.spec import MAX_NODES, JobSpec, build_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest, NotFound
+from corral.executor.environment import job_environment
 from corral.executor.files import write_json_atomic
+from corral.home import HomeLayout
 from corral.server.service import JobService, _apply_outcome
 
 log = logging.getLogger("corral.slurm")
@@ -134,9 +136,10 @@ class SlurmJobService(JobService):
         return ("?" if dependency.any_of else ",").join(terms)
 
     def _submit(self, job: Job, dependency: str | None) -> None:
-        job_dir = os.path.join(self.home, "jobs", str(job.id))
+        layout = HomeLayout(self.home)
+        job_dir = layout.job_dir(job.id)
         os.makedirs(job_dir, exist_ok=True)
-        checkpoint_dir = os.path.join(self.home, "checkpoints", str(job.id))
+        checkpoint_dir = layout.checkpoint_dir(job.id)
         os.makedirs(checkpoint_dir, exist_ok=True)
         user_script = None
         if job.spec.script is not None:
@@ -167,16 +170,10 @@ class SlurmJobService(JobService):
         self._next_poll = min(self._next_poll, time.monotonic() + 0.5)
 
     def _environment(self, job: Job, checkpoint_dir: str) -> dict[str, str]:
-        env = dict(job.spec.env)
-        env.update({
-            "CORRAL_JOB_ID": str(job.id), "CORRAL_JOB_NAME": job.spec.name, "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
-            "CORRAL_HOME": self.home,
-        })
-        if job.spec.time_limit_s:
-            env["CORRAL_TIME_LIMIT_S"] = str(job.spec.time_limit_s)
-        url = self.server_url()
-        if url:
-            env["CORRAL_URL"] = url
+        # sbatch's --export=ALL passes the submitting environment itself; Slurm places the job and
+        # sets its own SLURM_* and GPU variables; the compute node does not see the home's address file
+        env = job_environment(job, None, server_env={}, checkpoint_dir=checkpoint_dir, server_url=self.server_url(),
+                              home=self.home, follows_home_address=False)
         if self.job_token is not None and "CORRAL_TOKEN" not in env:
             env["CORRAL_TOKEN"] = self.job_token(job)
         return env

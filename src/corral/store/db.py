@@ -7,12 +7,13 @@ import os
 from sqlalchemy import Engine, create_engine, event
 
 from corral.errors import InvalidRequest
+from corral.home import HomeLayout
 
 
 def database_url(db: str | None, home: str) -> str:
     """The SQLAlchemy URL for `--db` (None: SQLite in the home); bare postgresql:// uses psycopg 3."""
     if not db:
-        return "sqlite:///" + os.path.join(os.path.abspath(home), "corral.db")
+        return "sqlite:///" + HomeLayout(os.path.abspath(home)).database
     for prefix in ("postgresql://", "postgres://"):
         if db.startswith(prefix):
             return "postgresql+psycopg://" + db[len(prefix):]

@@ -1,0 +1,40 @@
+"""One builder for a job's environment, for a local job (corral placed it) and a Slurm one (Slurm places it)."""
+
+from __future__ import annotations
+
+from corral.core.job import Job
+from corral.core.resources import Allocation
+from corral.core.states import JobState
+from corral.executor.environment import job_environment
+
+from tests.helpers import make_spec
+
+SERVER_ENV = {"PATH": "/usr/bin", "SLURM_JOB_ID": "9", "CORRAL_JOB_ID": "8", "HOME": "/home/ada"}
+
+
+def _job(**request) -> Job:
+    spec = make_spec(env={"MINE": "1", "OMP_NUM_THREADS": "3"}, time_limit_s=60, **request)
+    return Job(id=42, spec=spec, state=JobState.RUNNING, submit_time=0.0, start_time=1000.0)
+
+
+def test_a_job_placed_by_slurm_gets_corrals_variables_and_nothing_slurm_or_the_gpus_set_themselves():
+    job = _job(script="#!/bin/sh\ntrue\n", command=None)
+    env = job_environment(job, None, server_env={}, checkpoint_dir="/h/checkpoints/42", server_url="http://h:1",
+                          home="/h", follows_home_address=False)
+    assert env == {
+        "MINE": "1", "OMP_NUM_THREADS": "3", "CORRAL_JOB_ID": "42", "CORRAL_JOB_NAME": job.spec.name,
+        "CORRAL_CHECKPOINT_DIR": "/h/checkpoints/42", "CORRAL_TIME_LIMIT_S": "60", "CORRAL_URL": "http://h:1",
+        "CORRAL_HOME": "/h",
+    }
+
+
+def test_a_local_job_gets_the_same_variables_and_those_of_its_placement():
+    job = _job(script="#!/bin/sh\ntrue\n", command=None, gpus=2)
+    common = job_environment(job, None, server_env={}, checkpoint_dir="/c", server_url="http://h:1", home="/h")
+    local = job_environment(job, Allocation(job_id=42, node="n1", gpu_ids=(1, 3), cpus=1, mem_mb=0), server_env=SERVER_ENV,
+                            checkpoint_dir="/c", server_url="http://h:1", home="/h")
+    assert {k: local[k] for k in common} == common
+    assert common["CORRAL_HOME_URL"] == "http://h:1"  # it runs beside the home's address file
+    assert local["CUDA_VISIBLE_DEVICES"] == local["CORRAL_GPUS"] == local["SLURM_JOB_GPUS"] == "1,3"
+    assert local["OMP_NUM_THREADS"] == "3" and local["CORRAL_JOB_END_TIME"] == "1060"
+    assert local["SLURM_JOB_ID"] == "42" and local["PATH"] == "/usr/bin"  # the server's SLURM_JOB_ID is not passed on
