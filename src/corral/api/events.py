@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator
 
@@ -12,15 +11,14 @@ from starlette.responses import StreamingResponse
 
 from corral.api.jobs import owned_job
 from corral.server.events import Event
-from corral.executor import files
+from corral.executor.logs import MAX_FOLLOW, follow, size_of
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
 TICK_S = 0.25
 KEEPALIVE_S = 15.0
 RECHECK_S = 1.0  # a stream ends this soon after its token is revoked or expires, or its session is logged out
-MAX_LOG_EVENT = 64 * 1024
-SKIP_BEYOND = 4 * MAX_LOG_EVENT  # a log further behind than this is skipped to its end
+MAX_LOG_EVENT = MAX_FOLLOW  # bytes of log text one event carries at most
 
 
 @router.get("/events", summary="Server-sent events: jobs, runs, samples, alerts (and one job's log lines)",
@@ -47,7 +45,7 @@ async def _stream(request: Request, logs: dict[str, str] | None, owner_uid: int 
     bus, service, identifier = app.state.events, app.state.service, app.state.identifier
     subscriber = bus.subscribe()
     generation = service.generation
-    offsets = {stream: await asyncio.to_thread(_size, path) for stream, path in (logs or {}).items()}
+    offsets = {stream: await asyncio.to_thread(size_of, path) for stream, path in (logs or {}).items()}
     last_sent = last_check = time.monotonic()
     try:
         yield "retry: 2000\n\n"
@@ -98,55 +96,13 @@ def _coalesce(events: list[Event]) -> list[Event]:
     return merged
 
 
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
 def _log_event(stream: str, path: str, offset: int, owner_uid: int | None = None) -> tuple[Event | None, int]:
     """The new text of a log since `offset` as a `log` event (`start`, `offset` where the next read
-    starts, `text`, and `skipped` bytes when the job wrote faster than a page can follow: then only
-    the last part is sent, so a live view never falls behind), and the new offset."""
-    try:
-        with files.open_log(path, owner_uid) as f:  # OSError (not the owner's, not a file): nothing shown
-            size = os.fstat(f.fileno()).st_size
-            if size < offset:  # truncated (a requeued job starts its log again): read from the start
-                offset = 0
-            if size == offset:
-                return None, offset
-            skipped = 0
-            if size - offset > SKIP_BEYOND:
-                skipped = size - MAX_LOG_EVENT - offset
-            start = offset + skipped
-            f.seek(start)
-            data = f.read(min(size - start, MAX_LOG_EVENT))
-    except OSError:
+    starts, `text`, and `skipped` bytes when the job wrote faster than a page can follow), and the new offset."""
+    text, offset = follow(stream, path, offset, owner_uid)
+    if text is None:
         return None, offset
-    if skipped:  # begin at a whole line
-        cut = data.find(b"\n") + 1
-        if 0 < cut < len(data):
-            data, start, skipped = data[cut:], start + cut, skipped + cut
-    cut = data.rfind(b"\n") + 1
-    if 0 < cut < len(data):
-        data = data[:cut]  # the rest of the line comes with the next read
-    else:
-        data = _whole_characters(data)  # no newline at all: at least never cut a character in two
-        if not data:
-            return None, offset
-    data_event = {"stream": stream, "start": start, "offset": start + len(data),
-                  "text": data.decode("utf-8", "replace")}
-    if skipped:
-        data_event["skipped"] = skipped
-    return Event("log", data_event), start + len(data)
-
-
-def _whole_characters(data: bytes) -> bytes:
-    """`data` less a UTF-8 character cut at its end (the rest comes with the next read)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.reason == "unexpected end of data":
-            return data[:exc.start]
-    return data
+    data: dict[str, object] = {"stream": text.stream, "start": text.start, "offset": text.offset, "text": text.text}
+    if text.skipped:
+        data["skipped"] = text.skipped
+    return Event("log", data), offset

@@ -258,7 +258,7 @@ def job_token(tokens: Any, job: Any) -> str:
     return tokens.create(job.spec.user, f"job-{job.id}", "submit", min(now + lifetime, now + 365 * 86400), "corral", now)[1]
 
 
-def build_monitor(options: ServerOptions, service: object, engine: object, run_store: object) -> object:
+def build_monitor(options: ServerOptions, service: object, engine: object, tracking: object, run_store: object) -> object:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
     from corral.monitor.channels import SmtpSettings
     from corral.monitor.service import MonitorService
@@ -270,7 +270,8 @@ def build_monitor(options: ServerOptions, service: object, engine: object, run_s
 
         sampler = JobSampler(gpu_source_from_env(os.environ))
     smtp = SmtpSettings(**{k: v for k, v in options.smtp.items()})  # type: ignore[arg-type]
-    return MonitorService(jobs=service, engine=engine, run_store=run_store, sampler=sampler,  # type: ignore[arg-type]
+    return MonitorService(jobs=service, engine=engine, tracking=tracking, run_store=run_store,  # type: ignore[arg-type]
+                          sampler=sampler,
                           interval_s=float(options.sample_interval_s), smtp=smtp,
                           retention_days=float(options.sample_retention_days))
 
@@ -367,7 +368,7 @@ def serve(options: ServerOptions) -> None:
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
     service.on_job_ended.append(tracking.job_ended)
-    monitor = build_monitor(options, service, engine, run_store)
+    monitor = build_monitor(options, service, engine, tracking, run_store)
     service.on_job_ended.append(monitor.job_ended)
     service.recover()
     monitor.start()

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -33,7 +33,7 @@ from corral.core.schedconfig import Partition, SchedulerConfig
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
-from corral.executor import files
+from corral.executor import logs
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.home import HomeLayout
 from corral.server.launcher import Launcher, Stop
@@ -47,7 +47,6 @@ PASS_GAP_FACTOR = 4.0  # after a pass, wait this many times its work before the 
 PASS_GAP_MAX_S = 0.5  # ... but never longer than this: resources that free up are used again within a second
 POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
 CANCEL_WAIT_S = 3.0
-MAX_LOG_CHUNK = 1 << 20
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CANCELLED_BY_USER = "CancelledByUser"
 
@@ -551,6 +550,29 @@ class JobService:
                 if not waiters:
                     del self._waiters[job_id]
 
+    # -- what the monitor reads (monitor.jobs.JobReader) ----------------------------------------------
+
+    def active_jobs(self) -> Iterable[Job]:
+        """Every job not yet ended, as it is now (a view: read it on the event loop, at once)."""
+        return self.active.values()
+
+    def is_admin(self, user: str) -> bool:
+        return self.access.scope_of(user) == "admin"
+
+    def checkpoint_dir(self, job_id: int) -> str:
+        return HomeLayout(os.path.dirname(self.log_dir)).checkpoint_dir(job_id)
+
+    # BACKEND GUESSES: the monitor's only look at what a backend can do. Until backends declare their
+    # capabilities (issue 17 point 1), these two ask the backend whether it has the method.
+    def job_processes(self, job_id: int) -> Any | None:
+        """The running job's process and cgroup to sample (None: this backend samples nothing)."""
+        processes = getattr(self.backend, "job_processes", None)
+        return processes(job_id) if processes is not None else None
+
+    def final_usage(self, job_id: int) -> dict[str, Any] | None:
+        """The kernel's count of an ended job's CPU time and peak memory (None: this backend keeps none)."""
+        return getattr(self.backend, "final_usage", lambda _: None)(job_id)  # type: ignore[no-any-return]
+
     def log_owner_uid(self, job: Job) -> int | None:
         """Whose a job's log files must be for the server to show them (None: its own user's job, no check)."""
         if job.spec.user == self.user:
@@ -567,19 +589,12 @@ class JobService:
         job = self.resolve(ref)
         if job.state is JobState.PENDING:
             return b"", 0, job
-        limit = max(1, min(limit, MAX_LOG_CHUNK))
+        path, owner_uid = job.log_path(stream), self.log_owner_uid(job)
         try:
-            with files.open_log(job.log_path(stream), self.log_owner_uid(job)) as f:
-                size = os.fstat(f.fileno()).st_size
-                if tail is not None:
-                    start = max(0, size - MAX_LOG_CHUNK)
-                    f.seek(start)
-                    data = f.read(size - start)
-                    lines = data.splitlines(keepends=True)
-                    return b"".join(lines[-tail:]) if tail > 0 else b"", size, job
-                f.seek(min(offset, size))  # past the end reads nothing, from the end
-                data = f.read(limit)
-                offset = min(offset, size)
+            if tail is not None:
+                data, size = logs.read_last_lines(path, owner_uid, tail)
+                return data, size, job
+            data, end = logs.read_range(path, owner_uid, offset, limit)
         except PermissionError:
             # The server reads with its own rights: a job may not name someone else's file (or a link
             # to /etc/shadow, or a FIFO that would hang the server) as its log and have it handed over.
@@ -587,7 +602,7 @@ class JobService:
                             f"to {job.spec.user}; corral shows only logs the job's owner owns") from None
         except FileNotFoundError:
             return b"", offset, job
-        return data, offset + len(data), job
+        return data, end, job
 
     def nodes_view(self) -> list[dict[str, Any]]:
         holders = {(a.node, g): self.active.get(a.job_id) for a in self.allocations.values() for g in a.gpu_ids}

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -172,6 +172,24 @@ class TrackingService:
         write.future.add_done_callback(
             lambda f: f.exception() and log.warning("could not end the runs of job %d: %s", job.id, f.exception()))
         self._enqueue(write)
+
+    def append_system_metrics(self, batches: Mapping[int, MetricsBatch], timeout_s: float = 60.0) -> None:
+        """Append the monitor's `system/...` points to runs by id, from the monitor's thread (not the
+        event loop): it returns once they are committed, so the charts' `runs` event never comes early.
+
+        Raises:
+            CorralError: the server is shutting down, or the write failed; TimeoutError: not committed in time.
+        """
+        if not batches:
+            return
+
+        def apply(conn: Connection, _: Any) -> None:
+            for run_id, batch in batches.items():
+                self.store.append(conn, run_id, batch)
+
+        write = _Write(lambda: None, apply, Future())
+        self._enqueue(write)
+        write.future.result(timeout_s)
 
     def _then_get(self, conn: Connection, ref: str, change: Callable[[int], None]) -> dict[str, Any]:
         run_id = self.store.resolve(conn, ref)

@@ -1,0 +1,48 @@
+"""What the monitor reads of the jobs: `JobReader`, the one narrow interface between them.
+
+The monitor never reaches into the job service's tables or its backend: it asks these questions, and
+the job service (`server.service.JobService`) answers them. Everything here is read on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from corral.core.job import Job
+
+
+@runtime_checkable
+class JobReader(Protocol):
+    """The jobs as the monitor sees them."""
+
+    user: str  # the server's own user (a test notification is sent as from them)
+
+    def active_jobs(self) -> Iterable[Job]:
+        """Every job not yet ended (pending, running, array parents), in no set order."""
+        ...
+
+    def resolve(self, ref: str) -> Job:
+        """The job `ref` names (`12`, `12_3`), ended or not; raises NotFound."""
+        ...
+
+    def log_owner_uid(self, job: Job) -> int | None:
+        """Whose the job's log files must be for the server to read them (None: no check)."""
+        ...
+
+    def is_admin(self, user: str) -> bool:
+        """Whether `user` may use every alert channel."""
+        ...
+
+    def checkpoint_dir(self, job_id: int) -> str:
+        """Where the job's checkpoints are kept in the home."""
+        ...
+
+    def job_processes(self, job_id: int) -> Any | None:
+        """The running job's process (`pid`) and cgroup (`procs_file`) to sample, if the backend samples."""
+        ...
+
+    def final_usage(self, job_id: int) -> dict[str, Any] | None:
+        """The kernel's count of an ended job's CPU time and peak memory, if the backend keeps it."""
+        ...
