@@ -35,8 +35,8 @@ DATABASES = ["sqlite", "postgresql"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """scripts/test.sh runs each file in one pytest-xdist worker (the Slurm testbed's tests, which cancel
-    every Slurm job of their uid, all live in one file), then the tests marked serial alone. Serial too:
+    """scripts/test.sh runs each file in one pytest-xdist worker (the Slurm testbed's tests live in one file;
+    each cancels only its own server's jobs), then the tests marked serial alone. Serial too:
     a second file on the Slurm testbed, the tests that count every process of a test account, the
     restarts timed against running jobs, and the browser tests (Playwright's sync API leaves an event
     loop in its worker's thread, which the MCP tests' asyncio.run would then refuse)."""

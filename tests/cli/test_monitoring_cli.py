@@ -88,11 +88,11 @@ def test_declared_gpus_without_a_driver_say_so_and_an_idle_request_is_flagged(ho
 
 
 def test_a_short_jobs_timeout_advice_fits_its_own_limit(home):
-    corral(home, "submit", "-t", "0:50", "--wrap", "sleep 300")
+    corral(home, "submit", "-t", "0:20", "--wrap", "sleep 300")
     wait_for(lambda: "TIMEOUT" in corral(home, "show", "1"), timeout=120)
     text = corral(home, "diagnose", "1")
     assert "(timeout_no_checkpoint)" in text
-    assert "USR1@120" not in text and "--signal USR1@5 sends SIGUSR1 5 s before it" in text
+    assert "USR1@120" not in text and "--signal USR1@2 sends SIGUSR1 2 s before it" in text
 
 
 def test_alert_commands_create_list_ack_and_explain_bad_input(home, http):

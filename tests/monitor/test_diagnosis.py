@@ -322,7 +322,7 @@ def test_timeout_without_a_checkpoint_is_critical_with_the_fixes():
     assert "--time 2:00:00" in fixes and "--signal USR1@120" in fixes
 
 
-@pytest.mark.parametrize("limit, lead", [(3600, 120), (600, 60), (60, 6), (30, None), (None, 120)])
+@pytest.mark.parametrize("limit, lead", [(3600, 120), (600, 60), (60, 6), (20, 2), (19, None), (None, 120)])
 def test_the_warning_before_the_limit_fits_the_jobs_own_limit(limit, lead):
     assert warning_lead_s(limit) == lead
 
@@ -332,7 +332,7 @@ def test_a_one_minute_job_is_not_told_to_warn_two_minutes_before_its_limit():
     fixes = " ".join(only(diagnose(evidence(timed_out, None, HEALTHY_STDOUT)), "timeout_no_checkpoint").fixes)
     assert "USR1@120" not in fixes
     assert "--signal USR1@6 sends SIGUSR1 6 s before it (a tenth of its 1:00 limit)" in fixes
-    short = job(state="TIMEOUT", exit_code=None, signal=15, time_limit_s=20, end_time=iso(T0 + 21))
+    short = job(state="TIMEOUT", exit_code=None, signal=15, time_limit_s=15, end_time=iso(T0 + 16))
     assert "--signal" not in " ".join(only(diagnose(evidence(short, None, HEALTHY_STDOUT)), "timeout_no_checkpoint").fixes)
 
 

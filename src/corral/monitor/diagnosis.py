@@ -39,7 +39,7 @@ SATURATED_CPU = 75.0
 QUOTE_CHARS = 300
 WARNING_LEAD_S = 120
 """The warning before the time limit diagnosis suggests (`--signal USR1@120`) when the limit allows it ..."""
-MIN_WARNING_LEAD_S = 5
+MIN_WARNING_LEAD_S = 2
 """... a tenth of the limit when that is shorter, and none below this (a job too short to checkpoint)."""
 
 CAUSES = (
