@@ -11,8 +11,10 @@ if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
 fi
 # The dashboard's browser tests drive Debian's headless Chromium (scripts/browser.sh installs it as root).
 bash scripts/browser.sh
-# Most tests wait on real servers and jobs, not on the CPU: four workers share the machine, a file each at a
+# Most tests wait on real servers and jobs, not on the CPU: five workers share the machine, a file each at a
 # time; those that measure CPU share or pace, or share machine-wide state across files (marked serial, see
 # tests/conftest.py), run afterwards, alone. Exit 5: none were selected.
-.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-4}" --dist loadfile -m "not serial" "$@"
-.venv/bin/python -m pytest -m serial "$@" || [ $? = 5 ]
+.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-5}" --dist loadfile -m "not serial" "$@"
+# The browser tests share no machine-wide state with each other: two workers of their own, without the MCP tests.
+.venv/bin/python -m pytest -n 2 --dist loadfile -m serial tests/web "$@" || [ $? = 5 ]
+.venv/bin/python -m pytest -m serial --ignore=tests/web "$@" || [ $? = 5 ]
