@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -46,9 +47,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.serial)
 
 
-@pytest.fixture
-def pg_schema_url() -> Iterator[str]:
-    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
+@contextlib.contextmanager
+def _fresh_pg_schema() -> Iterator[str]:
     import psycopg
 
     schema = f"corral_test_{uuid.uuid4().hex[:12]}"
@@ -59,6 +59,13 @@ def pg_schema_url() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
+    with _fresh_pg_schema() as url:
+        yield url
 
 
 @pytest.fixture(params=DATABASES)
@@ -167,3 +174,20 @@ def _kill_leftover_supervisors(root: str) -> None:
 def server(server_factory, db_url) -> Server:
     """A running server with 4 declared A100s, on SQLite and on PostgreSQL."""
     return server_factory(db=db_url)
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def refusing_server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """One server, on SQLite and on PostgreSQL, for a module's tests whose every request is refused: what they
+    send changes nothing, so they need not pay for a server each (a server start is most of such a test)."""
+    root = tempfile.mkdtemp(prefix="corral-")
+    with contextlib.ExitStack() as stack:
+        db = stack.enter_context(_fresh_pg_schema()) if request.param == "postgresql" else None
+        server = Server(home=os.path.join(root, "home"), db=db).start()
+        try:
+            yield server
+        finally:
+            server.stop()
+            _kill_leftover_supervisors(root)
+            shutil.rmtree(root, ignore_errors=True)
+

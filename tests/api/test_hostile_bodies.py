@@ -66,8 +66,8 @@ def test_200000_open_brackets_to_every_json_route_is_a_422_never_a_recursion_err
     ("POST", "/api/v1/jobs", {"command": ["true"], "name": "x\x1b]0;owned\x07"}, "name"),
     ("POST", "/api/v1/jobs", {"command": ["true"], "labels": {"team": "a\u2066b"}}, "labels.team"),
 ])
-def test_values_that_gave_500s_are_422s_naming_the_field(server, method, path, body, field):
-    status, answer, _ = call(server, method, path, body)
+def test_values_that_gave_500s_are_422s_naming_the_field(refusing_server, method, path, body, field):
+    status, answer, _ = call(refusing_server, method, path, body)
     assert status == 422, answer
     assert answer["error"]["field"] == field, answer
 

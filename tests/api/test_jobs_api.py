@@ -69,13 +69,13 @@ def test_submit_answers_201_with_the_job_and_it_runs_to_completion(server, short
     ({"command": ["true"], "nodes": 0}, "nodes"),
     ({"command": ["true"], "gpus": 1, "gpus_per_node": 2}, "gpus_per_node"),
 ])
-def test_bad_input_is_422_naming_the_field_and_changes_nothing(server, body, field):
-    before = call(server, "GET", "/api/v1/jobs?scope=active")[1]["jobs"]
-    status, answer, _ = call(server, "POST", "/api/v1/jobs", body)
+def test_bad_input_is_422_naming_the_field_and_changes_nothing(refusing_server, body, field):
+    before = call(refusing_server, "GET", "/api/v1/jobs?scope=active")[1]["jobs"]
+    status, answer, _ = call(refusing_server, "POST", "/api/v1/jobs", body)
     assert status == 422, answer
     assert answer["error"]["field"] == field
     assert answer["error"]["message"]
-    assert call(server, "GET", "/api/v1/jobs?scope=active")[1]["jobs"] == before
+    assert call(refusing_server, "GET", "/api/v1/jobs?scope=active")[1]["jobs"] == before
 
 
 def test_a_multi_node_job_is_refused_here_pointing_at_slurm(server):
@@ -216,8 +216,8 @@ def test_a_job_whose_log_cannot_be_opened_fails_with_the_reason_and_the_queue_go
     "/api/v1/jobs/99999999999999999999", "/api/v1/jobs?scope=finished&before=99999999999999999999",
     "/api/v1/jobs/1/logs?offset=99999999999999999999999",
 ])
-def test_out_of_range_numbers_in_urls_are_422_not_500(server, path):
-    status, answer, _ = call(server, "GET", path)
+def test_out_of_range_numbers_in_urls_are_422_not_500(refusing_server, path):
+    status, answer, _ = call(refusing_server, "GET", path)
     assert status == 422, answer
 
 
@@ -228,8 +228,8 @@ def test_out_of_range_numbers_in_urls_are_422_not_500(server, path):
     ({"command": ["true"], "time": "\u0663"}, "time"),
     ({"command": ["true"], "mem_mb": 2**40}, "mem_mb"),
 ])
-def test_values_the_database_could_not_hold_are_refused_up_front(server, body, field):
-    status, answer, _ = call(server, "POST", "/api/v1/jobs", body)
+def test_values_the_database_could_not_hold_are_refused_up_front(refusing_server, body, field):
+    status, answer, _ = call(refusing_server, "POST", "/api/v1/jobs", body)
     assert status == 422 and answer["error"]["field"] == field
 
 
