@@ -23,3 +23,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e '.[dev]'
   echo "$want" > "$stamp"
 fi
+# Byte-compile corral's own modules (pip does it for the packages it installs, not for an editable source tree):
+# where PYTHONDONTWRITEBYTECODE is set, every server, supervisor and command would compile them again.
+.venv/bin/python -m compileall -q -j 0 src

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from sqlalchemy import (
-    JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
-    String, Table, Text, UniqueConstraint,
+    DDL, JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, LargeBinary, MetaData,
+    PrimaryKeyConstraint, String, Table, Text, UniqueConstraint, event,
 )
 
 metadata = MetaData()
@@ -171,6 +171,12 @@ metric_chunks = Table(
     Index("ix_metric_chunks_series", "run_id", "key", "first_step"),
     sqlite_autoincrement=True,
 )
+
+# Packed floats do not compress; trying to (TOAST's default) costs more than the write itself.
+# Revision 0002 does the same to a migrated database.
+event.listen(metric_chunks, "after_create", DDL(
+    "ALTER TABLE metric_chunks ALTER COLUMN data SET STORAGE EXTERNAL, ALTER COLUMN lod1 SET STORAGE EXTERNAL, "
+    "ALTER COLUMN lod2 SET STORAGE EXTERNAL").execute_if(dialect="postgresql"))
 
 # Batch ids already applied to a run: a retried batch is acknowledged and not applied twice.
 run_batches = Table(
