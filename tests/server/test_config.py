@@ -8,7 +8,7 @@ import pytest
 
 from corral.errors import InvalidRequest
 from corral.executor.gpus import DeclaredInventory
-from corral.server.main import ServerOptions, load_config
+from corral.compose.server import ServerOptions, load_config
 
 
 def write_config(home: str, text: str) -> None:

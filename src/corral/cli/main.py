@@ -103,7 +103,7 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         click.echo(f"corral server running at {info['url']} (pid {info['pid']}, home {home})")
         return
     from corral.executor.gpus import DeclaredInventory
-    from corral.server.main import ServerOptions, load_config, serve
+    from corral.compose.server import ServerOptions, load_config, serve
 
     explicit = {
         name for name in options
