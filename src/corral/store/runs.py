@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, delete, exists, func, insert, select, update
 
+from corral.core import metric_series as S
+from corral.core.metrics_batch import MetricsBatch, increasing_only
+from corral.core.run_filters import RunFilter
+from corral.core.run_requests import RunRequest
 from corral.core.units import is_number
 from corral.errors import Forbidden, NotFound
 from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
-from corral.tracking import series as S
-from corral.tracking.batch import MetricsBatch, increasing_only
-from corral.tracking.filters import RunFilter
-from corral.tracking.requests import RunRequest
 
 _RAW_FACTOR = 32  # read raw points while a range holds at most this many per point asked for
 _STAT_COLUMN = {"last": metric_series.c.last_value, "min": metric_series.c.min_value, "max": metric_series.c.max_value}
@@ -326,7 +326,7 @@ class RunStore:
     def series(self, conn: Connection, run_id: int, key: str, *, start: int | None, end: int | None,
                max_points: int) -> tuple[int, bool, S.Points]:
         """(points in range, downsampled?, the points): at most `max_points`, each bucket's
-        extremes kept (tracking.series.downsample)."""
+        extremes kept (core.metric_series.downsample)."""
         meta = conn.execute(select(metric_series.c.count).where(
             metric_series.c.run_id == run_id, metric_series.c.key == key)).first()
         if meta is None:

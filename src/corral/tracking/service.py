@@ -21,15 +21,15 @@ import numpy as np
 import orjson
 from sqlalchemy import Connection
 
+from corral.core import run_requests as R
 from corral.core.job import Job
+from corral.core.metric_series import Points
+from corral.core.metrics_batch import MetricsBatch, check_key, parse_metrics_batch
+from corral.core.run_filters import parse_filter
 from corral.core.run_states import RUN_STATES
 from corral.core.states import JobState
 from corral.errors import CorralError, InvalidRequest
 from corral.store.runs import RunStore
-from corral.tracking import requests as R
-from corral.tracking.batch import MetricsBatch, check_key, parse_metrics_batch
-from corral.tracking.filters import parse_filter
-from corral.tracking.series import Points
 
 log = logging.getLogger("corral.tracking")
 

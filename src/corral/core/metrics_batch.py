@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from corral.errors import InvalidRequest
-from corral.tracking.series import Points
+from corral.core.metric_series import Points
 
 MAX_POINTS_PER_BATCH = 1_000_000
 MAX_STEP = 2**62
