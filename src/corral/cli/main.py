@@ -14,12 +14,12 @@ from typing import Any
 import click
 
 from corral.cli.connect import client_for
-from corral.cli.terminal import escape
-from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
 from corral.cli.sizing import recommend
+from corral.cli.terminal import escape
 from corral.cli.tokens import token
+from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.errors import CorralError
 
 
@@ -102,8 +102,8 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         info = start_detached(home, _up_args(ctx, home, options))
         click.echo(f"corral server running at {info['url']} (pid {info['pid']}, home {home})")
         return
-    from corral.executor.gpus import DeclaredInventory
     from corral.compose.server import ServerOptions, load_config, serve
+    from corral.core.resources import DeclaredInventory
 
     explicit = {
         name for name in options

@@ -17,11 +17,11 @@ from typing import IO, Any
 
 from corral.api.identity import AuthSettings
 from corral.core.identity import AccessPolicy, Account, parse_accounts
+from corral.core.resources import DeclaredInventory
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.core.sessions import MAX_SESSION_HOURS
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
 from corral.errors import Conflict, InvalidRequest
-from corral.executor.gpus import DeclaredInventory
 from corral.home import CONFIG_FILE, HomeLayout, read_server_info, remove_server_info, write_server_info
 
 log = logging.getLogger("corral.server")
