@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -22,9 +22,11 @@ from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService
 from corral.server.tokens import TokenService
-from corral.store.tokens import TokenStore
 from corral.tracking.service import TrackingService
 from corral.web.routes import install_dashboard
+
+if TYPE_CHECKING:
+    from corral.store.tokens import TokenStore
 
 
 def create_app(
