@@ -11,6 +11,7 @@ import base64
 import binascii
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +108,8 @@ def _series(entry: Any, field: str, now: float) -> tuple[str, Points]:
     return key, Points(steps, values, times)
 
 
-def _column(entry: dict[str, Any], name: str, packed: str, dtype: str, field: str, from_list) -> np.ndarray | None:  # type: ignore[no-untyped-def]
+def _column(entry: dict[str, Any], name: str, packed: str, dtype: str, field: str,
+            from_list: Callable[[list[Any], str], np.ndarray]) -> np.ndarray | None:
     if name in entry and packed in entry:
         raise InvalidRequest(f"{field}.{packed}", f"given together with {name}", "give one of the two")
     if packed in entry:

@@ -169,8 +169,12 @@ class TrackingService:
         state = "finished" if job.state is JobState.COMPLETED else "crashed"
         end = job.end_time or self.clock()
         write = _Write(lambda: None, lambda conn, _: self.store.end_job_runs(conn, job.id, state, end), Future())
-        write.future.add_done_callback(
-            lambda f: f.exception() and log.warning("could not end the runs of job %d: %s", job.id, f.exception()))
+
+        def report(done: Future[Any]) -> None:
+            if done.exception():
+                log.warning("could not end the runs of job %d: %s", job.id, done.exception())
+
+        write.future.add_done_callback(report)
         self._enqueue(write)
 
     def append_system_metrics(self, batches: Mapping[int, MetricsBatch], timeout_s: float = 60.0) -> None:
