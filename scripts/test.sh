@@ -13,7 +13,7 @@ fi
 bash scripts/browser.sh
 # A wrong arrow between layers (pyproject's import contracts) or a type error fails the run before any test.
 .venv/bin/lint-imports --no-cache
-.venv/bin/mypy  # the files of [tool.mypy] in pyproject.toml; incremental: .mypy_cache
+.venv/bin/mypy src/corral  # incremental: .mypy_cache
 # Most tests wait on real servers and jobs, not on the CPU: five workers share the machine, a file each at a
 # time; those that measure CPU share or pace, or share machine-wide state across files (marked serial, see
 # tests/conftest.py), run afterwards, alone. Exit 5: none were selected.
