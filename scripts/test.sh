@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything and run the whole test suite (what CI runs).
+# Install everything, check the layers and the types, and run the whole test suite (what CI runs).
 # PostgreSQL tests use postgresql://postgres@127.0.0.1:5432/test (override: CORRAL_TEST_PG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,9 @@ if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
 fi
 # The dashboard's browser tests drive Debian's headless Chromium (scripts/browser.sh installs it as root).
 bash scripts/browser.sh
+# A wrong arrow between layers (pyproject's import contracts) or a type error fails the run before any test.
+.venv/bin/lint-imports --no-cache
+.venv/bin/mypy src/corral  # incremental: .mypy_cache
 # Most tests wait on real servers and jobs, not on the CPU: five workers share the machine, a file each at a
 # time; those that measure CPU share or pace, or share machine-wide state across files (marked serial, see
 # tests/conftest.py), run afterwards, alone. Exit 5: none were selected.

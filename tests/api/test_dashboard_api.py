@@ -151,10 +151,12 @@ def test_a_chart_page_gets_many_series_in_one_request(server_factory):
 
 def test_a_log_far_ahead_is_skipped_to_its_end_at_a_line_start(tmp_path):
     from corral.api.events import MAX_LOG_EVENT, _log_event
+    from corral.server.log_follow import LogFollower
 
     path = tmp_path / "chatty.out"
     path.write_bytes(b"".join(b"line %07d\n" % i for i in range(200_000)))  # 2.4 MB behind
-    event, offset = _log_event("stdout", str(path), 0)
+    logs = LogFollower({"stdout": str(path)})
+    event, offset = _log_event(logs, "stdout"), logs.offsets["stdout"]
     size = path.stat().st_size
     assert offset == size and event.data["offset"] == size  # caught up at once
     assert event.data["skipped"] > 0 and event.data["start"] == event.data["skipped"]
@@ -162,7 +164,7 @@ def test_a_log_far_ahead_is_skipped_to_its_end_at_a_line_start(tmp_path):
     assert len(event.data["text"]) <= MAX_LOG_EVENT
     with open(path, "ab") as f:
         f.write("é partial".encode()[:1])  # half a character, no newline yet
-    event, offset = _log_event("stdout", str(path), offset)
+    event, offset = _log_event(logs, "stdout"), logs.offsets["stdout"]
     assert event is None or "\ufffd" not in event.data["text"]
 
 

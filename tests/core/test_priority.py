@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.core.policy import PendingJob
+from corral.core.pending import PendingJob
 from corral.core.priority import decay, fairshare_factors, job_priority, prioritize, usage_charge
 from corral.core.resources import Request
 from corral.core.schedconfig import Partition, PriorityWeights, Qos, SchedulerConfig

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from corral.errors import InvalidRequest
-from corral.executor.gpus import DeclaredInventory, build_node, machine_memory_mb, short_gpu_type
+from corral.core.resources import DeclaredInventory
+from corral.executor.gpus import build_node, machine_memory_mb, short_gpu_type
 
 
 @pytest.mark.parametrize("nvml_name, short", [

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
+from corral.compose.server import ServerOptions, load_config
+from corral.core.resources import DeclaredInventory
 from corral.errors import InvalidRequest
-from corral.executor.gpus import DeclaredInventory
-from corral.server.main import ServerOptions, load_config
 
 
 def write_config(home: str, text: str) -> None:

@@ -9,9 +9,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import select
 
+from corral.errors import NotFound
 from corral.store import migrate
 from corral.store.db import open_engine
-from corral.errors import NotFound
 from corral.store.monitoring import thin_extremes
 from corral.store.schema import metadata, metric_series
 
@@ -28,9 +28,9 @@ def test_migrations_build_exactly_the_declared_tables(db, tmp_path, request):
 
 
 def test_a_series_remembers_where_it_first_went_nan(tmp_path):
+    from corral.core.metrics_batch import parse_metrics_batch
+    from corral.core.run_requests import parse_run_request
     from corral.store.runs import RunStore
-    from corral.tracking.batch import parse_metrics_batch
-    from corral.tracking.requests import parse_run_request
 
     engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
     migrate.upgrade(engine)

@@ -11,16 +11,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
+from corral.core import metric_series as S
+from corral.core.metrics_batch import MetricsBatch
+from corral.core.run_filters import parse_filter
+from corral.core.run_requests import parse_artifacts, parse_run_request
 from corral.errors import NotFound
 from corral.store import migrate
 from corral.store import runs as runs_module
 from corral.store.db import database_url, open_engine
 from corral.store.runs import RunStore
 from corral.store.schema import metric_chunks, runs
-from corral.tracking import series as S
-from corral.tracking.batch import MetricsBatch
-from corral.tracking.filters import parse_filter
-from corral.tracking.requests import parse_artifacts, parse_run_request
 
 NOW = 1_700_000_000.0
 

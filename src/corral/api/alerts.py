@@ -11,7 +11,8 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from corral.api.identity import caller_of, policy_of
-from corral.api.jobs import json_object, owned_job
+from corral.api.jobs import owned_job
+from corral.api.request_bodies import json_object
 from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
 from corral.errors import Forbidden

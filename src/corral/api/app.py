@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -21,13 +21,17 @@ from corral.core.identity import AccessPolicy
 from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService
+from corral.server.tokens import TokenService
 from corral.tracking.service import TrackingService
 from corral.web.routes import install_dashboard
+
+if TYPE_CHECKING:
+    from corral.store.tokens import TokenStore
 
 
 def create_app(
     service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, policy: AccessPolicy,
-    tokens: Any, sessions: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
+    tokens: TokenStore, sessions: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
     on_started: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
     stopping: Callable[[], bool] = lambda: False,
 ) -> FastAPI:
@@ -67,15 +71,16 @@ def create_app(
     app.state.stopping = stopping  # long-lived event streams end when the server stops
     app.state.webhook_token = webhook_token
     app.state.policy = policy
-    app.state.tokens = tokens
+    token_service = TokenService(tokens)
+    app.state.tokens = token_service
     install_error_handlers(app)
     app.add_middleware(SubmitPath, service=service)
     settings = auth or AuthSettings()
     app.add_middleware(StreamCap, limit=settings.max_streams_per_user)  # inside Authenticate: it counts per caller
-    identifier = Identifier(policy=policy, tokens=tokens, sessions=sessions, settings=settings,
+    identifier = Identifier(policy=policy, tokens=token_service, sessions=sessions, settings=settings,
                             listen_host=listen_host)
     app.state.identifier = identifier
-    app.state.token_cache_clear = identifier.clear_token_cache
+    token_service.on_change.append(identifier.clear_token_cache)
     app.add_middleware(Authenticate, identifier=identifier)
     app.add_middleware(BodyLimit)  # added last: the outermost, before any body is read
     app.include_router(identity.router)

@@ -11,14 +11,14 @@ from starlette.responses import StreamingResponse
 
 from corral.api.jobs import owned_job
 from corral.server.events import Event
-from corral.executor.logs import MAX_FOLLOW, follow, size_of
+from corral.server.log_follow import MAX_LOG_TEXT, LogFollower
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
 TICK_S = 0.25
 KEEPALIVE_S = 15.0
 RECHECK_S = 1.0  # a stream ends this soon after its token is revoked or expires, or its session is logged out
-MAX_LOG_EVENT = MAX_FOLLOW  # bytes of log text one event carries at most
+MAX_LOG_EVENT = MAX_LOG_TEXT  # bytes of log text one event carries at most
 
 
 @router.get("/events", summary="Server-sent events: jobs, runs, samples, alerts (and one job's log lines)",
@@ -27,25 +27,21 @@ async def events(request: Request, job: str | None = Query(None, pattern=r"^[0-9
                                                            description="Also stream this job's new log text.")) -> StreamingResponse:
     """`event: jobs` (some jobs changed state), `runs` (metrics were stored), `samples` (a monitoring
     tick), `alerts` (something fired or resolved), and with `job`, `log` (`{"stream", "offset", "text"}`)."""
-    service = request.app.state.service
-    logs = None
-    owner_uid: int | None = None
+    logs: LogFollower | None = None
     if job is not None:
         found = owned_job(request, job, "following the logs of")  # 404 or 403 now, not a stream that says nothing
-        logs = {stream: found.log_path(stream) for stream in ("stdout", "stderr")}
-        owner_uid = service.log_owner_uid(found)
-        if logs["stderr"] == logs["stdout"]:
-            del logs["stderr"]
-    return StreamingResponse(_stream(request, logs, owner_uid), media_type="text/event-stream",
+        logs = LogFollower.of_job(request.app.state.service, found)
+    return StreamingResponse(_stream(request, logs), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _stream(request: Request, logs: dict[str, str] | None, owner_uid: int | None) -> AsyncIterator[str]:
+async def _stream(request: Request, logs: LogFollower | None) -> AsyncIterator[str]:
     app = request.app
     bus, service, identifier = app.state.events, app.state.service, app.state.identifier
     subscriber = bus.subscribe()
     generation = service.generation
-    offsets = {stream: await asyncio.to_thread(size_of, path) for stream, path in (logs or {}).items()}
+    if logs is not None:
+        await asyncio.to_thread(logs.skip_to_end)
     last_sent = last_check = time.monotonic()
     try:
         yield "retry: 2000\n\n"
@@ -66,11 +62,12 @@ async def _stream(request: Request, logs: dict[str, str] | None, owner_uid: int 
             if service.generation != generation:  # coalesced: one event however many jobs changed
                 generation = service.generation
                 out.append(Event("jobs", {}).encode())
-            for stream, path in (logs or {}).items():
-                # off the event loop: a log on a stalled network filesystem must not stop the server
-                event, offsets[stream] = await asyncio.to_thread(_log_event, stream, path, offsets[stream], owner_uid)
-                if event is not None:
-                    out.append(event.encode())
+            if logs is not None:
+                for stream in logs.paths:
+                    # off the event loop: a log on a stalled network filesystem must not stop the server
+                    event = await asyncio.to_thread(_log_event, logs, stream)
+                    if event is not None:
+                        out.append(event.encode())
             if not out and time.monotonic() - last_sent > KEEPALIVE_S:
                 out.append(": keepalive\n\n")
             if out:
@@ -96,13 +93,13 @@ def _coalesce(events: list[Event]) -> list[Event]:
     return merged
 
 
-def _log_event(stream: str, path: str, offset: int, owner_uid: int | None = None) -> tuple[Event | None, int]:
-    """The new text of a log since `offset` as a `log` event (`start`, `offset` where the next read
-    starts, `text`, and `skipped` bytes when the job wrote faster than a page can follow), and the new offset."""
-    text, offset = follow(stream, path, offset, owner_uid)
+def _log_event(logs: LogFollower, stream: str) -> Event | None:
+    """The new text of a log since the last read as a `log` event (`start`, `offset` where the next read
+    starts, `text`, and `skipped` bytes when the job wrote faster than a page can follow)."""
+    text = logs.read(stream)
     if text is None:
-        return None, offset
+        return None
     data: dict[str, object] = {"stream": text.stream, "start": text.start, "offset": text.offset, "text": text.text}
     if text.skipped:
         data["skipped"] = text.skipped
-    return Event("log", data), offset
+    return Event("log", data)

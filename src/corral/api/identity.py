@@ -43,13 +43,14 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from corral.api.errors import error_response
+from corral.api.request_bodies import json_object
 from corral.core.identity import AccessPolicy, Caller, scope_covers
 from corral.core.ratelimit import RateLimiter
 from corral.core.sessions import (
     DEFAULT_SESSION_HOURS, SESSION_COOKIE, SESSION_HEADER, DashboardSession, looks_like_session_part, session_expiry,
 )
 from corral.core.tokens import looks_like_token
-from corral.errors import CorralError, Forbidden, RateLimited, Unauthenticated
+from corral.errors import CorralError, Forbidden, InvalidRequest, RateLimited, Unauthenticated
 from corral.server.peers import PEER_KEY, PEER_KIND, PEER_REFUSED, PEER_UID, settle_peer
 
 CALLER = "corral.caller"
@@ -425,9 +426,6 @@ async def whoami(request: Request) -> dict[str, object]:
 async def log_in(request: Request) -> Response:
     """The session's cookie is set; its key is in the answer (`session_key`), for the page to send as
     `X-Corral-Session` with every request. Neither works without the other, nor as a Bearer token."""
-    from corral.api.jobs import json_object
-    from corral.errors import InvalidRequest
-
     body = json_object(await request.body())
     token = body.get("token")
     if not isinstance(token, str) or not token.strip() or len(token) > 200:

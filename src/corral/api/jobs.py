@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection
 from typing import Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from corral.api.identity import caller_of
+from corral.api.request_bodies import json_object
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
-from corral.core.bodies import decode_json
 from corral.core.events import timeline
 from corral.core.identity import Caller
 from corral.core.job import Job
@@ -216,15 +215,6 @@ async def job_logs(
     data, next_offset, job = await asyncio.to_thread(_service(request).read_log, job_id, stream, offset, limit, tail)
     headers = {"X-Corral-Offset": str(next_offset), "X-Corral-State": job.state.value}
     return Response(data, media_type="application/octet-stream", headers=headers)
-
-
-def json_object(raw: bytes, *, bytes_in: Collection[str] = ()) -> dict[str, Any]:
-    """A request body as a JSON object, refused (422) when hostile: too deep, lone surrogates, NUL, huge numbers
-    (`bytes_in`: fields that may hold bytes that are not UTF-8, see `corral.core.bodies.decode_json`)."""
-    body = decode_json(raw, bytes_in=bytes_in)
-    if not isinstance(body, dict):
-        raise InvalidRequest("body", f"must be a JSON object, got {type(body).__name__}")
-    return body
 
 
 def _check_states(states: list[str]) -> None:

@@ -6,7 +6,6 @@ heavy modules are imported inside the commands that need them.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
@@ -14,12 +13,12 @@ from typing import Any
 import click
 
 from corral.cli.connect import client_for
-from corral.cli.terminal import escape
-from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
 from corral.cli.sizing import recommend
+from corral.cli.terminal import escape, json_text, print_json
 from corral.cli.tokens import token
+from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.errors import CorralError
 
 
@@ -48,12 +47,6 @@ class CorralGroup(click.Group):
 def cli(ctx: click.Context, home: str | None, url: str | None) -> None:
     """Run GPU training jobs: submit, queue, run on the right GPUs, watch, stop."""
     ctx.obj = {"home": home, "url": url}
-
-
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
 
 
 def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
@@ -102,8 +95,8 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         info = start_detached(home, _up_args(ctx, home, options))
         click.echo(f"corral server running at {info['url']} (pid {info['pid']}, home {home})")
         return
-    from corral.executor.gpus import DeclaredInventory
-    from corral.server.main import ServerOptions, load_config, serve
+    from corral.compose.server import ServerOptions, load_config, serve
+    from corral.core.resources import DeclaredInventory
 
     explicit = {
         name for name in options
@@ -255,7 +248,7 @@ def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tupl
         if problem:
             click.echo(f"corral: warning: {escape(problem)}", err=True)
     if as_json:
-        _print_json(job)
+        print_json(job)
     elif parsable:
         click.echo(job["id"])
     else:
@@ -274,7 +267,7 @@ def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bo
     wanted = ["PENDING"] if starts else [s.upper() for s in states]
     jobs = client_for(ctx).queue(states=wanted)
     if as_json:
-        click.echo(json.dumps(jobs, indent=2))
+        print_json(jobs)
     else:
         click.echo(start_table(jobs) if starts else queue_table(jobs))
 
@@ -286,7 +279,7 @@ def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bo
 def attach(ctx: click.Context, slurm_job_id: str, as_json: bool) -> None:
     """Track a job submitted with plain sbatch: its state, logs and runs (Slurm backend)."""
     job = client_for(ctx).attach(slurm_job_id)
-    click.echo(json.dumps(job, indent=2) if as_json else f"Slurm job {slurm_job_id} is corral job {job['id']}")
+    click.echo(json_text(job) if as_json else f"Slurm job {slurm_job_id} is corral job {job['id']}")
 
 
 @cli.command()
@@ -298,7 +291,7 @@ def show(ctx: click.Context, job_id: str, as_json: bool) -> None:
     from corral.cli.format import job_view
 
     job = client_for(ctx).get(job_id)
-    click.echo(json.dumps(job, indent=2) if as_json else job_view(job))
+    click.echo(json_text(job) if as_json else job_view(job))
 
 
 @cli.command()
@@ -324,7 +317,7 @@ def _each_job(ctx: click.Context, job_ids: tuple[str, ...], action: str, as_json
         if not as_json:
             click.echo(f"job {job_id}: {job['state']}" + (f" ({escape(job['reason'])})" if job.get("reason") else ""))
     if as_json:
-        _print_json(results)
+        print_json(results)
     if failed:
         ctx.exit(1)
 
@@ -362,7 +355,7 @@ def release(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None
 def update(ctx: click.Context, job_id: str, as_json: bool, **changes: Any) -> None:
     """Change a pending job's time limit, nice, partition, QoS or resources (like scontrol update)."""
     job = client_for(ctx).update(job_id, **changes)
-    click.echo(json.dumps(job, indent=2) if as_json else f"job {job['ref']} updated")
+    click.echo(json_text(job) if as_json else f"job {job['ref']} updated")
 
 
 @cli.command()
@@ -373,7 +366,7 @@ def priority(ctx: click.Context, as_json: bool) -> None:
     from corral.cli.format import priority_table
 
     rows = client_for(ctx).priorities()
-    click.echo(json.dumps(rows, indent=2) if as_json else priority_table(rows))
+    click.echo(json_text(rows) if as_json else priority_table(rows))
 
 
 @cli.command()
@@ -418,7 +411,7 @@ def nodes(ctx: click.Context, as_json: bool) -> None:
     from corral.cli.format import nodes_table
 
     data = client_for(ctx).nodes()
-    click.echo(json.dumps(data, indent=2) if as_json else nodes_table(data))
+    click.echo(json_text(data) if as_json else nodes_table(data))
 
 
 @cli.command()
@@ -431,7 +424,7 @@ def history(ctx: click.Context, states: tuple[str, ...], limit: int, as_json: bo
     from corral.cli.format import history_table
 
     jobs = client_for(ctx).history(states=[s.upper() for s in states], limit=limit)
-    click.echo(json.dumps(jobs, indent=2) if as_json else history_table(jobs))
+    click.echo(json_text(jobs) if as_json else history_table(jobs))
 
 
 @cli.command()
@@ -445,7 +438,7 @@ def wait(ctx: click.Context, job_id: str, timeout: float | None, as_json: bool) 
 
     job = client_for(ctx).wait(job_id, timeout=timeout)
     if as_json:
-        _print_json(job)
+        print_json(job)
     if job["state"] not in TERMINAL:
         click.echo(f"corral: job {job_id} is still {job['state']} after {timeout} s", err=True)
         ctx.exit(124)
@@ -461,7 +454,7 @@ def whoami(ctx: click.Context, as_json: bool) -> None:
     """Who the server takes you for: your user, what you may do, and how it knows."""
     me = client_for(ctx).whoami()
     if as_json:
-        _print_json(me)
+        print_json(me)
         return
     how = {"socket": "the Unix socket's peer credentials", "local": "the kernel's socket table (TCP from this machine)",
            "token": "an API token", "session": "a dashboard session"}.get(me["via"], me["via"])

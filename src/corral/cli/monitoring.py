@@ -6,7 +6,6 @@ its calls to the client.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
@@ -14,11 +13,7 @@ from typing import Any
 import click
 
 from corral.cli.connect import client_for
-from corral.cli.terminal import escape
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
+from corral.cli.terminal import escape, json_text, print_json
 
 
 @click.command()
@@ -33,7 +28,7 @@ def top(ctx: click.Context, once: bool, interval: float, as_json: bool) -> None:
 
     client = client_for(ctx)
     if as_json:
-        _print_json(client.top())
+        print_json(client.top())
         return
     live = not once and sys.stdout.isatty()
     while True:
@@ -60,7 +55,7 @@ def eff(ctx: click.Context, job_id: str, as_json: bool) -> None:
     client = client_for(ctx)
     report = client.efficiency(job_id)
     if as_json:
-        _print_json(report)
+        print_json(report)
         return
     click.echo(format_efficiency(client.get(job_id), report))
 
@@ -73,7 +68,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Why a job failed or runs badly: the likely cause, the evidence (numbers, log lines) and the fix."""
     result = client_for(ctx).diagnose(job_id)
     if as_json:
-        _print_json(result)
+        print_json(result)
         return
     from corral.monitor.diagnosis import Finding, format_diagnosis
 
@@ -106,7 +101,7 @@ def alert_create(ctx: click.Context, name: str, condition: str, severity: str, m
     rule = client_for(ctx).create_alert(name, condition, severity=severity, message=message, job=job, label=label,
                                         user=user, channels=channels)
     if as_json:
-        _print_json(rule)
+        print_json(rule)
     else:
         click.echo(escape(f"alert rule {rule['name']}: {rule['condition']} ({rule['severity']})"))
 
@@ -119,7 +114,7 @@ def alert_rules(ctx: click.Context, as_json: bool) -> None:
     from corral.cli.format_monitor import rules_table
 
     rules = client_for(ctx).alert_rules()
-    click.echo(json.dumps(rules, indent=2) if as_json else rules_table(rules))
+    click.echo(json_text(rules) if as_json else rules_table(rules))
 
 
 @alert.command("delete")
@@ -142,7 +137,7 @@ def alert_list(ctx: click.Context, show_all: bool, job: int | None, limit: int, 
     from corral.cli.format_monitor import firings_table
 
     found = client_for(ctx).alerts(job=job, unacknowledged=not show_all, limit=limit)
-    click.echo(json.dumps(found, indent=2) if as_json else firings_table(found))
+    click.echo(json_text(found) if as_json else firings_table(found))
 
 
 @alert.command("ack")
@@ -190,7 +185,7 @@ def channel_add(ctx: click.Context, name: str, webhook: str | None, slack: str |
     if kind != "email" and (smtp_host or smtp_port):
         raise click.UsageError("--smtp-host and --smtp-port go with --email")
     saved = client_for(ctx).add_channel(name, kind, **config)
-    click.echo(json.dumps(saved, indent=2) if as_json else f"alert channel {saved['name']} ({saved['type']})")
+    click.echo(json_text(saved) if as_json else f"alert channel {saved['name']} ({saved['type']})")
 
 
 @channel.command("list")
@@ -201,7 +196,7 @@ def channel_list(ctx: click.Context, as_json: bool) -> None:
     from corral.cli.format_monitor import channels_table
 
     found = client_for(ctx).channels()
-    click.echo(json.dumps(found, indent=2) if as_json else channels_table(found))
+    click.echo(json_text(found) if as_json else channels_table(found))
 
 
 @channel.command("share")
@@ -224,7 +219,7 @@ def channel_share(ctx: click.Context, name: str, users: str | None, everyone: bo
         raise click.UsageError("--with needs user names, e.g. --with alice,bob (or --none)")
     saved = client_for(ctx).share_channel(name, names, everyone=everyone)
     if as_json:
-        _print_json(saved)
+        print_json(saved)
         return
     from corral.cli.format_monitor import shared_with_text
 

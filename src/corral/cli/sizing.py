@@ -5,10 +5,10 @@ Registered on the main group by `corral.cli.main`.
 
 from __future__ import annotations
 
-import json
 
 import click
 
+from corral.cli.terminal import json_text
 from corral.core.sizing import MODES, PRECISIONS, estimate, format_estimate, parse_params
 from corral.errors import InvalidRequest
 
@@ -30,7 +30,7 @@ def recommend(params_text: str, mode: str, precision: str, gpu_type: str | None,
         result = estimate(parse_params(params_text), mode, precision, gpu_type)
     except InvalidRequest as exc:
         raise _bad_parameter(exc) from None
-    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else format_estimate(result))
+    click.echo(json_text(result.to_dict()) if as_json else format_estimate(result))
 
 
 def _bad_parameter(exc: InvalidRequest) -> click.BadParameter:

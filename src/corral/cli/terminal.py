@@ -15,9 +15,12 @@ job's own log bytes as they are: that is the job's output, read by those who may
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import click
 
 # C0 controls (ESC included), DEL, C1 controls (CSI is U+009B); LRM, RLM, ALM; line and paragraph
 # separators; bidi embeddings, overrides and isolates; lone surrogates.
@@ -60,3 +63,12 @@ def escaped(formatter: F) -> F:
         return formatter(*(escape_values(a) for a in args), **{k: escape_values(v) for k, v in kwargs.items()})
 
     return wrapper  # type: ignore[return-value]
+
+
+def json_text(data: Any) -> str:
+    """What `--json` prints: indented JSON, in which control characters are escapes already."""
+    return json.dumps(data, indent=2)
+
+
+def print_json(data: Any) -> None:
+    click.echo(json_text(data))

@@ -5,14 +5,13 @@ Registered on the main group by `corral.cli.main`; each command makes one call t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
 
 from corral.cli.connect import client_for
-from corral.cli.terminal import escaped
+from corral.cli.terminal import escaped, json_text, print_json
 
 
 @click.group()
@@ -32,7 +31,7 @@ def token_create(ctx: click.Context, name: str | None, scope: str, expires: str,
     """Make a token. Its secret is printed now and never again: the server keeps only its hash."""
     made = client_for(ctx).create_token(scope=scope, expires=expires, name=name, user=user)
     if as_json:
-        click.echo(json.dumps(made, indent=2))
+        print_json(made)
         return
     # The secret alone on stdout, so `TOKEN=$(corral token create)` captures just it.
     click.echo(made["token"])
@@ -51,7 +50,7 @@ def token_create(ctx: click.Context, name: str | None, scope: str, expires: str,
 def token_list(ctx: click.Context, show_all: bool, as_json: bool) -> None:
     """Your tokens, newest first, with whether each is active, expired or revoked (never their secrets)."""
     found = client_for(ctx).tokens(all=show_all)
-    click.echo(json.dumps(found, indent=2) if as_json else tokens_table(found))
+    click.echo(json_text(found) if as_json else tokens_table(found))
 
 
 @token.command("revoke")

@@ -7,24 +7,19 @@ the SDK's spool and TensorBoard readers are imported only by the commands that u
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from corral.cli.connect import client_for
+from corral.cli.terminal import json_text, print_json
 from corral.core.run_states import RUN_STATES
 from corral.errors import NotFound
 from corral.home import HomeLayout
 
 if TYPE_CHECKING:
     from corral.client import Client
-
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
 
 
 def _get_run(client: Client, ref: str) -> dict[str, Any]:
@@ -55,7 +50,7 @@ def runs(ctx: click.Context, project: str | None, tag: str | None, state: str | 
 
     found = client_for(ctx).runs(project=project, tag=tag, state=state.lower() if state else None, job=job,
                               where=list(where), limit=limit)
-    click.echo(json.dumps(found, indent=2) if as_json else runs_table(found))
+    click.echo(json_text(found) if as_json else runs_table(found))
 
 
 @click.group()
@@ -75,7 +70,7 @@ def run_show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
     found = _get_run(client, run_ref)
     artifacts = client.artifacts(found["id"])
     if as_json:
-        _print_json({**found, "artifacts": artifacts})
+        print_json({**found, "artifacts": artifacts})
     else:
         click.echo(run_view(found, artifacts))
 
@@ -104,7 +99,7 @@ def metrics(ctx: click.Context, run_ref: str, key: str, max_points: int, start: 
         raise NotFound(f"run {run_ref} has no metric {key!r} (it has: {logged})")
     series = client.series(found["id"], key, max_points=max_points, start=start, end=end)
     if as_json:
-        _print_json(series)
+        print_json(series)
     elif as_csv:
         click.echo(series_header(series), err=True)
         click.echo(series_csv(series))
@@ -127,7 +122,7 @@ def compare(ctx: click.Context, run_refs: tuple[str, ...], all_config: bool, as_
     client = client_for(ctx)
     found = [_get_run(client, ref) for ref in run_refs]
     comparison = compare_runs(found, all_config=all_config)
-    click.echo(json.dumps(comparison, indent=2) if as_json else compare_view(comparison, all_config=all_config))
+    click.echo(json_text(comparison) if as_json else compare_view(comparison, all_config=all_config))
 
 
 @click.command()
@@ -144,7 +139,7 @@ def sync(ctx: click.Context, directory: str | None, as_json: bool) -> None:
         directory = HomeLayout(client.home).spool  # the SDK's default, for the home given with --home
     reports = [_as_dict(r) for r in sync_spool(directory, client=client)]
     if as_json:
-        _print_json(reports)
+        print_json(reports)
     elif reports:
         click.echo(sync_lines(reports))
     else:
@@ -177,7 +172,7 @@ def import_tensorboard(ctx: click.Context, directory: str, project: str, as_json
 
     created = import_directory(directory, client=client_for(ctx), project=project)
     if as_json:
-        _print_json(created)
+        print_json(created)
     elif created:
         click.echo(imported_table(created))
     else:

@@ -20,26 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
+from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
 
 _DEFAULT_CONFIG = SchedulerConfig()
-
-
-@dataclass(frozen=True, slots=True)
-class PendingJob:
-    job_id: int
-    request: Request
-    user: str = ""
-    partition: str | None = None
-    qos: str | None = None
-    time_limit_s: int | None = None
-    held: bool = False
-    submit_time: float = 0.0
-    nice: int = 0
-    preemptible: bool = False
 
 
 @dataclass(slots=True)

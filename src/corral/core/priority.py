@@ -23,12 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from corral.core.pending import PendingJob
 from corral.core.schedconfig import Partition, PriorityWeights, Qos, SchedulerConfig
-
-if TYPE_CHECKING:
-    from corral.core.policy import PendingJob
 
 CPU_HOUR_WEIGHT = 0.05  # a CPU-hour costs as much as 1/20 of a GPU-hour
 

@@ -29,6 +29,17 @@ def capability_of(gpu_type: str) -> float | None:
     return CAPABILITY_BY_TYPE.get(base)
 
 
+@dataclass(frozen=True)
+class DeclaredInventory:
+    """What `corral up` (or the config file) declares about the machine; None fields are detected."""
+
+    gpus: int | None = None
+    gpu_type: str | None = None
+    gpu_mem: str | None = None
+    cpus: int | None = None
+    mem: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Gpu:
     index: int

@@ -131,7 +131,8 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
         at = f"line {line}: " if line is not None else ""
         i += 1
         if token.startswith("--"):
-            name, has_value, value = token[2:].partition("=")
+            name, equals, value = token[2:].partition("=")
+            has_value = bool(equals)
         elif token.startswith("-") and len(token) > 1:
             name, value = token[1], token[2:]
             has_value = bool(value)

@@ -6,25 +6,13 @@ import os
 import platform
 import re
 import socket
-from dataclasses import dataclass
 
-from corral.core.resources import Gpu, Node, capability_of
+from corral.core.resources import DeclaredInventory, Gpu, Node, capability_of
 from corral.core.units import parse_memory_mb
 from corral.errors import InvalidRequest
 
 _BRANDS = {"NVIDIA", "GeForce", "Tesla", "Quadro"}
 _VARIANT = re.compile(r"^(\d+GB|HBM\d*e?|PCIe|SXM\d*|NVL|MIG)$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class DeclaredInventory:
-    """What `corral up` (or the config file) declares; None fields are detected."""
-
-    gpus: int | None = None
-    gpu_type: str | None = None
-    gpu_mem: str | None = None
-    cpus: int | None = None
-    mem: str | None = None
 
 
 def short_gpu_type(nvml_name: str) -> str:

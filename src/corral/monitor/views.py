@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def rule_of(row: Mapping[str, Any]) -> A.Rule:
     label = row["scope_label"]
-    scope = A.Scope(row["scope_job"], tuple(label.split("=", 1)) if label else None, row["scope_user"])  # type: ignore[arg-type]
+    scope = A.Scope(row["scope_job"], tuple(label.split("=", 1)) if label else None, row["scope_user"])
     return A.Rule(row["id"], row["name"], row["severity"], A.parse_condition(row["condition"]), row["message"],
                   scope, tuple(row["channels"] or ()), row["owner"])
 

@@ -185,7 +185,7 @@ def _place_file(source: str, tmp: str, *, move: bool) -> tuple[int, str]:
     writer = HashingWriter(tmp)
     try:
         with open(source, "rb") as f:
-            shutil.copyfileobj(f, writer, 1 << 20)  # type: ignore[misc]
+            shutil.copyfileobj(f, writer, 1 << 20)
         writer.sync_and_close()
     except BaseException:
         writer.close()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, create_engine, event
 
 from corral.errors import InvalidRequest
 from corral.home import HomeLayout
@@ -28,7 +29,7 @@ def open_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             # FULL: a commit the API has acknowledged survives a power cut, not only a crash.
@@ -38,3 +39,11 @@ def open_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=5)
+
+
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The primary key an INSERT of one row made."""
+    key = result.inserted_primary_key
+    if key is None:  # an executemany, or a table without a primary key: a mistake in the caller
+        raise TypeError("inserted_id takes the result of an INSERT of one row")
+    return int(key[0])

@@ -61,7 +61,7 @@ class JobStore:
             # INSERT per row. One executemany instead: under the write lock, with
             # AUTOINCREMENT, the new ids are the consecutive ones ending at max(id).
             conn.execute(jobs.insert(), rows)
-            last = conn.execute(select(func.max(jobs.c.id))).scalar_one()
+            last: int = conn.execute(select(func.max(jobs.c.id))).scalar_one()
             ids = list(range(last - len(rows) + 1, last + 1))
         else:
             stmt = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
@@ -201,7 +201,7 @@ def _state_row(job: Job) -> dict[str, Any]:
     }
 
 
-def _job(row: Mapping[str, Any]) -> Job:
+def _job(row: Mapping[Any, Any]) -> Job:  # a RowMapping: keyed by names (and by columns)
     spec = JobSpec(
         name=row["name"], user=row["user"], command=tuple(row["command"]), script=row.get("script"),
         script_args=tuple(row["script_args"]), gpus=row["gpus"], gpu_type=row["gpu_type"],

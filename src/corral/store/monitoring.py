@@ -14,6 +14,7 @@ from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select
 from corral.core.alerts import may_use_channel
 from corral.errors import Conflict, Forbidden, NotFound
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
+from corral.store.db import inserted_id
 from corral.store.schema import (
     alert_channels, alert_deliveries, alert_firings, alert_rules, job_samples, metric_chunks, metric_series, runs,
 )
@@ -53,7 +54,8 @@ class MonitorStore:
         samples is one aggregate query, never a month of rows in memory."""
         c = job_samples.c
         low = func.sum(case((c.gpu_utilization < LOW_GPU_UTILIZATION, 1), else_=0))
-        row = conn.execute(select(
+        # Sequence[Any]: SQLAlchemy's stubs type the items of an aggregate row as object
+        row: Sequence[Any] = conn.execute(select(
             func.count(), func.min(c.time), func.max(c.time), func.avg(c.gpu_utilization), func.max(c.gpu_utilization),
             func.max(c.gpu_memory_mb), func.avg(c.gpu_power_w), func.avg(c.cpu_utilization), func.max(c.cpu_time_s),
             func.max(c.rss_mb), func.count(c.gpu_utilization), low,
@@ -99,7 +101,8 @@ class MonitorStore:
             query = query.where(c.last_time >= since)
         if until is not None:
             query = query.where(c.first_time <= until)
-        first, last = conn.execute(query).one()
+        span: Sequence[Any] = conn.execute(query).one()  # aggregates: typed as object by SQLAlchemy's stubs
+        first, last = span
         return None if first is None else (int(first), int(last))
 
     # -- channels ---------------------------------------------------------------------------------
@@ -148,7 +151,7 @@ class MonitorStore:
             if not may_use_channel(known[channel], row["owner"], admin):
                 raise Forbidden(f"alert channel {channel!r} is not shared with {row['owner']}: an admin must share it "
                                 f"first (corral alert channel share {channel} --with {row['owner']})")
-        return int(conn.execute(insert(alert_rules).values(**row)).inserted_primary_key[0])
+        return inserted_id(conn.execute(insert(alert_rules).values(**row)))
 
     def rules(self, conn: Connection) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in conn.execute(select(alert_rules).order_by(alert_rules.c.id))]
@@ -162,7 +165,7 @@ class MonitorStore:
     def delete_rule(self, conn: Connection, name: str, now: float) -> list[int]:
         """Delete a rule; its open firings resolve. Returns their ids."""
         rule = self.rule(conn, name)
-        open_ids = list(conn.execute(select(alert_firings.c.id).where(
+        open_ids: list[int] = list(conn.execute(select(alert_firings.c.id).where(
             alert_firings.c.rule_id == rule["id"], alert_firings.c.status == "firing")).scalars())
         if open_ids:
             conn.execute(update(alert_firings).where(alert_firings.c.id.in_(open_ids))
@@ -181,7 +184,7 @@ class MonitorStore:
              refused: Mapping[str, str] | None = None, *, status: str = "firing") -> int:
         """Record a firing and its deliveries; `refused`: channels not to send to, each recorded failed with why;
         `status`: "firing" (open until its condition clears) or "fired" (about an ended job: nothing clears it)."""
-        firing_id = int(conn.execute(insert(alert_firings).values(status=status, **row)).inserted_primary_key[0])
+        firing_id = inserted_id(conn.execute(insert(alert_firings).values(status=status, **row)))
         self._deliveries(conn, firing_id, channels, "firing", now, refused)
         return firing_id
 

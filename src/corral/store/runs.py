@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, delete, exists, func, insert, select, update
 
+from corral.core import metric_series as S
+from corral.core.metrics_batch import MetricsBatch, increasing_only
+from corral.core.run_filters import RunFilter
+from corral.core.run_requests import RunRequest
 from corral.core.units import is_number
 from corral.errors import Forbidden, NotFound
+from corral.store.db import inserted_id
 from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
-from corral.tracking import series as S
-from corral.tracking.batch import MetricsBatch, increasing_only
-from corral.tracking.filters import RunFilter
-from corral.tracking.requests import RunRequest
 
 _RAW_FACTOR = 32  # read raw points while a range holds at most this many per point asked for
 _STAT_COLUMN = {"last": metric_series.c.last_value, "min": metric_series.c.min_value, "max": metric_series.c.max_value}
@@ -75,7 +76,7 @@ class RunStore:
             "git_commit": request.git_commit, "resume_key": request.resume_key,
             "start_time": request.start_time if request.start_time is not None else now, "end_time": None,
         }
-        run_id = conn.execute(insert(runs).values(**values)).inserted_primary_key[0]
+        run_id = inserted_id(conn.execute(insert(runs).values(**values)))
         if request.tags:
             conn.execute(insert(run_tags), [{"run_id": run_id, "tag": t} for t in request.tags])
         return run_id, False
@@ -83,8 +84,8 @@ class RunStore:
     def _project_id(self, conn: Connection, name: str, now: float) -> int:
         found = conn.execute(select(projects.c.id).where(projects.c.name == name)).scalar()
         if found is not None:
-            return found
-        return conn.execute(insert(projects).values(name=name, created=now)).inserted_primary_key[0]
+            return int(found)
+        return inserted_id(conn.execute(insert(projects).values(name=name, created=now)))
 
     def append(self, conn: Connection, run_id: int, batch: MetricsBatch) -> Appended:
         """Store a batch's points; steps that do not move a series forward are skipped."""
@@ -115,14 +116,14 @@ class RunStore:
         merged = points
         while True:
             tail = conn.execute(
-                select(metric_chunks.c.id, metric_chunks.c.count)
+                select(metric_chunks.c.id, metric_chunks.c.count.label("points"))  # Row.count is tuple's
                 .where(metric_chunks.c.run_id == run_id, metric_chunks.c.key == key)
                 .order_by(metric_chunks.c.first_step.desc()).limit(1)
             ).first()
-            if (tail is None or tail.count >= S.MERGE_BELOW or tail.count > len(merged)
-                    or tail.count + len(merged) > S.CHUNK_TARGET):
+            if (tail is None or tail.points >= S.MERGE_BELOW or tail.points > len(merged)
+                    or tail.points + len(merged) > S.CHUNK_TARGET):
                 break
-            data = conn.execute(select(metric_chunks.c.data).where(metric_chunks.c.id == tail.id)).scalar_one()
+            data: bytes = conn.execute(select(metric_chunks.c.data).where(metric_chunks.c.id == tail.id)).scalar_one()
             conn.execute(delete(metric_chunks).where(metric_chunks.c.id == tail.id))
             merged = S.concat([S.decode(data), merged])
         rows = []
@@ -192,21 +193,21 @@ class RunStore:
     def end_job_runs(self, conn: Connection, job_id: int, state: str, end_time: float) -> list[int]:
         """Runs of a job that ended while they were still running take `state` (ended no earlier than
         they started); their ids."""
-        rows = list(conn.execute(select(runs.c.id, runs.c.start_time).where(
-            runs.c.job_id == job_id, runs.c.state == "running")))
+        rows: list[tuple[int, float]] = [(row.id, row.start_time) for row in conn.execute(
+            select(runs.c.id, runs.c.start_time).where(runs.c.job_id == job_id, runs.c.state == "running"))]
         for run_id, start_time in rows:
             conn.execute(update(runs).where(runs.c.id == run_id).values(state=state, end_time=max(end_time, start_time)))
         return [run_id for run_id, _ in rows]
 
     def put_artifacts(self, conn: Connection, run_id: int, items: Sequence[dict[str, Any]], now: float) -> list[int]:
         self._require(conn, run_id)
-        ids = []
+        ids: list[int] = []
         for item in items:
             found = conn.execute(select(artifacts.c.id).where(
                 artifacts.c.run_id == run_id, artifacts.c.path == item["path"])).scalar()
             if found is None:
                 row = item | {"type": item["type"] or "file", "deleted": bool(item["deleted"])}
-                found = conn.execute(insert(artifacts).values(run_id=run_id, created=now, **row)).inserted_primary_key[0]
+                found = inserted_id(conn.execute(insert(artifacts).values(run_id=run_id, created=now, **row)))
             else:  # only what was given changes: marking a checkpoint deleted keeps its step and metric
                 changes = {k: v for k, v in item.items() if v is not None}
                 conn.execute(update(artifacts).where(artifacts.c.id == found).values(**changes))
@@ -281,7 +282,7 @@ class RunStore:
         found: list[dict[str, Any]] = []
         offset, page = 0, max(limit, 200)
         while len(found) < limit:
-            ids = list(conn.execute(query.limit(page).offset(offset)).scalars())
+            ids: list[int] = list(conn.execute(query.limit(page).offset(offset)).scalars())
             if not ids:
                 break
             rows = self._rows(conn, ids)
@@ -326,14 +327,14 @@ class RunStore:
     def series(self, conn: Connection, run_id: int, key: str, *, start: int | None, end: int | None,
                max_points: int) -> tuple[int, bool, S.Points]:
         """(points in range, downsampled?, the points): at most `max_points`, each bucket's
-        extremes kept (tracking.series.downsample)."""
+        extremes kept (core.metric_series.downsample)."""
         meta = conn.execute(select(metric_series.c.count).where(
             metric_series.c.run_id == run_id, metric_series.c.key == key)).first()
         if meta is None:
-            keys = sorted(conn.execute(select(metric_series.c.key).where(metric_series.c.run_id == run_id)).scalars())
+            keys: list[str] = sorted(conn.execute(select(metric_series.c.key).where(metric_series.c.run_id == run_id)).scalars())
             raise NotFound(f"run {run_id} has no metric {key!r}" + (f"; it has {', '.join(keys[:20])}" if keys else ""))
         c = metric_chunks.c
-        query = select(c.id, c.first_step, c.last_step, c.count, c.first_value, c.first_time, c.last_value,
+        query = select(c.id, c.first_step, c.last_step, c.count.label("points"), c.first_value, c.first_time, c.last_value,
                        c.last_time).where(c.run_id == run_id, c.key == key)
         if start is not None:
             query = query.where(c.last_step >= start)
@@ -343,7 +344,7 @@ class RunStore:
         whole = [ch for ch in chunks if (start is None or ch.first_step >= start) and (end is None or ch.last_step <= end)]
         whole_ids = {ch.id for ch in whole}
         edges = {ch.id: self._raw(conn, [ch.id]).in_range(start, end) for ch in chunks if ch.id not in whole_ids}
-        count = sum(ch.count for ch in whole) + sum(len(p) for p in edges.values())
+        count = sum(ch.points for ch in whole) + sum(len(p) for p in edges.values())
         if count == 0:
             return 0, False, S.EMPTY
         if count <= _RAW_FACTOR * max_points:
@@ -362,7 +363,8 @@ class RunStore:
     def _raw(self, conn: Connection, ids: Sequence[int]) -> S.Points:
         rows = conn.execute(select(metric_chunks.c.data).where(metric_chunks.c.id.in_(list(ids)))
                             .order_by(metric_chunks.c.first_step))
-        return S.concat([S.decode(data) for (data,) in rows])
+        chunks: list[bytes] = list(rows.scalars())
+        return S.concat([S.decode(data) for data in chunks])
 
 
 def _point(step: int, value: float | None, time_: float) -> S.Points:

@@ -21,15 +21,15 @@ import numpy as np
 import orjson
 from sqlalchemy import Connection
 
+from corral.core import run_requests as R
 from corral.core.job import Job
+from corral.core.metric_series import Points
+from corral.core.metrics_batch import MetricsBatch, check_key, parse_metrics_batch
+from corral.core.run_filters import parse_filter
 from corral.core.run_states import RUN_STATES
 from corral.core.states import JobState
 from corral.errors import CorralError, InvalidRequest
 from corral.store.runs import RunStore
-from corral.tracking import requests as R
-from corral.tracking.batch import MetricsBatch, check_key, parse_metrics_batch
-from corral.tracking.filters import parse_filter
-from corral.tracking.series import Points
 
 log = logging.getLogger("corral.tracking")
 
@@ -169,8 +169,12 @@ class TrackingService:
         state = "finished" if job.state is JobState.COMPLETED else "crashed"
         end = job.end_time or self.clock()
         write = _Write(lambda: None, lambda conn, _: self.store.end_job_runs(conn, job.id, state, end), Future())
-        write.future.add_done_callback(
-            lambda f: f.exception() and log.warning("could not end the runs of job %d: %s", job.id, f.exception()))
+
+        def report(done: Future[Any]) -> None:
+            if done.exception():
+                log.warning("could not end the runs of job %d: %s", job.id, done.exception())
+
+        write.future.add_done_callback(report)
         self._enqueue(write)
 
     def append_system_metrics(self, batches: Mapping[int, MetricsBatch], timeout_s: float = 60.0) -> None:

@@ -42,12 +42,13 @@ class V1JobCgroup(JobCgroup):
         memory = self._file("memory", "memory.limit_in_bytes")
         if memory is not None:
             memsw = self._file("memory", "memory.memsw.limit_in_bytes")
-            has_memsw = memsw is not None and os.path.exists(memsw)
+            if memsw is not None and not os.path.exists(memsw):
+                memsw = None  # a kernel without swap accounting
             # memsw may never be below the limit: lift it first, lower it last
-            if has_memsw:
+            if memsw is not None:
                 write_value(memsw, -1)
             write_value(memory, limits.memory_bytes or -1)
-            if has_memsw and limits.memory_bytes:
+            if memsw is not None and limits.memory_bytes:
                 write_value(memsw, limits.memory_bytes)  # no swap beyond the limit, as Slurm's AllowedSwapSpace=0
             _reset(self._file("memory", "memory.max_usage_in_bytes"))
         pids_max = self._file("pids", "pids.max")

@@ -48,4 +48,7 @@ def _drop_unique(table: str, column: str) -> None:
         return
     for constraint in sa.inspect(bind).get_unique_constraints(table):
         if constraint["column_names"] == [column]:
-            op.drop_constraint(constraint["name"], table, type_="unique")
+            name = constraint["name"]
+            if name is None:  # PostgreSQL names every constraint: one without a name cannot be dropped by it
+                raise RuntimeError(f"the unique constraint on {table}.{column} has no name")
+            op.drop_constraint(name, table, type_="unique")

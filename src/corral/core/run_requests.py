@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from corral.core.run_states import FINAL_STATES
 from corral.core.units import is_number
@@ -178,6 +178,14 @@ def _object(body: Any, example: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidRequest("body", "must be a JSON object", example)
     return body
+
+
+@overload
+def _text(value: Any, name: str, *, limit: int = MAX_TEXT, required: Literal[True]) -> str: ...
+
+
+@overload
+def _text(value: Any, name: str, *, limit: int = MAX_TEXT, required: bool = False) -> str | None: ...
 
 
 def _text(value: Any, name: str, *, limit: int = MAX_TEXT, required: bool = False) -> str | None:

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from corral.core.metric_series import Points
+from corral.core.metrics_batch import MAX_POINTS_PER_BATCH, MAX_STEP, increasing_only, parse_metrics_batch
 from corral.errors import InvalidRequest
-from corral.tracking.batch import MAX_POINTS_PER_BATCH, MAX_STEP, increasing_only, parse_metrics_batch
-from corral.tracking.series import Points
 
 NOW = 1_700_000_000.0
 

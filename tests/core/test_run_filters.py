@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from corral.core.run_filters import RunFilter, parse_filter
 from corral.errors import InvalidRequest
-from corral.tracking.filters import RunFilter, parse_filter
 
 
 @pytest.mark.parametrize("expr, expected", [

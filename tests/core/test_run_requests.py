@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from corral.core.run_requests import check_search_terms
 from corral.errors import InvalidRequest
-from corral.tracking.requests import check_search_terms
 
 
 @pytest.mark.parametrize("project, tag, field", [("a\0b", None, "project"), (None, "\0", "tag"), ("ok", "x\ny", "tag")])

@@ -13,16 +13,24 @@ import time
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from corral.api.identity import AuthSettings
 from corral.core.identity import AccessPolicy, Account, parse_accounts
+from corral.core.resources import DeclaredInventory
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.core.sessions import MAX_SESSION_HOURS
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
 from corral.errors import Conflict, InvalidRequest
-from corral.executor.gpus import DeclaredInventory
 from corral.home import CONFIG_FILE, HomeLayout, read_server_info, remove_server_info, write_server_info
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from corral.monitor.jobs import JobReader
+    from corral.monitor.service import MonitorService
+    from corral.store.runs import RunStore
+    from corral.tracking.service import TrackingService
 
 log = logging.getLogger("corral.server")
 CGROUP_MODES = ("auto", "v1", "v2", "off")
@@ -46,7 +54,7 @@ class ServerOptions:
     slurm_account: str | None = None
     sample_interval_s: float = 10.0
     sample_retention_days: float = 90.0
-    smtp: dict[str, object] = field(default_factory=dict)  # [smtp]: where email alerts go out
+    smtp: dict[str, Any] = field(default_factory=dict)  # [smtp]: where email alerts go out (TOML values, checked)
     max_job_processes: int | None = 4096  # per job (its cgroup's pids.max; else RLIMIT_NPROC of its owner)
     cgroups: str = "auto"  # [cgroups] mode: auto, v1, v2 or off (corral.executor.cgroups.placement)
     admins: frozenset[str] = frozenset()
@@ -84,18 +92,19 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
             "known: [server], [node], [monitor], [smtp], [auth], [cgroups], [accounts.NAME], [scheduler], "
             "[partitions.NAME], [qos.NAME]",
         )
-    server_keys = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
+    # Each key's TOML type; a value is checked against it before it is taken (so `updates` holds TOML values).
+    server_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
                    "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
                    "max_script_mb": int}
-    node_keys = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
-    monitor_keys = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
-    smtp_keys = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
+    node_keys: dict[str, type | tuple[type, ...]] = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
+    monitor_keys: dict[str, type | tuple[type, ...]] = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
+    smtp_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float)}
-    auth_keys = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list,
+    auth_keys: dict[str, type | tuple[type, ...]] = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list,
                  "session_hours": (int, float), "unauthenticated_per_s": (int, float),
                  "unauthenticated_burst": (int, float), "max_connections_per_user": int, "max_streams_per_user": int}
-    cgroups_keys = {"mode": str}
-    updates: dict[str, object] = {}
+    cgroups_keys: dict[str, type | tuple[type, ...]] = {"mode": str}
+    updates: dict[str, Any] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
                                  ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys),
                                  ("auth", auth, auth_keys), ("cgroups", cgroups, cgroups_keys)):
@@ -131,24 +140,25 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if not 0 < float(auth.get("session_hours", 1)) <= MAX_SESSION_HOURS:
         raise InvalidRequest("auth.session_hours", f"is out of range in {path}",
                              f"a dashboard login lasts more than 0 and at most {MAX_SESSION_HOURS:g} hours, e.g. 8")
-    if int(updates.get("max_job_processes", 64)) < 16:  # type: ignore[call-overload]
+    if int(updates.get("max_job_processes", 64)) < 16:
         raise InvalidRequest("server.max_job_processes", f"must be at least 16 in {path}")
     for key in ("max_log_mb", "user_log_quota_mb"):
-        if int(updates.get(key, 1)) < 1:  # type: ignore[call-overload]
+        if int(updates.get(key, 1)) < 1:
             raise InvalidRequest(f"server.{key}", f"must be at least 1 in {path}")
     low, high = MAX_SCRIPT_MB_RANGE
-    if not low <= int(updates.get("max_script_mb", low)) <= high:  # type: ignore[call-overload]
+    if not low <= int(updates.get("max_script_mb", low)) <= high:
         raise InvalidRequest("server.max_script_mb", f"must be between {low} and {high} in {path}",
                              f"the default is {DEFAULT_MAX_SCRIPT_MB}, as Slurm's max_script_size")
-    if int(updates.get("log_reserve_mb", 0)) < 0:  # type: ignore[call-overload]
+    if int(updates.get("log_reserve_mb", 0)) < 0:
         raise InvalidRequest("server.log_reserve_mb", f"must not be negative in {path}", "0 turns the reserve off")
-    if float(updates.get("sample_retention_days", 1)) <= 0:  # type: ignore[arg-type]
+    if float(updates.get("sample_retention_days", 1)) <= 0:
         raise InvalidRequest("monitor.sample_retention_days", f"must be positive in {path}")
     interval = updates.get("sample_interval_s", options.sample_interval_s)
-    if not 0.1 <= float(interval) <= 3600:  # type: ignore[arg-type]
+    if not 0.1 <= float(interval) <= 3600:
         raise InvalidRequest("monitor.sample_interval_s", f"must be between 0.1 and 3600 seconds in {path}, got {interval}")
     inventory = replace(options.inventory, **{k: v for k, v in updates.items() if k in node_keys})
-    settings = AuthSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"})
+    auth_settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"}
+    settings = AuthSettings(**auth_settings)
     return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts,
                    admins=frozenset(auth.get("admins", [])), auth=settings,
                    **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k == "cgroups"})
@@ -258,7 +268,8 @@ def job_token(tokens: Any, job: Any) -> str:
     return tokens.create(job.spec.user, f"job-{job.id}", "submit", min(now + lifetime, now + 365 * 86400), "corral", now)[1]
 
 
-def build_monitor(options: ServerOptions, service: object, engine: object, tracking: object, run_store: object) -> object:
+def build_monitor(options: ServerOptions, service: JobReader, engine: Engine, tracking: TrackingService,
+                  run_store: RunStore) -> MonitorService:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
     from corral.monitor.channels import SmtpSettings
     from corral.monitor.service import MonitorService
@@ -269,8 +280,8 @@ def build_monitor(options: ServerOptions, service: object, engine: object, track
         from corral.monitor.sampling import JobSampler
 
         sampler = JobSampler(gpu_source_from_env(os.environ))
-    smtp = SmtpSettings(**{k: v for k, v in options.smtp.items()})  # type: ignore[arg-type]
-    return MonitorService(jobs=service, engine=engine, tracking=tracking, run_store=run_store,  # type: ignore[arg-type]
+    smtp = SmtpSettings(**options.smtp)
+    return MonitorService(jobs=service, engine=engine, tracking=tracking, run_store=run_store,
                           sampler=sampler,
                           interval_s=float(options.sample_interval_s), smtp=smtp,
                           retention_days=float(options.sample_retention_days))

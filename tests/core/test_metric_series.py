@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from corral.tracking import series as S
+from corral.core import metric_series as S
 
 # Values drawn from a small pool repeat often (ties), and include NaN and both infinities.
 _POOL = [0.0, -1.5, 2.0, 1e300, -1e300, math.nan, math.inf, -math.inf, 3.25, 3.25]

@@ -11,13 +11,14 @@ import base64
 import binascii
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from corral.errors import InvalidRequest
-from corral.tracking.series import Points
+from corral.core.metric_series import Points
 
 MAX_POINTS_PER_BATCH = 1_000_000
 MAX_STEP = 2**62
@@ -107,7 +108,8 @@ def _series(entry: Any, field: str, now: float) -> tuple[str, Points]:
     return key, Points(steps, values, times)
 
 
-def _column(entry: dict[str, Any], name: str, packed: str, dtype: str, field: str, from_list) -> np.ndarray | None:  # type: ignore[no-untyped-def]
+def _column(entry: dict[str, Any], name: str, packed: str, dtype: str, field: str,
+            from_list: Callable[[list[Any], str], np.ndarray]) -> np.ndarray | None:
     if name in entry and packed in entry:
         raise InvalidRequest(f"{field}.{packed}", f"given together with {name}", "give one of the two")
     if packed in entry:
