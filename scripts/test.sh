@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+# A wrong arrow between layers (pyproject's import contracts) or a type error fails the run before any test. The
+# checks run while the Slurm testbed and the browser are set up, which mostly wait on apt and daemons.
+checks_log="$(mktemp)"
+( .venv/bin/lint-imports --no-cache && .venv/bin/mypy src/corral ) > "$checks_log" 2>&1 &  # mypy: incremental, .mypy_cache
+checks=$!
 # Slurm backend tests need a Slurm cluster: as root, install/start the single-node testbed
 # (scripts/slurm-testbed.sh; a few seconds when already up). CORRAL_SLURM_TESTBED=0 skips this.
 if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
@@ -11,9 +16,11 @@ if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
 fi
 # The dashboard's browser tests drive Debian's headless Chromium (scripts/browser.sh installs it as root).
 bash scripts/browser.sh
-# A wrong arrow between layers (pyproject's import contracts) or a type error fails the run before any test.
-.venv/bin/lint-imports --no-cache
-.venv/bin/mypy src/corral  # incremental: .mypy_cache
+checks_status=0
+wait "$checks" || checks_status=$?
+cat "$checks_log"
+rm -f "$checks_log"
+[ "$checks_status" = 0 ] || exit "$checks_status"
 # Most tests wait on real servers and jobs, not on the CPU: five workers share the machine, a file each at a
 # time; those that measure CPU share or pace, or share machine-wide state across files (marked serial, see
 # tests/conftest.py), run afterwards, alone. Exit 5: none were selected.
