@@ -75,7 +75,8 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     if as_json:
         _print_json(result)
         return
-    from corral.monitor.diagnosis import Finding, format_diagnosis
+    from corral.cli.format_monitoring import format_diagnosis
+    from corral.monitor.diagnosis import Finding
 
     findings = [Finding(f["cause"], f["title"], tuple(f["evidence"]), tuple(f["fixes"]), f["severity"])
                 for f in result["findings"]]

@@ -7,12 +7,13 @@ and `format_efficiency` read either, so `corral eff` looks the same on both back
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from corral.core.iso_times import epoch_seconds
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
+from corral.core.units import format_mb
 from corral.monitor.usage import job_usage, source_words
 
 LOW_MEMORY_EFFICIENCY = 0.25
@@ -164,24 +165,6 @@ def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         lines.append("Advice:")
         lines.extend(f"  - {tip}" for tip in tips)
     return "\n".join(lines)
-
-
-def epoch_seconds(value: Any) -> float | None:
-    """Epoch seconds from the API's ISO time (`2024-06-11T14:02:17.123Z`) or a number; None stays None."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-
-
-def format_mb(mb: float) -> str:
-    """`64 GB`, `3.1 GB`, `512 MB`: a size a person reads at a glance."""
-    if mb >= 10 * 1024:
-        return f"{mb / 1024:.0f} GB"
-    if mb >= 1024:
-        return f"{mb / 1024:.1f} GB"
-    return f"{mb:.0f} MB"
 
 
 def _from(source: str | None) -> str:
