@@ -132,3 +132,8 @@ def format_mb(mb: float) -> str:
     if mb >= 1024:
         return f"{mb / 1024:.1f} GB"
     return f"{mb:.0f} MB"
+
+
+def format_peak_mb(mb: float) -> str:
+    """`512.0 MB`: a measured peak to a tenth of a MB, as `corral eff` states it and diagnosis quotes it."""
+    return f"{mb:.1f} MB"

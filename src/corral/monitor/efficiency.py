@@ -13,7 +13,7 @@ from typing import Any
 
 from corral.core.iso_times import epoch_seconds
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
-from corral.core.units import format_mb
+from corral.core.units import format_mb, format_peak_mb
 from corral.monitor.usage import job_usage, source_words
 
 LOW_MEMORY_EFFICIENCY = 0.25
@@ -142,7 +142,7 @@ def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         if cpu is not None and elapsed is not None else
         (f"CPU Efficiency: {cpu * 100:.2f}%" if cpu is not None else "CPU Efficiency: -"),
         f"Job Wall-clock time: {_number(elapsed)} s" if elapsed is not None else "Job Wall-clock time: -",
-        f"Memory Utilized: {report['max_rss_mb']:.1f} MB" + _from(report.get("memory_source"))
+        f"Memory Utilized: {format_peak_mb(report['max_rss_mb'])}" + _from(report.get("memory_source"))
         if report.get("max_rss_mb") is not None else "Memory Utilized: -",
         f"Memory Efficiency: {mem * 100:.2f}% of {report['mem_requested_mb']:.0f} MB" if mem is not None
         else "Memory Efficiency: - (no memory was requested)" if not report.get("mem_requested_mb")

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral.core.samples import SampleSummary
-from corral.core.units import format_mb
+from corral.core.units import format_mb, format_peak_mb
 from corral.monitor.diagnosis.findings import CRITICAL, WARNING, Finding, gib, span
 from corral.monitor.diagnosis.log_lines import LogLine, cited, matching
 from corral.monitor.usage import JobUsage, source_words
@@ -147,7 +147,7 @@ def host_oom(job: Mapping[str, Any], lines: Sequence[LogLine], usage: JobUsage) 
     limit = limits[-1] if limits else requested
     if peak is not None:
         # the figure `corral eff` states, to the same decimal, with where it comes from
-        evidence.append(f"its memory peaked at {peak:.1f} MB ({source_words(usage.memory_source)})"
+        evidence.append(f"its memory peaked at {format_peak_mb(peak)} ({source_words(usage.memory_source)})"
                         + (f", against the {format_mb(limit)} requested" if limit else ""))
     if near_limit and peak is not None and job.get("state") != "OUT_OF_MEMORY":
         evidence.append(f"it was killed by signal 9 (SIGKILL) with its memory at {peak / requested * 100:.0f}% "

@@ -9,7 +9,7 @@ from typing import Any
 
 from corral.core.iso_times import epoch_seconds
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
-from corral.core.units import format_mb
+from corral.core.units import format_mb, format_peak_mb
 from corral.monitor.diagnosis.findings import (
     MIN_SAMPLED_S, MIN_SAMPLES, SATURATED_CPU, WARNING, Finding, gpu_count, span,
 )
@@ -89,7 +89,7 @@ def oversized_request(job: Mapping[str, Any], usage: JobUsage, *, quiet: bool) -
     requested, peak = job.get("mem_mb") or 0, usage.peak_rss_mb
     if requested >= MIN_MEMORY_ADVICE_MB and peak is not None and peak < LOW_MEMORY_EFFICIENCY * requested:
         suggest_gb = max(1, math.ceil(peak * HEADROOM / 1024))
-        evidence.append(f"it asked for {format_mb(requested)} of host memory and peaked at {peak:.1f} MB "
+        evidence.append(f"it asked for {format_mb(requested)} of host memory and peaked at {format_peak_mb(peak)} "
                         f"({peak / requested * 100:.0f}%, from {source_words(usage.memory_source)})")
         fixes.append(f"Ask for --mem {suggest_gb}G next time: memory held and unused keeps other jobs waiting.")
     cpus = job.get("cpus") or 0
