@@ -213,7 +213,7 @@ class Supervisor:
         log_limit = (self.config.max_log_mb or 0) * 1024 * 1024
         log_floor = (self.config.log_reserve_mb or 0) * 1024 * 1024
         logs = sorted({self.config.stdout, self.config.stderr})
-        log_size = _total_size(logs)
+        log_size = files.total_size(logs)
         began = time.monotonic()
         deadline = began + limit if limit else None
         check_every = LOG_CHECK_INTERVAL_S if log_limit or log_floor else MEMORY_CHECK_INTERVAL_S
@@ -275,7 +275,7 @@ class Supervisor:
                     continue
             if next_mem_check is not None and now >= next_mem_check:
                 next_mem_check = now + check_every
-                previous_size, log_size = log_size, _total_size(logs) if log_limit or log_floor else 0
+                previous_size, log_size = log_size, files.total_size(logs) if log_limit or log_floor else 0
                 if outcome is None and log_limit and log_size > log_limit:
                     # a runaway log would fill the disk the server and every other job need
                     outcome = "FAILED"
@@ -370,16 +370,6 @@ class Supervisor:
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
-
-
-def _total_size(paths: list[str]) -> int:
-    total = 0
-    for path in paths:
-        try:
-            total += os.stat(path).st_size
-        except OSError:
-            pass
-    return total
 
 
 def _free_bytes(path: str) -> float:
