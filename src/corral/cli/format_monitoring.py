@@ -1,4 +1,4 @@
-"""What `corral eff` and `corral diagnose` print: a job's efficiency report and its findings, for a terminal."""
+"""What `corral diagnose` prints: a job's findings, for a terminal."""
 
 from __future__ import annotations
 
