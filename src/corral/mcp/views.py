@@ -4,11 +4,11 @@ bounded, with the next step spelled out. Pure functions of what the server answe
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral.core.iso_times import iso_utc
+from corral.core.nonfinite import json_number
 from corral.core.units import format_duration, format_memory
 from corral.mcp.bounds import (
     MAX_LIST, MAX_TAGS, NAME_CHARS, RESULT_BYTES, TEXT_CHARS, capped, fit_items, json_size, short_text,
@@ -219,8 +219,8 @@ def _short(value: Any) -> Any:
 def number(value: Any) -> Any:
     """A metric value as the tools write it: finite numbers as numbers, NaN and the infinities as
     the strings "NaN", "Infinity" and "-Infinity" (JSON has no such numbers), None as None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, float):
+        return json_number(value)
     if isinstance(value, str):
         return _NONFINITE.get(value.lower(), value)
     return value

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from corral.core.iso_times import iso_utc
+from corral.core.nonfinite import json_number
 
 EXCERPT_BYTES = 200
 """How much of a failed peer's answer, or a failed program's output, a delivery error quotes."""
@@ -58,7 +59,7 @@ class Notification:
     def payload(self) -> dict[str, Any]:
         """The generic webhook's JSON body: every field, the times also as ISO-8601 UTC, and the summary line."""
         body = asdict(self)
-        body["value"] = json_value(self.value)
+        body["value"] = json_number(self.value)
         body["fired_at_iso"] = iso_utc(self.fired_at)
         body["resolved_at_iso"] = iso_utc(self.resolved_at) if self.resolved_at is not None else None
         body["summary"] = summary_line(self)
@@ -99,16 +100,9 @@ def failure_reason(exc: BaseException, timeout_s: float) -> str:
     return str(exc) or type(exc).__name__
 
 
-def json_value(value: float | str | None) -> float | str | None:
-    """NaN and infinities as strings: bare NaN is not JSON, and "loss is NaN" is a common alert."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
-
-
 def text_value(value: float | str | None) -> str:
     if value is None:
         return "-"
     if isinstance(value, float) and math.isfinite(value):
         return f"{value:.6g}"
-    return str(json_value(value))
+    return str(json_number(value))
