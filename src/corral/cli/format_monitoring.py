@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.monitor.diagnosis import Finding
+from corral.core.findings import Finding
 
 
 def format_diagnosis(job: Mapping[str, Any], findings: Sequence[Finding], unchecked: Sequence[str] = ()) -> str:

@@ -13,9 +13,9 @@ or stalls (`job_causes`), what it used (`usage_causes`).
 
 from __future__ import annotations
 
+from corral.core.findings import CRITICAL, WARNING, Finding
 from corral.monitor.diagnosis.findings import (
-    CAUSES, CRITICAL, HUNG_AFTER_S, LOG_ERROR_CAUSES, MIN_SAMPLED_S, MIN_SAMPLES, WARNING, Evidence, Finding, gpu_count,
-    span,
+    CAUSES, HUNG_AFTER_S, LOG_ERROR_CAUSES, MIN_SAMPLED_S, MIN_SAMPLES, Evidence, gpu_count, span,
 )
 from corral.monitor.diagnosis.job_causes import hung, node_fail, time_limit, warning_lead_s
 from corral.monitor.diagnosis.log_causes import (

@@ -1,5 +1,5 @@
-"""What diagnosis reads (`Evidence`) and reports (`Finding`), its severities and thresholds, and
-the words its findings share (time spans, GPU counts, GiB)."""
+"""What diagnosis reads (`Evidence`), its thresholds and causes, and the words its findings share
+(time spans, GPU counts, GiB). What it reports, `Finding` and its severities, is core's (`corral.core.findings`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,6 @@ from typing import Any
 
 from corral.core.samples import SampleSummary
 from corral.monitor.usage import JobUsage, job_usage
-
-CRITICAL = "critical"
-"""Why it failed (or will)."""
-WARNING = "warning"
-"""Why it is slow or wasteful."""
 
 HUNG_AFTER_S = 1800.0
 """A running job with no log output and no tracked step for this long is reported as hung."""
@@ -67,20 +62,6 @@ class Evidence:
     @property
     def figures(self) -> JobUsage:
         return self.usage if self.usage is not None else job_usage(self.summary, None)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing wrong with a job, the evidence for it and what to do."""
-
-    cause: str
-    """A stable id, one of CAUSES: "data_loading", "gpu_idle", "nan_loss", "cuda_oom", "host_oom", ..."""
-    title: str
-    evidence: tuple[str, ...]
-    """Numbers and log lines (with their `stream:line`) the finding rests on."""
-    fixes: tuple[str, ...]
-    severity: str
-    """CRITICAL (why it failed) or WARNING (why it is slow)."""
 
 
 def gpu_count(n: int) -> str:

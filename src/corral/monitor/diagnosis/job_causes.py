@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corral.core.findings import CRITICAL, WARNING, Finding
 from corral.core.iso_times import epoch_seconds
 from corral.core.units import format_duration
-from corral.monitor.diagnosis.findings import (
-    CRITICAL, MIN_WARNING_LEAD_S, WARNING, WARNING_LEAD_S, Evidence, Finding, span, utc_text,
-)
+from corral.monitor.diagnosis.findings import MIN_WARNING_LEAD_S, WARNING_LEAD_S, Evidence, span, utc_text
 from corral.monitor.diagnosis.log_lines import LogLine
 
 
