@@ -55,7 +55,7 @@ def top(ctx: click.Context, once: bool, interval: float, as_json: bool) -> None:
 @click.pass_context
 def eff(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """How well a job used its CPUs, memory and GPUs against what it asked for, like seff, with advice."""
-    from corral.monitor.efficiency import format_efficiency
+    from corral.cli.format_monitoring import format_efficiency
 
     client = client_for(ctx)
     report = client.efficiency(job_id)

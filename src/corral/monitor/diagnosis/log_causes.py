@@ -12,9 +12,10 @@ from typing import Any
 from corral.core.findings import CRITICAL, WARNING, Finding
 from corral.core.samples import SampleSummary
 from corral.core.units import format_mb, format_peak_mb
+from corral.core.usage_sources import source_words
 from corral.monitor.diagnosis.findings import gib, span
 from corral.monitor.diagnosis.log_lines import LogLine, cited, matching
-from corral.monitor.usage import JobUsage, source_words
+from corral.monitor.usage import JobUsage
 
 _CUDA_OOM = re.compile(
     r"CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED")

@@ -7,15 +7,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from corral.core.efficiency_advice import (
+    HEADROOM, LOW_CPU_EFFICIENCY, LOW_MEMORY_EFFICIENCY, MIN_CPU_ADVICE, MIN_MEMORY_ADVICE_MB,
+)
 from corral.core.findings import WARNING, Finding
 from corral.core.iso_times import epoch_seconds
 from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
 from corral.core.units import format_mb, format_peak_mb
+from corral.core.usage_sources import source_words
 from corral.monitor.diagnosis.findings import MIN_SAMPLED_S, MIN_SAMPLES, SATURATED_CPU, gpu_count, span
-from corral.monitor.efficiency import (
-    HEADROOM, LOW_CPU_EFFICIENCY, LOW_MEMORY_EFFICIENCY, MIN_CPU_ADVICE, MIN_MEMORY_ADVICE_MB,
-)
-from corral.monitor.usage import JobUsage, source_words
+from corral.monitor.usage import JobUsage
 
 
 def gpu_use(job: Mapping[str, Any], summary: SampleSummary | None, *, crashed: bool) -> list[Finding]:
