@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from corral.monitor.diagnosis import (
-    CRITICAL, WARNING, Evidence, Finding, diagnose, format_diagnosis, unchecked, warning_lead_s,
-)
+from corral.cli.format_monitoring import format_diagnosis
+from corral.monitor.diagnosis import CRITICAL, WARNING, Evidence, Finding, diagnose, unchecked, warning_lead_s
 from corral.monitor.efficiency import local_efficiency
 from corral.monitor.usage import job_usage
 from corral.core.samples import summarize

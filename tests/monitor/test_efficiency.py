@@ -9,7 +9,9 @@ import pytest
 
 from corral.backends.slurm import efficiency as slurm_efficiency
 from corral.backends.slurm.parse import SEP
-from corral.monitor.efficiency import advice, format_efficiency, local_efficiency
+from corral.cli.format_monitoring import format_efficiency
+from corral.core.efficiency_advice import advice
+from corral.monitor.efficiency import local_efficiency
 from corral.core.samples import SampleSummary, summarize
 
 T0 = 1_718_000_000.0
@@ -205,7 +207,6 @@ def test_slurm_report_keeps_its_seff_lines():
         "CPU Efficiency: 75.00% of 200 core-seconds", "Job Wall-clock time: 100 s",
         "Memory Utilized: 512.0 MB", "Memory Efficiency: 50.00% of 1024 MB",
     ])
-    assert slurm_efficiency.format_efficiency is format_efficiency  # the CLI's old import still works
 
 
 def test_slurm_report_gets_advice_without_gpu_keys():

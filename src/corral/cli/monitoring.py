@@ -50,7 +50,7 @@ def top(ctx: click.Context, once: bool, interval: float, as_json: bool) -> None:
 @click.pass_context
 def eff(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """How well a job used its CPUs, memory and GPUs against what it asked for, like seff, with advice."""
-    from corral.monitor.efficiency import format_efficiency
+    from corral.cli.format_monitoring import format_efficiency
 
     client = client_for(ctx)
     report = client.efficiency(job_id)
@@ -70,7 +70,8 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     if as_json:
         print_json(result)
         return
-    from corral.monitor.diagnosis import Finding, format_diagnosis
+    from corral.cli.format_monitoring import format_diagnosis
+    from corral.core.findings import Finding
 
     findings = [Finding(f["cause"], f["title"], tuple(f["evidence"]), tuple(f["fixes"]), f["severity"])
                 for f in result["findings"]]

@@ -9,10 +9,11 @@ end are the job's own fields; `timeline` puts the two together.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from corral.core.iso_times import iso_utc
 
 if TYPE_CHECKING:
     from corral.core.job import Job
@@ -40,16 +41,12 @@ def timeline(job: Job, stored: Sequence[JobEvent]) -> list[dict[str, Any]]:
 
     A job recorded before events were kept has no stored start: its start time stands in for one.
     """
-    events = [{"time": _iso(job.submit_time), "kind": "submitted"}]
+    events = [{"time": iso_utc(job.submit_time, milliseconds=True), "kind": "submitted"}]
     ordered = sorted(stored, key=lambda e: e.time)
     if job.start_time is not None and not any(e.kind == STARTED for e in ordered):
         ordered.append(JobEvent(job.id, job.start_time, STARTED, {"node": job.node} if job.node else {}))
         ordered.sort(key=lambda e: e.time)
-    events += [{"time": _iso(e.time), "kind": e.kind, **dict(e.detail)} for e in ordered]
+    events += [{"time": iso_utc(e.time, milliseconds=True), "kind": e.kind, **dict(e.detail)} for e in ordered]
     if job.state.is_terminal() and job.end_time is not None:
-        events.append({"time": _iso(job.end_time), "kind": "ended", "state": job.state.value})
+        events.append({"time": iso_utc(job.end_time, milliseconds=True), "kind": "ended", "state": job.state.value})
     return events
-
-
-def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core.arrays import MAX_REF, abbreviate_array, abbreviate_ranges, throttle_of
 from corral.core.checkpointing import recommended_checkpoint_interval_s
+from corral.core.iso_times import iso_utc
 from corral.core.paths import expand_pattern
 from corral.core.resources import Request
 from corral.core.spec import JobSpec
@@ -138,19 +138,14 @@ class Job:
             "workdir": s.workdir,
             "submit_dir": s.submit_dir,
             "labels": dict(s.labels),
-            "submit_time": _iso(self.submit_time),
-            "start_time": _iso(self.start_time),
-            "estimated_start": _iso(self.estimated_start) if self.state is JobState.PENDING else None,
-            "end_time": _iso(self.end_time),
+            "submit_time": iso_utc(self.submit_time, milliseconds=True),
+            "start_time": iso_utc(self.start_time, milliseconds=True),
+            "estimated_start": (iso_utc(self.estimated_start, milliseconds=True)
+                                if self.state is JobState.PENDING else None),
+            "end_time": iso_utc(self.end_time, milliseconds=True),
             "stdout_path": self.log_path("stdout"),
             "stderr_path": self.log_path("stderr"),
         }
         if detail:
             view["script"] = s.script
         return view
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

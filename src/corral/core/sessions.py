@@ -16,7 +16,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from corral.core.tokens import iso_utc
+from corral.core.iso_times import iso_utc
 
 SESSION_COOKIE = "corral_session"
 SESSION_HEADER = "x-corral-session"  # as ASGI names headers: lower case

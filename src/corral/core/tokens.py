@@ -6,13 +6,13 @@ keeps only its SHA-256, so a stolen database holds nothing that can call the API
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
 import secrets
 from dataclasses import dataclass
 
 from corral.core.identity import SCOPES, AccessPolicy, Caller, check_scope, scope_covers
+from corral.core.iso_times import iso_utc
 from corral.errors import Forbidden, InvalidRequest
 
 TOKEN_PREFIX = "corral_"
@@ -174,10 +174,3 @@ def authorize_revoke(policy: AccessPolicy, caller: Caller, token: ApiToken) -> N
     if token.user != caller.user:
         raise Forbidden(f"token {token.id} is {token.user}'s; only its owner or an admin may revoke it")
     policy.require(caller, "submit", "revoking an API token")
-
-
-def iso_utc(ts: float | None) -> str | None:
-    """A time as ISO 8601 UTC to the second (`2027-01-15T08:00:00Z`); None stays None."""
-    if ts is None:
-        return None
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -122,3 +122,18 @@ def format_memory(mb: int | None) -> str:
     if mb % 1024 == 0:
         return f"{mb // 1024}G"
     return f"{mb}M"
+
+
+def format_mb(mb: float) -> str:
+    """`64 GB`, `3.1 GB`, `512 MB`: a measured size, rounded for a person to read at a glance
+    (`format_memory` writes a request exactly, in Slurm's syntax)."""
+    if mb >= 10 * 1024:
+        return f"{mb / 1024:.0f} GB"
+    if mb >= 1024:
+        return f"{mb / 1024:.1f} GB"
+    return f"{mb:.0f} MB"
+
+
+def format_peak_mb(mb: float) -> str:
+    """`512.0 MB`: a measured peak to a tenth of a MB, as `corral eff` states it and diagnosis quotes it."""
+    return f"{mb:.1f} MB"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from typing import BinaryIO
 
 from corral.atomic import read_json, reserve, write_json_atomic, write_json_reserved
@@ -129,3 +130,14 @@ def pids_rss_mb(pids: list[int]) -> float:
         except (OSError, IndexError, ValueError):
             continue
     return total * page_mb
+
+
+def total_size(paths: Iterable[str]) -> int:
+    """The bytes in `paths` together (a job's logs); a file that is not there counts 0."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+    return total

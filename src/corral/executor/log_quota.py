@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from corral.executor import files
+
 log = logging.getLogger("corral.executor")
 
 CHECK_INTERVAL_S = 1.0
@@ -61,7 +63,7 @@ class LogQuota:
         by_user: dict[str, list[tuple[int, int]]] = {}
         for job_id, watched in jobs.items():
             if job_id not in stopped:
-                by_user.setdefault(watched.user, []).append((_size(watched.paths), job_id))
+                by_user.setdefault(watched.user, []).append((files.total_size(watched.paths), job_id))
         victims = []
         for user, sizes in by_user.items():
             total = sum(size for size, _ in sizes)
@@ -89,13 +91,3 @@ class LogQuota:
                 self.check()
             except Exception:  # noqa: BLE001 - the watcher must outlive one bad round
                 log.exception("log quota check failed")
-
-
-def _size(paths: tuple[str, ...]) -> int:
-    total = 0
-    for path in paths:
-        try:
-            total += os.stat(path).st_size
-        except OSError:
-            pass
-    return total

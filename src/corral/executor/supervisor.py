@@ -25,27 +25,22 @@ gets the job refused, not the file truncated.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import select
 import signal
-import stat
 import sys
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
+from corral.executor.job_owner import as_owner, exec_job, open_for_writing, open_logs
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 
 MEMORY_CHECK_INTERVAL_S = 0.5
 LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
 MAX_WAIT_S = 1.0  # re-check the cancel file at least this often, even if a signal was missed
-
-T = TypeVar("T")
-
 
 class Supervisor:
     def __init__(self, job_dir: str, config: LaunchConfig) -> None:
@@ -73,7 +68,7 @@ class Supervisor:
             self.finish("PREEMPTED", None, None)
             return
         try:
-            out_fd, err_fd = self.as_owner(self.open_logs)
+            out_fd, err_fd = as_owner(self.config, lambda: open_logs(self.config))
         except OSError as exc:
             owner = self.config.run_as
             as_whom = f" as {owner['name']}" if owner else ""
@@ -95,7 +90,7 @@ class Supervisor:
                 os.close(int(self.config.lock_fd))   # to keep held while it waits here or starts the job
             if os.read(gate_r, 1) != b"1":
                 os._exit(1)
-            self.exec_job(out_fd, err_fd)
+            exec_job(self.config, self.cgroup, out_fd, err_fd)
         os.close(gate_r)
         os.close(out_fd)
         if err_fd != out_fd:
@@ -210,116 +205,6 @@ class Supervisor:
         except OSError:
             pass  # a full disk: the note is lost, the supervisor carries on
 
-    def open_logs(self) -> tuple[int, int]:
-        # a requeued job appends: the earlier runs' output is part of its story
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if self.config.append_logs else os.O_TRUNC)
-        stdout, stderr = self.config.stdout, self.config.stderr
-        os.makedirs(os.path.dirname(stdout), exist_ok=True)
-        out_fd = _open_for_writing(stdout, flags)
-        if stderr == stdout:
-            return out_fd, out_fd
-        os.makedirs(os.path.dirname(stderr), exist_ok=True)
-        return out_fd, _open_for_writing(stderr, flags)
-
-    def as_owner(self, action: Callable[[], T]) -> T:
-        """Run `action` with the job's owner's rights over files, and its umask; then be root again.
-
-        Why switch the effective ids rather than open in a forked child and pass the
-        descriptors back: the supervisor is single-threaded, so nothing else runs while
-        it wears the owner's ids; the real and saved uid stay 0, so switching back
-        cannot fail, and the owner (who may signal only processes whose real or saved
-        uid is theirs) cannot signal or trace it meanwhile; and the kernel then checks
-        every path component, symlink target and O_CREAT as the owner, exactly as for
-        the job itself, at the cost of a few system calls instead of a fork.
-        """
-        owner = self.config.run_as
-        umask = self.config.umask
-        old_umask = os.umask(umask) if umask is not None else None
-        if not owner:
-            try:
-                return action()
-            finally:
-                if old_umask is not None:
-                    os.umask(old_umask)
-        euid, egid, groups = os.geteuid(), os.getegid(), os.getgroups()
-        try:
-            os.setgroups(owner["groups"])
-            os.setresgid(-1, owner["gid"], -1)
-            os.setresuid(-1, owner["uid"], -1)
-            return action()
-        finally:
-            # undo only what was done (a half-done switch may have failed); the uid first:
-            # changing the gid and groups back needs root's rights again
-            if os.geteuid() != euid:
-                os.setresuid(-1, euid, -1)
-            if os.getegid() != egid:
-                os.setresgid(-1, egid, -1)
-            if os.getgroups() != groups:
-                os.setgroups(groups)
-            if old_umask is not None:
-                os.umask(old_umask)
-
-    def exec_job(self, out_fd: int, err_fd: int) -> None:
-        """In the forked child: become the job. Never returns."""
-        try:
-            os.setsid()
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(sig, signal.SIG_DFL)
-            signal.set_wakeup_fd(-1)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(out_fd, 1)
-            os.dup2(err_fd, 2)
-            os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
-            env = self.become_owner()
-            try:
-                os.chdir(self.config.cwd)
-            except OSError as exc:
-                os.write(2, f"corral: cannot enter the working directory {self.config.cwd}: {exc.strerror}\n".encode())
-                os._exit(1)
-            argv = self.config.argv
-            os.execvpe(argv[0], argv, env)
-        except OSError as exc:
-            code = 127 if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) else 1
-            os.write(2, f"corral: cannot run {self.config.argv[0]!r}: {exc.strerror}\n".encode())
-            os._exit(code)
-        except BaseException:  # noqa: BLE001 - nothing may escape the child back into the supervisor
-            os._exit(1)
-
-    def become_owner(self) -> dict[str, str]:
-        """In the forked child: take the job's process limit, owner and umask for good; return its environment."""
-        env = dict(self.config.env)
-        max_processes = self.config.max_processes
-        owner = self.config.run_as
-        if self.cgroup is not None and self.cgroup.holds_processes:
-            max_processes = None  # pids.max caps this job alone; RLIMIT_NPROC would count all of the owner's
-        elif not owner:
-            max_processes = None  # root is exempt from RLIMIT_NPROC anyway
-        try:
-            if max_processes:
-                import resource
-
-                # Set while still root: an unprivileged process may only lower its hard limit.
-                # RLIMIT_NPROC caps the processes (threads too) of the job's real uid across the
-                # machine, checked at each fork; root is exempt, so it guards non-root owners only.
-                resource.setrlimit(resource.RLIMIT_NPROC, (int(max_processes), int(max_processes)))
-            if owner:
-                os.setgroups(owner["groups"])  # while root: after setuid it is no longer allowed
-                os.setgid(owner["gid"])
-                os.setuid(owner["uid"])
-        except OSError as exc:
-            who = f" to user {owner['name']}" if owner else ""
-            os.write(2, f"corral: cannot switch{who} to run the job: {exc}\n".encode())
-            os._exit(1)
-        if owner:
-            if os.getuid() == 0 or os.geteuid() == 0:
-                os.write(2, f"corral: refusing to run a job of {owner['name']} as root\n".encode())
-                os._exit(1)
-            env.update(HOME=owner["home"], USER=owner["name"], LOGNAME=owner["name"], SHELL=owner["shell"])
-        if self.config.umask is not None:
-            os.umask(int(self.config.umask))
-        return env
-
     def watch(self, wake_r: int) -> tuple[str | None, int, dict[str, float]]:
         """Wait for the job to end while enforcing cancel, the time limit and the memory limit."""
         limit = self.config.time_limit_s
@@ -328,7 +213,7 @@ class Supervisor:
         log_limit = (self.config.max_log_mb or 0) * 1024 * 1024
         log_floor = (self.config.log_reserve_mb or 0) * 1024 * 1024
         logs = sorted({self.config.stdout, self.config.stderr})
-        log_size = _total_size(logs)
+        log_size = files.total_size(logs)
         began = time.monotonic()
         deadline = began + limit if limit else None
         check_every = LOG_CHECK_INTERVAL_S if log_limit or log_floor else MEMORY_CHECK_INTERVAL_S
@@ -390,7 +275,7 @@ class Supervisor:
                     continue
             if next_mem_check is not None and now >= next_mem_check:
                 next_mem_check = now + check_every
-                previous_size, log_size = log_size, _total_size(logs) if log_limit or log_floor else 0
+                previous_size, log_size = log_size, files.total_size(logs) if log_limit or log_floor else 0
                 if outcome is None and log_limit and log_size > log_limit:
                     # a runaway log would fill the disk the server and every other job need
                     outcome = "FAILED"
@@ -434,14 +319,14 @@ class Supervisor:
 
     def note_stderr(self, message: str) -> None:
         def append() -> None:
-            fd = _open_for_writing(self.config.stderr, os.O_WRONLY | os.O_APPEND, create=False)
+            fd = open_for_writing(self.config.stderr, os.O_WRONLY | os.O_APPEND, create=False)
             try:
                 os.write(fd, (message + "\n").encode())
             finally:
                 os.close(fd)
 
         try:
-            self.as_owner(append)  # the job may have swapped its log for a link to a file it may not write
+            as_owner(self.config, append)  # the job may have swapped its log for a link to a file it may not write
         except OSError:
             pass
 
@@ -479,38 +364,12 @@ class Supervisor:
         try:
             text = make(int(target["cluster"]), int(target["proc"]))
             first = (int(target["cluster"]), int(target["proc"]), float(target["submit_time"]))
-            self.as_owner(lambda: condor_log.append(target["path"], text, submitted_at=first))
+            as_owner(self.config, lambda: condor_log.append(target["path"], text, submitted_at=first))
         except OSError as exc:
             self.log(f"cannot write the HTCondor event log {target['path']}: {exc}")
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
-
-
-def _open_for_writing(path: str, flags: int, create: bool = True) -> int:
-    """A log opened for the job: never blocking on a FIFO the job planted there (the supervisor would
-    hang, and with it every limit and cancel); a file, or a device such as /dev/null, is fine.
-
-    Raises:
-        OSError: it cannot be opened, or it is a FIFO or a socket.
-    """
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, f"{path} is a FIFO or a socket, not a file")
-    os.set_blocking(fd, True)
-    return fd
-
-
-def _total_size(paths: list[str]) -> int:
-    total = 0
-    for path in paths:
-        try:
-            total += os.stat(path).st_size
-        except OSError:
-            pass
-    return total
 
 
 def _free_bytes(path: str) -> float:

@@ -1,5 +1,5 @@
 """Checks on tool input that a JSON schema cannot express: job references, and where a log file
-may be written. Each failure is an `InvalidRequest` naming the tool's argument and what to give.
+may be written; and the name a job gets from its command. Each failure is an `InvalidRequest` naming the tool's argument and what to give.
 """
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 
 from corral.core.paths import expand_pattern
 from corral.errors import InvalidRequest
 
 MAX_ID = 2**31 - 1
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 JOB_REF_HELP = "give a job number like 12, or 12_3 for task 3 of array 12"
 _JOB_REF = re.compile(r"^([0-9]{1,10})(?:_([0-9]{1,10}))?$")
 _GIVEN_CHARS = 40
@@ -65,3 +67,21 @@ def _given(value: object) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= _GIVEN_CHARS else f"{text[:_GIVEN_CHARS]}…"
+
+
+def job_name_of(command: str) -> str:
+    """`python train.py --lr 3` -> `train.py`; `torchrun ... train.py` -> `train.py`; else the program."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    while words and _ASSIGNMENT.match(words[0]):
+        words.pop(0)
+    if not words:
+        return "job"
+    name = os.path.basename(words[0])
+    if name in ("python", "python3", "torchrun", "accelerate", "deepspeed", "uv", "bash", "sh"):
+        rest = [w for w in words[1:] if not w.startswith("-") and w != "run" and w != "launch"]
+        if rest:
+            return os.path.basename(rest[0])[:200] or name
+    return name[:200] or "job"

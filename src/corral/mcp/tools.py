@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import shlex
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -21,17 +19,19 @@ from urllib.parse import urlencode
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from corral.core.states import TERMINAL_STATES
-from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthenticated
+from corral.errors import Conflict, Forbidden, InvalidRequest, Unauthenticated
 from corral.mcp import bounds
 from corral.mcp.clients import ClientPool
 from corral.mcp.credentials import AGENT_TOKEN, NO_TOKEN
-from corral.mcp.inputs import given_id, job_ref, log_file_place
+from corral.mcp.field_names import JOB_FIELDS, WORKLOAD_FIELDS, fields_named
+from corral.mcp.inputs import given_id, job_name_of, job_ref, log_file_place
+from corral.mcp.lookups import get_json, public_ids, tracked_values
 from corral.mcp.results import (
     AlertRule, GpuList, JobView, LogTail, MetricSeries, QueueView, RunList, RunMetrics, StopResult, Workload,
     WorkloadLogs,
 )
 from corral.mcp.views import (
-    evidence, gpu_list, job_view, number, public_id, queue_view, run_view, series_summary, workload_view,
+    evidence, gpu_list, job_view, number, queue_view, run_view, series_summary, workload_view,
 )
 from corral.mcp.workload import EnvValue, EnvVar, workload_request
 
@@ -47,10 +47,6 @@ MAX_RUNTIME_S = 365 * 86400
 MAX_KEYS = 10
 MAX_OFFSET = 2**53
 """The largest log offset taken: past any real log, and exact in every JSON parser."""
-RESOLVE_POINTS = 100_000
-"""The most points of a run's series read to tell NaN from infinities (the tracking API's limit)."""
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_NO_JOB = re.compile(r"^job \S+ does not exist")
 
 JobId = Annotated[StrictInt | StrictStr, Field(description=(
     "The job's id as create_gpu_job or workload_submit returned it: 12, or \"12_3\" for task 3 of array 12."))]
@@ -59,48 +55,6 @@ WorkloadId = Annotated[StrictInt | StrictStr, Field(description=(
 Size = Annotated[StrictInt | StrictStr | None, Field(
     description="A size such as \"40G\" or \"512M\"; a bare number is megabytes.")]
 
-_JOB_FIELDS = {"command": "command", "script": "script", "workdir": "working_directory", "gpus": "gpus",
-               "gpu_mem": "gpu_memory", "gpu_type": "gpu_type", "cpus": "cpus", "mem": "memory", "time": "time_limit",
-               "env": "env", "name": "name", "stdout": "log_file", "stderr": "log_file", "labels": "labels",
-               "submit_dir": "working_directory"}
-_WORKLOAD_FIELDS = {"job_id": "workloadId", "gpu_mem": "gpuMemoryMb", "gpu_mem_mb": "gpuMemoryMb",
-                    "time_limit_s": "maxRuntimeSeconds", "time": "maxRuntimeSeconds", "script": "image"}
-
-
-@contextmanager
-def fields_named(names: Mapping[str, str], *, job: str | None = None, missing: str | None = None,
-                 clash: str | None = None) -> Iterator[None]:
-    """Re-raise the server's errors under the tool's own name for the argument at fault.
-
-    Args:
-        names: the server's field -> the tool's argument, for InvalidRequest.
-        job: the argument that named the job, for `job N does not exist`.
-        missing: the argument any other NotFound is about (`channels`, `run`).
-        clash: the argument a Conflict is about (`name` of a rule that exists).
-    """
-    try:
-        yield
-    except InvalidRequest as exc:
-        new = names.get(exc.field)
-        if new and new != exc.field:
-            prefix = f"{exc.field}:"
-            rest = exc.message[len(prefix):] if exc.message.startswith(prefix) else f" {exc.message}"
-            exc.message = f"{new}:{rest}"
-            exc.args = (exc.message,)
-            exc.field = new
-        raise
-    except NotFound as exc:
-        _name_field(exc, job if job and _NO_JOB.match(exc.message) else missing)
-        raise
-    except Conflict as exc:
-        _name_field(exc, clash)
-        raise
-
-
-def _name_field(exc: NotFound | Conflict, field: str | None) -> None:
-    if field and not exc.message.startswith(f"{field}:"):
-        exc.message = f"{field}: {exc.message}"
-        exc.args = (exc.message,)
 
 
 class CorralTools:
@@ -168,13 +122,13 @@ class CorralTools:
                                  "(a batch script's text)", 'e.g. command="python train.py"')
         if command is not None and not command.strip():
             raise InvalidRequest("command", "must not be empty", 'e.g. command="python train.py"')
-        job_name = name or (_job_name(command) if command is not None else None)
+        job_name = name or (job_name_of(command) if command is not None else None)
         request: dict[str, Any] = {
             "gpus": gpus, "gpu_mem": gpu_memory, "gpu_type": gpu_type, "cpus": cpus, "mem": memory, "time": time_limit,
             "env": None if env is None else {k: str(v) for k, v in env.items()}, "labels": labels,
             "name": job_name, "stdout": log_file, "submit_dir": self._cwd, "workdir": working_directory,
         }
-        with self._client() as client, fields_named(_JOB_FIELDS):
+        with self._client() as client, fields_named(JOB_FIELDS):
             health = client.health()
             home = health.get("home")
             if log_file is not None:
@@ -256,7 +210,7 @@ class CorralTools:
             ge=1, le=MAX_RUNTIME_S, description="Time limit in seconds; then SIGTERM, SIGKILL (TIMEOUT).")] = None,
     ) -> Workload:
         """Submit a workload in the seed's shape."""
-        with self._client() as client, fields_named(_WORKLOAD_FIELDS):
+        with self._client() as client, fields_named(WORKLOAD_FIELDS):
             health = client.health()
             request = workload_request(
                 backend=str(health.get("backend", "local")), command=command, args=args, image=image, name=name,
@@ -269,7 +223,7 @@ class CorralTools:
     def workload_get(self, workloadId: WorkloadId) -> Workload:  # noqa: N803
         """A workload's state, reason, times, exit code and log paths."""
         ref = job_ref(workloadId, "workloadId")
-        with self._client() as client, fields_named(_WORKLOAD_FIELDS, job="workloadId"):
+        with self._client() as client, fields_named(WORKLOAD_FIELDS, job="workloadId"):
             job = client.get(ref)
             home = client.health().get("home")
         return workload_view(job, home=home)
@@ -288,7 +242,7 @@ class CorralTools:
     ) -> WorkloadLogs:
         """Lines of a workload's stdout or stderr, bounded; nextOffset continues where they end."""
         ref = job_ref(workloadId, "workloadId")
-        with self._client() as client, fields_named(_WORKLOAD_FIELDS, job="workloadId"):
+        with self._client() as client, fields_named(WORKLOAD_FIELDS, job="workloadId"):
             if since is None:
                 data, next_offset, state = client.logs(ref, stream=stream, tail=tail)
                 excerpt = bounds.last_lines(data, tail, bounds.LOG_MAX_BYTES, bounds.LOG_LINE_CHARS)
@@ -324,12 +278,12 @@ class CorralTools:
     ) -> MetricSeries:
         """A workload's metric over time, downsampled."""
         ref = job_ref(workloadId, "workloadId")
-        names = {**_WORKLOAD_FIELDS, "start": "startTime", "end": "endTime", "max_points": "maxPoints"}
+        names = {**WORKLOAD_FIELDS, "start": "startTime", "end": "endTime", "max_points": "maxPoints"}
         with self._client() as client, fields_named(names, job="workloadId", missing="metric"):
             result = client.metrics(ref, metric, start=startTime, end=endTime, max_points=maxPoints)
             points = [[t, number(v)] for t, v in result.get("points", [])][:bounds.MAX_POINTS]
             if result.get("source") == "run" and any(v is None for _, v in points):
-                points = _tracked_values(client, int(result["job"]), metric, points)
+                points = tracked_values(client, int(result["job"]), metric, points)
         return {"workloadId": ref, "metric": metric, "source": result.get("source", ""),
                 "count": int(result.get("count", len(points))), "points": points,
                 "summary": series_summary([p[1] for p in points])}
@@ -413,7 +367,7 @@ class CorralTools:
                 with fields_named({}, job="job_id"):
                     job = int(client.get(ref)["id"]) if "_" in ref else int(ref)
             runs = client.runs(project=project, state=state, job=job, limit=limit + 1)
-            ids = _public_ids(client, {r["job_id"] for r in runs[:limit] if isinstance(r.get("job_id"), int)})
+            ids = public_ids(client, {r["job_id"] for r in runs[:limit] if isinstance(r.get("job_id"), int)})
         matched = [run_view(r, ids.get(r.get("job_id"))) for r in runs[:limit]]
         view: RunList = {"runs": [], "total": len(matched), "more": len(runs) > limit, "truncated": False}
         view["runs"], dropped = bounds.fit_items(matched, bounds.RESULT_BYTES - bounds.json_size(view))
@@ -489,50 +443,3 @@ class CorralTools:
         ref = job_ref(job_id, "job_id")
         with self._client() as client, fields_named({}, job="job_id"):
             return evidence({"job_id": given_id(ref), **client.efficiency(ref)})
-
-
-def get_json(client: Client, path: str) -> Any:
-    """GET a path of the server's API that the client has no method for (the dashboard's views)."""
-    return client._request("GET", path)
-
-
-def _job_name(command: str) -> str:
-    """`python train.py --lr 3` -> `train.py`; `torchrun ... train.py` -> `train.py`; else the program."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    while words and _ASSIGNMENT.match(words[0]):
-        words.pop(0)
-    if not words:
-        return "job"
-    name = os.path.basename(words[0])
-    if name in ("python", "python3", "torchrun", "accelerate", "deepspeed", "uv", "bash", "sh"):
-        rest = [w for w in words[1:] if not w.startswith("-") and w != "run" and w != "launch"]
-        if rest:
-            return os.path.basename(rest[0])[:200] or name
-    return name[:200] or "job"
-
-
-def _public_ids(client: Client, job_ids: set[int]) -> dict[int, int | str]:
-    """corral's internal ids of jobs (as runs carry them) -> the ids the tools name them by: a task's `12_3`."""
-    out: dict[int, int | str] = {}
-    for job_id in sorted(job_ids):
-        try:
-            out[job_id] = public_id(client.get(job_id))
-        except NotFound:  # a run may outlive its job's record (another server's, or purged)
-            continue
-    return out
-
-
-def _tracked_values(client: Client, job_id: int, metric: str, points: list[list[Any]]) -> list[list[Any]]:
-    """`points` of a tracked metric with the values the server wrote as null (its JSON has no NaN or
-    infinity) read from the run's own series, which names them; any it cannot place read "NaN"."""
-    runs = client.runs(job=job_id, limit=100)
-    run = next((r for r in runs if metric in (r.get("metrics") or {})), None)  # the newest, as the server picks
-    named: dict[float, Any] = {}
-    if run is not None:
-        data = client.series(run["id"], metric, max_points=RESOLVE_POINTS)
-        named = {round(float(t), 3): number(v) for t, v in zip(data.get("times") or [], data.get("values") or [])
-                 if isinstance(v, str)}
-    return [[t, named.get(round(float(t), 3), "NaN") if v is None else v] for t, v in points]

@@ -4,11 +4,11 @@ bounded, with the next step spelled out. Pure functions of what the server answe
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
+from corral.core.iso_times import iso_utc
+from corral.core.nonfinite import json_number
 from corral.core.units import format_duration, format_memory
 from corral.mcp.bounds import (
     MAX_LIST, MAX_TAGS, NAME_CHARS, RESULT_BYTES, TEXT_CHARS, capped, fit_items, json_size, short_text,
@@ -201,7 +201,7 @@ def run_view(run: Mapping[str, Any], job_id: int | str | None = None) -> dict[st
         "id": run["id"], "uid": _short(run.get("uid")), "project": _short(run.get("project")),
         "name": _short(run.get("name")), "state": run.get("state"),
         "job_id": run.get("job_id") if job_id is None else job_id,
-        "start_time": iso(run.get("start_time")), "end_time": iso(run.get("end_time")),
+        "start_time": iso_utc(run.get("start_time")), "end_time": iso_utc(run.get("end_time")),
         "last_step": run.get("last_step"), "tags": tags, "tags_total": len(run.get("tags") or []),
         "config": config if len(text) <= CONFIG_CHARS else short_text(text, CONFIG_CHARS),
         "metrics": {short_text(k, NAME_CHARS): {f: number(metrics[k].get(f)) if f in ("last", "min", "max")
@@ -219,8 +219,8 @@ def _short(value: Any) -> Any:
 def number(value: Any) -> Any:
     """A metric value as the tools write it: finite numbers as numbers, NaN and the infinities as
     the strings "NaN", "Infinity" and "-Infinity" (JSON has no such numbers), None as None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, float):
+        return json_number(value)
     if isinstance(value, str):
         return _NONFINITE.get(value.lower(), value)
     return value
@@ -269,10 +269,3 @@ def _trim(data: Any, items: int, chars: int, depth: int) -> Any:
     if isinstance(data, dict) and depth < 6:
         return {key: _trim(value, items, chars, depth + 1) for key, value in list(data.items())[:items * 5]}
     return data if depth < 6 or not isinstance(data, dict | list) else "…"
-
-
-def iso(epoch: float | None) -> str | None:
-    """An epoch time as ISO 8601 UTC, as jobs carry theirs."""
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(float(epoch), timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -2,29 +2,19 @@
 
 `local_efficiency` builds the report of a local job from its samples and its rusage;
 `corral.backends.slurm.efficiency.efficiency` builds the same keys from sacct. `advice`
-and `format_efficiency` read either, so `corral eff` looks the same on both backends.
+(`corral.core.efficiency_advice`) and `format_efficiency` (`corral.cli.format_monitoring`) read
+either, so `corral eff` looks the same on both backends.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
-from corral.monitor.usage import job_usage, source_words
-
-LOW_MEMORY_EFFICIENCY = 0.25
-"""Below this share of its memory request used, advice suggests a smaller --mem ..."""
-MIN_MEMORY_ADVICE_MB = 2048
-"""... for requests of at least this much (a few hundred MB too many cost nobody anything)."""
-LOW_CPU_EFFICIENCY = 0.25
-"""Below this share of its cores busy, advice suggests fewer CPUs ..."""
-MIN_CPU_ADVICE = 4
-"""... for jobs with at least this many."""
-HEADROOM = 1.25
-"""Suggested requests leave this factor over the peak seen."""
+from corral.core.iso_times import epoch_seconds
+from corral.core.efficiency_advice import advice
+from corral.core.samples import SampleSummary
+from corral.monitor.usage import job_usage
 
 
 def local_efficiency(
@@ -94,108 +84,6 @@ def local_efficiency(
     }
     report["advice"] = advice(report, job_ref=str(job.get("ref") or job.get("id") or "JOB"))
     return report
-
-
-def advice(report: Mapping[str, Any], *, job_ref: str = "JOB") -> list[str]:
-    """What to ask for next time, with the numbers behind it; [] when the request fit.
-
-    Reads a local report or a Slurm one (which has no GPU keys).
-    """
-    tips: list[str] = []
-    requested, peak, mem_eff = report.get("mem_requested_mb"), report.get("max_rss_mb"), report.get("mem_efficiency")
-    if (requested and peak is not None and mem_eff is not None
-            and requested >= MIN_MEMORY_ADVICE_MB and mem_eff < LOW_MEMORY_EFFICIENCY):
-        suggest_gb = max(1, math.ceil(peak * HEADROOM / 1024))
-        headroom = (suggest_gb * 1024 - peak) / peak * 100 if peak else 100.0
-        tips.append(f"Memory: asked for {format_mb(requested)}, peaked at {format_mb(peak)}: "
-                    f"--mem {suggest_gb}G would do ({headroom:.0f}% headroom).")
-    cpus, cpu_eff = report.get("cpus") or 0, report.get("cpu_efficiency")
-    if cpu_eff is not None and cpus >= MIN_CPU_ADVICE and cpu_eff < LOW_CPU_EFFICIENCY:
-        busy = cpu_eff * cpus
-        suggest = max(1, math.ceil(busy * HEADROOM))
-        tips.append(f"CPU: {cpus} cores allocated, {busy:.1f} busy on average ({cpu_eff * 100:.0f}%): "
-                    f"-c/--cpus-per-task {suggest} would do.")
-    gpus = report.get("gpus") or 0
-    util_mean, util_max = report.get("gpu_utilization_mean"), report.get("gpu_utilization_max")
-    if gpus and util_max is not None and util_max <= 0 and not report.get("gpu_memory_peak_mb"):
-        tips.append(f"GPU: the job never used its {_count(gpus, 'GPU')}: check CUDA_VISIBLE_DEVICES, "
-                    "torch.cuda.is_available() and that the model and batches are moved with .to('cuda'); "
-                    "or submit without --gpus.")
-    elif gpus and util_mean is not None and util_mean < LOW_GPU_UTILIZATION:
-        tips.append(f"GPU: utilization averaged {util_mean:.0f}% over its {_count(gpus, 'GPU')}: "
-                    f"`corral diagnose {job_ref}` says what they wait for.")
-    return tips
-
-
-def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:
-    """A seff-like report, with GPU lines when the report has them and the advice last."""
-    cpu, mem = report.get("cpu_efficiency"), report.get("mem_efficiency")
-    elapsed, cpus = report.get("elapsed_s"), report.get("cpus") or 0
-    backend_id = job.get("backend_id")
-    lines = [
-        f"Job ID: {job['id']} (Slurm {backend_id})" if backend_id else f"Job ID: {job['id']}",
-        f"State: {report['state']}",
-        f"Cores: {cpus}",
-        f"CPU Utilized: {report['cpu_time_s']:.1f} s" if report.get("cpu_time_s") is not None else "CPU Utilized: -",
-        f"CPU Efficiency: {cpu * 100:.2f}% of {_number(elapsed * cpus)} core-seconds"
-        if cpu is not None and elapsed is not None else
-        (f"CPU Efficiency: {cpu * 100:.2f}%" if cpu is not None else "CPU Efficiency: -"),
-        f"Job Wall-clock time: {_number(elapsed)} s" if elapsed is not None else "Job Wall-clock time: -",
-        f"Memory Utilized: {report['max_rss_mb']:.1f} MB" + _from(report.get("memory_source"))
-        if report.get("max_rss_mb") is not None else "Memory Utilized: -",
-        f"Memory Efficiency: {mem * 100:.2f}% of {report['mem_requested_mb']:.0f} MB" if mem is not None
-        else "Memory Efficiency: - (no memory was requested)" if not report.get("mem_requested_mb")
-        else "Memory Efficiency: -",
-    ]
-    if report.get("gpus"):
-        lines.append(f"GPUs: {report['gpus']}" + (f" ({job['gpu_type']})" if job.get("gpu_type") else ""))
-        mean, top = report.get("gpu_utilization_mean"), report.get("gpu_utilization_max")
-        lines.append(f"GPU Utilization: {mean:.1f}% mean, {top:.0f}% max" if mean is not None and top is not None
-                     else "GPU Utilization: - (no GPU samples: no GPU driver reads its GPUs)"
-                     if report.get("gpu_driver") is False else "GPU Utilization: - (no GPU samples)")
-        peak = report.get("gpu_memory_peak_mb")
-        of = [f"{report[key]:.0f} MB {label}" for key, label in (
-            ("gpu_memory_requested_mb", "requested"), ("gpu_memory_total_mb", "on its GPUs"))
-            if report.get(key)]
-        lines.append(f"GPU Memory Utilized: {peak:.0f} MB" + (f" (of {', '.join(of)})" if of else "")
-                     if peak is not None else "GPU Memory Utilized: -")
-    tips = report["advice"] if "advice" in report else advice(report, job_ref=str(job.get("ref") or job["id"]))
-    if tips:
-        lines.append("Advice:")
-        lines.extend(f"  - {tip}" for tip in tips)
-    return "\n".join(lines)
-
-
-def epoch_seconds(value: Any) -> float | None:
-    """Epoch seconds from the API's ISO time (`2024-06-11T14:02:17.123Z`) or a number; None stays None."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-
-
-def format_mb(mb: float) -> str:
-    """`64 GB`, `3.1 GB`, `512 MB`: a size a person reads at a glance."""
-    if mb >= 10 * 1024:
-        return f"{mb / 1024:.0f} GB"
-    if mb >= 1024:
-        return f"{mb / 1024:.1f} GB"
-    return f"{mb:.0f} MB"
-
-
-def _from(source: str | None) -> str:
-    """` (peak by the kernel's count ...)`: a Slurm report, which names no source, says nothing."""
-    return f" (peak, from {source_words(source)})" if source else ""
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _number(x: float) -> str:
-    """Whole numbers without a fraction (Slurm's integer seconds print as before)."""
-    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
 
 
 def _rounded(x: float | None) -> float | None:

@@ -16,25 +16,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from corral.core.samples import SampleSummary
-
-CGROUP = "cgroup"
-"""The kernel's count for the job's cgroup when it ended: exact, whatever its processes did."""
-RUSAGE = "rusage"
-"""wait4's count of the processes the supervisor waited for, when the job ended."""
-SAMPLES = "samples"
-"""The job's samples: what its processes used at each sample, nothing between two."""
-
-SOURCE_WORDS = {
-    CGROUP: "the kernel's count for its cgroup when it ended",
-    RUSAGE: "the kernel's count (wait4) when it ended",
-    SAMPLES: "its samples",
-    f"{RUSAGE}+{SAMPLES}": "the larger of the kernel's count (wait4) when it ended and its samples",
-}
+from corral.core.usage_sources import CGROUP, RUSAGE, SAMPLES
 
 
 @dataclass(frozen=True)
 class JobUsage:
-    """What a job used, each figure with its source (one of the keys of SOURCE_WORDS; None without one)."""
+    """What a job used, each figure with its source (one of the keys of `corral.core.usage_sources.SOURCE_WORDS`; None without one)."""
 
     peak_rss_mb: float | None
     memory_source: str | None
@@ -99,11 +86,6 @@ def job_usage(summary: SampleSummary | None, final: Mapping[str, Any] | None) ->
         gpu_source=SAMPLES if gpu_sampled else None,
         samples=summary.count if summary else 0,
     )
-
-
-def source_words(source: str | None) -> str:
-    """Where a figure came from, in words: `the kernel's count for its cgroup when it ended`."""
-    return SOURCE_WORDS.get(source or "", "nothing: no samples and no accounting")
 
 
 def _larger(counted: float, sampled: float | None, counted_source: str) -> tuple[float, str]:

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import dataclasses
-import json
-import math
 import os
 import secrets
 import signal
@@ -32,6 +29,7 @@ from typing import Any
 
 from corral.core.checkpointing import recommended_checkpoint_interval_s
 from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
+from corral.sdk.config_values import config_dict
 from corral.sdk.context import detect_job, git_commit
 from corral.sdk.context import resume_key as derive_resume_key
 from corral.sdk.places import SpoolPlaces
@@ -343,40 +341,6 @@ def finish(state: str = "finished") -> None:
     """`run.finish` on the current run, if there is one."""
     if _current is not None:
         _current.finish(state)
-
-
-def config_dict(config: Any) -> dict[str, Any]:
-    """A JSON-safe dict from a dict, an argparse.Namespace, a dataclass or any object with attributes."""
-    if config is None:
-        return {}
-    if isinstance(config, argparse.Namespace):
-        config = vars(config)
-    elif dataclasses.is_dataclass(config) and not isinstance(config, type):
-        config = dataclasses.asdict(config)
-    elif not isinstance(config, Mapping):
-        config = vars(config)
-    return {str(k): _jsonable(v) for k, v in config.items()}
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy and torch scalars
-        try:
-            return _jsonable(value.item())
-        except (TypeError, ValueError, RuntimeError):
-            pass
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def _resume_spool(places: SpoolPlaces, key: str | None) -> tuple[RunSpool | None, int | None]:

@@ -6,9 +6,8 @@ import re
 from typing import Any
 
 from corral.backends.slurm.parse import parse_slurm_duration, split_lines
-from corral.monitor.efficiency import format_efficiency  # moved there: one report for both backends
 
-__all__ = ["SACCT_EFFICIENCY_FIELDS", "cpu_seconds", "efficiency", "format_efficiency", "size_mb"]
+__all__ = ["SACCT_EFFICIENCY_FIELDS", "cpu_seconds", "efficiency", "size_mb"]
 
 SACCT_EFFICIENCY_FIELDS = ("JobID", "State", "Elapsed", "TotalCPU", "AllocCPUS", "MaxRSS", "ReqMem")
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)")
