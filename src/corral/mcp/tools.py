@@ -368,7 +368,7 @@ class CorralTools:
                     job = int(client.get(ref)["id"]) if "_" in ref else int(ref)
             runs = client.runs(project=project, state=state, job=job, limit=limit + 1)
             ids = public_ids(client, {r["job_id"] for r in runs[:limit] if isinstance(r.get("job_id"), int)})
-        matched = [run_view(r, ids.get(r.get("job_id"))) for r in runs[:limit]]
+        matched = [run_view(r, ids.get(r["job_id"]) if isinstance(r.get("job_id"), int) else None) for r in runs[:limit]]
         view: RunList = {"runs": [], "total": len(matched), "more": len(runs) > limit, "truncated": False}
         view["runs"], dropped = bounds.fit_items(matched, bounds.RESULT_BYTES - bounds.json_size(view))
         view["truncated"] = dropped or view["more"]
