@@ -121,3 +121,10 @@ def _combine(verdicts: list[Verdict], *, any_of: bool) -> Verdict:
     if Verdict.NEVER in verdicts:
         return Verdict.NEVER
     return Verdict.SATISFIED if all(v is Verdict.SATISFIED for v in verdicts) else Verdict.WAITING
+
+
+def render(dependency: Dependency, job_id: Callable[[int], str]) -> str:
+    """The dependency as sbatch writes it, each job id as `job_id` names it (another scheduler's ids)."""
+    terms = [term.kind if term.kind == "singleton" else ":".join([term.kind, *map(job_id, term.job_ids)])
+             for term in dependency.terms]
+    return ("?" if dependency.any_of else ",").join(terms)

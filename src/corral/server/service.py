@@ -20,9 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from corral.backends.base import Backend, Recovered
+from corral.backends.base import (
+    ArrayDrained, Backend, ClusterQueue, Ended, JobProcesses, JobUpdate, Recovered, Started, SubmitRefused, TaskAppeared, TaskOf,
+    Target, Waiting,
+)
 from corral.core.arrays import array_state, parse_array
-from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
+from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency, render
 from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
 from corral.core.identity import AccessPolicy
 from corral.core.job import Job, Outcome
@@ -49,6 +52,7 @@ POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its la
 CANCEL_WAIT_S = 3.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CANCELLED_BY_USER = "CancelledByUser"
+SUBMITS_PER_PASS = 16  # jobs handed to a backend that schedules itself in one turn of the loop (sbatch: 10-50 ms each)
 
 
 class JobService:
@@ -65,6 +69,7 @@ class JobService:
         self.store = store
         self.max_script_mb = max_script_mb
         self.backend = backend
+        self.capabilities = backend.capabilities
         self.nodes = tuple(nodes)
         self.log_dir = HomeLayout(home).logs
         self.user = user
@@ -84,6 +89,7 @@ class JobService:
         self.allocations: dict[int, Allocation] = {}
         self._queue: dict[int, PendingJob] = {}  # pending jobs, in submit order
         self._reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
+        self._backend_reasons: dict[int, str] = {}  # what a backend that schedules itself says a job waits for
         self._estimates: dict[int, float] = {}
         self._dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
         self._ended_states: dict[int, tuple[JobState, bool]] = {}  # a cache of finished dependency targets
@@ -106,6 +112,7 @@ class JobService:
         self._next_pass_at = 0.0
         self._next_poll_at = 0.0
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
+        self._backend_dependency: dict[int, str] = {}  # jobs about to be handed over with these backend dependencies
         self._waited_s = 0.0  # of a pass, the time spent waiting on another program (sbatch), not thinking
         self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
 
@@ -223,6 +230,8 @@ class JobService:
         A submit only warns, so that a script written for another cluster runs unchanged; an update
         asks for that change alone, and answering "updated" would say it was made.
         """
+        if self.capabilities.schedules_itself:
+            return  # partitions and QoS are the cluster's
         for key, section, what in (("partition", "partitions", "partitions"), ("qos", "qos", "QoS")):
             if changes.get(key) is not None and section not in self.config.configured:
                 raise InvalidRequest(key, f"this server has no {what} configured, so the job cannot move to "
@@ -230,11 +239,15 @@ class JobService:
                                      f"leave it out (every job runs in the default {key}), or ask an admin to define "
                                      f"[{section}.NAME] in the server's config.toml")
 
-    max_nodes = 1
-    """The most nodes a job runs on here: the local backend runs each job on this machine."""
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes a job runs on here (the local backend runs each job on this machine)."""
+        return self.capabilities.max_nodes
 
     def _check_request(self, spec: JobSpec) -> None:
         """Refuse what no node could ever run (raises Unsatisfiable, naming the limit)."""
+        if self.capabilities.schedules_itself:
+            return  # the cluster itself refuses what its nodes cannot run, in its own words, at submission
         if spec.nodes > 1:
             raise Unsatisfiable("nodes", f"asks for {spec.nodes} nodes; this server runs each job on one machine",
                                 "run multi-node jobs on a Slurm cluster (corral up --backend slurm)")
@@ -247,6 +260,9 @@ class JobService:
             InvalidRequest: an unknown partition or QoS, or one the user may not use.
             Conflict: the user is at the QoS's limit of submitted jobs.
         """
+        if self.backend.queue is not None:
+            # partitions, QoS and their limits are the cluster's: "" leaves the choice to it
+            return replace(spec, partition=spec.partition or self.backend.queue.default_partition or "", qos=spec.qos or "")
         config = self.config
         warnings = list(spec.warnings)
         if spec.partition and "partitions" not in config.configured:
@@ -316,6 +332,7 @@ class JobService:
 
     def close(self) -> None:
         """Let an insert in flight finish (its submitters are owed an answer), and the launches handed over."""
+        self.backend.close()
         if self._launcher is not None:
             self._launcher.close()
         self._db_thread.shutdown(wait=True)
@@ -406,6 +423,8 @@ class JobService:
         """Cancel a pending job at once; ask a running one to stop and wait briefly for it.
         An array cancels all its tasks; `12_3` cancels one. `by`: who cancels (its log and timeline say)."""
         ref = str(ref)
+        if self.backend.queue is not None:
+            return await self._cancel_at_backend(ref, self.backend.queue)
         job = self.resolve(ref)
         job_id = job.id
         if job.id not in self.active and not job.state.is_terminal():
@@ -492,6 +511,11 @@ class JobService:
 
     def _set_held(self, ref: str, held: bool) -> Job:
         job = self.resolve(ref)
+        queue = self.backend.queue
+        if queue is not None and job.backend_id is not None and job.state is JobState.PENDING and job.held != held:
+            # already at the backend: it is the backend that must hold it (shown as JobHeldUser) or let it go
+            queue.hold(job, held)
+            self._backend_reasons[job.id] = PendingReason.HELD.value if held else PendingReason.NONE.value
         job_id = job.id
         self._refuse_if_cancelled(job)
         if job.is_array and "_" in ref:
@@ -562,16 +586,15 @@ class JobService:
     def checkpoint_dir(self, job_id: int) -> str:
         return HomeLayout(os.path.dirname(self.log_dir)).checkpoint_dir(job_id)
 
-    # BACKEND GUESSES: the monitor's only look at what a backend can do. Until backends declare their
-    # capabilities (issue 17 point 1), these two ask the backend whether it has the method.
-    def job_processes(self, job_id: int) -> Any | None:
+    def job_processes(self, job_id: int) -> JobProcesses | None:
         """The running job's process and cgroup to sample (None: this backend samples nothing)."""
-        processes = getattr(self.backend, "job_processes", None)
-        return processes(job_id) if processes is not None else None
+        processes = self.backend.processes
+        return processes.job_processes(job_id) if processes is not None else None
 
-    def final_usage(self, job_id: int) -> dict[str, Any] | None:
+    def final_usage(self, job_id: int) -> dict[str, float] | None:
         """The kernel's count of an ended job's CPU time and peak memory (None: this backend keeps none)."""
-        return getattr(self.backend, "final_usage", lambda _: None)(job_id)  # type: ignore[no-any-return]
+        processes = self.backend.processes
+        return processes.final_usage(job_id) if processes is not None else None
 
     def log_owner_uid(self, job: Job) -> int | None:
         """Whose a job's log files must be for the server to show them (None: its own user's job, no check)."""
@@ -605,6 +628,11 @@ class JobService:
         return data, end, job
 
     def nodes_view(self) -> list[dict[str, Any]]:
+        if self.capabilities.schedules_itself:  # corral holds no allocations there: the nodes as the cluster has them
+            return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
+                     "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "capability": g.capability,
+                               "job_id": None, "job_ref": None, "job_name": None,
+                               "user": None} for g in n.gpus]} for n in self.nodes]
         holders = {(a.node, g): self.active.get(a.job_id) for a in self.allocations.values() for g in a.gpu_ids}
         out = []
         for node in self.nodes:
@@ -637,7 +665,7 @@ class JobService:
         """
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._launcher = Launcher(self.backend, loop, on_failed=self._launch_failed, on_skipped=self._launch_skipped)
+        self._launcher = None if self.backend.placement is None else Launcher(self.backend.placement, loop, on_failed=self._launch_failed, on_skipped=self._launch_skipped)
         last_full_pass = 0.0
         while True:
             try:
@@ -663,6 +691,9 @@ class JobService:
     async def _reap_off_loop(self) -> None:
         """Read the outcomes of running jobs in the poll thread, record those that ended in the
         database thread (one transaction), then apply them here."""
+        if self.backend.queue is not None:
+            self.reap()  # the backend's watcher reads in a thread of its own already
+            return
         if time.monotonic() < self._next_poll_at:
             return
         running = self._running()
@@ -670,7 +701,8 @@ class JobService:
             return
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        ended = await loop.run_in_executor(self._poll_thread, self.backend.poll, running)
+        assert self.backend.placement is not None
+        ended = _outcomes(await loop.run_in_executor(self._poll_thread, self.backend.placement.poll, running))
         self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
         if not ended:
             return
@@ -688,9 +720,12 @@ class JobService:
 
     def reap(self) -> None:
         """Read and apply ended jobs' outcomes, here and now."""
+        if self.backend.queue is not None:
+            self._apply_updates(self.backend.queue.watch(self._at_backend()))
+            return
         running = self._running()
-        if running:
-            self._settle(self.backend.poll(running))
+        if running and self.backend.placement is not None:
+            self._settle(_outcomes(self.backend.placement.poll(running)))
 
     def _running(self) -> list[Job]:
         """Jobs with a supervisor to ask (one still being launched has none yet)."""
@@ -762,6 +797,9 @@ class JobService:
         return []
 
     def schedule_pass(self) -> None:
+        if self.backend.queue is not None:
+            self._hand_over(self.backend.queue)
+            return
         self._dirty = False
         now = self.clock()
         if not self._queue and not self._arrays:
@@ -804,7 +842,8 @@ class JobService:
             raise
         for job in started:
             try:
-                self.backend.start(job, self.allocations[job.id])
+                assert self.backend.placement is not None
+                self.backend.placement.start(job, self.allocations[job.id])
             except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
                 log.exception("launch of job %d failed", job.id)
                 self._launch_failed(job, f"launch failed: {exc}")
@@ -987,6 +1026,184 @@ class JobService:
             self._queue[job.id] = _pending(job)
         self._queue = dict(sorted(self._queue.items()))
 
+    # -- a backend that schedules itself -------------------------------------------------------
+
+    def poll_soon(self) -> None:
+        """A job's end was announced (Slurm's epilog): the backend looks again now, and a few times more."""
+        if self.backend.queue is not None:
+            self.backend.queue.nudge()
+            self._mark_dirty()
+
+    def _hand_over(self, queue: ClusterQueue) -> None:
+        """Submit to the backend every queued job that may go now (the scheduling is the backend's)."""
+        self._dirty = False
+        waiting = self._map_dependencies()
+        submitted = 0
+        for job_id in list(self._queue) + [a for a in self._arrays if self._arrays[a].backend_id is None]:
+            job = self.active.get(job_id)
+            if job is None or job.backend_id is not None or job.held or job_id in waiting:
+                continue
+            if submitted == SUBMITS_PER_PASS:
+                self._mark_dirty()  # the rest in the next pass: the API is served in between
+                return
+            started = time.monotonic()
+            self._submit_to(queue, job, self._backend_dependency.pop(job_id, None))
+            self._waited_s += time.monotonic() - started
+            submitted += 1
+
+    def _map_dependencies(self) -> dict[int, PendingReason]:
+        """Dependencies whose targets are all at the backend become the backend's; the rest corral
+        evaluates as on one machine (a target that already ended, or is not submitted yet)."""
+        for job_id, dependency in list(self._dependencies.items()):
+            targets = [self.active.get(target) for target in dependency.job_ids]
+            if all(t is not None and t.backend_id is not None and not t.state.is_terminal() for t in targets):
+                ids = {t.id: t.backend_id for t in targets if t is not None and t.backend_id is not None}
+                self._backend_dependency[job_id] = render(dependency, ids.__getitem__)
+                del self._dependencies[job_id]
+        return self._check_dependencies()
+
+    def _submit_to(self, queue: ClusterQueue, job: Job, dependency: str | None) -> None:
+        try:
+            job.backend_id = queue.submit(job, dependency)
+        except SubmitRefused as exc:  # the job fails with the backend's words
+            _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), exc.message))
+            self.store.save_state(job)
+            self._forget(job)
+            return
+        self._backend_reasons[job.id] = PendingReason.NONE.value
+        self.store.save_state(job)
+
+    def _at_backend(self) -> dict[str, Job]:
+        return {j.backend_id: j for j in self.active.values() if j.backend_id is not None}
+
+    def _apply_updates(self, updates: Sequence[JobUpdate] | None) -> None:
+        """Apply what the backend's watcher found: jobs placed, waiting (again), ended; array tasks given records."""
+        if updates is None:
+            return
+        changed, ended, drained = [], [], []
+        tasks: dict[str, Job] = {}  # given records in this batch
+        for update in updates:
+            if isinstance(update, ArrayDrained):
+                drained.append(update.array)
+                continue
+            job = self._target(update.task if isinstance(update, TaskAppeared) else update.job, tasks)
+            if job is None or isinstance(update, TaskAppeared):
+                continue
+            if isinstance(update, Ended):
+                job.start_time = job.start_time or update.start_time
+                job.node = job.node or update.node
+                _apply_outcome(job, update.outcome)
+                ended.append(job)
+            elif self._placed_at_backend(job, update):
+                changed.append(job)
+        self.store.save_states(changed)
+        self.store.save_states(ended)
+        for job in ended:
+            self._backend_reasons.pop(job.id, None)
+            self._forget(job)
+        for array in drained:
+            if self.active.get(array.id) is array:
+                self._finish_array_if_done(array.id)
+        self._mark_dirty()
+
+    def _target(self, target: Target, tasks: dict[str, Job]) -> Job | None:
+        """The job an update is about, if corral still has it; an array task gets its record now."""
+        if isinstance(target, Job):
+            return target if self.active.get(target.id) is target else None  # ended or cancelled meanwhile
+        if self.active.get(target.array.id) is not target.array:
+            return None
+        if target.backend_id not in tasks:
+            tasks[target.backend_id] = self._task_record(target)
+        return tasks[target.backend_id]
+
+    def _task_record(self, task: TaskOf) -> Job:
+        spec = replace(task.array.spec, dependency=None, stdout=task.stdout, stderr=task.stderr)
+        (record,) = self.store.add_tasks(task.array, spec, [task.task_id])
+        record.backend_id = task.backend_id
+        self.store.save_state(record)
+        self._track(record)
+        self._queue.pop(record.id, None)
+        return record
+
+    def _placed_at_backend(self, job: Job, update: Started | Waiting) -> bool:
+        """Running where the backend placed it, or waiting at the backend (again); whether that changed it."""
+        before = (job.state, job.node, job.start_time)
+        if isinstance(update, Started):
+            job.state, job.node = JobState.RUNNING, update.node or job.node
+            job.start_time = job.start_time or update.start_time or self.clock()
+            self._queue.pop(job.id, None)
+            self._backend_reasons.pop(job.id, None)
+        else:
+            if job.state is JobState.RUNNING:  # requeued by the backend
+                job.restarts += 1
+                job.start_time, job.node = None, None
+            job.state = JobState.PENDING
+            self._backend_reasons[job.id] = update.reason
+        return (job.state, job.node, job.start_time) != before
+
+    async def _cancel_at_backend(self, ref: str, queue: ClusterQueue) -> Job:
+        """Cancel a job at the backend (which writes the job's line); one that has not reached it ends at once."""
+        job = self.resolve(ref)
+        if job.state.is_terminal():
+            raise Conflict(f"job {job.id} already ended ({job.state.value}); there is nothing to cancel")
+        if job.backend_id is not None:
+            if job.is_array and "_" in ref:
+                queue.cancel_task(job, int(ref.partition("_")[2]))
+            else:
+                self.backend.cancel(job)
+            if job.is_array and "_" not in ref:
+                job.reason = CANCELLED_BY_USER
+                self._cancelled_arrays.add(job.id)
+            self.poll_soon()
+        if job.state is JobState.PENDING and not job.is_array:
+            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
+            self.store.save_state(job)
+            self._backend_reasons.pop(job.id, None)
+            self._forget(job)
+            return job
+        return await self.wait(job.id if "_" not in ref else ref, 5.0)
+
+    def efficiency(self, ref: str) -> dict[str, Any]:
+        """CPU and memory efficiency of a job, from the backend's accounting.
+
+        Raises:
+            Conflict: the job has not run yet, accounting has no record of it, or this backend keeps none.
+        """
+        accounting = self.backend.accounting
+        if accounting is None:
+            raise Conflict("this server's backend keeps no accounting; the monitor reports efficiency from samples")
+        job = self.resolve(ref)
+        if job.backend_id is None or job.state is JobState.PENDING:
+            raise Conflict(f"job {job.id} has not run yet; efficiency is known once it runs")
+        return accounting.efficiency(job)
+
+    async def attach(self, backend_id: str) -> Job:
+        """Track a job submitted to the backend without corral: its state, its logs, the runs it logs.
+
+        Raises:
+            Conflict: this backend runs no such jobs; InvalidRequest: not a job id of the backend;
+            NotFound: the backend does not know it.
+        """
+        foreign = self.backend.foreign_jobs
+        if foreign is None:
+            raise Conflict("this server runs jobs itself; attaching Slurm jobs needs `corral up --backend slurm`")
+        backend_id = str(backend_id).strip()
+        foreign.check_id(backend_id)
+        for job in self.active.values():
+            if job.backend_id == backend_id:
+                return self._current(job)
+        request = foreign.describe(backend_id)
+        partition = request.pop("partition", "")
+        spec = replace(build_spec(request, user=self.user, log_dir=self.log_dir, default_workdir="/",
+                                  server_env=self.server_env), inherit_env=False, env={}, partition=partition, qos="")
+        (job,) = self.store.insert([spec], self.clock())
+        job.backend_id = backend_id
+        self.store.save_state(job)
+        self._track(job)
+        self._queue.pop(job.id, None)  # the backend runs it; corral never submits it
+        self.poll_soon()
+        return job
+
     # -- helpers --------------------------------------------------------------------------------
 
     def _mark_dirty(self) -> None:
@@ -1015,7 +1232,9 @@ class JobService:
     def _current(self, job: Job) -> Job:
         """The job with its pending reason from the latest pass (kept aside: a pass over
         a long queue should not have to touch every job)."""
-        if job.state is JobState.PENDING:
+        if job.state is JobState.PENDING and self._backend_reasons.get(job.id):
+            job.reason = self._backend_reasons[job.id]
+        elif job.state is JobState.PENDING:
             job.reason = self._reasons.get(job.id, PendingReason.NONE)
             job.estimated_start = self._estimates.get(job.id)
             if job.is_array and job.id not in self._reasons:
@@ -1153,6 +1372,10 @@ def _reset_to_pending(job: Job) -> None:
     """A preempted job waits again, its restart count up one."""
     job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
     job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
+
+
+def _outcomes(ended: Sequence[Ended]) -> list[tuple[Job, Outcome]]:
+    return [(update.job, update.outcome) for update in ended if isinstance(update.job, Job)]
 
 
 def _apply_outcome(job: Job, outcome: Outcome) -> None:
