@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from corral.core.states import JobState
 from corral.errors import InvalidRequest
@@ -40,6 +40,8 @@ class Dependency:
     terms: tuple[Term, ...]
     any_of: bool = False
     """True for `?` (any term), False for `,` (all terms)."""
+    text: str = field(default="", compare=False)
+    """As it was written (parsed once, at submit or when read from the store: the spec carries both)."""
 
     @property
     def job_ids(self) -> tuple[int, ...]:
@@ -72,7 +74,7 @@ def parse_dependency(text: str) -> Dependency:
         if any(i <= 0 or i >= 2**31 for i in ids):
             raise InvalidRequest("dependency", f"{part!r} names a job id out of range")
         terms.append(Term(match.group(1), ids))
-    return Dependency(tuple(terms), any_of)
+    return Dependency(tuple(terms), any_of, text)
 
 
 def evaluate(

@@ -24,23 +24,27 @@ from corral.backends.base import (
     ArrayDrained, Backend, ClusterQueue, Ended, JobProcesses, JobUpdate, Recovered, Started, SubmitRefused, TaskAppeared, TaskOf,
     Target, Waiting,
 )
+from corral.core.admission import admit, check_nice, check_runnable, refuse_unconfigured
 from corral.core.arrays import array_state, parse_array
-from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency, render
+from corral.core.dependency import Dependency, Verdict, evaluate, render
 from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
 from corral.core.identity import AccessPolicy
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob, schedule
-from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
-from corral.core.resources import Allocation, Node, check_satisfiable
-from corral.core.schedconfig import Partition, SchedulerConfig
+from corral.core.priority import PriorityFactors, prioritize, usage_charge
+from corral.core.resources import Allocation, Node
+from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
+from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from corral.executor import logs
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.home import HomeLayout
+from corral.server.accounts import home_of, may_use, uid_of
 from corral.server.launcher import Launcher, Stop
+from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
+from corral.store.usage import UsageStore
 
 log = logging.getLogger("corral.server")
 
@@ -83,8 +87,7 @@ class JobService:
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.active: dict[int, Job] = {}
         self._active_per_user: Counter[tuple[str, str | None]] = Counter()  # for max_submit_per_user
-        self._usage: dict[str, float] = {}  # decayed GPU-hours of ended jobs, as of _usage_at
-        self._usage_at = clock()
+        self.ledger = UsageLedger(self.config.half_life_s, clock(), UsageStore(store.engine))
         self._priorities: dict[int, PriorityFactors] = {}
         self.allocations: dict[int, Allocation] = {}
         self._queue: dict[int, PendingJob] = {}  # pending jobs, in submit order
@@ -121,8 +124,7 @@ class JobService:
     def recover(self) -> None:
         """Load unfinished jobs and settle the ones that were running when the server stopped."""
         now = self.clock()
-        for user, gpus, cpus, start, end in self.store.usage_since(now - 10 * self.config.half_life_s):
-            self._charge(user, usage_charge(gpus, cpus, end - start), end)
+        self.ledger.load(self.store, now)
         changed, ended, events = [], [], []
         for job in self.store.active():
             if job.state is JobState.RUNNING:
@@ -165,11 +167,11 @@ class JobService:
         check_script_size(request, self.max_script_mb)
         spec = build_spec(
             request, user=user, log_dir=self.log_dir if self._user_log_dir is None else self._user_log_dir(user),
-            default_workdir=os.path.expanduser("~") if own else _home_of(user), server_env=self.server_env if own else {},
+            default_workdir=os.path.expanduser("~") if own else home_of(user), server_env=self.server_env if own else {},
             can_enter=can_enter if own else self.directories.checker(user),  # as the user: root sees into every home
             max_nodes=self.max_nodes,
         )
-        _check_nice(spec, privileged)
+        check_nice(spec, privileged)
         if not own and spec.inherit_env:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
@@ -208,7 +210,7 @@ class JobService:
         for target in targets:
             spec = update_spec(target.spec, changes)
             if spec.nice < target.spec.nice:
-                _check_nice(spec, privileged)
+                check_nice(spec, privileged)
             self._check_request(spec)
             old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
             counts = target.array_job_id is None
@@ -225,19 +227,8 @@ class JobService:
         return self._current(job)
 
     def _refuse_unconfigured(self, changes: Mapping[str, Any]) -> None:
-        """Refuse moving a job to a partition or QoS on a server that has none: it would change nothing.
-
-        A submit only warns, so that a script written for another cluster runs unchanged; an update
-        asks for that change alone, and answering "updated" would say it was made.
-        """
-        if self.capabilities.schedules_itself:
-            return  # partitions and QoS are the cluster's
-        for key, section, what in (("partition", "partitions", "partitions"), ("qos", "qos", "QoS")):
-            if changes.get(key) is not None and section not in self.config.configured:
-                raise InvalidRequest(key, f"this server has no {what} configured, so the job cannot move to "
-                                     f"{key} {changes[key]!r:.60}; nothing was changed",
-                                     f"leave it out (every job runs in the default {key}), or ask an admin to define "
-                                     f"[{section}.NAME] in the server's config.toml")
+        if not self.capabilities.schedules_itself:  # there, partitions and QoS are the cluster's
+            refuse_unconfigured(changes, self.config)
 
     @property
     def max_nodes(self) -> int:
@@ -245,57 +236,17 @@ class JobService:
         return self.capabilities.max_nodes
 
     def _check_request(self, spec: JobSpec) -> None:
-        """Refuse what no node could ever run (raises Unsatisfiable, naming the limit)."""
-        if self.capabilities.schedules_itself:
-            return  # the cluster itself refuses what its nodes cannot run, in its own words, at submission
-        if spec.nodes > 1:
-            raise Unsatisfiable("nodes", f"asks for {spec.nodes} nodes; this server runs each job on one machine",
-                                "run multi-node jobs on a Slurm cluster (corral up --backend slurm)")
-        check_satisfiable(spec.request, self.nodes)
+        if not self.capabilities.schedules_itself:  # there, the cluster refuses what its nodes cannot run, at submission
+            check_runnable(spec, self.nodes)
 
     def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
-        """Fill in the partition, QoS and default time limit, and check the user may submit there.
-
-        Raises:
-            InvalidRequest: an unknown partition or QoS, or one the user may not use.
-            Conflict: the user is at the QoS's limit of submitted jobs.
-        """
+        """Fill in the partition, QoS and default time limit (`corral.core.admission.admit`)."""
         if self.backend.queue is not None:
             # partitions, QoS and their limits are the cluster's: "" leaves the choice to it
             return replace(spec, partition=spec.partition or self.backend.queue.default_partition or "", qos=spec.qos or "")
-        config = self.config
-        warnings = list(spec.warnings)
-        if spec.partition and "partitions" not in config.configured:
-            warnings.append(f"no partitions are configured here; partition {spec.partition!r} ignored")
-            spec = replace(spec, partition=None)
-        if spec.qos and "qos" not in config.configured:
-            warnings.append(f"no QoS is configured here; QoS {spec.qos!r} ignored")
-            spec = replace(spec, qos=None)
-        partition = spec.partition or config.default_partition
-        if partition not in config.partitions:
-            raise InvalidRequest("partition", f"there is no partition {partition!r}", f"use one of {', '.join(config.partitions)}")
-        part = config.partitions[partition]
-        if not _may_use(part, spec.user):
-            raise InvalidRequest("partition", f"user {spec.user} may not use partition {partition}",
-                                 f"ask an admin, or use another partition ({', '.join(config.partitions)})")
-        qos_name = spec.qos or config.default_qos
-        if qos_name not in config.qos:
-            raise InvalidRequest("qos", f"there is no QoS {qos_name!r}", f"use one of {', '.join(config.qos)}")
-        qos = config.qos[qos_name]
-        held_by_user = self._active_per_user[(spec.user, qos_name)] - (1 if counted else 0)
-        if qos.max_submit_per_user is not None and held_by_user >= qos.max_submit_per_user:
-            raise Conflict(f"QOSMaxSubmitJobPerUserLimit: user {spec.user} already has {qos.max_submit_per_user} "
-                           f"unfinished jobs in QoS {qos_name}, its limit; wait for some to end")
-        if spec.dependency is not None:
-            for target in parse_dependency(spec.dependency).job_ids:
-                if self._state_of(target) is None:
-                    raise InvalidRequest("dependency", f"job {target} does not exist", "depend on jobs that were submitted")
-        if "params" in spec.labels:
-            warnings.extend(_sizing_warnings(spec, self.nodes))
-        time_limit = spec.time_limit_s
-        if time_limit is None:
-            time_limit = part.default_time_s or part.max_time_s
-        return replace(spec, partition=partition, qos=qos_name, time_limit_s=time_limit, warnings=tuple(warnings))
+        return admit(spec, self.config, nodes=self.nodes, may_use=may_use,
+                     unfinished=lambda qos: self._active_per_user[(spec.user, qos)] - (1 if counted else 0),
+                     job_exists=lambda job_id: self._state_of(job_id) is not None)
 
     def _flush_inserts(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]] | None = None) -> None:
         """Group commit: one insert runs in the database thread at a time, and the submits
@@ -776,8 +727,8 @@ class JobService:
         """A preempted job waits again, its restart count up one; its checkpoint dir stays its own."""
         allocation = self.allocations.pop(job.id, None)
         if allocation is not None and job.start_time is not None:
-            self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
-                                                     stopped_at - job.start_time), stopped_at)
+            self.ledger.charge_interrupted(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
+                                                                       stopped_at - job.start_time), stopped_at, job.id)
         self._preempting.discard(job.id)
         self._preempted_for.pop(job.id, None)
         self._cancelled_by.pop(job.id, None)
@@ -988,10 +939,7 @@ class JobService:
 
     def usage(self, now: float) -> dict[str, float]:
         """Each user's decayed usage in GPU-hours, running jobs included up to `now`."""
-        factor = 0.5 ** (max(0.0, now - self._usage_at) / self.config.half_life_s)
-        self._usage = {user: value * factor for user, value in self._usage.items() if value * factor > 1e-9}
-        self._usage_at = now
-        usage = dict(self._usage)
+        usage = self.ledger.decayed(now)
         for job_id, allocation in self.allocations.items():
             job = self.active.get(job_id)
             if job is not None and job.start_time is not None:
@@ -1010,11 +958,6 @@ class JobService:
         """A pending job's priority from the latest pass (None before its first)."""
         factors = self._priorities.get(job_id)
         return factors.priority if factors is not None else None
-
-    def _charge(self, user: str, gpu_hours: float, at: float) -> None:
-        """Add usage that happened at time `at` (decayed to the present bookkeeping time)."""
-        value = decay(gpu_hours, self._usage_at - at, self.config.half_life_s) if at < self._usage_at else gpu_hours
-        self._usage[user] = self._usage.get(user, 0.0) + value
 
     def _requeue_unsaved(self, jobs: list[Job]) -> None:
         """The database refused to record these starts: they were never launched, so they wait again."""
@@ -1195,7 +1138,7 @@ class JobService:
         request = foreign.describe(backend_id)
         partition = request.pop("partition", "")
         spec = replace(build_spec(request, user=self.user, log_dir=self.log_dir, default_workdir="/",
-                                  server_env=self.server_env), inherit_env=False, env={}, partition=partition, qos="")
+                                  server_env=self.server_env, can_enter=os.path.isdir), inherit_env=False, env={}, partition=partition, qos="")
         (job,) = self.store.insert([spec], self.clock())
         job.backend_id = backend_id
         self.store.save_state(job)
@@ -1220,8 +1163,8 @@ class JobService:
             self._active_per_user[(job.spec.user, job.spec.qos)] += 1  # an array counts once
         if job.state is not JobState.PENDING:
             return
-        if job.spec.dependency is not None:
-            self._dependencies[job.id] = parse_dependency(job.spec.dependency)
+        if job.spec.parsed_dependency is not None:
+            self._dependencies[job.id] = job.spec.parsed_dependency
         if job.is_array:
             self._arrays[job.id] = job
             if job.reason == CANCELLED_BY_USER:
@@ -1258,8 +1201,8 @@ class JobService:
         self._arrays.pop(job.id, None)
         allocation = self.allocations.pop(job.id, None)
         if allocation is not None and job.start_time is not None and job.end_time is not None:
-            self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
-                                                     job.end_time - job.start_time), job.end_time)
+            self.ledger.charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
+                                                           job.end_time - job.start_time), job.end_time)
         self._queue.pop(job.id, None)
         self._priorities.pop(job.id, None)
         self._dependencies.pop(job.id, None)
@@ -1283,72 +1226,9 @@ class JobService:
             self._finish_array_if_done(job.array_job_id)
 
 
-def _sizing_warnings(spec: JobSpec, nodes: Sequence[Node]) -> list[str]:
-    """A job that declares its model (labels params=7B, mode=, precision=) and asks for less GPU
-    memory than that needs gets a warning at submit; it still runs, as the user asked."""
-    from corral.core.sizing import parse_params, undersized
-
-    labels = spec.labels
-    per_gpu = spec.gpu_mem_mb or max((g.mem_mb for n in nodes for g in n.gpus
-                                      if spec.gpu_type is None or g.type == spec.gpu_type), default=None)
-    try:
-        warning = undersized(parse_params(labels["params"]), labels.get("mode", "train"),
-                             labels.get("precision", "bf16"), spec.gpus * spec.nodes, per_gpu)
-    except InvalidRequest as exc:
-        return [f"labels: cannot size the declared model: {exc.message}"]
-    return [warning] if warning else []
-
-
 @functools.lru_cache(maxsize=1024)
 def _throttle(array: str) -> int | None:
     return parse_array(array).throttle
-
-
-def _check_nice(spec: JobSpec, privileged: bool) -> None:
-    if spec.nice < 0 and not privileged:
-        raise InvalidRequest("nice", f"{spec.nice} would put the job ahead of others' on a shared queue; only an "
-                             "admin may set a negative nice", "use 0 or more (more is kinder)")
-
-
-def uid_of(user: str) -> int | None:
-    import pwd
-
-    try:
-        return pwd.getpwnam(user).pw_uid
-    except KeyError:
-        return None
-
-
-def _home_of(user: str) -> str:
-    import pwd
-
-    try:
-        return pwd.getpwnam(user).pw_dir
-    except KeyError:
-        return "/"
-
-
-def _may_use(partition: Partition, user: str) -> bool:
-    """Whether a user may submit to a partition: listed, or in one of its groups (None lists: anyone)."""
-    if partition.allowed_users is None and partition.allowed_groups is None:
-        return True
-    if partition.allowed_users is not None and user in partition.allowed_users:
-        return True
-    if partition.allowed_groups:
-        import grp
-        import pwd
-
-        try:
-            primary = grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
-        except KeyError:
-            primary = None
-        for group in partition.allowed_groups:
-            try:
-                if group == primary or user in grp.getgrnam(group).gr_mem:
-                    return True
-            except KeyError:
-                continue
-    return False
 
 
 def _cancel_events(jobs: Sequence[Job], by: str | None) -> list[JobEvent]:
