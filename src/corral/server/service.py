@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from corral.backends.base import (
-    ArrayDrained, Backend, ClusterQueue, Ended, JobProcesses, JobUpdate, Recovered, Started, SubmitRefused, TaskAppeared, TaskOf,
-    Target, Waiting,
-)
+from corral.backends.base import Backend, ClusterQueue, Ended, JobProcesses, Recovered
 from corral.core.admission import admit, check_nice, check_runnable, refuse_unconfigured
-from corral.core.arrays import array_state, parse_array
-from corral.core.dependency import Dependency, Verdict, evaluate, render
+from corral.core.arrays import array_state
+from corral.core.dependency import Verdict, evaluate
 from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
 from corral.core.identity import AccessPolicy
 from corral.core.job import Job, Outcome
@@ -41,22 +36,20 @@ from corral.executor import logs
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.home import HomeLayout
 from corral.server.accounts import home_of, may_use, uid_of
+from corral.server.handover import BackendHandover
+from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, pending, throttle_of
 from corral.server.launcher import Launcher, Stop
+from corral.server.loop import SchedulingLoop
+from corral.server.nodes_view import nodes_view
 from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
 from corral.store.usage import UsageStore
 
 log = logging.getLogger("corral.server")
 
-POLL_INTERVAL_S = 0.05
-IDLE_PASS_INTERVAL_S = 5.0
-PASS_GAP_FACTOR = 4.0  # after a pass, wait this many times its work before the next: passes take at most a fifth
-PASS_GAP_MAX_S = 0.5  # ... but never longer than this: resources that free up are used again within a second
 POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
 CANCEL_WAIT_S = 3.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-CANCELLED_BY_USER = "CancelledByUser"
-SUBMITS_PER_PASS = 16  # jobs handed to a backend that schedules itself in one turn of the loop (sbatch: 10-50 ms each)
 
 
 class JobService:
@@ -85,23 +78,17 @@ class JobService:
         self.config = config or SchedulerConfig()
         self.total_gpus = sum(len(n.gpus) for n in self.nodes)
         self.total_cpus = sum(n.cpus for n in self.nodes)
-        self.active: dict[int, Job] = {}
-        self._active_per_user: Counter[tuple[str, str | None]] = Counter()  # for max_submit_per_user
+        self.table = JobTable(store)
+        self.active = self.table.active  # every unfinished job, in submit order (read on the loop)
+        self.handover = None if backend.queue is None else BackendHandover(
+            backend.queue, self.table, store, clock=clock, forget=self._forget, finish_array=self._finish_array_if_done,
+            check_dependencies=self._check_dependencies)
         self.ledger = UsageLedger(self.config.half_life_s, clock(), UsageStore(store.engine))
         self._priorities: dict[int, PriorityFactors] = {}
         self.allocations: dict[int, Allocation] = {}
-        self._queue: dict[int, PendingJob] = {}  # pending jobs, in submit order
-        self._reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
-        self._backend_reasons: dict[int, str] = {}  # what a backend that schedules itself says a job waits for
-        self._estimates: dict[int, float] = {}
-        self._dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
-        self._ended_states: dict[int, tuple[JobState, bool]] = {}  # a cache of finished dependency targets
-        self._arrays: dict[int, Job] = {}  # array jobs with tasks waiting or active
         self._preempting: set[int] = set()  # running jobs told to make room, not yet gone
         self._preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
         self._cancelled_by: dict[int, str] = {}  # running jobs asked to stop -> who asked
-        self._array_tasks: dict[int, set[int]] = {}  # array id -> ids of its tasks not yet ended
-        self._cancelled_arrays: set[int] = set()  # cancelled, waiting for their started tasks to stop
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
         self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._insert_in_flight = False
@@ -110,13 +97,9 @@ class JobService:
         self.directories = DirectoryAccess()  # submitters' directories, checked as them
         self._poll_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-poll")
         self._launcher: Launcher | None = None  # made when the loop runs; without it, jobs start inline
-        self._dirty = True
-        self._wake: asyncio.Event | None = None
-        self._next_pass_at = 0.0
+        self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
         self._next_poll_at = 0.0
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
-        self._backend_dependency: dict[int, str] = {}  # jobs about to be handed over with these backend dependencies
-        self._waited_s = 0.0  # of a pass, the time spent waiting on another program (sbatch), not thinking
         self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
 
     # -- start-up -------------------------------------------------------------------------------
@@ -141,16 +124,16 @@ class JobService:
                     changed.append(job)
                 else:
                     assert recovery.outcome is not None
-                    _apply_outcome(job, recovery.outcome)
+                    apply_outcome(job, recovery.outcome)
                     changed.append(job)
                     ended.append(job)
                     continue
-            self._track(job)
+            self.table.track(job)
         self.store.save_states(changed, events)
         for job in ended:
             for listener in self.on_job_ended:
                 listener(job)
-        for array_id in list(self._arrays):
+        for array_id in list(self.table.arrays):
             self._finish_array_if_done(array_id)  # its last task may have ended while the server was away
         log.info("recovered %d unfinished jobs (%d running)", len(self.active), len(self.allocations))
 
@@ -180,7 +163,7 @@ class JobService:
         self._check_request(spec)
         spec = self._place(spec)
         key = (spec.user, spec.qos)
-        self._active_per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
+        self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
         future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
         self._inserts.append((spec, future))
         if not self._insert_in_flight:
@@ -188,7 +171,7 @@ class JobService:
         try:
             return await future
         except BaseException:
-            self._active_per_user[key] -= 1
+            self.table.per_user[key] -= 1
             raise
 
     def update(self, ref: str, changes: Mapping[str, Any], privileged: bool = True) -> Job:
@@ -204,7 +187,7 @@ class JobService:
             kind = "a task that has not started (update the array)" if job.is_array else job.state.value
             raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
         # an array's change applies to its tasks not started yet and to those waiting with a record
-        targets = [job] + [self.active[t] for t in self._array_tasks.get(job.id, ()) if self.active[t].state
+        targets = [job] + [self.active[t] for t in self.table.array_tasks.get(job.id, ()) if self.active[t].state
                            is JobState.PENDING] if job.is_array else [job]
         specs = []
         for target in targets:
@@ -219,12 +202,12 @@ class JobService:
             target.spec = spec
             self.store.save_spec(target)
             if counts and old_key != (spec.user, spec.qos):
-                self._active_per_user[old_key] -= 1
-                self._active_per_user[(spec.user, spec.qos)] += 1
-            if target.id in self._queue:
-                self._queue[target.id] = _pending(target)
+                self.table.per_user[old_key] -= 1
+                self.table.per_user[(spec.user, spec.qos)] += 1
+            if target.id in self.table.queue:
+                self.table.queue[target.id] = pending(target)
         self._mark_dirty()
-        return self._current(job)
+        return self.table.current(job)
 
     def _refuse_unconfigured(self, changes: Mapping[str, Any]) -> None:
         if not self.capabilities.schedules_itself:  # there, partitions and QoS are the cluster's
@@ -245,8 +228,8 @@ class JobService:
             # partitions, QoS and their limits are the cluster's: "" leaves the choice to it
             return replace(spec, partition=spec.partition or self.backend.queue.default_partition or "", qos=spec.qos or "")
         return admit(spec, self.config, nodes=self.nodes, may_use=may_use,
-                     unfinished=lambda qos: self._active_per_user[(spec.user, qos)] - (1 if counted else 0),
-                     job_exists=lambda job_id: self._state_of(job_id) is not None)
+                     unfinished=lambda qos: self.table.per_user[(spec.user, qos)] - (1 if counted else 0),
+                     job_exists=lambda job_id: self.table.state_of(job_id) is not None)
 
     def _flush_inserts(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]] | None = None) -> None:
         """Group commit: one insert runs in the database thread at a time, and the submits
@@ -272,7 +255,7 @@ class JobService:
                     future.set_exception(error)
         else:
             for job, (_, future) in zip(result.result(), batch):
-                self._track(job, counted=True)
+                self.table.track(job, counted=True)
                 if not future.done():
                     future.set_result(job)
             self._mark_dirty()
@@ -305,9 +288,9 @@ class JobService:
         if not task:
             return self.get(job_id)
         task_id = int(task)
-        for child_id in self._array_tasks.get(job_id, ()):
+        for child_id in self.table.array_tasks.get(job_id, ()):
             if self.active[child_id].array_task_id == task_id:
-                return self._current(self.active[child_id])
+                return self.table.current(self.active[child_id])
         found = self.store.get_task(job_id, task_id) if task_id < 2**31 else None
         if found is not None:
             return found
@@ -327,10 +310,10 @@ class JobService:
             raise InvalidRequest("job_id", f"job {job_id} is not an array job",
                                  "tasks belong to a job submitted with --array; a task is shown as ID_TASK")
         tasks = {t.array_task_id: t for t in self.store.tasks(job_id)}
-        for child_id in self._array_tasks.get(job_id, ()):
+        for child_id in self.table.array_tasks.get(job_id, ()):
             child = self.active.get(child_id)
             if child is not None:
-                tasks[child.array_task_id] = self._current(child)
+                tasks[child.array_task_id] = self.table.current(child)
         return array, [tasks[k] for k in sorted(tasks)]
 
     def job_info(self, job_id: int) -> dict[str, Any] | None:
@@ -347,7 +330,7 @@ class JobService:
     def get(self, job_id: int) -> Job:
         job = self.active.get(job_id)
         if job is not None:
-            return self._current(job)
+            return self.table.current(job)
         job = self.store.get(job_id)
         if job is None:
             raise NotFound(f"job {job_id} does not exist")
@@ -361,7 +344,7 @@ class JobService:
             if job.is_array and not job.array_pending:
                 continue  # every task has its own record now
             if job.id > after_id and (wanted is None or job.state in wanted) and (name is None or job.spec.name == name):
-                out.append(self._current(job))
+                out.append(self.table.current(job))
                 if len(out) >= limit:
                     break
         return out
@@ -415,9 +398,9 @@ class JobService:
         except Exception:
             array.array_pending, array.reason = saved
             raise
-        self._cancelled_arrays.add(array.id)
+        self.table.cancelled_arrays.add(array.id)
         waiting = []
-        for child_id in list(self._array_tasks.get(array.id, ())):
+        for child_id in list(self.table.array_tasks.get(array.id, ())):
             child = self.active.get(child_id)
             if child is None or child.state.is_terminal():
                 continue
@@ -466,7 +449,7 @@ class JobService:
         if queue is not None and job.backend_id is not None and job.state is JobState.PENDING and job.held != held:
             # already at the backend: it is the backend that must hold it (shown as JobHeldUser) or let it go
             queue.hold(job, held)
-            self._backend_reasons[job.id] = PendingReason.HELD.value if held else PendingReason.NONE.value
+            self.table.backend_reasons[job.id] = PendingReason.HELD.value if held else PendingReason.NONE.value
         job_id = job.id
         self._refuse_if_cancelled(job)
         if job.is_array and "_" in ref:
@@ -477,7 +460,7 @@ class JobService:
             raise Conflict(f"job {job_id} is {'already' if held else 'not'} held")
         targets = [job]
         if job.is_array:  # and its tasks that wait with a record of their own
-            targets += [self.active[t] for t in self._array_tasks.get(job.id, ())
+            targets += [self.active[t] for t in self.table.array_tasks.get(job.id, ())
                         if self.active[t].state is JobState.PENDING and self.active[t].held != held]
         for target in targets:
             target.held = held
@@ -489,15 +472,15 @@ class JobService:
             raise
         for target in targets:
             if not target.is_array:
-                self._queue[target.id] = _pending(target)
-            self._reasons.pop(target.id, None)
+                self.table.queue[target.id] = pending(target)
+            self.table.reasons.pop(target.id, None)
             if held:
-                self._reasons[target.id] = PendingReason.HELD
+                self.table.reasons[target.id] = PendingReason.HELD
         self._mark_dirty()
-        return self._current(job)
+        return self.table.current(job)
 
     def _refuse_if_cancelled(self, job: Job) -> None:
-        if job.id in self._cancelled_arrays:
+        if job.id in self.table.cancelled_arrays:
             raise Conflict(f"array {job.id} is cancelled; its last tasks are stopping")
 
     async def _tracked(self, job_id: int) -> Job:
@@ -579,65 +562,19 @@ class JobService:
         return data, end, job
 
     def nodes_view(self) -> list[dict[str, Any]]:
-        if self.capabilities.schedules_itself:  # corral holds no allocations there: the nodes as the cluster has them
-            return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
-                     "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb, "capability": g.capability,
-                               "job_id": None, "job_ref": None, "job_name": None,
-                               "user": None} for g in n.gpus]} for n in self.nodes]
-        holders = {(a.node, g): self.active.get(a.job_id) for a in self.allocations.values() for g in a.gpu_ids}
-        out = []
-        for node in self.nodes:
-            held = [a for a in self.allocations.values() if a.node == node.name]
-            gpus = []
-            for gpu in node.gpus:
-                job = holders.get((node.name, gpu.index))
-                gpus.append({
-                    "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
-                    "capability": gpu.capability, "device_name": gpu.device_name,
-                    "job_id": job.id if job else None, "job_ref": job.ref if job else None,
-                    "job_name": job.spec.name if job else None,
-                    "user": job.spec.user if job else None,
-                })
-            out.append({
-                "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
-                "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
-                "isolation": self.isolation[0], "isolation_detail": self.isolation[1],
-            })
-        return out
+        """Each node, its GPUs and who holds them (`corral.server.nodes_view`)."""
+        return nodes_view(self.nodes, self.allocations.values(), self.active, isolation=self.isolation,
+                          allocates=not self.capabilities.schedules_itself)
 
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Reap ended jobs and run scheduling passes until cancelled.
-
-        Neither blocks the API for long: outcomes are read in the poll thread and applied in
-        one batch, supervisors are spawned by the launcher's threads, and a pass is followed by
-        a pause proportional to its own work (launches excluded), capped at PASS_GAP_MAX_S.
-        """
+        """Reap ended jobs and run scheduling passes until cancelled (`corral.server.loop`)."""
         loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._launcher = None if self.backend.placement is None else Launcher(self.backend.placement, loop, on_failed=self._launch_failed, on_skipped=self._launch_skipped)
-        last_full_pass = 0.0
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL_S)
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            try:
-                await self._reap_off_loop()
-                now = time.monotonic()
-                if now - last_full_pass >= IDLE_PASS_INTERVAL_S:
-                    self._dirty = True
-                if self._dirty and now >= self._next_pass_at:
-                    last_full_pass = now
-                    self._waited_s = 0.0
-                    self.schedule_pass()
-                    work = time.monotonic() - now - self._waited_s
-                    self._next_pass_at = time.monotonic() + min(PASS_GAP_MAX_S, PASS_GAP_FACTOR * work)
-            except Exception:  # noqa: BLE001 - the loop must outlive any one bad pass
-                log.exception("scheduler loop iteration failed")
-                await asyncio.sleep(POLL_INTERVAL_S)
+        if self.backend.placement is not None:  # supervisors are spawned by the launcher's threads
+            self._launcher = Launcher(self.backend.placement, loop, on_failed=self._launch_failed,
+                                      on_skipped=self._launch_skipped)
+        await self.loop.run()
 
     async def _reap_off_loop(self) -> None:
         """Read the outcomes of running jobs in the poll thread, record those that ended in the
@@ -663,7 +600,7 @@ class JobService:
             if outcome.state == JobState.PREEMPTED.value:
                 _reset_to_pending(row)
             else:
-                _apply_outcome(row, outcome)
+                apply_outcome(row, outcome)
             rows.append(row)
             events += self._ending_events(job, outcome)
         await loop.run_in_executor(self._db_thread, self.store.save_states, rows, events)
@@ -671,8 +608,9 @@ class JobService:
 
     def reap(self) -> None:
         """Read and apply ended jobs' outcomes, here and now."""
-        if self.backend.queue is not None:
-            self._apply_updates(self.backend.queue.watch(self._at_backend()))
+        if self.handover is not None:
+            if self.handover.reap():
+                self._mark_dirty()
             return
         running = self._running()
         if running and self.backend.placement is not None:
@@ -695,7 +633,7 @@ class JobService:
             if outcome.state == JobState.PREEMPTED.value:
                 self._requeue(job, outcome.end_time)
             else:
-                _apply_outcome(job, outcome)
+                apply_outcome(job, outcome)
         if not saved:
             self.store.save_states([job for job, _ in ended], events)
         for job, _ in ended:
@@ -715,7 +653,7 @@ class JobService:
         if self.active.get(job.id) is not job or job.state is not JobState.RUNNING:
             return
         events = self._ending_events(job, outcome)
-        _apply_outcome(job, outcome)
+        apply_outcome(job, outcome)
         try:
             self.store.save_state(job, events)
         except Exception:  # noqa: BLE001 - it is over either way; recovery settles the record
@@ -733,7 +671,7 @@ class JobService:
         self._preempted_for.pop(job.id, None)
         self._cancelled_by.pop(job.id, None)
         _reset_to_pending(job)
-        self._queue[job.id] = _pending(job)
+        self.table.queue[job.id] = pending(job)
 
     def _ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
         """The events that a running job's end (or requeue) writes with its new state."""
@@ -748,12 +686,16 @@ class JobService:
         return []
 
     def schedule_pass(self) -> None:
-        if self.backend.queue is not None:
-            self._hand_over(self.backend.queue)
+        if self.handover is not None:
+            self.loop.dirty = False
+            waited, more = self.handover.hand_over()
+            self.loop.waited_s += waited
+            if more:
+                self._mark_dirty()
             return
-        self._dirty = False
+        self.loop.dirty = False
         now = self.clock()
-        if not self._queue and not self._arrays:
+        if not self.table.queue and not self.table.arrays:
             return
         waiting = self._check_dependencies()
         self._add_array_tasks(waiting)
@@ -762,8 +704,8 @@ class JobService:
         decisions = schedule(self.nodes, self.allocations.values(), ordered, now, self.config, self._priorities)
         decisions.reasons.update(waiting)
         self._preempt(decisions.preempt, decisions.preempt_for, now)
-        self._reasons = decisions.reasons
-        self._estimates = decisions.estimates
+        self.table.reasons = decisions.reasons
+        self.table.estimates = decisions.estimates
         if not decisions.starts:
             return
         started, events = [], []
@@ -772,7 +714,7 @@ class JobService:
             job.state, job.reason, job.start_time = JobState.RUNNING, None, now
             job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
             self.allocations[job.id] = allocation
-            self._queue.pop(job.id, None)
+            self.table.queue.pop(job.id, None)
             started.append(job)
             events.append(JobEvent(job.id, now, STARTED, {"node": allocation.node}))
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
@@ -822,16 +764,16 @@ class JobService:
     def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
         """Give array tasks records of their own as they get a chance to run: as many as the free
         GPUs (or CPUs) could take now, at least one to hold the array's place, within its throttle."""
-        if not self._arrays:
+        if not self.table.arrays:
             return
         free_gpus = self.total_gpus - sum(len(a.gpu_ids) for a in self.allocations.values())
         free_cpus = self.total_cpus - sum(a.cpus for a in self.allocations.values())
-        for array in list(self._arrays.values()):
+        for array in list(self.table.arrays.values()):
             if not array.array_pending or array.held or array.id in waiting:
                 continue
-            tasks = self._array_tasks.setdefault(array.id, set())
+            tasks = self.table.array_tasks.setdefault(array.id, set())
             waiting_tasks = sum(1 for t in tasks if self.active[t].state is JobState.PENDING)
-            throttle = _throttle(array.spec.array or "")
+            throttle = throttle_of(array.spec.array or "")
             room = throttle - len(tasks) if throttle else len(array.array_pending)
             spec = array.spec
             fit = free_gpus // spec.gpus if spec.gpus else free_cpus // max(1, spec.cpus)
@@ -840,18 +782,18 @@ class JobService:
                 continue
             task_spec = replace(spec, dependency=None, kill_on_invalid_dep=False)
             for task in self.store.add_tasks(array, task_spec, array.array_pending[:wanted]):
-                self._track(task)
+                self.table.track(task)
 
     def _finish_array_if_done(self, array_id: int) -> None:
         """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""
-        array = self._arrays.get(array_id)
-        if array is None or array.array_pending or self._array_tasks.get(array_id):
+        array = self.table.arrays.get(array_id)
+        if array is None or array.array_pending or self.table.array_tasks.get(array_id):
             return
-        cancelled = array_id in self._cancelled_arrays
+        cancelled = array_id in self.table.cancelled_arrays
         array.state = array_state(self.store.task_states(array_id), cancelled=cancelled)
         array.end_time, array.reason = self.clock(), CANCELLED_BY_USER if cancelled else None
         self.store.save_state(array)
-        self._cancelled_arrays.discard(array_id)
+        self.table.cancelled_arrays.discard(array_id)
         self._forget(array)
 
     def _rate_preemptible(self, now: float) -> None:
@@ -861,7 +803,7 @@ class JobService:
         if not rated:
             return
         _, factors = prioritize(
-            [_pending(job) for job in rated], usage=self.usage(now), config=self.config, now=now,
+            [pending(job) for job in rated], usage=self.usage(now), config=self.config, now=now,
             total_gpus=self.total_gpus, total_cpus=self.total_cpus,
         )
         for job in rated:
@@ -887,7 +829,7 @@ class JobService:
     def _check_dependencies(self) -> dict[int, PendingReason]:
         """Jobs that must wait for others, with their reason; cancels those that asked for it when a
         dependency can no longer hold. A satisfied dependency stays satisfied and is not checked again."""
-        if not self._dependencies:
+        if not self.table.dependencies:
             return {}
         first_of: dict[tuple[str, str], int] = {}
         for job in self.active.values():
@@ -896,11 +838,11 @@ class JobService:
                 first_of[key] = job.id  # active is in submit order
         waiting: dict[int, PendingReason] = {}
         never: list[Job] = []
-        for job_id, dependency in list(self._dependencies.items()):
+        for job_id, dependency in list(self.table.dependencies.items()):
             job = self.active[job_id]
-            verdict = evaluate(dependency, self._state_of, first_of[(job.spec.name, job.spec.user)] == job_id)
+            verdict = evaluate(dependency, self.table.state_of, first_of[(job.spec.name, job.spec.user)] == job_id)
             if verdict is Verdict.SATISFIED:
-                del self._dependencies[job_id]
+                del self.table.dependencies[job_id]
             elif verdict is Verdict.WAITING:
                 waiting[job_id] = PendingReason.DEPENDENCY
             else:
@@ -914,23 +856,8 @@ class JobService:
             waiting.pop(job.id)
         return waiting
 
-    def _state_of(self, job_id: int) -> tuple[JobState, bool] | None:
-        """A job's state and whether it ever started, for dependencies; None if there is no such job."""
-        job = self.active.get(job_id)
-        if job is not None:
-            return job.state, job.start_time is not None
-        cached = self._ended_states.get(job_id)
-        if cached is None:
-            stored = self.store.get(job_id)
-            if stored is None:
-                return None
-            if len(self._ended_states) > 100_000:
-                self._ended_states.clear()
-            cached = self._ended_states[job_id] = (stored.state, stored.start_time is not None)
-        return cached
-
     def _by_priority(self, now: float, excluded: Mapping[int, object]) -> list[PendingJob]:
-        eligible = [p for p in self._queue.values() if p.job_id not in excluded] if excluded else list(self._queue.values())
+        eligible = [p for p in self.table.queue.values() if p.job_id not in excluded] if excluded else list(self.table.queue.values())
         ordered, self._priorities = prioritize(
             eligible, usage=self.usage(now), config=self.config, now=now,
             total_gpus=self.total_gpus, total_cpus=self.total_cpus,
@@ -952,7 +879,7 @@ class JobService:
         rows = [(self.active[i], f) for i, f in self._priorities.items() if i in self.active
                 and self.active[i].state is JobState.PENDING]
         rows.sort(key=lambda row: (-row[1].priority, row[0].id))
-        return [(self._current(job), factors) for job, factors in rows]
+        return [(self.table.current(job), factors) for job, factors in rows]
 
     def priority_of(self, job_id: int) -> int | None:
         """A pending job's priority from the latest pass (None before its first)."""
@@ -966,8 +893,8 @@ class JobService:
             self.allocations.pop(job.id, None)
             self._preempting.discard(job.id)  # a preemption asked while it launched ends with the launch
             self._preempted_for.pop(job.id, None)
-            self._queue[job.id] = _pending(job)
-        self._queue = dict(sorted(self._queue.items()))
+            self.table.queue[job.id] = pending(job)
+        self.table.queue = dict(sorted(self.table.queue.items()))
 
     # -- a backend that schedules itself -------------------------------------------------------
 
@@ -976,113 +903,6 @@ class JobService:
         if self.backend.queue is not None:
             self.backend.queue.nudge()
             self._mark_dirty()
-
-    def _hand_over(self, queue: ClusterQueue) -> None:
-        """Submit to the backend every queued job that may go now (the scheduling is the backend's)."""
-        self._dirty = False
-        waiting = self._map_dependencies()
-        submitted = 0
-        for job_id in list(self._queue) + [a for a in self._arrays if self._arrays[a].backend_id is None]:
-            job = self.active.get(job_id)
-            if job is None or job.backend_id is not None or job.held or job_id in waiting:
-                continue
-            if submitted == SUBMITS_PER_PASS:
-                self._mark_dirty()  # the rest in the next pass: the API is served in between
-                return
-            started = time.monotonic()
-            self._submit_to(queue, job, self._backend_dependency.pop(job_id, None))
-            self._waited_s += time.monotonic() - started
-            submitted += 1
-
-    def _map_dependencies(self) -> dict[int, PendingReason]:
-        """Dependencies whose targets are all at the backend become the backend's; the rest corral
-        evaluates as on one machine (a target that already ended, or is not submitted yet)."""
-        for job_id, dependency in list(self._dependencies.items()):
-            targets = [self.active.get(target) for target in dependency.job_ids]
-            if all(t is not None and t.backend_id is not None and not t.state.is_terminal() for t in targets):
-                ids = {t.id: t.backend_id for t in targets if t is not None and t.backend_id is not None}
-                self._backend_dependency[job_id] = render(dependency, ids.__getitem__)
-                del self._dependencies[job_id]
-        return self._check_dependencies()
-
-    def _submit_to(self, queue: ClusterQueue, job: Job, dependency: str | None) -> None:
-        try:
-            job.backend_id = queue.submit(job, dependency)
-        except SubmitRefused as exc:  # the job fails with the backend's words
-            _apply_outcome(job, Outcome("FAILED", None, None, self.clock(), exc.message))
-            self.store.save_state(job)
-            self._forget(job)
-            return
-        self._backend_reasons[job.id] = PendingReason.NONE.value
-        self.store.save_state(job)
-
-    def _at_backend(self) -> dict[str, Job]:
-        return {j.backend_id: j for j in self.active.values() if j.backend_id is not None}
-
-    def _apply_updates(self, updates: Sequence[JobUpdate] | None) -> None:
-        """Apply what the backend's watcher found: jobs placed, waiting (again), ended; array tasks given records."""
-        if updates is None:
-            return
-        changed, ended, drained = [], [], []
-        tasks: dict[str, Job] = {}  # given records in this batch
-        for update in updates:
-            if isinstance(update, ArrayDrained):
-                drained.append(update.array)
-                continue
-            job = self._target(update.task if isinstance(update, TaskAppeared) else update.job, tasks)
-            if job is None or isinstance(update, TaskAppeared):
-                continue
-            if isinstance(update, Ended):
-                job.start_time = job.start_time or update.start_time
-                job.node = job.node or update.node
-                _apply_outcome(job, update.outcome)
-                ended.append(job)
-            elif self._placed_at_backend(job, update):
-                changed.append(job)
-        self.store.save_states(changed)
-        self.store.save_states(ended)
-        for job in ended:
-            self._backend_reasons.pop(job.id, None)
-            self._forget(job)
-        for array in drained:
-            if self.active.get(array.id) is array:
-                self._finish_array_if_done(array.id)
-        self._mark_dirty()
-
-    def _target(self, target: Target, tasks: dict[str, Job]) -> Job | None:
-        """The job an update is about, if corral still has it; an array task gets its record now."""
-        if isinstance(target, Job):
-            return target if self.active.get(target.id) is target else None  # ended or cancelled meanwhile
-        if self.active.get(target.array.id) is not target.array:
-            return None
-        if target.backend_id not in tasks:
-            tasks[target.backend_id] = self._task_record(target)
-        return tasks[target.backend_id]
-
-    def _task_record(self, task: TaskOf) -> Job:
-        spec = replace(task.array.spec, dependency=None, stdout=task.stdout, stderr=task.stderr)
-        (record,) = self.store.add_tasks(task.array, spec, [task.task_id])
-        record.backend_id = task.backend_id
-        self.store.save_state(record)
-        self._track(record)
-        self._queue.pop(record.id, None)
-        return record
-
-    def _placed_at_backend(self, job: Job, update: Started | Waiting) -> bool:
-        """Running where the backend placed it, or waiting at the backend (again); whether that changed it."""
-        before = (job.state, job.node, job.start_time)
-        if isinstance(update, Started):
-            job.state, job.node = JobState.RUNNING, update.node or job.node
-            job.start_time = job.start_time or update.start_time or self.clock()
-            self._queue.pop(job.id, None)
-            self._backend_reasons.pop(job.id, None)
-        else:
-            if job.state is JobState.RUNNING:  # requeued by the backend
-                job.restarts += 1
-                job.start_time, job.node = None, None
-            job.state = JobState.PENDING
-            self._backend_reasons[job.id] = update.reason
-        return (job.state, job.node, job.start_time) != before
 
     async def _cancel_at_backend(self, ref: str, queue: ClusterQueue) -> Job:
         """Cancel a job at the backend (which writes the job's line); one that has not reached it ends at once."""
@@ -1096,12 +916,12 @@ class JobService:
                 self.backend.cancel(job)
             if job.is_array and "_" not in ref:
                 job.reason = CANCELLED_BY_USER
-                self._cancelled_arrays.add(job.id)
+                self.table.cancelled_arrays.add(job.id)
             self.poll_soon()
         if job.state is JobState.PENDING and not job.is_array:
             job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
             self.store.save_state(job)
-            self._backend_reasons.pop(job.id, None)
+            self.table.backend_reasons.pop(job.id, None)
             self._forget(job)
             return job
         return await self.wait(job.id if "_" not in ref else ref, 5.0)
@@ -1134,7 +954,7 @@ class JobService:
         foreign.check_id(backend_id)
         for job in self.active.values():
             if job.backend_id == backend_id:
-                return self._current(job)
+                return self.table.current(job)
         request = foreign.describe(backend_id)
         partition = request.pop("partition", "")
         spec = replace(build_spec(request, user=self.user, log_dir=self.log_dir, default_workdir="/",
@@ -1142,8 +962,8 @@ class JobService:
         (job,) = self.store.insert([spec], self.clock())
         job.backend_id = backend_id
         self.store.save_state(job)
-        self._track(job)
-        self._queue.pop(job.id, None)  # the backend runs it; corral never submits it
+        self.table.track(job)
+        self.table.queue.pop(job.id, None)  # the backend runs it; corral never submits it
         self.poll_soon()
         return job
 
@@ -1151,63 +971,16 @@ class JobService:
 
     def _mark_dirty(self) -> None:
         self.generation += 1
-        self._dirty = True
-        if self._wake is not None:
-            self._wake.set()
-
-    def _track(self, job: Job, counted: bool = False) -> None:
-        self.active[job.id] = job
-        if job.array_job_id is not None:
-            self._array_tasks.setdefault(job.array_job_id, set()).add(job.id)
-        elif not counted:
-            self._active_per_user[(job.spec.user, job.spec.qos)] += 1  # an array counts once
-        if job.state is not JobState.PENDING:
-            return
-        if job.spec.parsed_dependency is not None:
-            self._dependencies[job.id] = job.spec.parsed_dependency
-        if job.is_array:
-            self._arrays[job.id] = job
-            if job.reason == CANCELLED_BY_USER:
-                self._cancelled_arrays.add(job.id)  # cancelled before a restart, its last tasks still running
-        else:
-            self._queue[job.id] = _pending(job)
-
-    def _current(self, job: Job) -> Job:
-        """The job with its pending reason from the latest pass (kept aside: a pass over
-        a long queue should not have to touch every job)."""
-        if job.state is JobState.PENDING and self._backend_reasons.get(job.id):
-            job.reason = self._backend_reasons[job.id]
-        elif job.state is JobState.PENDING:
-            job.reason = self._reasons.get(job.id, PendingReason.NONE)
-            job.estimated_start = self._estimates.get(job.id)
-            if job.is_array and job.id not in self._reasons:
-                job.reason = self._array_reason(job)
-        return job
-
-    def _array_reason(self, array: Job) -> str:
-        if array.held:
-            return PendingReason.HELD
-        tasks = [self.active[t] for t in self._array_tasks.get(array.id, ())]
-        throttle = _throttle(array.spec.array or "")
-        if throttle and len(tasks) >= throttle:
-            return "JobArrayTaskLimit"
-        waiting = [t for t in tasks if t.state is JobState.PENDING]
-        return self._reasons.get(waiting[0].id, PendingReason.NONE) if waiting else PendingReason.NONE
+        self.loop.wake()
 
     def _forget(self, job: Job) -> None:
         self.generation += 1
-        if self.active.pop(job.id, None) is not None and job.array_job_id is None:
-            self._active_per_user[(job.spec.user, job.spec.qos)] -= 1
-        self._arrays.pop(job.id, None)
+        self.table.untrack(job)
         allocation = self.allocations.pop(job.id, None)
         if allocation is not None and job.start_time is not None and job.end_time is not None:
             self.ledger.charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
                                                            job.end_time - job.start_time), job.end_time)
-        self._queue.pop(job.id, None)
         self._priorities.pop(job.id, None)
-        self._dependencies.pop(job.id, None)
-        if self._dependencies and len(self._ended_states) < 100_000:
-            self._ended_states[job.id] = (job.state, job.start_time is not None)
         self._preempting.discard(job.id)
         self._preempted_for.pop(job.id, None)
         self._cancelled_by.pop(job.id, None)
@@ -1218,17 +991,7 @@ class JobService:
             if not future.done():
                 future.set_result(job)
         if job.array_job_id is not None:
-            tasks = self._array_tasks.get(job.array_job_id)
-            if tasks is not None:
-                tasks.discard(job.id)
-                if not tasks:
-                    del self._array_tasks[job.array_job_id]
             self._finish_array_if_done(job.array_job_id)
-
-
-@functools.lru_cache(maxsize=1024)
-def _throttle(array: str) -> int | None:
-    return parse_array(array).throttle
 
 
 def _cancel_events(jobs: Sequence[Job], by: str | None) -> list[JobEvent]:
@@ -1242,12 +1005,6 @@ def _allocation_of(job: Job) -> Allocation:
                       spec.preemptible)
 
 
-def _pending(job: Job) -> PendingJob:
-    spec = job.spec
-    return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
-                      job.submit_time, spec.nice, spec.preemptible)
-
-
 def _reset_to_pending(job: Job) -> None:
     """A preempted job waits again, its restart count up one."""
     job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
@@ -1256,9 +1013,3 @@ def _reset_to_pending(job: Job) -> None:
 
 def _outcomes(ended: Sequence[Ended]) -> list[tuple[Job, Outcome]]:
     return [(update.job, update.outcome) for update in ended if isinstance(update.job, Job)]
-
-
-def _apply_outcome(job: Job, outcome: Outcome) -> None:
-    job.state = JobState(outcome.state)
-    job.exit_code, job.signal, job.end_time = outcome.exit_code, outcome.signal, outcome.end_time
-    job.reason = outcome.error
