@@ -128,3 +128,9 @@ def apply_outcome(job: Job, outcome: Outcome) -> None:
     job.state = JobState(outcome.state)
     job.exit_code, job.signal, job.end_time = outcome.exit_code, outcome.signal, outcome.end_time
     job.reason = outcome.error
+
+
+def reset_to_pending(job: Job) -> None:
+    """A preempted job waits again, its restart count up one."""
+    job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
+    job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None

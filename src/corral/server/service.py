@@ -9,7 +9,6 @@ are short and synchronous, and submits arriving together share one transaction.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import os
 import time
@@ -18,15 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from corral.backends.base import Backend, ClusterQueue, Ended, JobProcesses, Recovered
+from corral.backends.base import Backend, ClusterQueue, JobProcesses, Recovered
 from corral.core.admission import admit, check_nice, check_runnable, refuse_unconfigured
 from corral.core.arrays import array_state
 from corral.core.dependency import Verdict, evaluate
-from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
+from corral.core.events import CANCELLED, JobEvent
 from corral.core.identity import AccessPolicy
-from corral.core.job import Job, Outcome
-from corral.core.policy import PendingJob, schedule
-from corral.core.priority import PriorityFactors, prioritize, usage_charge
+from corral.core.job import Job
+from corral.core.priority import PriorityFactors, usage_charge
 from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, JobSpec, build_spec, check_script_size, update_spec
@@ -37,17 +35,18 @@ from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.home import HomeLayout
 from corral.server.accounts import home_of, may_use, uid_of
 from corral.server.handover import BackendHandover
-from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, pending, throttle_of
-from corral.server.launcher import Launcher, Stop
+from corral.server.inserts import GroupCommit
+from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, pending
 from corral.server.loop import SchedulingLoop
 from corral.server.nodes_view import nodes_view
+from corral.server.placed import PlacedJobs
+from corral.server.scheduling import RunningJobs, SchedulingPass
 from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
 from corral.store.usage import UsageStore
 
 log = logging.getLogger("corral.server")
 
-POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
 CANCEL_WAIT_S = 3.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -76,29 +75,24 @@ class JobService:
         self.server_env = server_env
         self.clock = clock
         self.config = config or SchedulerConfig()
-        self.total_gpus = sum(len(n.gpus) for n in self.nodes)
-        self.total_cpus = sum(n.cpus for n in self.nodes)
         self.table = JobTable(store)
         self.active = self.table.active  # every unfinished job, in submit order (read on the loop)
         self.handover = None if backend.queue is None else BackendHandover(
             backend.queue, self.table, store, clock=clock, forget=self._forget, finish_array=self._finish_array_if_done,
             check_dependencies=self._check_dependencies)
         self.ledger = UsageLedger(self.config.half_life_s, clock(), UsageStore(store.engine))
-        self._priorities: dict[int, PriorityFactors] = {}
-        self.allocations: dict[int, Allocation] = {}
-        self._preempting: set[int] = set()  # running jobs told to make room, not yet gone
-        self._preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
-        self._cancelled_by: dict[int, str] = {}  # running jobs asked to stop -> who asked
+        self.running = RunningJobs()
+        self.allocations = self.running.allocations  # of the jobs corral placed (read by the views)
+        self.scheduling = SchedulingPass(self.table, self.running, store, self.ledger, config=self.config,
+                                         nodes=self.nodes, clock=clock)
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
-        self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
-        self._insert_in_flight = False
-        self._retry_alone: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
+        self.inserts = GroupCommit(store, self._db_thread, clock=clock, inserted=self._inserted)
+        self.placed = None if backend.placement is None else PlacedJobs(
+            backend.placement, self.table, self.running, self.scheduling, store, self.ledger, self._db_thread,
+            clock=clock, forget=self._forget, changed=self._mark_dirty)
         self.directories = DirectoryAccess()  # submitters' directories, checked as them
-        self._poll_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-poll")
-        self._launcher: Launcher | None = None  # made when the loop runs; without it, jobs start inline
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
-        self._next_poll_at = 0.0
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
         self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
 
@@ -119,8 +113,8 @@ class JobService:
                     changed.append(job)
                 elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
                     self.allocations[job.id] = _allocation_of(job)
-                    events += self._ending_events(job, recovery.outcome)
-                    self._requeue(job, recovery.outcome.end_time)
+                    events += self.running.ending_events(job, recovery.outcome)
+                    self.scheduling.requeue(job, recovery.outcome.end_time)
                     changed.append(job)
                 else:
                     assert recovery.outcome is not None
@@ -164,12 +158,8 @@ class JobService:
         spec = self._place(spec)
         key = (spec.user, spec.qos)
         self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
-        future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
-        self._inserts.append((spec, future))
-        if not self._insert_in_flight:
-            self._flush_inserts()
         try:
-            return await future
+            return await self.inserts.insert(spec)
         except BaseException:
             self.table.per_user[key] -= 1
             raise
@@ -231,47 +221,19 @@ class JobService:
                      unfinished=lambda qos: self.table.per_user[(spec.user, qos)] - (1 if counted else 0),
                      job_exists=lambda job_id: self.table.state_of(job_id) is not None)
 
-    def _flush_inserts(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]] | None = None) -> None:
-        """Group commit: one insert runs in the database thread at a time, and the submits
-        that arrive meanwhile go together in the next one. The loop keeps serving while
-        SQLite (or PostgreSQL) commits."""
-        if batch is None:
-            batch, self._inserts = self._inserts, []
-        self._insert_in_flight = True
-        specs = [spec for spec, _ in batch]
-        done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.insert, specs, self.clock())
-        done.add_done_callback(lambda result: self._inserted(batch, result))
-
-    def _inserted(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]], result: asyncio.Future[list[Job]]) -> None:
-        self._insert_in_flight = False
-        error = result.exception()
-        if error is not None and len(batch) > 1:
-            # One bad row must not fail the others it shared a transaction with: each again, alone.
-            self._retry_alone.extend(batch)
-        elif error is not None:
-            log.error("insert failed: %s", error)
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-        else:
-            for job, (_, future) in zip(result.result(), batch):
-                self.table.track(job, counted=True)
-                if not future.done():
-                    future.set_result(job)
-            self._mark_dirty()
-        if self._retry_alone:
-            self._flush_inserts([self._retry_alone.pop(0)])
-        elif self._inserts:
-            self._flush_inserts()
+    def _inserted(self, jobs: list[Job]) -> None:
+        """Submits committed (`corral.server.inserts`): the jobs are the table's now."""
+        for job in jobs:
+            self.table.track(job, counted=True)
+        self._mark_dirty()
 
     def close(self) -> None:
         """Let an insert in flight finish (its submitters are owed an answer), and the launches handed over."""
         self.backend.close()
-        if self._launcher is not None:
-            self._launcher.close()
+        if self.placed is not None:
+            self.placed.close()
         self._db_thread.shutdown(wait=True)
         self.directories.close()
-        self._poll_thread.shutdown(wait=True)
 
     def resolve(self, ref: str) -> Job:
         """A job by its id (`12`) or an array task by `12_3`.
@@ -380,7 +342,8 @@ class JobService:
             self._forget(job)
             self._mark_dirty()
             return job
-        self._stop(job, by)
+        assert self.placed is not None
+        self.placed.stop(job, by)
         self._mark_dirty()
         try:
             return await self.wait(job_id, CANCEL_WAIT_S)
@@ -407,7 +370,8 @@ class JobService:
             if child.state is JobState.PENDING:
                 waiting.append(child)
             else:
-                self._stop(child, by)
+                assert self.placed is not None
+                self.placed.stop(child, by)
         now = self.clock()
         for child in waiting:
             child.state, child.end_time, child.reason = JobState.CANCELLED, now, CANCELLED_BY_USER
@@ -417,14 +381,6 @@ class JobService:
         self._finish_array_if_done(array.id)
         self._mark_dirty()
         return await self.wait(array.id, CANCEL_WAIT_S)
-
-    def _stop(self, job: Job, by: str | None = None) -> None:
-        """Tell a running job to stop (its outcome comes back through the backend's poll); one
-        still launching stops once launched, or is never launched if its turn has not come."""
-        if by:
-            self._cancelled_by[job.id] = by
-        if self._launcher is None or not self._launcher.stop(job, Stop.CANCEL, by):
-            self.backend.cancel(job, by)
 
     def _cancel_waiting_task(self, array: Job, task_id: int, by: str | None) -> Job:
         """A task not started yet: it gets a record of its own, cancelled."""
@@ -570,120 +526,23 @@ class JobService:
 
     async def run(self) -> None:
         """Reap ended jobs and run scheduling passes until cancelled (`corral.server.loop`)."""
-        loop = asyncio.get_running_loop()
-        if self.backend.placement is not None:  # supervisors are spawned by the launcher's threads
-            self._launcher = Launcher(self.backend.placement, loop, on_failed=self._launch_failed,
-                                      on_skipped=self._launch_skipped)
+        if self.placed is not None:  # supervisors are spawned by the launcher's threads
+            self.placed.start_launcher(asyncio.get_running_loop())
         await self.loop.run()
-
-    async def _reap_off_loop(self) -> None:
-        """Read the outcomes of running jobs in the poll thread, record those that ended in the
-        database thread (one transaction), then apply them here."""
-        if self.backend.queue is not None:
-            self.reap()  # the backend's watcher reads in a thread of its own already
-            return
-        if time.monotonic() < self._next_poll_at:
-            return
-        running = self._running()
-        if not running:
-            return
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-        assert self.backend.placement is not None
-        ended = _outcomes(await loop.run_in_executor(self._poll_thread, self.backend.placement.poll, running))
-        self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
-        if not ended:
-            return
-        rows, events = [], []
-        for job, outcome in ended:
-            row = copy.copy(job)
-            if outcome.state == JobState.PREEMPTED.value:
-                _reset_to_pending(row)
-            else:
-                apply_outcome(row, outcome)
-            rows.append(row)
-            events += self._ending_events(job, outcome)
-        await loop.run_in_executor(self._db_thread, self.store.save_states, rows, events)
-        self._settle(ended, saved=True)
 
     def reap(self) -> None:
         """Read and apply ended jobs' outcomes, here and now."""
         if self.handover is not None:
             if self.handover.reap():
                 self._mark_dirty()
-            return
-        running = self._running()
-        if running and self.backend.placement is not None:
-            self._settle(_outcomes(self.backend.placement.poll(running)))
+        elif self.placed is not None:
+            self.placed.reap()
 
-    def _running(self) -> list[Job]:
-        """Jobs with a supervisor to ask (one still being launched has none yet)."""
-        launching = self._launcher.launching_ids() if self._launcher is not None else frozenset()
-        return [self.active[job_id] for job_id in self.allocations if job_id in self.active and job_id not in launching]
-
-    def _settle(self, ended: Sequence[tuple[Job, Outcome]], saved: bool = False) -> None:
-        """Apply outcomes read from the backend, recording them in one transaction unless `saved` already."""
-        ended = [(job, outcome) for job, outcome in ended
-                 if self.active.get(job.id) is job and job.state is JobState.RUNNING]  # still as when read
-        if not ended:
-            return
-        preempted = [job for job, outcome in ended if outcome.state == JobState.PREEMPTED.value]
-        events = [] if saved else [event for job, outcome in ended for event in self._ending_events(job, outcome)]
-        for job, outcome in ended:
-            if outcome.state == JobState.PREEMPTED.value:
-                self._requeue(job, outcome.end_time)
-            else:
-                apply_outcome(job, outcome)
-        if not saved:
-            self.store.save_states([job for job, _ in ended], events)
-        for job, _ in ended:
-            if job not in preempted:
-                self._forget(job)
-        self._mark_dirty()
-
-    def _launch_failed(self, job: Job, reason: str) -> None:
-        """A launch raised (in a launcher thread): the job fails, saying why."""
-        self._end_unlaunched(job, Outcome("FAILED", None, None, self.clock(), reason))
-
-    def _launch_skipped(self, job: Job) -> None:
-        """A job cancelled before its launch began: it never ran."""
-        self._end_unlaunched(job, Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
-
-    def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
-        if self.active.get(job.id) is not job or job.state is not JobState.RUNNING:
-            return
-        events = self._ending_events(job, outcome)
-        apply_outcome(job, outcome)
-        try:
-            self.store.save_state(job, events)
-        except Exception:  # noqa: BLE001 - it is over either way; recovery settles the record
-            log.exception("could not record the end of job %d", job.id)
-        self._forget(job)
-        self._mark_dirty()
-
-    def _requeue(self, job: Job, stopped_at: float) -> None:
-        """A preempted job waits again, its restart count up one; its checkpoint dir stays its own."""
-        allocation = self.allocations.pop(job.id, None)
-        if allocation is not None and job.start_time is not None:
-            self.ledger.charge_interrupted(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
-                                                                       stopped_at - job.start_time), stopped_at, job.id)
-        self._preempting.discard(job.id)
-        self._preempted_for.pop(job.id, None)
-        self._cancelled_by.pop(job.id, None)
-        _reset_to_pending(job)
-        self.table.queue[job.id] = pending(job)
-
-    def _ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
-        """The events that a running job's end (or requeue) writes with its new state."""
-        if outcome.state == JobState.PREEMPTED.value:
-            asked = self._preempted_for.get(job.id)
-            preempted = (JobEvent(job.id, asked[1], PREEMPTED, {"by_job": asked[0]}) if asked is not None
-                         else JobEvent(job.id, outcome.end_time, PREEMPTED))  # asked before a restart: for whom is lost
-            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED)]
-        by = self._cancelled_by.get(job.id)
-        if outcome.state == JobState.CANCELLED.value and by:
-            return [JobEvent(job.id, outcome.end_time, CANCELLED, {"by_user": by})]
-        return []
+    async def _reap_off_loop(self) -> None:
+        if self.handover is not None:
+            self.reap()  # the backend's watcher reads in a thread of its own already
+        elif self.placed is not None:
+            await self.placed.reap_off_loop()
 
     def schedule_pass(self) -> None:
         if self.handover is not None:
@@ -698,91 +557,20 @@ class JobService:
         if not self.table.queue and not self.table.arrays:
             return
         waiting = self._check_dependencies()
-        self._add_array_tasks(waiting)
-        ordered = self._by_priority(now, waiting)
-        self._rate_preemptible(now)
-        decisions = schedule(self.nodes, self.allocations.values(), ordered, now, self.config, self._priorities)
+        decisions = self.scheduling.decide(waiting, now)
         decisions.reasons.update(waiting)
-        self._preempt(decisions.preempt, decisions.preempt_for, now)
+        assert self.placed is not None
+        self.placed.preempt(decisions.preempt, decisions.preempt_for, now)
         self.table.reasons = decisions.reasons
         self.table.estimates = decisions.estimates
         if not decisions.starts:
             return
-        started, events = [], []
-        for allocation in decisions.starts:
-            job = self.active[allocation.job_id]
-            job.state, job.reason, job.start_time = JobState.RUNNING, None, now
-            job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
-            self.allocations[job.id] = allocation
-            self.table.queue.pop(job.id, None)
-            started.append(job)
-            events.append(JobEvent(job.id, now, STARTED, {"node": allocation.node}))
+        started, events = self.scheduling.start(decisions.starts, now)
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
         self.generation += 1
-        if self._launcher is not None:
-            # written in the database thread, launched once committed; meanwhile the jobs count
-            # as launching (a cancel is carried out after, and the poll leaves them alone)
-            self._launcher.hold(job.id for job in started)
-            rows = [copy.copy(job) for job in started]
-            done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.save_states, rows, events)
-            done.add_done_callback(lambda result: self._recorded(started, result))
-            return
-        try:
-            self.store.save_states(started, events)
-        except Exception:
-            self._requeue_unsaved(started)
-            raise
-        for job in started:
-            try:
-                assert self.backend.placement is not None
-                self.backend.placement.start(job, self.allocations[job.id])
-            except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
-                log.exception("launch of job %d failed", job.id)
-                self._launch_failed(job, f"launch failed: {exc}")
-
-    def _recorded(self, started: list[Job], result: asyncio.Future[None]) -> None:
-        """The starts of a pass are committed (launch them), or could not be (they wait again)."""
-        assert self._launcher is not None
-        error = result.exception()
-        if error is None:
-            for job in started:
-                allocation = self.allocations.get(job.id)
-                if allocation is None or self.active.get(job.id) is not job:
-                    self._launcher.abandon([job.id])  # settled meanwhile (it cannot have been: defensive)
-                    continue
-                self._launcher.launch(job, allocation)
-            return
-        log.error("could not record the start of %d jobs: %s", len(started), error)
-        stops = self._launcher.abandon(job.id for job in started)
-        cancelled = [job for job in started if stops.get(job.id) is Stop.CANCEL]
-        self._requeue_unsaved([job for job in started if job not in cancelled])
-        for job in cancelled:
-            self._launch_skipped(job)
-        self._mark_dirty()
-
-    def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
-        """Give array tasks records of their own as they get a chance to run: as many as the free
-        GPUs (or CPUs) could take now, at least one to hold the array's place, within its throttle."""
-        if not self.table.arrays:
-            return
-        free_gpus = self.total_gpus - sum(len(a.gpu_ids) for a in self.allocations.values())
-        free_cpus = self.total_cpus - sum(a.cpus for a in self.allocations.values())
-        for array in list(self.table.arrays.values()):
-            if not array.array_pending or array.held or array.id in waiting:
-                continue
-            tasks = self.table.array_tasks.setdefault(array.id, set())
-            waiting_tasks = sum(1 for t in tasks if self.active[t].state is JobState.PENDING)
-            throttle = throttle_of(array.spec.array or "")
-            room = throttle - len(tasks) if throttle else len(array.array_pending)
-            spec = array.spec
-            fit = free_gpus // spec.gpus if spec.gpus else free_cpus // max(1, spec.cpus)
-            wanted = min(len(array.array_pending), room, max(1, fit) - waiting_tasks)
-            if wanted <= 0:
-                continue
-            task_spec = replace(spec, dependency=None, kill_on_invalid_dep=False)
-            for task in self.store.add_tasks(array, task_spec, array.array_pending[:wanted]):
-                self.table.track(task)
+        assert self.placed is not None
+        self.placed.launch(started, events)
 
     def _finish_array_if_done(self, array_id: int) -> None:
         """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""
@@ -795,36 +583,6 @@ class JobService:
         self.store.save_state(array)
         self.table.cancelled_arrays.discard(array_id)
         self._forget(array)
-
-    def _rate_preemptible(self, now: float) -> None:
-        """Give running preemptible jobs their priority as of now, as if they were waiting: a job
-        may preempt one only if it would be ahead of it in the queue."""
-        rated = [self.active[i] for i, a in self.allocations.items() if a.preemptible and i in self.active]
-        if not rated:
-            return
-        _, factors = prioritize(
-            [pending(job) for job in rated], usage=self.usage(now), config=self.config, now=now,
-            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
-        )
-        for job in rated:
-            self.allocations[job.id] = replace(self.allocations[job.id], priority=factors[job.id].priority)
-
-    def _preempt(self, victims: Sequence[int], for_job: int | None, now: float) -> None:
-        """Tell preemptible jobs to make room for `for_job`: warning signal, grace period, then they are
-        queued again (the requeue records when, and for which job)."""
-        waiting = self.active.get(for_job) if for_job is not None else None
-        for job_id in victims:
-            job = self.active.get(job_id)
-            allocation = self.allocations.get(job_id)
-            if job is None or allocation is None or job_id in self._preempting:
-                continue
-            log.info("preempting job %d for job %s", job_id, waiting.ref if waiting is not None else "?")
-            self.allocations[job_id] = replace(allocation, preempting=True)
-            self._preempting.add(job_id)
-            if waiting is not None:
-                self._preempted_for[job_id] = (waiting.ref, now)
-            if self._launcher is None or not self._launcher.stop(job, Stop.PREEMPT):
-                self.backend.preempt(job)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
         """Jobs that must wait for others, with their reason; cancels those that asked for it when a
@@ -856,45 +614,18 @@ class JobService:
             waiting.pop(job.id)
         return waiting
 
-    def _by_priority(self, now: float, excluded: Mapping[int, object]) -> list[PendingJob]:
-        eligible = [p for p in self.table.queue.values() if p.job_id not in excluded] if excluded else list(self.table.queue.values())
-        ordered, self._priorities = prioritize(
-            eligible, usage=self.usage(now), config=self.config, now=now,
-            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
-        )
-        return ordered
-
     def usage(self, now: float) -> dict[str, float]:
         """Each user's decayed usage in GPU-hours, running jobs included up to `now`."""
-        usage = self.ledger.decayed(now)
-        for job_id, allocation in self.allocations.items():
-            job = self.active.get(job_id)
-            if job is not None and job.start_time is not None:
-                charge = usage_charge(len(allocation.gpu_ids), allocation.cpus, now - job.start_time)
-                usage[allocation.user] = usage.get(allocation.user, 0.0) + charge
-        return usage
+        return self.scheduling.usage(now)
 
     def priorities(self) -> list[tuple[Job, PriorityFactors]]:
         """Pending jobs with their priority factors from the latest pass, highest first."""
-        rows = [(self.active[i], f) for i, f in self._priorities.items() if i in self.active
-                and self.active[i].state is JobState.PENDING]
-        rows.sort(key=lambda row: (-row[1].priority, row[0].id))
-        return [(self.table.current(job), factors) for job, factors in rows]
+        return self.scheduling.ranked()
 
     def priority_of(self, job_id: int) -> int | None:
         """A pending job's priority from the latest pass (None before its first)."""
-        factors = self._priorities.get(job_id)
+        factors = self.scheduling.factors.get(job_id)
         return factors.priority if factors is not None else None
-
-    def _requeue_unsaved(self, jobs: list[Job]) -> None:
-        """The database refused to record these starts: they were never launched, so they wait again."""
-        for job in jobs:
-            job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
-            self.allocations.pop(job.id, None)
-            self._preempting.discard(job.id)  # a preemption asked while it launched ends with the launch
-            self._preempted_for.pop(job.id, None)
-            self.table.queue[job.id] = pending(job)
-        self.table.queue = dict(sorted(self.table.queue.items()))
 
     # -- a backend that schedules itself -------------------------------------------------------
 
@@ -976,14 +707,11 @@ class JobService:
     def _forget(self, job: Job) -> None:
         self.generation += 1
         self.table.untrack(job)
-        allocation = self.allocations.pop(job.id, None)
+        allocation = self.running.release(job.id)
         if allocation is not None and job.start_time is not None and job.end_time is not None:
             self.ledger.charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
                                                            job.end_time - job.start_time), job.end_time)
-        self._priorities.pop(job.id, None)
-        self._preempting.discard(job.id)
-        self._preempted_for.pop(job.id, None)
-        self._cancelled_by.pop(job.id, None)
+        self.scheduling.factors.pop(job.id, None)
         if job.state.is_terminal():
             for listener in self.on_job_ended:
                 listener(job)
@@ -1003,13 +731,3 @@ def _allocation_of(job: Job) -> Allocation:
     end = job.start_time + spec.time_limit_s if job.start_time is not None and spec.time_limit_s else None
     return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos, end,
                       spec.preemptible)
-
-
-def _reset_to_pending(job: Job) -> None:
-    """A preempted job waits again, its restart count up one."""
-    job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
-    job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
-
-
-def _outcomes(ended: Sequence[Ended]) -> list[tuple[Job, Outcome]]:
-    return [(update.job, update.outcome) for update in ended if isinstance(update.job, Job)]
