@@ -9,7 +9,7 @@ import functools
 from collections import Counter
 
 from corral.core.arrays import parse_array
-from corral.core.dependency import Dependency
+from corral.core.dependency import Dependency, Verdict, evaluate
 from corral.core.job import Job, Outcome
 from corral.core.policy import PendingJob
 from corral.core.states import JobState, PendingReason
@@ -94,6 +94,31 @@ class JobTable:
     def tasks_of(self, array_id: int) -> list[Job]:
         """An array's tasks that have records and have not ended."""
         return [self.active[t] for t in self.array_tasks.get(array_id, ())]
+
+    def waiting_on_dependencies(self) -> tuple[dict[int, PendingReason], list[Job]]:
+        """Jobs that must wait for others, with their reason, and those of them to cancel (they asked for
+        it, and their dependency can no longer hold). A satisfied dependency is not checked again."""
+        if not self.dependencies:
+            return {}, []
+        first_of: dict[tuple[str, str], int] = {}
+        for job in self.active.values():
+            key = (job.spec.name, job.spec.user)
+            if key not in first_of:
+                first_of[key] = job.id  # active is in submit order
+        waiting: dict[int, PendingReason] = {}
+        never: list[Job] = []
+        for job_id, dependency in list(self.dependencies.items()):
+            job = self.active[job_id]
+            verdict = evaluate(dependency, self.state_of, first_of[(job.spec.name, job.spec.user)] == job_id)
+            if verdict is Verdict.SATISFIED:
+                del self.dependencies[job_id]
+            elif verdict is Verdict.WAITING:
+                waiting[job_id] = PendingReason.DEPENDENCY
+            else:
+                waiting[job_id] = PendingReason.DEPENDENCY_NEVER
+                if job.spec.kill_on_invalid_dep:
+                    never.append(job)
+        return waiting, never
 
     def state_of(self, job_id: int) -> tuple[JobState, bool] | None:
         """A job's state and whether it ever started, for dependencies; None if there is no such job."""

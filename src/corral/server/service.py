@@ -20,7 +20,6 @@ from typing import Any
 from corral.backends.base import Backend, ClusterQueue, JobProcesses, Recovered
 from corral.core.admission import admit, check_nice, check_runnable, refuse_unconfigured
 from corral.core.arrays import array_state
-from corral.core.dependency import Verdict, evaluate
 from corral.core.events import CANCELLED, JobEvent
 from corral.core.identity import AccessPolicy
 from corral.core.job import Job
@@ -29,8 +28,7 @@ from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from corral.executor import logs
+from corral.errors import Conflict, InvalidRequest
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.home import HomeLayout
 from corral.server.accounts import home_of, may_use, uid_of
@@ -39,7 +37,9 @@ from corral.server.inserts import GroupCommit
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, pending
 from corral.server.loop import SchedulingLoop
 from corral.server.nodes_view import nodes_view
+from corral.server.log_window import read_log_window
 from corral.server.placed import PlacedJobs
+from corral.server.queries import JobQueries
 from corral.server.scheduling import RunningJobs, SchedulingPass
 from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
@@ -77,6 +77,7 @@ class JobService:
         self.config = config or SchedulerConfig()
         self.table = JobTable(store)
         self.active = self.table.active  # every unfinished job, in submit order (read on the loop)
+        self.queries = JobQueries(self.table, store, self.nodes)
         self.handover = None if backend.queue is None else BackendHandover(
             backend.queue, self.table, store, clock=clock, forget=self._forget, finish_array=self._finish_array_if_done,
             check_dependencies=self._check_dependencies)
@@ -236,84 +237,25 @@ class JobService:
         self.directories.close()
 
     def resolve(self, ref: str) -> Job:
-        """A job by its id (`12`) or an array task by `12_3`.
-
-        Raises:
-            InvalidRequest: not an id; NotFound: no such job or task.
-        """
-        head, _, task = ref.partition("_")
-        if not (head.isascii() and head.isdigit()) or (task and not (task.isascii() and task.isdigit())):
-            raise InvalidRequest("job_id", f"{ref!r} is not a job id", "write 12, or 12_3 for task 3 of array 12")
-        job_id = int(head)
-        if not 0 < job_id < 2**31:
-            raise NotFound(f"job {ref} does not exist")
-        if not task:
-            return self.get(job_id)
-        task_id = int(task)
-        for child_id in self.table.array_tasks.get(job_id, ()):
-            if self.active[child_id].array_task_id == task_id:
-                return self.table.current(self.active[child_id])
-        found = self.store.get_task(job_id, task_id) if task_id < 2**31 else None
-        if found is not None:
-            return found
-        array = self.get(job_id)
-        if array.is_array and task_id in array.array_pending:
-            return array
-        raise NotFound(f"job {ref} does not exist")
-
-    def array_tasks(self, job_id: int) -> tuple[Job, list[Job]]:
-        """An array job and those of its tasks that have records, each as it is now, by task id.
-
-        Raises:
-            NotFound: no such job; InvalidRequest: the job is not an array.
-        """
-        array = self.get(job_id)
-        if not array.is_array:
-            raise InvalidRequest("job_id", f"job {job_id} is not an array job",
-                                 "tasks belong to a job submitted with --array; a task is shown as ID_TASK")
-        tasks = {t.array_task_id: t for t in self.store.tasks(job_id)}
-        for child_id in self.table.array_tasks.get(job_id, ()):
-            child = self.active.get(child_id)
-            if child is not None:
-                tasks[child.array_task_id] = self.table.current(child)
-        return array, [tasks[k] for k in sorted(tasks)]
-
-    def job_info(self, job_id: int) -> dict[str, Any] | None:
-        """Who ran a job and where (for a run that links to it), or None if there is no such job."""
-        try:
-            job = self.get(job_id)
-        except NotFound:
-            return None
-        node = next((n for n in self.nodes if n.name == job.node), None)
-        types = sorted({g.type for g in node.gpus if g.index in (job.gpu_ids or ())}) if node else []
-        return {"id": job.id, "user": job.spec.user, "account": job.spec.account, "node": job.node,
-                "gpu_type": ",".join(types) or None}
+        """A job by its id (`12`) or an array task by `12_3` (`corral.server.queries`)."""
+        return self.queries.resolve(ref)
 
     def get(self, job_id: int) -> Job:
-        job = self.active.get(job_id)
-        if job is not None:
-            return self.table.current(job)
-        job = self.store.get(job_id)
-        if job is None:
-            raise NotFound(f"job {job_id} does not exist")
-        return job
+        return self.queries.get(job_id)
+
+    def array_tasks(self, job_id: int) -> tuple[Job, list[Job]]:
+        return self.queries.array_tasks(job_id)
+
+    def job_info(self, job_id: int) -> dict[str, Any] | None:
+        return self.queries.job_info(job_id)
 
     def list_active(self, *, states: Sequence[str] = (), limit: int = 10_000, after_id: int = 0,
                     name: str | None = None) -> list[Job]:
-        wanted = {JobState(s) for s in states} if states else None
-        out = []
-        for job in self.active.values():
-            if job.is_array and not job.array_pending:
-                continue  # every task has its own record now
-            if job.id > after_id and (wanted is None or job.state in wanted) and (name is None or job.spec.name == name):
-                out.append(self.table.current(job))
-                if len(out) >= limit:
-                    break
-        return out
+        return self.queries.list_active(states=states, limit=limit, after_id=after_id, name=name)
 
     def list_finished(self, *, states: Sequence[str] = (), limit: int = 100, before_id: int | None = None,
                       name: str | None = None) -> list[Job]:
-        return self.store.finished(limit=limit, before_id=before_id, states=states, name=name)
+        return self.queries.list_finished(states=states, limit=limit, before_id=before_id, name=name)
 
     async def cancel(self, ref: str | int, by: str | None = None) -> Job:
         """Cancel a pending job at once; ask a running one to stop and wait briefly for it.
@@ -502,19 +444,7 @@ class JobService:
         job = self.resolve(ref)
         if job.state is JobState.PENDING:
             return b"", 0, job
-        path, owner_uid = job.log_path(stream), self.log_owner_uid(job)
-        try:
-            if tail is not None:
-                data, size = logs.read_last_lines(path, owner_uid, tail)
-                return data, size, job
-            data, end = logs.read_range(path, owner_uid, offset, limit)
-        except PermissionError:
-            # The server reads with its own rights: a job may not name someone else's file (or a link
-            # to /etc/shadow, or a FIFO that would hang the server) as its log and have it handed over.
-            raise Forbidden(f"the {stream} of job {ref} ({job.log_path(stream)}) is not a regular file that belongs "
-                            f"to {job.spec.user}; corral shows only logs the job's owner owns") from None
-        except FileNotFoundError:
-            return b"", offset, job
+        data, end = read_log_window(job, stream, offset, limit, tail, self.log_owner_uid(job), ref)
         return data, end, job
 
     def nodes_view(self) -> list[dict[str, Any]]:
@@ -585,28 +515,9 @@ class JobService:
         self._forget(array)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
-        """Jobs that must wait for others, with their reason; cancels those that asked for it when a
-        dependency can no longer hold. A satisfied dependency stays satisfied and is not checked again."""
-        if not self.table.dependencies:
-            return {}
-        first_of: dict[tuple[str, str], int] = {}
-        for job in self.active.values():
-            key = (job.spec.name, job.spec.user)
-            if key not in first_of:
-                first_of[key] = job.id  # active is in submit order
-        waiting: dict[int, PendingReason] = {}
-        never: list[Job] = []
-        for job_id, dependency in list(self.table.dependencies.items()):
-            job = self.active[job_id]
-            verdict = evaluate(dependency, self.table.state_of, first_of[(job.spec.name, job.spec.user)] == job_id)
-            if verdict is Verdict.SATISFIED:
-                del self.table.dependencies[job_id]
-            elif verdict is Verdict.WAITING:
-                waiting[job_id] = PendingReason.DEPENDENCY
-            else:
-                waiting[job_id] = PendingReason.DEPENDENCY_NEVER
-                if job.spec.kill_on_invalid_dep:
-                    never.append(job)
+        """Jobs that must wait for others, with their reason (`JobTable.waiting_on_dependencies`); cancels
+        those that asked for it when a dependency can no longer hold."""
+        waiting, never = self.table.waiting_on_dependencies()
         for job in never:
             job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), PendingReason.DEPENDENCY_NEVER
             self.store.save_state(job)
