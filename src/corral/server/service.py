@@ -1,9 +1,14 @@
-"""The job service: the one place that changes job state.
+"""The job service: the one place that changes job state, for every backend.
 
 It keeps the unfinished jobs in memory (the scheduler reads them every pass) and
 writes every change through to the store before acknowledging it. All of it runs
 on the server's event loop thread, so changes never interleave; database calls
 are short and synchronous, and submits arriving together share one transaction.
+
+`JobService` holds the request methods and composes the parts that own state: the job
+table (`job_table`), the usage ledger (`usage`), admission (`corral.core.admission`),
+the loop's timing (`loop`), corral's own pass and the jobs it placed (`scheduling`,
+`placed`) or, where the backend schedules itself, the hand-over (`handover`).
 """
 
 from __future__ import annotations
@@ -35,9 +40,9 @@ from corral.server.accounts import home_of, may_use, uid_of
 from corral.server.handover import BackendHandover
 from corral.server.inserts import GroupCommit
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, pending
+from corral.server.log_window import read_log_window
 from corral.server.loop import SchedulingLoop
 from corral.server.nodes_view import nodes_view
-from corral.server.log_window import read_log_window
 from corral.server.placed import PlacedJobs
 from corral.server.queries import JobQueries
 from corral.server.scheduling import RunningJobs, SchedulingPass
