@@ -26,7 +26,9 @@ def workdir(tmp_path) -> str:
 @pytest.fixture
 def build(workdir):
     def build(request: dict, **overrides) -> JobSpec:
-        kwargs = dict(user="alice", log_dir="/var/log/corral", default_workdir=workdir, server_env=SERVER_ENV)
+        # the directory check is the caller's I/O (the service passes it): here, this process looks
+        kwargs = dict(user="alice", log_dir="/var/log/corral", default_workdir=workdir, server_env=SERVER_ENV,
+                      can_enter=os.path.isdir)
         kwargs.update(overrides)
         return build_spec(request, **kwargs)
 

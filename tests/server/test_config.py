@@ -126,7 +126,7 @@ def test_a_partition_open_to_a_group_admits_its_members():
     import pwd
 
     from corral.core.schedconfig import Partition
-    from corral.server.service import _may_use
+    from corral.server.accounts import may_use as _may_use
 
     me = pwd.getpwuid(os.getuid()).pw_name
     mine = grp.getgrgid(os.getgid()).gr_name

@@ -136,7 +136,7 @@ async def attach_job(request: Request) -> Response:
     body = json_object(await request.body())
     service = _service(request)
     service.access.require(caller_of(request), "admin", "attaching a Slurm job")
-    if not hasattr(service, "attach"):
+    if not service.capabilities.attach:
         raise Conflict("this server runs jobs itself; attaching Slurm jobs needs `corral up --backend slurm`")
     if set(body) != {"slurm_job_id"}:
         raise InvalidRequest("slurm_job_id", "missing" if "slurm_job_id" not in body else "is the only field",
@@ -152,7 +152,7 @@ async def job_efficiency(request: Request, job_id: str = JobRef) -> Response:
     from corral.monitor.efficiency import advice
 
     service = _service(request)
-    if hasattr(service, "efficiency"):
+    if service.capabilities.efficiency_from_accounting:
         report = service.efficiency(job_id)
         return _json(report | {"advice": advice(report)})
     return _json(await request.app.state.monitor.efficiency(job_id))

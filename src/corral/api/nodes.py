@@ -35,4 +35,4 @@ async def priority(request: Request) -> Response:
 async def health(request: Request) -> dict[str, object]:
     service = request.app.state.service
     return {"ok": True, "version": __version__, "pid": os.getpid(), "home": request.app.state.home,
-            "backend": "slurm" if hasattr(service, "cluster") else "local", "user": service.user}
+            "backend": service.capabilities.name, "user": service.user}

@@ -19,7 +19,5 @@ async def slurm_event(request: Request, authorization: str | None = Header(None)
     given = (authorization or "").removeprefix("Bearer ").strip()
     if not token or not hmac.compare_digest(given.encode(), token.encode()):
         raise Unauthenticated("a valid webhook token is needed: Authorization: Bearer <the token in <home>/webhook.token>")
-    poll_soon = getattr(request.app.state.service, "poll_soon", None)
-    if poll_soon is not None:
-        poll_soon()  # what ended is read from Slurm itself: the event is a nudge, never trusted as state
+    request.app.state.service.poll_soon()  # what ended is read from Slurm itself: a nudge, never trusted as state
     return Response(status_code=202)

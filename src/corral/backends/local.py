@@ -19,9 +19,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from corral.backends.base import JobProcesses, Recovered, Recovery
+from corral.backends.base import (
+    Accounting, Capabilities, ClusterQueue, Ended, ForeignJobs, JobProcesses, Recovered, Recovery,
+)
+from corral.backends.registry import BackendSetup
 from corral.core.job import Job, Outcome
-from corral.core.resources import Allocation
+from corral.core.resources import Allocation, Node
 from corral.executor import files
 from corral.executor.cgroups import DEVICE_NVIDIA_MAJOR
 from corral.executor.endings import NODE_FAILURE, append_as_root, cancelled_line
@@ -41,6 +44,11 @@ PROCESSES_RECHECK_S = 1.0  # how often job_processes looks again for a job whose
 
 
 class LocalBackend:
+    capabilities = Capabilities("local", samples_processes=True)
+    queue: ClusterQueue | None = None  # corral's scheduler places every job
+    accounting: Accounting | None = None  # efficiency comes from the monitor's samples
+    foreign_jobs: ForeignJobs | None = None
+
     def __init__(
         self, home: str, *, kill_grace_s: float, server_env: Mapping[str, str], server_url: Callable[[], str | None],
         clock: Callable[[], float] = time.time, max_log_mb: int | None = None,
@@ -87,6 +95,17 @@ class LocalBackend:
         self._last_liveness: dict[int, float] = {}
         self._processes: dict[int, JobProcesses] = {}  # running job -> its processes, read once from started.json
         self._not_started: dict[int, float] = {}  # job -> when started.json was last found missing
+
+    @property
+    def placement(self) -> LocalBackend:
+        return self
+
+    @property
+    def processes(self) -> LocalBackend:
+        return self
+
+    def close(self) -> None:
+        pass  # supervisors outlive the server by design; nothing of the backend's runs in its threads
 
     def job_dir(self, job_id: int) -> str:
         return self.layout.job_dir(job_id)
@@ -236,10 +255,10 @@ class LocalBackend:
     def preempt(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
 
-    def poll(self, running: Iterable[Job]) -> list[tuple[Job, Outcome]]:
+    def poll(self, running: Iterable[Job]) -> list[Ended]:
         """Jobs among `running` that have ended (one thread at a time calls this; it may be
         another than the one that started them)."""
-        ended = []
+        ended: list[Ended] = []
         now = self.clock()
         for job in running:
             job_dir = self.job_dir(job.id)
@@ -252,7 +271,7 @@ class LocalBackend:
                 if (child is None or child.poll() is not None) and not supervisor_alive(job_dir):
                     outcome = read_outcome(job_dir) or self._lost(job_dir, now)
             if outcome is not None:
-                ended.append((job, outcome))
+                ended.append(Ended(job, outcome))
                 self._last_liveness.pop(job.id, None)
                 with self._lock:
                     self._processes.pop(job.id, None)
@@ -299,3 +318,24 @@ def _note_node_failure(job_dir: str, now: float) -> None:
     line = cancelled_line(str(config.job_ref or os.path.basename(job_dir)),
                           str(config.node or os.uname().nodename), now, NODE_FAILURE)
     append_as_root(config.stderr, int(owner["uid"]) if owner else None, line)
+
+
+class LocalKind:
+    """This machine, as `corral.backends.registry` opens it."""
+
+    def nodes(self, settings: Any) -> list[Node]:
+        from corral.executor.gpus import build_node
+
+        return [build_node(settings.inventory)]
+
+    def open(self, setup: BackendSetup) -> LocalBackend:
+        s = setup.settings
+        gpus = setup.nodes[0].gpus if setup.nodes else ()
+        return LocalBackend(setup.home, kill_grace_s=s.kill_grace_s, server_env=setup.server_env,
+                            server_url=setup.server_url, max_log_mb=s.max_log_mb, max_job_processes=s.max_job_processes,
+                            owner_lookup=setup.owner_lookup, cgroup_layout=setup.cgroup_layout,
+                            log_reserve_mb=s.log_reserve_mb, user_log_quota_mb=s.user_log_quota_mb,
+                            gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus})
+
+
+KIND = LocalKind()

@@ -292,7 +292,6 @@ def serve(options: ServerOptions) -> None:
     import uvicorn
 
     from corral.api.app import create_app
-    from corral.backends.local import LocalBackend
     from corral.executor.gpus import build_node
     from corral.executor.users import owned_dir, run_as_for, share_home_with_jobs
     from corral.server.service import JobService
@@ -329,20 +328,15 @@ def serve(options: ServerOptions) -> None:
         owned_dir(layout.spool, user)  # where the SDK in their jobs spools (corral.sdk.places)
         return owned_dir(base, user)
 
-    cluster = None
-    if options.backend == "slurm":
-        from corral.backends.slurm.cluster import SlurmCluster, SlurmError
+    from corral.backends.registry import BackendSetup, backend_kind
 
-        cluster = SlurmCluster(user=getpass.getuser())
-        try:
-            nodes = cluster.nodes()
-        except SlurmError as exc:
-            lock.close()
-            raise InvalidRequest("backend", f"cannot reach Slurm: {exc.message}",
-                                 "run corral up --backend slurm where sinfo and sbatch work (a login node)") from None
-        node = nodes[0] if nodes else build_node(options.inventory)
-    else:
-        node = build_node(options.inventory)
+    kind = backend_kind(options.backend)
+    try:
+        nodes = kind.nodes(options)
+    except InvalidRequest:
+        lock.close()
+        raise
+    node = nodes[0] if nodes else build_node(options.inventory)
     sock = bind_socket(options.host, options.port)
     unix_sock = bind_unix_socket(home, shared)
     host = "127.0.0.1" if options.host in ("0.0.0.0", "") else options.host
@@ -354,28 +348,17 @@ def serve(options: ServerOptions) -> None:
         share_home_with_jobs(home)  # users reach their jobs' files by name; the database (their environments) stays root's
     server_env = dict(os.environ)
     placement = job_isolation(options, home, lock)
-    backend = LocalBackend(home, kill_grace_s=options.kill_grace_s, server_env=server_env, server_url=lambda: url,
-                           max_log_mb=options.max_log_mb, max_job_processes=options.max_job_processes,
-                           owner_lookup=run_as_for if shared else None, cgroup_layout=placement.layout,
-                           log_reserve_mb=options.log_reserve_mb, user_log_quota_mb=options.user_log_quota_mb,
-                           gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in node.gpus})
-    if cluster is not None:
-        from corral.backends.slurm.backend import SlurmBackend
-        from corral.server.slurm_service import SlurmJobService
-
-        service: JobService = SlurmJobService(
-            job_token=lambda job: job_token(tokens, job),
-            cluster=cluster, partition=options.slurm_partition, account=options.slurm_account, server_url=lambda: url,
-            store=JobStore(engine), backend=SlurmBackend(cluster), nodes=nodes, home=home, user=getpass.getuser(),
-            server_env=server_env, config=options.scheduler, access=policy, max_script_mb=options.max_script_mb,
-        )
-    else:
-        service = JobService(
-            store=JobStore(engine), backend=backend, nodes=[node], home=home, user=getpass.getuser(),
-            server_env=server_env, config=options.scheduler, access=policy,
-            user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
-            max_script_mb=options.max_script_mb,
-        )
+    backend = kind.open(BackendSetup(
+        home=home, settings=options, nodes=nodes, server_env=server_env, server_url=lambda: url,
+        job_token=lambda job: job_token(tokens, job), owner_lookup=run_as_for if shared else None,
+        cgroup_layout=placement.layout,
+    ))
+    service = JobService(
+        store=JobStore(engine), backend=backend, nodes=nodes, home=home, user=getpass.getuser(),
+        server_env=server_env, config=options.scheduler, access=policy,
+        user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
+        max_script_mb=options.max_script_mb,
+    )
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
     service.on_job_ended.append(tracking.job_ended)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from corral.core.states import JobState
 from corral.errors import InvalidRequest
@@ -40,6 +40,8 @@ class Dependency:
     terms: tuple[Term, ...]
     any_of: bool = False
     """True for `?` (any term), False for `,` (all terms)."""
+    text: str = field(default="", compare=False)
+    """As it was written (parsed once, at submit or when read from the store: the spec carries both)."""
 
     @property
     def job_ids(self) -> tuple[int, ...]:
@@ -72,7 +74,7 @@ def parse_dependency(text: str) -> Dependency:
         if any(i <= 0 or i >= 2**31 for i in ids):
             raise InvalidRequest("dependency", f"{part!r} names a job id out of range")
         terms.append(Term(match.group(1), ids))
-    return Dependency(tuple(terms), any_of)
+    return Dependency(tuple(terms), any_of, text)
 
 
 def evaluate(
@@ -121,3 +123,10 @@ def _combine(verdicts: list[Verdict], *, any_of: bool) -> Verdict:
     if Verdict.NEVER in verdicts:
         return Verdict.NEVER
     return Verdict.SATISFIED if all(v is Verdict.SATISFIED for v in verdicts) else Verdict.WAITING
+
+
+def render(dependency: Dependency, job_id: Callable[[int], str]) -> str:
+    """The dependency as sbatch writes it, each job id as `job_id` names it (another scheduler's ids)."""
+    terms = [term.kind if term.kind == "singleton" else ":".join([term.kind, *map(job_id, term.job_ids)])
+             for term in dependency.terms]
+    return ("?" if dependency.any_of else ",").join(terms)

@@ -16,7 +16,7 @@ from typing import Any
 from corral.core import classad, sbatch
 from corral.core.arrays import parse_array
 from corral.core.bodies import check_text
-from corral.core.dependency import parse_dependency
+from corral.core.dependency import Dependency, parse_dependency
 from corral.core.htcondor import condor_request
 from corral.core.paths import check_pattern
 from corral.core.resources import Request
@@ -105,6 +105,15 @@ class JobSpec:
     user_log: str | None = None
     """An HTCondor job event log to append to (submit, execute, terminate): an absolute path pattern (`%A`)."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    parsed_dependency: Dependency | None = field(default=None, compare=False, repr=False)
+    """`dependency`, parsed: once at submit, carried through every `replace`, read by admission and the queue."""
+
+    def __post_init__(self) -> None:
+        parsed = self.parsed_dependency
+        if self.dependency is None and parsed is not None:
+            object.__setattr__(self, "parsed_dependency", None)
+        elif self.dependency is not None and (parsed is None or parsed.text != self.dependency):
+            object.__setattr__(self, "parsed_dependency", parse_dependency(self.dependency))  # as read from the store
 
     @property
     def request(self) -> Request:
@@ -130,13 +139,14 @@ def check_script_size(request: Mapping[str, Any], max_mb: int) -> None:
 
 def build_spec(
     request: Mapping[str, Any], *, user: str, log_dir: str, default_workdir: str, server_env: Mapping[str, str],
-    can_enter: Callable[[str], bool] = os.path.isdir, max_nodes: int = MAX_NODES,
+    can_enter: Callable[[str], bool] | None = None, max_nodes: int = MAX_NODES,
 ) -> JobSpec:
     """Validate a submit request and turn it into a JobSpec.
 
     Script directives (`#SBATCH`) apply first; fields set in the request override them.
     `can_enter`: whether `user` can enter a directory (asked as them on a shared server, so that
-    nobody learns what lies where they may not look). `max_nodes`: the most nodes this server's
+    nobody learns what lies where they may not look); the service layer passes it, since looking is
+    I/O; None checks only that the paths are absolute. `max_nodes`: the most nodes this server's
     backend runs a job on, for a script's `--nodes`.
 
     Raises:
@@ -192,6 +202,7 @@ def build_spec(
     stdout, stderr = _log_patterns(fields, log_dir)
     requirements = _requirements(fields.get("requirements"), gpus)
     user_log = _user_log(fields.get("user_log"), workdir)
+    dependency = _dependency(fields.get("dependency"))
     return JobSpec(
         name=_name(fields.get("name"), command, fields.get("script_name") if script is not None else None),
         user=user,
@@ -214,7 +225,8 @@ def build_spec(
         nice=nice,
         partition=_config_name(fields.get("partition"), "partition"),
         qos=_config_name(fields.get("qos"), "qos"),
-        dependency=_dependency(fields.get("dependency")),
+        dependency=dependency.text if dependency is not None else None,
+        parsed_dependency=dependency,
         kill_on_invalid_dep=_yes_no(fields.get("kill_on_invalid_dep", False), "kill_on_invalid_dep"),
         array=_array(fields.get("array")),
         nodes=nodes,
@@ -547,13 +559,12 @@ def _environment(fields: Mapping[str, Any], server_env: Mapping[str, str]) -> tu
     return env, inherit
 
 
-def _dependency(value: Any) -> str | None:
+def _dependency(value: Any) -> Dependency | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, str):
         raise InvalidRequest("dependency", f"must be text such as afterok:12, got {value!r}")
-    parse_dependency(value)
-    return value.strip()
+    return parse_dependency(value)
 
 
 def parse_signal(text: str) -> tuple[int, int]:
@@ -626,7 +637,7 @@ def _check_env_name(key: str, field: str) -> None:
         raise InvalidRequest(field, f"{key!r} is not a variable name", "use letters, digits and _, not starting with a digit")
 
 
-def _directory(value: Any, field: str, user: str, can_enter: Callable[[str], bool]) -> str:
+def _directory(value: Any, field: str, user: str, can_enter: Callable[[str], bool] | None) -> str:
     """A directory the user can enter; relative paths have already been joined to the submit directory.
 
     One answer for "does not exist" and "may not be reached": the second must not reveal the first.
@@ -635,7 +646,7 @@ def _directory(value: Any, field: str, user: str, can_enter: Callable[[str], boo
         raise InvalidRequest(field, "must be a directory path")
     if not os.path.isabs(value):
         raise InvalidRequest(field, f"must be an absolute path, got {value!r}")
-    if not can_enter(value):
+    if can_enter is not None and not can_enter(value):  # the caller looks, as the user: core does no I/O
         raise InvalidRequest(field, f"{value} is not a directory {user} can enter",
                              "it does not exist, or it is not theirs to reach: create it, or submit from another directory")
     return os.path.normpath(value)

@@ -7,9 +7,10 @@ the job service (`server.service.JobService`) answers them. Everything here is r
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from corral.backends.base import JobProcesses
     from corral.core.job import Job
 
 
@@ -39,10 +40,10 @@ class JobReader(Protocol):
         """Where the job's checkpoints are kept in the home."""
         ...
 
-    def job_processes(self, job_id: int) -> Any | None:
+    def job_processes(self, job_id: int) -> JobProcesses | None:
         """The running job's process (`pid`) and cgroup (`procs_file`) to sample, if the backend samples."""
         ...
 
-    def final_usage(self, job_id: int) -> dict[str, Any] | None:
+    def final_usage(self, job_id: int) -> dict[str, float] | None:
         """The kernel's count of an ended job's CPU time and peak memory, if the backend keeps it."""
         ...

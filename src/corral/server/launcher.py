@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from corral.backends.base import Backend
+from corral.backends.base import Placement
 from corral.core.job import Job
 from corral.core.resources import Allocation
 
@@ -49,7 +49,7 @@ class Launcher:
         threads: how many launches run at once.
     """
 
-    def __init__(self, backend: Backend, loop: asyncio.AbstractEventLoop, *, on_failed: Callable[[Job, str], None],
+    def __init__(self, backend: Placement, loop: asyncio.AbstractEventLoop, *, on_failed: Callable[[Job, str], None],
                  on_skipped: Callable[[Job], None], threads: int = LAUNCH_THREADS) -> None:
         self.backend = backend
         self._loop = loop

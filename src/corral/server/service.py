@@ -1,54 +1,59 @@
-"""The job service: the one place that changes job state.
+"""The job service: the one place that changes job state, for every backend.
 
 It keeps the unfinished jobs in memory (the scheduler reads them every pass) and
 writes every change through to the store before acknowledging it. All of it runs
 on the server's event loop thread, so changes never interleave; database calls
 are short and synchronous, and submits arriving together share one transaction.
+
+`JobService` holds the request methods and composes the parts that own state: the job
+table (`job_table`), the usage ledger (`usage`), admission (`corral.core.admission`),
+the loop's timing (`loop`), corral's own pass and the jobs it placed (`scheduling`,
+`placed`) or, where the backend schedules itself, the hand-over (`handover`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import functools
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from corral.backends.base import Backend, Recovered
-from corral.core.arrays import array_state, parse_array
-from corral.core.dependency import Dependency, Verdict, evaluate, parse_dependency
-from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
+from corral.backends.base import Backend, ClusterQueue, JobProcesses, Recovered
+from corral.core.admission import admit, check_nice, check_runnable, refuse_unconfigured
+from corral.core.arrays import array_state
+from corral.core.events import CANCELLED, JobEvent
 from corral.core.identity import AccessPolicy
-from corral.core.job import Job, Outcome
-from corral.core.policy import PendingJob, schedule
-from corral.core.priority import PriorityFactors, decay, prioritize, usage_charge
-from corral.core.resources import Allocation, Node, check_satisfiable
-from corral.core.schedconfig import Partition, SchedulerConfig
+from corral.core.job import Job
+from corral.core.priority import PriorityFactors, usage_charge
+from corral.core.resources import Allocation, Node
+from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unsatisfiable
-from corral.executor import logs
+from corral.errors import Conflict, InvalidRequest
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.home import HomeLayout
-from corral.server.launcher import Launcher, Stop
+from corral.server.accounts import home_of, may_use, uid_of
+from corral.server.handover import BackendHandover
+from corral.server.inserts import GroupCommit
+from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, pending
+from corral.server.log_window import read_log_window
+from corral.server.loop import SchedulingLoop
+from corral.server.nodes_view import nodes_view
+from corral.server.placed import PlacedJobs
+from corral.server.queries import JobQueries
+from corral.server.scheduling import RunningJobs, SchedulingPass
+from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
+from corral.store.usage import UsageStore
 
 log = logging.getLogger("corral.server")
 
-POLL_INTERVAL_S = 0.05
-IDLE_PASS_INTERVAL_S = 5.0
-PASS_GAP_FACTOR = 4.0  # after a pass, wait this many times its work before the next: passes take at most a fifth
-PASS_GAP_MAX_S = 0.5  # ... but never longer than this: resources that free up are used again within a second
-POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
 CANCEL_WAIT_S = 3.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-CANCELLED_BY_USER = "CancelledByUser"
 
 
 class JobService:
@@ -65,6 +70,7 @@ class JobService:
         self.store = store
         self.max_script_mb = max_script_mb
         self.backend = backend
+        self.capabilities = backend.capabilities
         self.nodes = tuple(nodes)
         self.log_dir = HomeLayout(home).logs
         self.user = user
@@ -74,39 +80,26 @@ class JobService:
         self.server_env = server_env
         self.clock = clock
         self.config = config or SchedulerConfig()
-        self.total_gpus = sum(len(n.gpus) for n in self.nodes)
-        self.total_cpus = sum(n.cpus for n in self.nodes)
-        self.active: dict[int, Job] = {}
-        self._active_per_user: Counter[tuple[str, str | None]] = Counter()  # for max_submit_per_user
-        self._usage: dict[str, float] = {}  # decayed GPU-hours of ended jobs, as of _usage_at
-        self._usage_at = clock()
-        self._priorities: dict[int, PriorityFactors] = {}
-        self.allocations: dict[int, Allocation] = {}
-        self._queue: dict[int, PendingJob] = {}  # pending jobs, in submit order
-        self._reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
-        self._estimates: dict[int, float] = {}
-        self._dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
-        self._ended_states: dict[int, tuple[JobState, bool]] = {}  # a cache of finished dependency targets
-        self._arrays: dict[int, Job] = {}  # array jobs with tasks waiting or active
-        self._preempting: set[int] = set()  # running jobs told to make room, not yet gone
-        self._preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
-        self._cancelled_by: dict[int, str] = {}  # running jobs asked to stop -> who asked
-        self._array_tasks: dict[int, set[int]] = {}  # array id -> ids of its tasks not yet ended
-        self._cancelled_arrays: set[int] = set()  # cancelled, waiting for their started tasks to stop
+        self.table = JobTable(store)
+        self.active = self.table.active  # every unfinished job, in submit order (read on the loop)
+        self.queries = JobQueries(self.table, store, self.nodes)
+        self.handover = None if backend.queue is None else BackendHandover(
+            backend.queue, self.table, store, clock=clock, forget=self._forget, finish_array=self._finish_array_if_done,
+            check_dependencies=self._check_dependencies)
+        self.ledger = UsageLedger(self.config.half_life_s, clock(), UsageStore(store.engine))
+        self.running = RunningJobs()
+        self.allocations = self.running.allocations  # of the jobs corral placed (read by the views)
+        self.scheduling = SchedulingPass(self.table, self.running, store, self.ledger, config=self.config,
+                                         nodes=self.nodes, clock=clock)
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
-        self._inserts: list[tuple[JobSpec, asyncio.Future[Job]]] = []
-        self._insert_in_flight = False
-        self._retry_alone: list[tuple[JobSpec, asyncio.Future[Job]]] = []
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
+        self.inserts = GroupCommit(store, self._db_thread, clock=clock, inserted=self._inserted)
+        self.placed = None if backend.placement is None else PlacedJobs(
+            backend.placement, self.table, self.running, self.scheduling, store, self.ledger, self._db_thread,
+            clock=clock, forget=self._forget, changed=self._mark_dirty)
         self.directories = DirectoryAccess()  # submitters' directories, checked as them
-        self._poll_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-poll")
-        self._launcher: Launcher | None = None  # made when the loop runs; without it, jobs start inline
-        self._dirty = True
-        self._wake: asyncio.Event | None = None
-        self._next_pass_at = 0.0
-        self._next_poll_at = 0.0
+        self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
-        self._waited_s = 0.0  # of a pass, the time spent waiting on another program (sbatch), not thinking
         self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
 
     # -- start-up -------------------------------------------------------------------------------
@@ -114,8 +107,7 @@ class JobService:
     def recover(self) -> None:
         """Load unfinished jobs and settle the ones that were running when the server stopped."""
         now = self.clock()
-        for user, gpus, cpus, start, end in self.store.usage_since(now - 10 * self.config.half_life_s):
-            self._charge(user, usage_charge(gpus, cpus, end - start), end)
+        self.ledger.load(self.store, now)
         changed, ended, events = [], [], []
         for job in self.store.active():
             if job.state is JobState.RUNNING:
@@ -127,21 +119,21 @@ class JobService:
                     changed.append(job)
                 elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
                     self.allocations[job.id] = _allocation_of(job)
-                    events += self._ending_events(job, recovery.outcome)
-                    self._requeue(job, recovery.outcome.end_time)
+                    events += self.running.ending_events(job, recovery.outcome)
+                    self.scheduling.requeue(job, recovery.outcome.end_time)
                     changed.append(job)
                 else:
                     assert recovery.outcome is not None
-                    _apply_outcome(job, recovery.outcome)
+                    apply_outcome(job, recovery.outcome)
                     changed.append(job)
                     ended.append(job)
                     continue
-            self._track(job)
+            self.table.track(job)
         self.store.save_states(changed, events)
         for job in ended:
             for listener in self.on_job_ended:
                 listener(job)
-        for array_id in list(self._arrays):
+        for array_id in list(self.table.arrays):
             self._finish_array_if_done(array_id)  # its last task may have ended while the server was away
         log.info("recovered %d unfinished jobs (%d running)", len(self.active), len(self.allocations))
 
@@ -158,11 +150,11 @@ class JobService:
         check_script_size(request, self.max_script_mb)
         spec = build_spec(
             request, user=user, log_dir=self.log_dir if self._user_log_dir is None else self._user_log_dir(user),
-            default_workdir=os.path.expanduser("~") if own else _home_of(user), server_env=self.server_env if own else {},
+            default_workdir=os.path.expanduser("~") if own else home_of(user), server_env=self.server_env if own else {},
             can_enter=can_enter if own else self.directories.checker(user),  # as the user: root sees into every home
             max_nodes=self.max_nodes,
         )
-        _check_nice(spec, privileged)
+        check_nice(spec, privileged)
         if not own and spec.inherit_env:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
@@ -171,15 +163,11 @@ class JobService:
         self._check_request(spec)
         spec = self._place(spec)
         key = (spec.user, spec.qos)
-        self._active_per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
-        future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
-        self._inserts.append((spec, future))
-        if not self._insert_in_flight:
-            self._flush_inserts()
+        self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
         try:
-            return await future
+            return await self.inserts.insert(spec)
         except BaseException:
-            self._active_per_user[key] -= 1
+            self.table.per_user[key] -= 1
             raise
 
     def update(self, ref: str, changes: Mapping[str, Any], privileged: bool = True) -> Job:
@@ -195,13 +183,13 @@ class JobService:
             kind = "a task that has not started (update the array)" if job.is_array else job.state.value
             raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
         # an array's change applies to its tasks not started yet and to those waiting with a record
-        targets = [job] + [self.active[t] for t in self._array_tasks.get(job.id, ()) if self.active[t].state
+        targets = [job] + [self.active[t] for t in self.table.array_tasks.get(job.id, ()) if self.active[t].state
                            is JobState.PENDING] if job.is_array else [job]
         specs = []
         for target in targets:
             spec = update_spec(target.spec, changes)
             if spec.nice < target.spec.nice:
-                _check_nice(spec, privileged)
+                check_nice(spec, privileged)
             self._check_request(spec)
             old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
             counts = target.array_job_id is None
@@ -210,202 +198,76 @@ class JobService:
             target.spec = spec
             self.store.save_spec(target)
             if counts and old_key != (spec.user, spec.qos):
-                self._active_per_user[old_key] -= 1
-                self._active_per_user[(spec.user, spec.qos)] += 1
-            if target.id in self._queue:
-                self._queue[target.id] = _pending(target)
+                self.table.per_user[old_key] -= 1
+                self.table.per_user[(spec.user, spec.qos)] += 1
+            if target.id in self.table.queue:
+                self.table.queue[target.id] = pending(target)
         self._mark_dirty()
-        return self._current(job)
+        return self.table.current(job)
 
     def _refuse_unconfigured(self, changes: Mapping[str, Any]) -> None:
-        """Refuse moving a job to a partition or QoS on a server that has none: it would change nothing.
+        if not self.capabilities.schedules_itself:  # there, partitions and QoS are the cluster's
+            refuse_unconfigured(changes, self.config)
 
-        A submit only warns, so that a script written for another cluster runs unchanged; an update
-        asks for that change alone, and answering "updated" would say it was made.
-        """
-        for key, section, what in (("partition", "partitions", "partitions"), ("qos", "qos", "QoS")):
-            if changes.get(key) is not None and section not in self.config.configured:
-                raise InvalidRequest(key, f"this server has no {what} configured, so the job cannot move to "
-                                     f"{key} {changes[key]!r:.60}; nothing was changed",
-                                     f"leave it out (every job runs in the default {key}), or ask an admin to define "
-                                     f"[{section}.NAME] in the server's config.toml")
-
-    max_nodes = 1
-    """The most nodes a job runs on here: the local backend runs each job on this machine."""
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes a job runs on here (the local backend runs each job on this machine)."""
+        return self.capabilities.max_nodes
 
     def _check_request(self, spec: JobSpec) -> None:
-        """Refuse what no node could ever run (raises Unsatisfiable, naming the limit)."""
-        if spec.nodes > 1:
-            raise Unsatisfiable("nodes", f"asks for {spec.nodes} nodes; this server runs each job on one machine",
-                                "run multi-node jobs on a Slurm cluster (corral up --backend slurm)")
-        check_satisfiable(spec.request, self.nodes)
+        if not self.capabilities.schedules_itself:  # there, the cluster refuses what its nodes cannot run, at submission
+            check_runnable(spec, self.nodes)
 
     def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
-        """Fill in the partition, QoS and default time limit, and check the user may submit there.
+        """Fill in the partition, QoS and default time limit (`corral.core.admission.admit`)."""
+        if self.backend.queue is not None:
+            # partitions, QoS and their limits are the cluster's: "" leaves the choice to it
+            return replace(spec, partition=spec.partition or self.backend.queue.default_partition or "", qos=spec.qos or "")
+        return admit(spec, self.config, nodes=self.nodes, may_use=may_use,
+                     unfinished=lambda qos: self.table.per_user[(spec.user, qos)] - (1 if counted else 0),
+                     job_exists=lambda job_id: self.table.state_of(job_id) is not None)
 
-        Raises:
-            InvalidRequest: an unknown partition or QoS, or one the user may not use.
-            Conflict: the user is at the QoS's limit of submitted jobs.
-        """
-        config = self.config
-        warnings = list(spec.warnings)
-        if spec.partition and "partitions" not in config.configured:
-            warnings.append(f"no partitions are configured here; partition {spec.partition!r} ignored")
-            spec = replace(spec, partition=None)
-        if spec.qos and "qos" not in config.configured:
-            warnings.append(f"no QoS is configured here; QoS {spec.qos!r} ignored")
-            spec = replace(spec, qos=None)
-        partition = spec.partition or config.default_partition
-        if partition not in config.partitions:
-            raise InvalidRequest("partition", f"there is no partition {partition!r}", f"use one of {', '.join(config.partitions)}")
-        part = config.partitions[partition]
-        if not _may_use(part, spec.user):
-            raise InvalidRequest("partition", f"user {spec.user} may not use partition {partition}",
-                                 f"ask an admin, or use another partition ({', '.join(config.partitions)})")
-        qos_name = spec.qos or config.default_qos
-        if qos_name not in config.qos:
-            raise InvalidRequest("qos", f"there is no QoS {qos_name!r}", f"use one of {', '.join(config.qos)}")
-        qos = config.qos[qos_name]
-        held_by_user = self._active_per_user[(spec.user, qos_name)] - (1 if counted else 0)
-        if qos.max_submit_per_user is not None and held_by_user >= qos.max_submit_per_user:
-            raise Conflict(f"QOSMaxSubmitJobPerUserLimit: user {spec.user} already has {qos.max_submit_per_user} "
-                           f"unfinished jobs in QoS {qos_name}, its limit; wait for some to end")
-        if spec.dependency is not None:
-            for target in parse_dependency(spec.dependency).job_ids:
-                if self._state_of(target) is None:
-                    raise InvalidRequest("dependency", f"job {target} does not exist", "depend on jobs that were submitted")
-        if "params" in spec.labels:
-            warnings.extend(_sizing_warnings(spec, self.nodes))
-        time_limit = spec.time_limit_s
-        if time_limit is None:
-            time_limit = part.default_time_s or part.max_time_s
-        return replace(spec, partition=partition, qos=qos_name, time_limit_s=time_limit, warnings=tuple(warnings))
-
-    def _flush_inserts(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]] | None = None) -> None:
-        """Group commit: one insert runs in the database thread at a time, and the submits
-        that arrive meanwhile go together in the next one. The loop keeps serving while
-        SQLite (or PostgreSQL) commits."""
-        if batch is None:
-            batch, self._inserts = self._inserts, []
-        self._insert_in_flight = True
-        specs = [spec for spec, _ in batch]
-        done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.insert, specs, self.clock())
-        done.add_done_callback(lambda result: self._inserted(batch, result))
-
-    def _inserted(self, batch: list[tuple[JobSpec, asyncio.Future[Job]]], result: asyncio.Future[list[Job]]) -> None:
-        self._insert_in_flight = False
-        error = result.exception()
-        if error is not None and len(batch) > 1:
-            # One bad row must not fail the others it shared a transaction with: each again, alone.
-            self._retry_alone.extend(batch)
-        elif error is not None:
-            log.error("insert failed: %s", error)
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-        else:
-            for job, (_, future) in zip(result.result(), batch):
-                self._track(job, counted=True)
-                if not future.done():
-                    future.set_result(job)
-            self._mark_dirty()
-        if self._retry_alone:
-            self._flush_inserts([self._retry_alone.pop(0)])
-        elif self._inserts:
-            self._flush_inserts()
+    def _inserted(self, jobs: list[Job]) -> None:
+        """Submits committed (`corral.server.inserts`): the jobs are the table's now."""
+        for job in jobs:
+            self.table.track(job, counted=True)
+        self._mark_dirty()
 
     def close(self) -> None:
         """Let an insert in flight finish (its submitters are owed an answer), and the launches handed over."""
-        if self._launcher is not None:
-            self._launcher.close()
+        self.backend.close()
+        if self.placed is not None:
+            self.placed.close()
         self._db_thread.shutdown(wait=True)
         self.directories.close()
-        self._poll_thread.shutdown(wait=True)
 
     def resolve(self, ref: str) -> Job:
-        """A job by its id (`12`) or an array task by `12_3`.
-
-        Raises:
-            InvalidRequest: not an id; NotFound: no such job or task.
-        """
-        head, _, task = ref.partition("_")
-        if not (head.isascii() and head.isdigit()) or (task and not (task.isascii() and task.isdigit())):
-            raise InvalidRequest("job_id", f"{ref!r} is not a job id", "write 12, or 12_3 for task 3 of array 12")
-        job_id = int(head)
-        if not 0 < job_id < 2**31:
-            raise NotFound(f"job {ref} does not exist")
-        if not task:
-            return self.get(job_id)
-        task_id = int(task)
-        for child_id in self._array_tasks.get(job_id, ()):
-            if self.active[child_id].array_task_id == task_id:
-                return self._current(self.active[child_id])
-        found = self.store.get_task(job_id, task_id) if task_id < 2**31 else None
-        if found is not None:
-            return found
-        array = self.get(job_id)
-        if array.is_array and task_id in array.array_pending:
-            return array
-        raise NotFound(f"job {ref} does not exist")
-
-    def array_tasks(self, job_id: int) -> tuple[Job, list[Job]]:
-        """An array job and those of its tasks that have records, each as it is now, by task id.
-
-        Raises:
-            NotFound: no such job; InvalidRequest: the job is not an array.
-        """
-        array = self.get(job_id)
-        if not array.is_array:
-            raise InvalidRequest("job_id", f"job {job_id} is not an array job",
-                                 "tasks belong to a job submitted with --array; a task is shown as ID_TASK")
-        tasks = {t.array_task_id: t for t in self.store.tasks(job_id)}
-        for child_id in self._array_tasks.get(job_id, ()):
-            child = self.active.get(child_id)
-            if child is not None:
-                tasks[child.array_task_id] = self._current(child)
-        return array, [tasks[k] for k in sorted(tasks)]
-
-    def job_info(self, job_id: int) -> dict[str, Any] | None:
-        """Who ran a job and where (for a run that links to it), or None if there is no such job."""
-        try:
-            job = self.get(job_id)
-        except NotFound:
-            return None
-        node = next((n for n in self.nodes if n.name == job.node), None)
-        types = sorted({g.type for g in node.gpus if g.index in (job.gpu_ids or ())}) if node else []
-        return {"id": job.id, "user": job.spec.user, "account": job.spec.account, "node": job.node,
-                "gpu_type": ",".join(types) or None}
+        """A job by its id (`12`) or an array task by `12_3` (`corral.server.queries`)."""
+        return self.queries.resolve(ref)
 
     def get(self, job_id: int) -> Job:
-        job = self.active.get(job_id)
-        if job is not None:
-            return self._current(job)
-        job = self.store.get(job_id)
-        if job is None:
-            raise NotFound(f"job {job_id} does not exist")
-        return job
+        return self.queries.get(job_id)
+
+    def array_tasks(self, job_id: int) -> tuple[Job, list[Job]]:
+        return self.queries.array_tasks(job_id)
+
+    def job_info(self, job_id: int) -> dict[str, Any] | None:
+        return self.queries.job_info(job_id)
 
     def list_active(self, *, states: Sequence[str] = (), limit: int = 10_000, after_id: int = 0,
                     name: str | None = None) -> list[Job]:
-        wanted = {JobState(s) for s in states} if states else None
-        out = []
-        for job in self.active.values():
-            if job.is_array and not job.array_pending:
-                continue  # every task has its own record now
-            if job.id > after_id and (wanted is None or job.state in wanted) and (name is None or job.spec.name == name):
-                out.append(self._current(job))
-                if len(out) >= limit:
-                    break
-        return out
+        return self.queries.list_active(states=states, limit=limit, after_id=after_id, name=name)
 
     def list_finished(self, *, states: Sequence[str] = (), limit: int = 100, before_id: int | None = None,
                       name: str | None = None) -> list[Job]:
-        return self.store.finished(limit=limit, before_id=before_id, states=states, name=name)
+        return self.queries.list_finished(states=states, limit=limit, before_id=before_id, name=name)
 
     async def cancel(self, ref: str | int, by: str | None = None) -> Job:
         """Cancel a pending job at once; ask a running one to stop and wait briefly for it.
         An array cancels all its tasks; `12_3` cancels one. `by`: who cancels (its log and timeline say)."""
         ref = str(ref)
+        if self.backend.queue is not None:
+            return await self._cancel_at_backend(ref, self.backend.queue)
         job = self.resolve(ref)
         job_id = job.id
         if job.id not in self.active and not job.state.is_terminal():
@@ -427,7 +289,8 @@ class JobService:
             self._forget(job)
             self._mark_dirty()
             return job
-        self._stop(job, by)
+        assert self.placed is not None
+        self.placed.stop(job, by)
         self._mark_dirty()
         try:
             return await self.wait(job_id, CANCEL_WAIT_S)
@@ -445,16 +308,17 @@ class JobService:
         except Exception:
             array.array_pending, array.reason = saved
             raise
-        self._cancelled_arrays.add(array.id)
+        self.table.cancelled_arrays.add(array.id)
         waiting = []
-        for child_id in list(self._array_tasks.get(array.id, ())):
+        for child_id in list(self.table.array_tasks.get(array.id, ())):
             child = self.active.get(child_id)
             if child is None or child.state.is_terminal():
                 continue
             if child.state is JobState.PENDING:
                 waiting.append(child)
             else:
-                self._stop(child, by)
+                assert self.placed is not None
+                self.placed.stop(child, by)
         now = self.clock()
         for child in waiting:
             child.state, child.end_time, child.reason = JobState.CANCELLED, now, CANCELLED_BY_USER
@@ -464,14 +328,6 @@ class JobService:
         self._finish_array_if_done(array.id)
         self._mark_dirty()
         return await self.wait(array.id, CANCEL_WAIT_S)
-
-    def _stop(self, job: Job, by: str | None = None) -> None:
-        """Tell a running job to stop (its outcome comes back through the backend's poll); one
-        still launching stops once launched, or is never launched if its turn has not come."""
-        if by:
-            self._cancelled_by[job.id] = by
-        if self._launcher is None or not self._launcher.stop(job, Stop.CANCEL, by):
-            self.backend.cancel(job, by)
 
     def _cancel_waiting_task(self, array: Job, task_id: int, by: str | None) -> Job:
         """A task not started yet: it gets a record of its own, cancelled."""
@@ -492,6 +348,11 @@ class JobService:
 
     def _set_held(self, ref: str, held: bool) -> Job:
         job = self.resolve(ref)
+        queue = self.backend.queue
+        if queue is not None and job.backend_id is not None and job.state is JobState.PENDING and job.held != held:
+            # already at the backend: it is the backend that must hold it (shown as JobHeldUser) or let it go
+            queue.hold(job, held)
+            self.table.backend_reasons[job.id] = PendingReason.HELD.value if held else PendingReason.NONE.value
         job_id = job.id
         self._refuse_if_cancelled(job)
         if job.is_array and "_" in ref:
@@ -502,7 +363,7 @@ class JobService:
             raise Conflict(f"job {job_id} is {'already' if held else 'not'} held")
         targets = [job]
         if job.is_array:  # and its tasks that wait with a record of their own
-            targets += [self.active[t] for t in self._array_tasks.get(job.id, ())
+            targets += [self.active[t] for t in self.table.array_tasks.get(job.id, ())
                         if self.active[t].state is JobState.PENDING and self.active[t].held != held]
         for target in targets:
             target.held = held
@@ -514,15 +375,15 @@ class JobService:
             raise
         for target in targets:
             if not target.is_array:
-                self._queue[target.id] = _pending(target)
-            self._reasons.pop(target.id, None)
+                self.table.queue[target.id] = pending(target)
+            self.table.reasons.pop(target.id, None)
             if held:
-                self._reasons[target.id] = PendingReason.HELD
+                self.table.reasons[target.id] = PendingReason.HELD
         self._mark_dirty()
-        return self._current(job)
+        return self.table.current(job)
 
     def _refuse_if_cancelled(self, job: Job) -> None:
-        if job.id in self._cancelled_arrays:
+        if job.id in self.table.cancelled_arrays:
             raise Conflict(f"array {job.id} is cancelled; its last tasks are stopping")
 
     async def _tracked(self, job_id: int) -> Job:
@@ -562,16 +423,15 @@ class JobService:
     def checkpoint_dir(self, job_id: int) -> str:
         return HomeLayout(os.path.dirname(self.log_dir)).checkpoint_dir(job_id)
 
-    # BACKEND GUESSES: the monitor's only look at what a backend can do. Until backends declare their
-    # capabilities (issue 17 point 1), these two ask the backend whether it has the method.
-    def job_processes(self, job_id: int) -> Any | None:
+    def job_processes(self, job_id: int) -> JobProcesses | None:
         """The running job's process and cgroup to sample (None: this backend samples nothing)."""
-        processes = getattr(self.backend, "job_processes", None)
-        return processes(job_id) if processes is not None else None
+        processes = self.backend.processes
+        return processes.job_processes(job_id) if processes is not None else None
 
-    def final_usage(self, job_id: int) -> dict[str, Any] | None:
+    def final_usage(self, job_id: int) -> dict[str, float] | None:
         """The kernel's count of an ended job's CPU time and peak memory (None: this backend keeps none)."""
-        return getattr(self.backend, "final_usage", lambda _: None)(job_id)  # type: ignore[no-any-return]
+        processes = self.backend.processes
+        return processes.final_usage(job_id) if processes is not None else None
 
     def log_owner_uid(self, job: Job) -> int | None:
         """Whose a job's log files must be for the server to show them (None: its own user's job, no check)."""
@@ -589,334 +449,80 @@ class JobService:
         job = self.resolve(ref)
         if job.state is JobState.PENDING:
             return b"", 0, job
-        path, owner_uid = job.log_path(stream), self.log_owner_uid(job)
-        try:
-            if tail is not None:
-                data, size = logs.read_last_lines(path, owner_uid, tail)
-                return data, size, job
-            data, end = logs.read_range(path, owner_uid, offset, limit)
-        except PermissionError:
-            # The server reads with its own rights: a job may not name someone else's file (or a link
-            # to /etc/shadow, or a FIFO that would hang the server) as its log and have it handed over.
-            raise Forbidden(f"the {stream} of job {ref} ({job.log_path(stream)}) is not a regular file that belongs "
-                            f"to {job.spec.user}; corral shows only logs the job's owner owns") from None
-        except FileNotFoundError:
-            return b"", offset, job
+        data, end = read_log_window(job, stream, offset, limit, tail, self.log_owner_uid(job), ref)
         return data, end, job
 
     def nodes_view(self) -> list[dict[str, Any]]:
-        holders = {(a.node, g): self.active.get(a.job_id) for a in self.allocations.values() for g in a.gpu_ids}
-        out = []
-        for node in self.nodes:
-            held = [a for a in self.allocations.values() if a.node == node.name]
-            gpus = []
-            for gpu in node.gpus:
-                job = holders.get((node.name, gpu.index))
-                gpus.append({
-                    "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
-                    "capability": gpu.capability, "device_name": gpu.device_name,
-                    "job_id": job.id if job else None, "job_ref": job.ref if job else None,
-                    "job_name": job.spec.name if job else None,
-                    "user": job.spec.user if job else None,
-                })
-            out.append({
-                "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
-                "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
-                "isolation": self.isolation[0], "isolation_detail": self.isolation[1],
-            })
-        return out
+        """Each node, its GPUs and who holds them (`corral.server.nodes_view`)."""
+        return nodes_view(self.nodes, self.allocations.values(), self.active, isolation=self.isolation,
+                          allocates=not self.capabilities.schedules_itself)
 
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Reap ended jobs and run scheduling passes until cancelled.
-
-        Neither blocks the API for long: outcomes are read in the poll thread and applied in
-        one batch, supervisors are spawned by the launcher's threads, and a pass is followed by
-        a pause proportional to its own work (launches excluded), capped at PASS_GAP_MAX_S.
-        """
-        loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._launcher = Launcher(self.backend, loop, on_failed=self._launch_failed, on_skipped=self._launch_skipped)
-        last_full_pass = 0.0
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL_S)
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            try:
-                await self._reap_off_loop()
-                now = time.monotonic()
-                if now - last_full_pass >= IDLE_PASS_INTERVAL_S:
-                    self._dirty = True
-                if self._dirty and now >= self._next_pass_at:
-                    last_full_pass = now
-                    self._waited_s = 0.0
-                    self.schedule_pass()
-                    work = time.monotonic() - now - self._waited_s
-                    self._next_pass_at = time.monotonic() + min(PASS_GAP_MAX_S, PASS_GAP_FACTOR * work)
-            except Exception:  # noqa: BLE001 - the loop must outlive any one bad pass
-                log.exception("scheduler loop iteration failed")
-                await asyncio.sleep(POLL_INTERVAL_S)
-
-    async def _reap_off_loop(self) -> None:
-        """Read the outcomes of running jobs in the poll thread, record those that ended in the
-        database thread (one transaction), then apply them here."""
-        if time.monotonic() < self._next_poll_at:
-            return
-        running = self._running()
-        if not running:
-            return
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-        ended = await loop.run_in_executor(self._poll_thread, self.backend.poll, running)
-        self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
-        if not ended:
-            return
-        rows, events = [], []
-        for job, outcome in ended:
-            row = copy.copy(job)
-            if outcome.state == JobState.PREEMPTED.value:
-                _reset_to_pending(row)
-            else:
-                _apply_outcome(row, outcome)
-            rows.append(row)
-            events += self._ending_events(job, outcome)
-        await loop.run_in_executor(self._db_thread, self.store.save_states, rows, events)
-        self._settle(ended, saved=True)
+        """Reap ended jobs and run scheduling passes until cancelled (`corral.server.loop`)."""
+        if self.placed is not None:  # supervisors are spawned by the launcher's threads
+            self.placed.start_launcher(asyncio.get_running_loop())
+        await self.loop.run()
 
     def reap(self) -> None:
         """Read and apply ended jobs' outcomes, here and now."""
-        running = self._running()
-        if running:
-            self._settle(self.backend.poll(running))
+        if self.handover is not None:
+            if self.handover.reap():
+                self._mark_dirty()
+        elif self.placed is not None:
+            self.placed.reap()
 
-    def _running(self) -> list[Job]:
-        """Jobs with a supervisor to ask (one still being launched has none yet)."""
-        launching = self._launcher.launching_ids() if self._launcher is not None else frozenset()
-        return [self.active[job_id] for job_id in self.allocations if job_id in self.active and job_id not in launching]
-
-    def _settle(self, ended: Sequence[tuple[Job, Outcome]], saved: bool = False) -> None:
-        """Apply outcomes read from the backend, recording them in one transaction unless `saved` already."""
-        ended = [(job, outcome) for job, outcome in ended
-                 if self.active.get(job.id) is job and job.state is JobState.RUNNING]  # still as when read
-        if not ended:
-            return
-        preempted = [job for job, outcome in ended if outcome.state == JobState.PREEMPTED.value]
-        events = [] if saved else [event for job, outcome in ended for event in self._ending_events(job, outcome)]
-        for job, outcome in ended:
-            if outcome.state == JobState.PREEMPTED.value:
-                self._requeue(job, outcome.end_time)
-            else:
-                _apply_outcome(job, outcome)
-        if not saved:
-            self.store.save_states([job for job, _ in ended], events)
-        for job, _ in ended:
-            if job not in preempted:
-                self._forget(job)
-        self._mark_dirty()
-
-    def _launch_failed(self, job: Job, reason: str) -> None:
-        """A launch raised (in a launcher thread): the job fails, saying why."""
-        self._end_unlaunched(job, Outcome("FAILED", None, None, self.clock(), reason))
-
-    def _launch_skipped(self, job: Job) -> None:
-        """A job cancelled before its launch began: it never ran."""
-        self._end_unlaunched(job, Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
-
-    def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
-        if self.active.get(job.id) is not job or job.state is not JobState.RUNNING:
-            return
-        events = self._ending_events(job, outcome)
-        _apply_outcome(job, outcome)
-        try:
-            self.store.save_state(job, events)
-        except Exception:  # noqa: BLE001 - it is over either way; recovery settles the record
-            log.exception("could not record the end of job %d", job.id)
-        self._forget(job)
-        self._mark_dirty()
-
-    def _requeue(self, job: Job, stopped_at: float) -> None:
-        """A preempted job waits again, its restart count up one; its checkpoint dir stays its own."""
-        allocation = self.allocations.pop(job.id, None)
-        if allocation is not None and job.start_time is not None:
-            self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
-                                                     stopped_at - job.start_time), stopped_at)
-        self._preempting.discard(job.id)
-        self._preempted_for.pop(job.id, None)
-        self._cancelled_by.pop(job.id, None)
-        _reset_to_pending(job)
-        self._queue[job.id] = _pending(job)
-
-    def _ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
-        """The events that a running job's end (or requeue) writes with its new state."""
-        if outcome.state == JobState.PREEMPTED.value:
-            asked = self._preempted_for.get(job.id)
-            preempted = (JobEvent(job.id, asked[1], PREEMPTED, {"by_job": asked[0]}) if asked is not None
-                         else JobEvent(job.id, outcome.end_time, PREEMPTED))  # asked before a restart: for whom is lost
-            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED)]
-        by = self._cancelled_by.get(job.id)
-        if outcome.state == JobState.CANCELLED.value and by:
-            return [JobEvent(job.id, outcome.end_time, CANCELLED, {"by_user": by})]
-        return []
+    async def _reap_off_loop(self) -> None:
+        if self.handover is not None:
+            self.reap()  # the backend's watcher reads in a thread of its own already
+        elif self.placed is not None:
+            await self.placed.reap_off_loop()
 
     def schedule_pass(self) -> None:
-        self._dirty = False
+        if self.handover is not None:
+            self.loop.dirty = False
+            waited, more = self.handover.hand_over()
+            self.loop.waited_s += waited
+            if more:
+                self._mark_dirty()
+            return
+        self.loop.dirty = False
         now = self.clock()
-        if not self._queue and not self._arrays:
+        if not self.table.queue and not self.table.arrays:
             return
         waiting = self._check_dependencies()
-        self._add_array_tasks(waiting)
-        ordered = self._by_priority(now, waiting)
-        self._rate_preemptible(now)
-        decisions = schedule(self.nodes, self.allocations.values(), ordered, now, self.config, self._priorities)
+        decisions = self.scheduling.decide(waiting, now)
         decisions.reasons.update(waiting)
-        self._preempt(decisions.preempt, decisions.preempt_for, now)
-        self._reasons = decisions.reasons
-        self._estimates = decisions.estimates
+        assert self.placed is not None
+        self.placed.preempt(decisions.preempt, decisions.preempt_for, now)
+        self.table.reasons = decisions.reasons
+        self.table.estimates = decisions.estimates
         if not decisions.starts:
             return
-        started, events = [], []
-        for allocation in decisions.starts:
-            job = self.active[allocation.job_id]
-            job.state, job.reason, job.start_time = JobState.RUNNING, None, now
-            job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
-            self.allocations[job.id] = allocation
-            self._queue.pop(job.id, None)
-            started.append(job)
-            events.append(JobEvent(job.id, now, STARTED, {"node": allocation.node}))
+        started, events = self.scheduling.start(decisions.starts, now)
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
         self.generation += 1
-        if self._launcher is not None:
-            # written in the database thread, launched once committed; meanwhile the jobs count
-            # as launching (a cancel is carried out after, and the poll leaves them alone)
-            self._launcher.hold(job.id for job in started)
-            rows = [copy.copy(job) for job in started]
-            done = asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.save_states, rows, events)
-            done.add_done_callback(lambda result: self._recorded(started, result))
-            return
-        try:
-            self.store.save_states(started, events)
-        except Exception:
-            self._requeue_unsaved(started)
-            raise
-        for job in started:
-            try:
-                self.backend.start(job, self.allocations[job.id])
-            except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
-                log.exception("launch of job %d failed", job.id)
-                self._launch_failed(job, f"launch failed: {exc}")
-
-    def _recorded(self, started: list[Job], result: asyncio.Future[None]) -> None:
-        """The starts of a pass are committed (launch them), or could not be (they wait again)."""
-        assert self._launcher is not None
-        error = result.exception()
-        if error is None:
-            for job in started:
-                allocation = self.allocations.get(job.id)
-                if allocation is None or self.active.get(job.id) is not job:
-                    self._launcher.abandon([job.id])  # settled meanwhile (it cannot have been: defensive)
-                    continue
-                self._launcher.launch(job, allocation)
-            return
-        log.error("could not record the start of %d jobs: %s", len(started), error)
-        stops = self._launcher.abandon(job.id for job in started)
-        cancelled = [job for job in started if stops.get(job.id) is Stop.CANCEL]
-        self._requeue_unsaved([job for job in started if job not in cancelled])
-        for job in cancelled:
-            self._launch_skipped(job)
-        self._mark_dirty()
-
-    def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
-        """Give array tasks records of their own as they get a chance to run: as many as the free
-        GPUs (or CPUs) could take now, at least one to hold the array's place, within its throttle."""
-        if not self._arrays:
-            return
-        free_gpus = self.total_gpus - sum(len(a.gpu_ids) for a in self.allocations.values())
-        free_cpus = self.total_cpus - sum(a.cpus for a in self.allocations.values())
-        for array in list(self._arrays.values()):
-            if not array.array_pending or array.held or array.id in waiting:
-                continue
-            tasks = self._array_tasks.setdefault(array.id, set())
-            waiting_tasks = sum(1 for t in tasks if self.active[t].state is JobState.PENDING)
-            throttle = _throttle(array.spec.array or "")
-            room = throttle - len(tasks) if throttle else len(array.array_pending)
-            spec = array.spec
-            fit = free_gpus // spec.gpus if spec.gpus else free_cpus // max(1, spec.cpus)
-            wanted = min(len(array.array_pending), room, max(1, fit) - waiting_tasks)
-            if wanted <= 0:
-                continue
-            task_spec = replace(spec, dependency=None, kill_on_invalid_dep=False)
-            for task in self.store.add_tasks(array, task_spec, array.array_pending[:wanted]):
-                self._track(task)
+        assert self.placed is not None
+        self.placed.launch(started, events)
 
     def _finish_array_if_done(self, array_id: int) -> None:
         """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""
-        array = self._arrays.get(array_id)
-        if array is None or array.array_pending or self._array_tasks.get(array_id):
+        array = self.table.arrays.get(array_id)
+        if array is None or array.array_pending or self.table.array_tasks.get(array_id):
             return
-        cancelled = array_id in self._cancelled_arrays
+        cancelled = array_id in self.table.cancelled_arrays
         array.state = array_state(self.store.task_states(array_id), cancelled=cancelled)
         array.end_time, array.reason = self.clock(), CANCELLED_BY_USER if cancelled else None
         self.store.save_state(array)
-        self._cancelled_arrays.discard(array_id)
+        self.table.cancelled_arrays.discard(array_id)
         self._forget(array)
 
-    def _rate_preemptible(self, now: float) -> None:
-        """Give running preemptible jobs their priority as of now, as if they were waiting: a job
-        may preempt one only if it would be ahead of it in the queue."""
-        rated = [self.active[i] for i, a in self.allocations.items() if a.preemptible and i in self.active]
-        if not rated:
-            return
-        _, factors = prioritize(
-            [_pending(job) for job in rated], usage=self.usage(now), config=self.config, now=now,
-            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
-        )
-        for job in rated:
-            self.allocations[job.id] = replace(self.allocations[job.id], priority=factors[job.id].priority)
-
-    def _preempt(self, victims: Sequence[int], for_job: int | None, now: float) -> None:
-        """Tell preemptible jobs to make room for `for_job`: warning signal, grace period, then they are
-        queued again (the requeue records when, and for which job)."""
-        waiting = self.active.get(for_job) if for_job is not None else None
-        for job_id in victims:
-            job = self.active.get(job_id)
-            allocation = self.allocations.get(job_id)
-            if job is None or allocation is None or job_id in self._preempting:
-                continue
-            log.info("preempting job %d for job %s", job_id, waiting.ref if waiting is not None else "?")
-            self.allocations[job_id] = replace(allocation, preempting=True)
-            self._preempting.add(job_id)
-            if waiting is not None:
-                self._preempted_for[job_id] = (waiting.ref, now)
-            if self._launcher is None or not self._launcher.stop(job, Stop.PREEMPT):
-                self.backend.preempt(job)
-
     def _check_dependencies(self) -> dict[int, PendingReason]:
-        """Jobs that must wait for others, with their reason; cancels those that asked for it when a
-        dependency can no longer hold. A satisfied dependency stays satisfied and is not checked again."""
-        if not self._dependencies:
-            return {}
-        first_of: dict[tuple[str, str], int] = {}
-        for job in self.active.values():
-            key = (job.spec.name, job.spec.user)
-            if key not in first_of:
-                first_of[key] = job.id  # active is in submit order
-        waiting: dict[int, PendingReason] = {}
-        never: list[Job] = []
-        for job_id, dependency in list(self._dependencies.items()):
-            job = self.active[job_id]
-            verdict = evaluate(dependency, self._state_of, first_of[(job.spec.name, job.spec.user)] == job_id)
-            if verdict is Verdict.SATISFIED:
-                del self._dependencies[job_id]
-            elif verdict is Verdict.WAITING:
-                waiting[job_id] = PendingReason.DEPENDENCY
-            else:
-                waiting[job_id] = PendingReason.DEPENDENCY_NEVER
-                if job.spec.kill_on_invalid_dep:
-                    never.append(job)
+        """Jobs that must wait for others, with their reason (`JobTable.waiting_on_dependencies`); cancels
+        those that asked for it when a dependency can no longer hold."""
+        waiting, never = self.table.waiting_on_dependencies()
         for job in never:
             job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), PendingReason.DEPENDENCY_NEVER
             self.store.save_state(job)
@@ -924,131 +530,104 @@ class JobService:
             waiting.pop(job.id)
         return waiting
 
-    def _state_of(self, job_id: int) -> tuple[JobState, bool] | None:
-        """A job's state and whether it ever started, for dependencies; None if there is no such job."""
-        job = self.active.get(job_id)
-        if job is not None:
-            return job.state, job.start_time is not None
-        cached = self._ended_states.get(job_id)
-        if cached is None:
-            stored = self.store.get(job_id)
-            if stored is None:
-                return None
-            if len(self._ended_states) > 100_000:
-                self._ended_states.clear()
-            cached = self._ended_states[job_id] = (stored.state, stored.start_time is not None)
-        return cached
-
-    def _by_priority(self, now: float, excluded: Mapping[int, object]) -> list[PendingJob]:
-        eligible = [p for p in self._queue.values() if p.job_id not in excluded] if excluded else list(self._queue.values())
-        ordered, self._priorities = prioritize(
-            eligible, usage=self.usage(now), config=self.config, now=now,
-            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
-        )
-        return ordered
-
     def usage(self, now: float) -> dict[str, float]:
         """Each user's decayed usage in GPU-hours, running jobs included up to `now`."""
-        factor = 0.5 ** (max(0.0, now - self._usage_at) / self.config.half_life_s)
-        self._usage = {user: value * factor for user, value in self._usage.items() if value * factor > 1e-9}
-        self._usage_at = now
-        usage = dict(self._usage)
-        for job_id, allocation in self.allocations.items():
-            job = self.active.get(job_id)
-            if job is not None and job.start_time is not None:
-                charge = usage_charge(len(allocation.gpu_ids), allocation.cpus, now - job.start_time)
-                usage[allocation.user] = usage.get(allocation.user, 0.0) + charge
-        return usage
+        return self.scheduling.usage(now)
 
     def priorities(self) -> list[tuple[Job, PriorityFactors]]:
         """Pending jobs with their priority factors from the latest pass, highest first."""
-        rows = [(self.active[i], f) for i, f in self._priorities.items() if i in self.active
-                and self.active[i].state is JobState.PENDING]
-        rows.sort(key=lambda row: (-row[1].priority, row[0].id))
-        return [(self._current(job), factors) for job, factors in rows]
+        return self.scheduling.ranked()
 
     def priority_of(self, job_id: int) -> int | None:
         """A pending job's priority from the latest pass (None before its first)."""
-        factors = self._priorities.get(job_id)
+        factors = self.scheduling.factors.get(job_id)
         return factors.priority if factors is not None else None
 
-    def _charge(self, user: str, gpu_hours: float, at: float) -> None:
-        """Add usage that happened at time `at` (decayed to the present bookkeeping time)."""
-        value = decay(gpu_hours, self._usage_at - at, self.config.half_life_s) if at < self._usage_at else gpu_hours
-        self._usage[user] = self._usage.get(user, 0.0) + value
+    # -- a backend that schedules itself -------------------------------------------------------
 
-    def _requeue_unsaved(self, jobs: list[Job]) -> None:
-        """The database refused to record these starts: they were never launched, so they wait again."""
-        for job in jobs:
-            job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
-            self.allocations.pop(job.id, None)
-            self._preempting.discard(job.id)  # a preemption asked while it launched ends with the launch
-            self._preempted_for.pop(job.id, None)
-            self._queue[job.id] = _pending(job)
-        self._queue = dict(sorted(self._queue.items()))
+    def poll_soon(self) -> None:
+        """A job's end was announced (Slurm's epilog): the backend looks again now, and a few times more."""
+        if self.backend.queue is not None:
+            self.backend.queue.nudge()
+            self._mark_dirty()
+
+    async def _cancel_at_backend(self, ref: str, queue: ClusterQueue) -> Job:
+        """Cancel a job at the backend (which writes the job's line); one that has not reached it ends at once."""
+        job = self.resolve(ref)
+        if job.state.is_terminal():
+            raise Conflict(f"job {job.id} already ended ({job.state.value}); there is nothing to cancel")
+        if job.backend_id is not None:
+            if job.is_array and "_" in ref:
+                queue.cancel_task(job, int(ref.partition("_")[2]))
+            else:
+                self.backend.cancel(job)
+            if job.is_array and "_" not in ref:
+                job.reason = CANCELLED_BY_USER
+                self.table.cancelled_arrays.add(job.id)
+            self.poll_soon()
+        if job.state is JobState.PENDING and not job.is_array:
+            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), CANCELLED_BY_USER
+            self.store.save_state(job)
+            self.table.backend_reasons.pop(job.id, None)
+            self._forget(job)
+            return job
+        return await self.wait(job.id if "_" not in ref else ref, 5.0)
+
+    def efficiency(self, ref: str) -> dict[str, Any]:
+        """CPU and memory efficiency of a job, from the backend's accounting.
+
+        Raises:
+            Conflict: the job has not run yet, accounting has no record of it, or this backend keeps none.
+        """
+        accounting = self.backend.accounting
+        if accounting is None:
+            raise Conflict("this server's backend keeps no accounting; the monitor reports efficiency from samples")
+        job = self.resolve(ref)
+        if job.backend_id is None or job.state is JobState.PENDING:
+            raise Conflict(f"job {job.id} has not run yet; efficiency is known once it runs")
+        return accounting.efficiency(job)
+
+    async def attach(self, backend_id: str) -> Job:
+        """Track a job submitted to the backend without corral: its state, its logs, the runs it logs.
+
+        Raises:
+            Conflict: this backend runs no such jobs; InvalidRequest: not a job id of the backend;
+            NotFound: the backend does not know it.
+        """
+        foreign = self.backend.foreign_jobs
+        if foreign is None:
+            raise Conflict("this server runs jobs itself; attaching Slurm jobs needs `corral up --backend slurm`")
+        backend_id = str(backend_id).strip()
+        foreign.check_id(backend_id)
+        for job in self.active.values():
+            if job.backend_id == backend_id:
+                return self.table.current(job)
+        request = foreign.describe(backend_id)
+        partition = request.pop("partition", "")
+        spec = replace(build_spec(request, user=self.user, log_dir=self.log_dir, default_workdir="/",
+                                  server_env=self.server_env, can_enter=os.path.isdir), inherit_env=False, env={}, partition=partition, qos="")
+        (job,) = self.store.insert([spec], self.clock())
+        job.backend_id = backend_id
+        self.store.save_state(job)
+        self.table.track(job)
+        self.table.queue.pop(job.id, None)  # the backend runs it; corral never submits it
+        self.poll_soon()
+        return job
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _mark_dirty(self) -> None:
         self.generation += 1
-        self._dirty = True
-        if self._wake is not None:
-            self._wake.set()
-
-    def _track(self, job: Job, counted: bool = False) -> None:
-        self.active[job.id] = job
-        if job.array_job_id is not None:
-            self._array_tasks.setdefault(job.array_job_id, set()).add(job.id)
-        elif not counted:
-            self._active_per_user[(job.spec.user, job.spec.qos)] += 1  # an array counts once
-        if job.state is not JobState.PENDING:
-            return
-        if job.spec.dependency is not None:
-            self._dependencies[job.id] = parse_dependency(job.spec.dependency)
-        if job.is_array:
-            self._arrays[job.id] = job
-            if job.reason == CANCELLED_BY_USER:
-                self._cancelled_arrays.add(job.id)  # cancelled before a restart, its last tasks still running
-        else:
-            self._queue[job.id] = _pending(job)
-
-    def _current(self, job: Job) -> Job:
-        """The job with its pending reason from the latest pass (kept aside: a pass over
-        a long queue should not have to touch every job)."""
-        if job.state is JobState.PENDING:
-            job.reason = self._reasons.get(job.id, PendingReason.NONE)
-            job.estimated_start = self._estimates.get(job.id)
-            if job.is_array and job.id not in self._reasons:
-                job.reason = self._array_reason(job)
-        return job
-
-    def _array_reason(self, array: Job) -> str:
-        if array.held:
-            return PendingReason.HELD
-        tasks = [self.active[t] for t in self._array_tasks.get(array.id, ())]
-        throttle = _throttle(array.spec.array or "")
-        if throttle and len(tasks) >= throttle:
-            return "JobArrayTaskLimit"
-        waiting = [t for t in tasks if t.state is JobState.PENDING]
-        return self._reasons.get(waiting[0].id, PendingReason.NONE) if waiting else PendingReason.NONE
+        self.loop.wake()
 
     def _forget(self, job: Job) -> None:
         self.generation += 1
-        if self.active.pop(job.id, None) is not None and job.array_job_id is None:
-            self._active_per_user[(job.spec.user, job.spec.qos)] -= 1
-        self._arrays.pop(job.id, None)
-        allocation = self.allocations.pop(job.id, None)
+        self.table.untrack(job)
+        allocation = self.running.release(job.id)
         if allocation is not None and job.start_time is not None and job.end_time is not None:
-            self._charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
-                                                     job.end_time - job.start_time), job.end_time)
-        self._queue.pop(job.id, None)
-        self._priorities.pop(job.id, None)
-        self._dependencies.pop(job.id, None)
-        if self._dependencies and len(self._ended_states) < 100_000:
-            self._ended_states[job.id] = (job.state, job.start_time is not None)
-        self._preempting.discard(job.id)
-        self._preempted_for.pop(job.id, None)
-        self._cancelled_by.pop(job.id, None)
+            self.ledger.charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
+                                                           job.end_time - job.start_time), job.end_time)
+        self.scheduling.factors.pop(job.id, None)
         if job.state.is_terminal():
             for listener in self.on_job_ended:
                 listener(job)
@@ -1056,80 +635,7 @@ class JobService:
             if not future.done():
                 future.set_result(job)
         if job.array_job_id is not None:
-            tasks = self._array_tasks.get(job.array_job_id)
-            if tasks is not None:
-                tasks.discard(job.id)
-                if not tasks:
-                    del self._array_tasks[job.array_job_id]
             self._finish_array_if_done(job.array_job_id)
-
-
-def _sizing_warnings(spec: JobSpec, nodes: Sequence[Node]) -> list[str]:
-    """A job that declares its model (labels params=7B, mode=, precision=) and asks for less GPU
-    memory than that needs gets a warning at submit; it still runs, as the user asked."""
-    from corral.core.sizing import parse_params, undersized
-
-    labels = spec.labels
-    per_gpu = spec.gpu_mem_mb or max((g.mem_mb for n in nodes for g in n.gpus
-                                      if spec.gpu_type is None or g.type == spec.gpu_type), default=None)
-    try:
-        warning = undersized(parse_params(labels["params"]), labels.get("mode", "train"),
-                             labels.get("precision", "bf16"), spec.gpus * spec.nodes, per_gpu)
-    except InvalidRequest as exc:
-        return [f"labels: cannot size the declared model: {exc.message}"]
-    return [warning] if warning else []
-
-
-@functools.lru_cache(maxsize=1024)
-def _throttle(array: str) -> int | None:
-    return parse_array(array).throttle
-
-
-def _check_nice(spec: JobSpec, privileged: bool) -> None:
-    if spec.nice < 0 and not privileged:
-        raise InvalidRequest("nice", f"{spec.nice} would put the job ahead of others' on a shared queue; only an "
-                             "admin may set a negative nice", "use 0 or more (more is kinder)")
-
-
-def uid_of(user: str) -> int | None:
-    import pwd
-
-    try:
-        return pwd.getpwnam(user).pw_uid
-    except KeyError:
-        return None
-
-
-def _home_of(user: str) -> str:
-    import pwd
-
-    try:
-        return pwd.getpwnam(user).pw_dir
-    except KeyError:
-        return "/"
-
-
-def _may_use(partition: Partition, user: str) -> bool:
-    """Whether a user may submit to a partition: listed, or in one of its groups (None lists: anyone)."""
-    if partition.allowed_users is None and partition.allowed_groups is None:
-        return True
-    if partition.allowed_users is not None and user in partition.allowed_users:
-        return True
-    if partition.allowed_groups:
-        import grp
-        import pwd
-
-        try:
-            primary = grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
-        except KeyError:
-            primary = None
-        for group in partition.allowed_groups:
-            try:
-                if group == primary or user in grp.getgrnam(group).gr_mem:
-                    return True
-            except KeyError:
-                continue
-    return False
 
 
 def _cancel_events(jobs: Sequence[Job], by: str | None) -> list[JobEvent]:
@@ -1141,21 +647,3 @@ def _allocation_of(job: Job) -> Allocation:
     end = job.start_time + spec.time_limit_s if job.start_time is not None and spec.time_limit_s else None
     return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos, end,
                       spec.preemptible)
-
-
-def _pending(job: Job) -> PendingJob:
-    spec = job.spec
-    return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
-                      job.submit_time, spec.nice, spec.preemptible)
-
-
-def _reset_to_pending(job: Job) -> None:
-    """A preempted job waits again, its restart count up one."""
-    job.state, job.restarts, job.reason = JobState.PENDING, job.restarts + 1, None
-    job.start_time, job.node, job.gpu_ids, job.exit_code, job.signal = None, None, None, None, None
-
-
-def _apply_outcome(job: Job, outcome: Outcome) -> None:
-    job.state = JobState(outcome.state)
-    job.exit_code, job.signal, job.end_time = outcome.exit_code, outcome.signal, outcome.end_time
-    job.reason = outcome.error

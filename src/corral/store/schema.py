@@ -85,6 +85,17 @@ job_events = Table(
     Index("ix_job_events_job", "job_id", "time"),
 )
 
+usage_charges = Table(
+    "usage_charges",  # fair share's ledger: usage of runs that did not end their job (preempted, requeued)
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user", String(64), nullable=False),
+    Column("gpu_hours", Float, nullable=False),
+    Column("at", Float, nullable=False),
+    Column("job_id", Integer),
+    Index("ix_usage_charges_at", "at"),
+)
+
 
 # -- tracking -------------------------------------------------------------------------------------
 

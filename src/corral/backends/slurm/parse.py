@@ -84,6 +84,12 @@ class SqueueRow(NamedTuple):
         """One row for several pending tasks of an array."""
         return "[" in self.job_id
 
+    @property
+    def settling(self) -> bool:
+        """Its processes are gone but Slurm is still cleaning up (COMPLETING): how it ended is not final
+        yet, and accounting has it soon."""
+        return self.slurm_state.startswith("COMPLETING")
+
 
 class SacctRow(NamedTuple):
     job_id: str

@@ -1,0 +1,204 @@
+"""The jobs corral placed, from a pass's decision to their end (`PlacedJobs`): launched by the
+launcher's threads once their start is recorded, polled off the event loop for their outcomes,
+stopped (cancel, preemption) through the launcher or the backend, and queued again when preempted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
+
+from corral.backends.base import Ended, Placement
+from corral.core.events import JobEvent
+from corral.core.job import Job, Outcome
+from corral.core.states import JobState
+from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, reset_to_pending
+from corral.server.launcher import Launcher, Stop
+from corral.server.scheduling import RunningJobs, SchedulingPass
+from corral.server.usage import UsageLedger
+from corral.store.jobs import JobStore
+
+log = logging.getLogger("corral.server")
+
+POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
+
+
+class PlacedJobs:
+    def __init__(self, placement: Placement, table: JobTable, running: RunningJobs, scheduling: SchedulingPass,
+                 store: JobStore, ledger: UsageLedger, db_thread: Executor, *, clock: Callable[[], float],
+                 forget: Callable[[Job], None], changed: Callable[[], None]) -> None:
+        """`forget`: let go of a job that ended; `changed`: the jobs changed (pass again, views refresh)."""
+        self.placement = placement
+        self.table = table
+        self.running = running
+        self.scheduling = scheduling
+        self.store = store
+        self.ledger = ledger
+        self.db_thread = db_thread
+        self.clock = clock
+        self._forget = forget
+        self._changed = changed
+        self.poll_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-poll")
+        self.launcher: Launcher | None = None  # made when the loop runs; without it, jobs start inline
+        self._next_poll_at = 0.0
+
+    def start_launcher(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.launcher = Launcher(self.placement, loop, on_failed=self.launch_failed, on_skipped=self.launch_skipped)
+
+    def close(self) -> None:
+        if self.launcher is not None:
+            self.launcher.close()
+        self.poll_thread.shutdown(wait=True)
+
+    def reap(self) -> None:
+        """Read and apply ended jobs' outcomes, here and now."""
+        running = self.running_jobs()
+        if running:
+            self._settle(_outcomes(self.placement.poll(running)))
+
+    async def reap_off_loop(self) -> None:
+        """Read the outcomes of running jobs in the poll thread, record those that ended in the
+        database thread (one transaction), then apply them here."""
+        if time.monotonic() < self._next_poll_at:
+            return
+        running = self.running_jobs()
+        if not running:
+            return
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        ended = _outcomes(await loop.run_in_executor(self.poll_thread, self.placement.poll, running))
+        self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
+        if not ended:
+            return
+        rows, events = [], []
+        for job, outcome in ended:
+            row = copy.copy(job)
+            if outcome.state == JobState.PREEMPTED.value:
+                reset_to_pending(row)
+            else:
+                apply_outcome(row, outcome)
+            rows.append(row)
+            events += self.running.ending_events(job, outcome)
+        await loop.run_in_executor(self.db_thread, self.store.save_states, rows, events)
+        self._settle(ended, saved=True)
+
+    def running_jobs(self) -> list[Job]:
+        """Jobs with a supervisor to ask (one still being launched has none yet)."""
+        launching = self.launcher.launching_ids() if self.launcher is not None else frozenset()
+        return [self.table.active[job_id] for job_id in self.running.allocations if job_id in self.table.active and job_id not in launching]
+
+    def _settle(self, ended: Sequence[tuple[Job, Outcome]], saved: bool = False) -> None:
+        """Apply outcomes read from the backend, recording them in one transaction unless `saved` already."""
+        ended = [(job, outcome) for job, outcome in ended
+                 if self.table.active.get(job.id) is job and job.state is JobState.RUNNING]  # still as when read
+        if not ended:
+            return
+        preempted = [job for job, outcome in ended if outcome.state == JobState.PREEMPTED.value]
+        events = [] if saved else [event for job, outcome in ended for event in self.running.ending_events(job, outcome)]
+        for job, outcome in ended:
+            if outcome.state == JobState.PREEMPTED.value:
+                self.scheduling.requeue(job, outcome.end_time)
+            else:
+                apply_outcome(job, outcome)
+        if not saved:
+            self.store.save_states([job for job, _ in ended], events)
+        for job, _ in ended:
+            if job not in preempted:
+                self._forget(job)
+        self._changed()
+
+    def launch_failed(self, job: Job, reason: str) -> None:
+        """A launch raised (in a launcher thread): the job fails, saying why."""
+        self._end_unlaunched(job, Outcome("FAILED", None, None, self.clock(), reason))
+
+    def launch_skipped(self, job: Job) -> None:
+        """A job cancelled before its launch began: it never ran."""
+        self._end_unlaunched(job, Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
+
+    def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
+        if self.table.active.get(job.id) is not job or job.state is not JobState.RUNNING:
+            return
+        events = self.running.ending_events(job, outcome)
+        apply_outcome(job, outcome)
+        try:
+            self.store.save_state(job, events)
+        except Exception:  # noqa: BLE001 - it is over either way; recovery settles the record
+            log.exception("could not record the end of job %d", job.id)
+        self._forget(job)
+        self._changed()
+
+    def launch(self, started: list[Job], events: list[JobEvent]) -> None:
+        """Record the starts a pass decided (RUNNING, before launch), then launch them."""
+        if self.launcher is not None:
+            # written in the database thread, launched once committed; meanwhile the jobs count
+            # as launching (a cancel is carried out after, and the poll leaves them alone)
+            self.launcher.hold(job.id for job in started)
+            rows = [copy.copy(job) for job in started]
+            done = asyncio.get_running_loop().run_in_executor(self.db_thread, self.store.save_states, rows, events)
+            done.add_done_callback(lambda result: self._recorded(started, result))
+            return
+        try:
+            self.store.save_states(started, events)
+        except Exception:
+            self.scheduling.requeue_unsaved(started)
+            raise
+        for job in started:
+            try:
+                self.placement.start(job, self.running.allocations[job.id])
+            except Exception as exc:  # noqa: BLE001 - a job that cannot launch fails; the loop goes on
+                log.exception("launch of job %d failed", job.id)
+                self.launch_failed(job, f"launch failed: {exc}")
+
+    def _recorded(self, started: list[Job], result: asyncio.Future[None]) -> None:
+        """The starts of a pass are committed (launch them), or could not be (they wait again)."""
+        assert self.launcher is not None
+        error = result.exception()
+        if error is None:
+            for job in started:
+                allocation = self.running.allocations.get(job.id)
+                if allocation is None or self.table.active.get(job.id) is not job:
+                    self.launcher.abandon([job.id])  # settled meanwhile (it cannot have been: defensive)
+                    continue
+                self.launcher.launch(job, allocation)
+            return
+        log.error("could not record the start of %d jobs: %s", len(started), error)
+        stops = self.launcher.abandon(job.id for job in started)
+        cancelled = [job for job in started if stops.get(job.id) is Stop.CANCEL]
+        self.scheduling.requeue_unsaved([job for job in started if job not in cancelled])
+        for job in cancelled:
+            self.launch_skipped(job)
+        self._changed()
+
+    def preempt(self, victims: Sequence[int], for_job: int | None, now: float) -> None:
+        """Tell preemptible jobs to make room for `for_job`: warning signal, grace period, then they are
+        queued again (the requeue records when, and for which job)."""
+        waiting = self.table.active.get(for_job) if for_job is not None else None
+        for job_id in victims:
+            job = self.table.active.get(job_id)
+            allocation = self.running.allocations.get(job_id)
+            if job is None or allocation is None or job_id in self.running.preempting:
+                continue
+            log.info("preempting job %d for job %s", job_id, waiting.ref if waiting is not None else "?")
+            self.running.allocations[job_id] = replace(allocation, preempting=True)
+            self.running.preempting.add(job_id)
+            if waiting is not None:
+                self.running.preempted_for[job_id] = (waiting.ref, now)
+            if self.launcher is None or not self.launcher.stop(job, Stop.PREEMPT):
+                self.placement.preempt(job)
+
+    def stop(self, job: Job, by: str | None = None) -> None:
+        """Tell a running job to stop (its outcome comes back through the backend's poll); one
+        still launching stops once launched, or is never launched if its turn has not come."""
+        if by:
+            self.running.cancelled_by[job.id] = by
+        if self.launcher is None or not self.launcher.stop(job, Stop.CANCEL, by):
+            self.placement.cancel(job, by)
+
+
+def _outcomes(ended: Sequence[Ended]) -> list[tuple[Job, Outcome]]:
+    return [(update.job, update.outcome) for update in ended if isinstance(update.job, Job)]

@@ -1,0 +1,169 @@
+"""corral's own scheduling over the job table (`SchedulingPass`), and the jobs it placed (`RunningJobs`).
+
+A pass orders the queue by priority (fair share from the usage ledger), gives array tasks records as
+they get a chance to run, and asks the pure policy (`corral.core.policy.schedule`) what starts and
+what is preempted; the job service records and launches what it decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
+
+from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
+from corral.core.job import Job, Outcome
+from corral.core.policy import Decisions, PendingJob, schedule
+from corral.core.priority import PriorityFactors, prioritize, usage_charge
+from corral.core.resources import Allocation, Node
+from corral.core.schedconfig import SchedulerConfig
+from corral.core.states import JobState
+from corral.server.job_table import JobTable, pending, reset_to_pending, throttle_of
+from corral.server.usage import UsageLedger
+from corral.store.jobs import JobStore
+
+
+class RunningJobs:
+    """The jobs corral placed: their allocations, and who asked them to stop (a preemption, a cancel)."""
+
+    def __init__(self) -> None:
+        self.allocations: dict[int, Allocation] = {}
+        self.preempting: set[int] = set()  # told to make room, not yet gone
+        self.preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
+        self.cancelled_by: dict[int, str] = {}  # asked to stop -> who asked
+
+    def release(self, job_id: int) -> Allocation | None:
+        """The job no longer runs: its allocation (returned) and the asks to stop it go."""
+        self.preempting.discard(job_id)
+        self.preempted_for.pop(job_id, None)
+        self.cancelled_by.pop(job_id, None)
+        return self.allocations.pop(job_id, None)
+
+    def ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
+        """The events that a running job's end (or requeue) writes with its new state."""
+        if outcome.state == JobState.PREEMPTED.value:
+            asked = self.preempted_for.get(job.id)
+            preempted = (JobEvent(job.id, asked[1], PREEMPTED, {"by_job": asked[0]}) if asked is not None
+                         else JobEvent(job.id, outcome.end_time, PREEMPTED))  # asked before a restart: for whom is lost
+            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED)]
+        by = self.cancelled_by.get(job.id)
+        if outcome.state == JobState.CANCELLED.value and by:
+            return [JobEvent(job.id, outcome.end_time, CANCELLED, {"by_user": by})]
+        return []
+
+
+class SchedulingPass:
+    def __init__(self, table: JobTable, running: RunningJobs, store: JobStore, ledger: UsageLedger, *,
+                 config: SchedulerConfig, nodes: Sequence[Node], clock: Callable[[], float]) -> None:
+        self.table = table
+        self.running = running
+        self.store = store
+        self.ledger = ledger
+        self.config = config
+        self.nodes = tuple(nodes)
+        self.clock = clock
+        self.total_gpus = sum(len(n.gpus) for n in self.nodes)
+        self.total_cpus = sum(n.cpus for n in self.nodes)
+        self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
+
+    def decide(self, waiting: Mapping[int, object], now: float) -> Decisions:
+        """What starts and what is preempted now; `waiting`: jobs held back by their dependencies."""
+        self._add_array_tasks(waiting)
+        ordered = self._by_priority(now, waiting)
+        self._rate_preemptible(now)
+        return schedule(self.nodes, self.running.allocations.values(), ordered, now, self.config, self.factors)
+
+    def start(self, starts: Sequence[Allocation], now: float) -> tuple[list[Job], list[JobEvent]]:
+        """Mark the decided starts RUNNING on their allocations (the caller records and launches them)."""
+        started, events = [], []
+        for allocation in starts:
+            job = self.table.active[allocation.job_id]
+            job.state, job.reason, job.start_time = JobState.RUNNING, None, now
+            job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
+            self.running.allocations[job.id] = allocation
+            self.table.queue.pop(job.id, None)
+            started.append(job)
+            events.append(JobEvent(job.id, now, STARTED, {"node": allocation.node}))
+        return started, events
+
+    def requeue(self, job: Job, stopped_at: float) -> None:
+        """A preempted job waits again, its restart count up one; its checkpoint dir stays its own."""
+        allocation = self.running.release(job.id)
+        if allocation is not None and job.start_time is not None:
+            self.ledger.charge_interrupted(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
+                                                                       stopped_at - job.start_time), stopped_at, job.id)
+        reset_to_pending(job)
+        self.table.queue[job.id] = pending(job)
+
+    def requeue_unsaved(self, jobs: Collection[Job]) -> None:
+        """The database refused to record these starts: they were never launched, so they wait again."""
+        for job in jobs:
+            job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
+            self.running.allocations.pop(job.id, None)
+            self.running.preempting.discard(job.id)  # a preemption asked while it launched ends with the launch
+            self.running.preempted_for.pop(job.id, None)
+            self.table.queue[job.id] = pending(job)
+        self.table.queue = dict(sorted(self.table.queue.items()))
+
+    def _add_array_tasks(self, waiting: Mapping[int, object]) -> None:
+        """Give array tasks records of their own as they get a chance to run: as many as the free
+        GPUs (or CPUs) could take now, at least one to hold the array's place, within its throttle."""
+        if not self.table.arrays:
+            return
+        allocations = self.running.allocations.values()
+        free_gpus = self.total_gpus - sum(len(a.gpu_ids) for a in allocations)
+        free_cpus = self.total_cpus - sum(a.cpus for a in allocations)
+        for array in list(self.table.arrays.values()):
+            if not array.array_pending or array.held or array.id in waiting:
+                continue
+            tasks = self.table.array_tasks.setdefault(array.id, set())
+            waiting_tasks = sum(1 for t in tasks if self.table.active[t].state is JobState.PENDING)
+            throttle = throttle_of(array.spec.array or "")
+            room = throttle - len(tasks) if throttle else len(array.array_pending)
+            spec = array.spec
+            fit = free_gpus // spec.gpus if spec.gpus else free_cpus // max(1, spec.cpus)
+            wanted = min(len(array.array_pending), room, max(1, fit) - waiting_tasks)
+            if wanted <= 0:
+                continue
+            task_spec = replace(spec, dependency=None, kill_on_invalid_dep=False)
+            for task in self.store.add_tasks(array, task_spec, array.array_pending[:wanted]):
+                self.table.track(task)
+
+    def _rate_preemptible(self, now: float) -> None:
+        """Give running preemptible jobs their priority as of now, as if they were waiting: a job
+        may preempt one only if it would be ahead of it in the queue."""
+        allocations, active = self.running.allocations, self.table.active
+        rated = [active[i] for i, a in allocations.items() if a.preemptible and i in active]
+        if not rated:
+            return
+        _, factors = prioritize(
+            [pending(job) for job in rated], usage=self.usage(now), config=self.config, now=now,
+            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
+        )
+        for job in rated:
+            allocations[job.id] = replace(allocations[job.id], priority=factors[job.id].priority)
+
+    def _by_priority(self, now: float, excluded: Mapping[int, object]) -> list[PendingJob]:
+        queue = self.table.queue
+        eligible = [p for p in queue.values() if p.job_id not in excluded] if excluded else list(queue.values())
+        ordered, self.factors = prioritize(
+            eligible, usage=self.usage(now), config=self.config, now=now,
+            total_gpus=self.total_gpus, total_cpus=self.total_cpus,
+        )
+        return ordered
+
+    def usage(self, now: float) -> dict[str, float]:
+        """Each user's decayed usage in GPU-hours, running jobs included up to `now`."""
+        usage = self.ledger.decayed(now)
+        for job_id, allocation in self.running.allocations.items():
+            job = self.table.active.get(job_id)
+            if job is not None and job.start_time is not None:
+                charge = usage_charge(len(allocation.gpu_ids), allocation.cpus, now - job.start_time)
+                usage[allocation.user] = usage.get(allocation.user, 0.0) + charge
+        return usage
+
+    def ranked(self) -> list[tuple[Job, PriorityFactors]]:
+        """Pending jobs with their priority factors from the latest pass, highest first."""
+        active = self.table.active
+        rows = [(active[i], f) for i, f in self.factors.items() if i in active and active[i].state is JobState.PENDING]
+        rows.sort(key=lambda row: (-row[1].priority, row[0].id))
+        return [(self.table.current(job), factors) for job, factors in rows]

@@ -1,0 +1,61 @@
+"""Fair share's usage survives a restart, that of preempted runs included (they leave no ended job behind)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from corral.backends.base import Capabilities, Recovered, Recovery
+from corral.core.job import Job, Outcome
+from corral.core.resources import Gpu, Node
+from corral.core.states import JobState
+from corral.server.service import JobService
+from corral.store import migrate
+from corral.store.db import database_url, open_engine
+from corral.store.jobs import JobStore
+from tests.helpers import make_spec
+
+
+class PreemptedWhileAway:
+    """A backend whose running jobs were all preempted while the server was down."""
+
+    capabilities = Capabilities("test")
+    placement = queue = accounting = foreign_jobs = processes = None
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def recover(self, job: Job) -> Recovery:
+        return Recovery(Recovered.ENDED, Outcome(JobState.PREEMPTED.value, None, None, self.at))
+
+    def close(self) -> None:
+        pass
+
+
+def _service(home: str, engine, backend) -> JobService:
+    node = Node("n1", 4, 4096, gpus=(Gpu(0, "a100", 40_000), Gpu(1, "a100", 40_000)))
+    return JobService(store=JobStore(engine), backend=backend, nodes=[node], home=home, user="tester", server_env={})
+
+
+def test_usage_charged_for_a_preempted_run_survives_a_restart(tmp_path):
+    engine = open_engine(database_url(None, str(tmp_path)))
+    migrate.upgrade(engine)
+    now = time.time()
+    store = JobStore(engine)
+    (job,) = store.insert([replace(make_spec(workdir=str(tmp_path), log_dir=str(tmp_path), gpus=2), user="ada")], now - 7200)
+    job.state, job.start_time, job.node, job.gpu_ids = JobState.RUNNING, now - 3600, "n1", (0, 1)
+    store.save_state(job)
+
+    first = _service(str(tmp_path), engine, PreemptedWhileAway(now))
+    first.recover()  # preempted after an hour on two GPUs: queued again, its hour charged
+    assert first.get(job.id).state is JobState.PENDING
+    charged = first.usage(now)["ada"]
+    assert charged > 1.9
+    first.close()
+
+    again = _service(str(tmp_path), engine, PreemptedWhileAway(now))
+    again.recover()
+    assert again.usage(now).get("ada") == pytest.approx(charged, rel=1e-6)
+    again.close()
