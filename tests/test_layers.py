@@ -16,7 +16,6 @@ PURE_OS = {"os.path.join", "os.path.normpath", "os.path.basename", "os.path.dirn
            "os.path.splitext", "os.path.isabs", "os.path.commonpath", "os.sep"}
 # Calls that do touch the outside, each with why it is still there. Nothing else may join this list.
 KNOWN_IMPURE = {
-    ("spec.py", "os.path.isdir"): "moved by i17-slurm",
     ("paths.py", "os.path.expanduser"): "expands `~` against the server's HOME; to be taken as a parameter",
 }
 
