@@ -125,3 +125,11 @@ def test_the_slurm_watcher_reports_queue_rows_as_typed_updates(tmp_path):
     assert ended[0].job is lagging and ended[0].outcome.error == "Slurm has no record of how it ended"
     assert [u.job.task_id for u in ended[1:]] == [0, 1] and isinstance(later[-1], ArrayDrained)
     watcher.close()
+
+
+def test_the_server_is_wired_by_what_a_backend_declares_before_it_is_opened():
+    from corral.backends.registry import backend_kind
+
+    local, slurm = backend_kind("local"), backend_kind("slurm")
+    assert local.capabilities.runs_jobs_here and local.capabilities.samples_processes
+    assert not slurm.capabilities.runs_jobs_here and not slurm.capabilities.samples_processes

@@ -69,6 +69,9 @@ class Capabilities:
     """A job's efficiency comes from the backend's accounting (`accounting`), not corral's samples."""
     samples_processes: bool = False
     """A running job's processes can be sampled on this machine, and an ended one's kernel usage read (`processes`)."""
+    runs_jobs_here: bool = False
+    """Jobs run on this machine under corral's own supervisors: as their owners (so a root server serves every
+    user) and in corral's cgroups. Elsewhere (Slurm's nodes) root would submit as root for everybody."""
 
 
 # -- how state comes back ------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ PROCESSES_RECHECK_S = 1.0  # how often job_processes looks again for a job whose
 
 
 class LocalBackend:
-    capabilities = Capabilities("local", samples_processes=True)
+    capabilities = Capabilities("local", samples_processes=True, runs_jobs_here=True)
     queue: ClusterQueue | None = None  # corral's scheduler places every job
     accounting: Accounting | None = None  # efficiency comes from the monitor's samples
     foreign_jobs: ForeignJobs | None = None
@@ -322,6 +322,8 @@ def _note_node_failure(job_dir: str, now: float) -> None:
 
 class LocalKind:
     """This machine, as `corral.backends.registry` opens it."""
+
+    capabilities = LocalBackend.capabilities
 
     def nodes(self, settings: Any) -> list[Node]:
         from corral.executor.gpus import build_node

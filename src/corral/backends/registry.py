@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from corral.backends.base import Backend
+from corral.backends.base import Backend, Capabilities
 from corral.core.job import Job
 from corral.core.resources import Node
 from corral.errors import InvalidRequest
@@ -43,6 +43,9 @@ class BackendSetup:
 
 
 class BackendKind(Protocol):
+    capabilities: Capabilities
+    """What the backend it opens can do, known before it is opened (the server is wired by it)."""
+
     def nodes(self, settings: Any) -> list[Node]:
         """The nodes jobs run on, as the backend knows them.
 

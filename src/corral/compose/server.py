@@ -242,7 +242,7 @@ def bind_unix_socket(home: str, shared: bool) -> socket.socket:
     return sock
 
 
-def job_isolation(options: ServerOptions, home: str, lock: IO[str]) -> Any:
+def job_isolation(options: ServerOptions, home: str, lock: IO[str], jobs_run_here: bool) -> Any:
     """Where this server's jobs' cgroups go (`corral.executor.cgroups.placement`), or why none.
 
     Raises:
@@ -251,7 +251,7 @@ def job_isolation(options: ServerOptions, home: str, lock: IO[str]) -> Any:
     from corral.executor.cgroups import CgroupError
     from corral.executor.cgroups.placement import Placement, find_layout
 
-    if options.backend != "local":
+    if not jobs_run_here:
         return Placement(None, "Slurm's own, on its compute nodes (its cgroup plugins, as the cluster configures them)")
     try:
         return find_layout(home, options.cgroups)
@@ -269,13 +269,13 @@ def job_token(tokens: Any, job: Any) -> str:
 
 
 def build_monitor(options: ServerOptions, service: JobReader, engine: Engine, tracking: TrackingService,
-                  run_store: RunStore) -> MonitorService:
+                  run_store: RunStore, sample: bool) -> MonitorService:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
     from corral.monitor.channels import SmtpSettings
     from corral.monitor.service import MonitorService
 
     sampler = None
-    if options.backend == "local":
+    if sample:
         from corral.monitor.nvml import gpu_source_from_env
         from corral.monitor.sampling import JobSampler
 
@@ -303,11 +303,15 @@ def serve(options: ServerOptions) -> None:
     from corral.store.tokens import TokenStore
     from corral.tracking.service import TrackingService
 
+    from corral.backends.registry import BackendSetup, backend_kind
+
+    kind = backend_kind(options.backend)
+    here = kind.capabilities.runs_jobs_here
     home = options.home
     lock = acquire_home(home)
     # Shared only where corral itself starts jobs as their owners. On Slurm, sbatch run by root would
     # submit as root for everybody: such a server stays root's own (run one per user on a login node).
-    shared = os.geteuid() == 0 and options.backend == "local"
+    shared = os.geteuid() == 0 and here
     policy = AccessPolicy(admins=options.admins, accounts=options.accounts, owner=None if shared else getpass.getuser())
 
     log_dirs: dict[str, str] = {}  # made once per user: a submit must not pay for pwd and mkdir each time
@@ -328,9 +332,6 @@ def serve(options: ServerOptions) -> None:
         owned_dir(layout.spool, user)  # where the SDK in their jobs spools (corral.sdk.places)
         return owned_dir(base, user)
 
-    from corral.backends.registry import BackendSetup, backend_kind
-
-    kind = backend_kind(options.backend)
     try:
         nodes = kind.nodes(options)
     except InvalidRequest:
@@ -347,7 +348,7 @@ def serve(options: ServerOptions) -> None:
     if shared:
         share_home_with_jobs(home)  # users reach their jobs' files by name; the database (their environments) stays root's
     server_env = dict(os.environ)
-    placement = job_isolation(options, home, lock)
+    placement = job_isolation(options, home, lock, here)
     backend = kind.open(BackendSetup(
         home=home, settings=options, nodes=nodes, server_env=server_env, server_url=lambda: url,
         job_token=lambda job: job_token(tokens, job), owner_lookup=run_as_for if shared else None,
@@ -362,7 +363,7 @@ def serve(options: ServerOptions) -> None:
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
     service.on_job_ended.append(tracking.job_ended)
-    monitor = build_monitor(options, service, engine, tracking, run_store)
+    monitor = build_monitor(options, service, engine, tracking, run_store, sample=kind.capabilities.samples_processes)
     service.on_job_ended.append(monitor.job_ended)
     service.recover()
     monitor.start()
@@ -378,7 +379,7 @@ def serve(options: ServerOptions) -> None:
         mode = ("a shared service: every local user may submit, and jobs run as their owners" if shared else
                 f"{policy.owner}'s personal queue: nobody else may use it")
         print(f"corral: {mode}; other machines need an API token (corral token create)", file=sys.stderr, flush=True)
-        if options.backend == "local":
+        if here:
             print(f"corral: job isolation: {placement.summary}", file=sys.stderr, flush=True)
 
     def retire() -> None:

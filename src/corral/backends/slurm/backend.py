@@ -142,6 +142,8 @@ def _literal_path(path: str) -> str:
 class SlurmKind:
     """A Slurm cluster reached from this machine (a login node), as `corral.backends.registry` opens it."""
 
+    capabilities = SlurmBackend.capabilities
+
     def nodes(self, settings: Any) -> list[Node]:
         try:
             return SlurmCluster(user=getpass.getuser()).nodes()
