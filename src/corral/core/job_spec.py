@@ -28,6 +28,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 # What a job started with --export=NONE still needs to find programs and its home.
 MINIMAL_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "SHELL", "TMPDIR")
 
+# Every field a submit request may hold; build_spec refuses any other.
 REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gpus_per_node", "nodes", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
@@ -36,6 +37,7 @@ REQUEST_FIELDS = frozenset({
     "requirements", "user_log",
 })
 
+# What `corral update` may change on a pending job.
 UPDATE_FIELDS = frozenset({
     "name", "gpus", "gres", "gpu_type", "gpu_mem", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time",
     "time_limit_s", "nice", "partition", "qos", "preemptible",

@@ -15,6 +15,7 @@ _INTERPRETERS = {"python", "python3", "bash", "sh", "zsh", "torchrun", "uv", "ac
 
 
 def split_command(given: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:
+    """(argv, script, script_args): exactly one of `command` and `script`, checked."""
     command = given.get("command")
     script = given.get("script")
     if (command is None) == (script is None):
@@ -47,6 +48,7 @@ def _str_list(value: Any, name: str) -> tuple[str, ...]:
 
 
 def job_name(value: Any, command: tuple[str, ...], script_name: Any) -> str:
+    """The given name, checked; by default the script's file name or the program (the script for an interpreter)."""
     if value is None:
         if not command:
             return os.path.basename(str(script_name or "script"))[:MAX_NAME] or "script"

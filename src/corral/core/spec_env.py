@@ -78,6 +78,7 @@ def _check_env_name(key: str, field: str) -> None:
 
 
 def parse_labels(value: Any) -> dict[str, str]:
+    """Labels: short keys, values of at most 256 printable characters."""
     labels = _str_map(value, "labels")
     for key, val in labels.items():
         if not _LABEL_KEY.match(key):

@@ -56,6 +56,7 @@ def log_patterns(fields: Mapping[str, Any], log_dir: str) -> tuple[str, str | No
 
 
 def parse_user_log(value: Any, workdir: str) -> str | None:
+    """An HTCondor user log's path pattern, made absolute against the working directory."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():

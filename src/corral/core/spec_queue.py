@@ -11,6 +11,7 @@ from corral.errors import InvalidRequest
 
 
 def dependency_field(value: Any) -> Dependency | None:
+    """The --dependency text, parsed; None if not given or blank."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, str):
@@ -19,6 +20,7 @@ def dependency_field(value: Any) -> Dependency | None:
 
 
 def array_field(value: Any) -> str | None:
+    """The --array text, checked and stripped; None for a single job."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -28,6 +30,7 @@ def array_field(value: Any) -> str | None:
 
 
 def yes_no(value: Any, field: str) -> bool:
+    """A flag given as a bool or as yes/no, true/false, 1/0."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("yes", "true", "1", "no", "false", "0"):
@@ -36,6 +39,7 @@ def yes_no(value: Any, field: str) -> bool:
 
 
 def config_name(value: Any, field: str) -> str | None:
+    """A partition, QoS or account name, as configured; None if not given."""
     if value is None:
         return None
     if not isinstance(value, str) or not NAME_PATTERN.match(value):

@@ -17,6 +17,7 @@ from corral.errors import InvalidRequest
 
 
 def int_in(value: Any, name: str, low: int, high: int) -> int:
+    """A whole number (or its text) between `low` and `high`, for field `name`."""
     if isinstance(value, bool):
         raise InvalidRequest(name, f"must be a whole number, got {value!r}")
     if isinstance(value, str):
@@ -50,6 +51,7 @@ def parse_gpu_request(text: str, name: str) -> tuple[str | None, int]:
 
 
 def parse_gpus(fields: Mapping[str, Any]) -> tuple[str | None, int]:
+    """The GPU type and count from `gres`, `gpus` and `gpu_type`, the later overriding the earlier."""
     gpu_type: str | None = None
     gpus = 0
     if "gres" in fields:
@@ -75,6 +77,7 @@ def parse_gpus(fields: Mapping[str, Any]) -> tuple[str | None, int]:
 
 
 def size_or_none(fields: Mapping[str, Any], text_key: str, mb_key: str) -> int | None:
+    """A size given as text (`text_key`, e.g. 40G) or in megabytes (`mb_key`); None if neither."""
     if text_key in fields and mb_key in fields:
         raise InvalidRequest(text_key, f"give {text_key} or {mb_key}, not both")
     if mb_key in fields:
@@ -91,6 +94,7 @@ def _bounded_mb(mb: int, name: str) -> int:
 
 
 def parse_mem(fields: Mapping[str, Any], cpus: int, gpus: int) -> int:
+    """Host memory in MB from whichever one spelling is given (per node, per CPU or per GPU); 0 if none."""
     given = [k for k in ("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu") if k in fields]
     if len(given) > 1:
         raise InvalidRequest(given[1], f"conflicts with {given[0]}", "give one way of asking for memory")
@@ -110,6 +114,7 @@ def parse_mem(fields: Mapping[str, Any], cpus: int, gpus: int) -> int:
 
 
 def parse_time_limit(fields: Mapping[str, Any]) -> int | None:
+    """The time limit in seconds from `time` or `time_limit_s`; None for no limit."""
     if "time" in fields and "time_limit_s" in fields:
         raise InvalidRequest("time", "give time or time_limit_s, not both")
     seconds: int | None
@@ -127,6 +132,7 @@ def parse_time_limit(fields: Mapping[str, Any]) -> int | None:
 
 
 def parse_requirements(value: Any, gpus: int) -> str | None:
+    """A ClassAd requirements expression, whitespace folded, checked against the GPU request."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():

@@ -40,6 +40,7 @@ def parse_signal(text: str) -> tuple[int, int]:
 
 
 def signal_text(value: Any) -> str | None:
+    """The --signal text, checked and stripped; None if not given."""
     if value is None:
         return None
     if not isinstance(value, str):
