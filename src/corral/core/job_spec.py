@@ -1,0 +1,113 @@
+"""The job spec: frozen data built from a request (by `corral.core.spec.build_spec`), and its limits.
+
+Pure values: what a job runs and needs, the bounds each field is checked against, and the
+fields a request may hold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from corral.core.dependency import Dependency, parse_dependency
+from corral.core.resources import Request
+
+MAX_NODES = 1024
+MAX_GPUS = 1024
+MAX_CPUS = 100_000
+MAX_TIME_S = 365 * 86400
+MAX_NICE = 10_000
+MAX_NAME = 200
+MAX_ENV_BYTES = 1 << 20
+DEFAULT_MAX_SCRIPT_MB = 4  # Slurm's default max_script_size
+MAX_SCRIPT_MB_RANGE = (1, 32)  # what [server] max_script_mb may be set to
+MAX_MB = 2**31 - 1  # 2 PiB; the database stores megabytes in 32-bit integers
+# A GPU type, partition, QoS or account name.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+# What a job started with --export=NONE still needs to find programs and its home.
+MINIMAL_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "SHELL", "TMPDIR")
+
+# Every field a submit request may hold; build_spec refuses any other.
+REQUEST_FIELDS = frozenset({
+    "command", "script", "script_args", "name", "gpus", "gpus_per_node", "nodes", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
+    "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
+    "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
+    "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
+    "requirements", "user_log",
+})
+
+# What `corral update` may change on a pending job.
+UPDATE_FIELDS = frozenset({
+    "name", "gpus", "gres", "gpu_type", "gpu_mem", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time",
+    "time_limit_s", "nice", "partition", "qos", "preemptible",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What to run and what it needs. Immutable once accepted."""
+
+    name: str
+    user: str
+    command: tuple[str, ...]
+    """argv; empty when `script` is set."""
+    script: str | None
+    script_args: tuple[str, ...]
+    gpus: int
+    gpu_type: str | None
+    gpu_mem_mb: int | None
+    """Each GPU must have at least this much memory."""
+    cpus: int
+    mem_mb: int
+    """Host memory; 0 asks for none and sets no limit."""
+    time_limit_s: int | None
+    env: Mapping[str, str]
+    inherit_env: bool
+    """Start from the server's environment (True) or from `env` alone (False)."""
+    labels: Mapping[str, str]
+    workdir: str
+    submit_dir: str
+    """Where it was submitted from: the default working directory, and SLURM_SUBMIT_DIR."""
+    stdout: str
+    """Path pattern (`%j`, `%x`, `%A`, `%a`, ...), relative to `workdir` unless absolute."""
+    stderr: str | None
+    """None: stderr goes to the stdout file, as in sbatch with --output alone."""
+    nice: int = 0
+    partition: str | None = None
+    """None until the server fills in its default."""
+    qos: str | None = None
+    dependency: str | None = None
+    """sbatch's --dependency text, checked by corral.core.dependency."""
+    kill_on_invalid_dep: bool = False
+    array: str | None = None
+    """sbatch's --array text for an array job; None for a single job (and for each task)."""
+    preemptible: bool = False
+    """A job of higher priority may stop it (warning signal, grace period) and queue it again."""
+    warn_signal: str | None = None
+    """sbatch's --signal: `USR1@90` sends SIGUSR1 90 s before the time limit (and on preemption)."""
+    nodes: int = 1
+    """Nodes it spans; `gpus`, `cpus` and `mem_mb` are per node. More than one needs the Slurm backend."""
+    account: str | None = None
+    """sbatch's --account: its coordinators may manage the job (None until the server fills in the default)."""
+    umask: int | None = None
+    """The submitter's umask, applied to the job's files (None: the server's)."""
+    requirements: str | None = None
+    """A ClassAd expression (HTCondor's requirements) over the node and each GPU it gets; see corral.core.classad."""
+    user_log: str | None = None
+    """An HTCondor job event log to append to (submit, execute, terminate): an absolute path pattern (`%A`)."""
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    parsed_dependency: Dependency | None = field(default=None, compare=False, repr=False)
+    """`dependency`, parsed: once at submit, carried through every `replace`, read by admission and the queue."""
+
+    def __post_init__(self) -> None:
+        parsed = self.parsed_dependency
+        if self.dependency is None and parsed is not None:
+            object.__setattr__(self, "parsed_dependency", None)
+        elif self.dependency is not None and (parsed is None or parsed.text != self.dependency):
+            object.__setattr__(self, "parsed_dependency", parse_dependency(self.dependency))  # as read from the store
+
+    @property
+    def request(self) -> Request:
+        """The resources it needs, as the scheduler sees them."""
+        return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb, self.requirements)
