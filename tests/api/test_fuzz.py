@@ -42,6 +42,8 @@ def _populate(session: requests.Session, url: str) -> tuple[int, int, int]:
     return blocker, target, run
 
 
+# About 1,200 requests: ~30 s alone, several times that beside four other workers on two cores.
+@pytest.mark.timeout(360)
 def test_fuzzed_requests_get_an_answer_or_a_clear_4xx_never_a_server_error(fuzz_server) -> None:
     url = fuzz_server.url
     session = _session()

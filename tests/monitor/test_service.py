@@ -244,6 +244,7 @@ def test_rules_and_channels_are_validated_and_secrets_hidden(fast_server):
 
 # -- efficiency and diagnosis -------------------------------------------------------------------------
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_eff_reports_a_local_jobs_cpu_and_memory_with_advice(fast_server):
     client = fast_server.client()
     job = client.submit(py("import time\nt = time.time()\nwhile time.time() - t < 2: pass"), cpus=1, mem="8G")["id"]

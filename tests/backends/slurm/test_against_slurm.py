@@ -166,6 +166,7 @@ def test_attach_is_refused_by_name_on_the_local_backend(server_factory):
     assert "--backend slurm" in err.value.message
 
 
+@pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_efficiency_of_a_finished_job_comes_from_slurms_accounting(slurm):
     client = slurm.client()
     burn = "import time\nt = time.time()\nx = bytearray(200 * 2**20)\nwhile time.time() - t < 4: pass\n"
