@@ -18,10 +18,7 @@ if TYPE_CHECKING:
 class JobReader(Protocol):
     """The jobs as the monitor sees them."""
 
-    @property
-    def user(self) -> str:
-        """The server's own user (a test notification is sent as from them)."""
-        ...
+    user: str  # the server's own user (a test notification is sent as from them)
 
     def active_jobs(self) -> Iterable[Job]:
         """Every job not yet ended (pending, running, array parents), in no set order."""

@@ -58,6 +58,7 @@ class JobService:
         self.backend = backend
         self.nodes = tuple(nodes)
         self.settings = settings
+        self.user = settings.user  # the server's own user (read by the monitor and the API)
         self.clock = clock
         config = config or SchedulerConfig()
         self.table = JobTable(store)
@@ -83,11 +84,6 @@ class JobService:
     @property
     def capabilities(self) -> Capabilities:
         return self.backend.capabilities
-
-    @property
-    def user(self) -> str:
-        """The server's own user (read by the monitor and the API)."""
-        return self.settings.user
 
     @property
     def access(self) -> AccessPolicy:
