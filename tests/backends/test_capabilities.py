@@ -21,6 +21,7 @@ from corral.core.resources import Node
 from corral.core.states import JobState
 from corral.errors import Conflict, InvalidRequest
 from corral.server.service import JobService
+from corral.server.settings import ServiceSettings
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
 from corral.store.jobs import JobStore
@@ -58,8 +59,8 @@ def _local_service(home: str) -> JobService:
     engine = open_engine(database_url(None, home))
     migrate.upgrade(engine)
     backend = LocalBackend(home, kill_grace_s=1.0, server_env={}, server_url=lambda: None)
-    return JobService(store=JobStore(engine), backend=backend, nodes=[Node("n1", 2, 1024)], home=home, user="tester",
-                      server_env={})
+    return JobService(store=JobStore(engine), backend=backend, nodes=[Node("n1", 2, 1024)],
+                      settings=ServiceSettings(home=home, user="tester", server_env={}))
 
 
 def test_attach_and_accounting_are_refused_where_the_backend_lacks_them(tmp_path):

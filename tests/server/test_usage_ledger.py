@@ -12,6 +12,7 @@ from corral.core.job import Job, Outcome
 from corral.core.resources import Gpu, Node
 from corral.core.states import JobState
 from corral.server.service import JobService
+from corral.server.settings import ServiceSettings
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
 from corral.store.jobs import JobStore
@@ -36,7 +37,8 @@ class PreemptedWhileAway:
 
 def _service(home: str, engine, backend) -> JobService:
     node = Node("n1", 4, 4096, gpus=(Gpu(0, "a100", 40_000), Gpu(1, "a100", 40_000)))
-    return JobService(store=JobStore(engine), backend=backend, nodes=[node], home=home, user="tester", server_env={})
+    return JobService(store=JobStore(engine), backend=backend, nodes=[node],
+                      settings=ServiceSettings(home=home, user="tester", server_env={}))
 
 
 def test_usage_charged_for_a_preempted_run_survives_a_restart(tmp_path):

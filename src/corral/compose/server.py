@@ -295,6 +295,7 @@ def serve(options: ServerOptions) -> None:
     from corral.executor.gpus import build_node
     from corral.executor.users import owned_dir, run_as_for, share_home_with_jobs
     from corral.server.service import JobService
+    from corral.server.settings import ServiceSettings
     from corral.store import migrate
     from corral.store.db import database_url, open_engine
     from corral.store.jobs import JobStore
@@ -354,12 +355,12 @@ def serve(options: ServerOptions) -> None:
         job_token=lambda job: job_token(tokens, job), owner_lookup=run_as_for if shared else None,
         cgroup_layout=placement.layout,
     ))
-    service = JobService(
-        store=JobStore(engine), backend=backend, nodes=nodes, home=home, user=getpass.getuser(),
-        server_env=server_env, config=options.scheduler, access=policy,
+    settings = ServiceSettings(
+        home=home, user=getpass.getuser(), server_env=server_env, access=policy,
         user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
         max_script_mb=options.max_script_mb,
     )
+    service = JobService(store=JobStore(engine), backend=backend, nodes=nodes, settings=settings, config=options.scheduler)
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
     service.on_job_ended.append(tracking.job_ended)

@@ -1,0 +1,62 @@
+"""Start-up: load the unfinished jobs and settle those that were running when the server stopped.
+
+The backend says what became of each running job (`Backend.recover`): still running, never started
+(queued again), preempted (queued again, its run charged) or ended (its outcome applied).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from corral.backends.base import Recovered
+from corral.core.job import Job
+from corral.core.resources import Allocation
+from corral.core.states import JobState
+from corral.server.job_table import apply_outcome
+
+if TYPE_CHECKING:
+    from corral.server.service import JobService
+
+log = logging.getLogger("corral.server")
+
+
+def recover(service: JobService) -> None:
+    """Load unfinished jobs and settle the ones that were running when the server stopped."""
+    now = service.clock()
+    service.ledger.load(service.store, now)
+    changed, ended, events = [], [], []
+    for job in service.store.active():
+        if job.state is JobState.RUNNING:
+            recovery = service.backend.recover(job)
+            if recovery.status is Recovered.RUNNING:
+                service.allocations[job.id] = _allocation_of(job)
+            elif recovery.status is Recovered.NEVER_STARTED:
+                job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
+                changed.append(job)
+            elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
+                service.allocations[job.id] = _allocation_of(job)
+                events += service.running.ending_events(job, recovery.outcome)
+                service.scheduling.requeue(job, recovery.outcome.end_time)
+                changed.append(job)
+            else:
+                assert recovery.outcome is not None
+                apply_outcome(job, recovery.outcome)
+                changed.append(job)
+                ended.append(job)
+                continue
+        service.table.track(job)
+    service.store.save_states(changed, events)
+    for job in ended:
+        for listener in service.on_job_ended:
+            listener(job)
+    for array_id in list(service.table.arrays):
+        service.finish_array_if_done(array_id)  # its last task may have ended while the server was away
+    log.info("recovered %d unfinished jobs (%d running)", len(service.active), len(service.allocations))
+
+
+def _allocation_of(job: Job) -> Allocation:
+    spec = job.spec
+    end = job.start_time + spec.time_limit_s if job.start_time is not None and spec.time_limit_s else None
+    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos, end,
+                      spec.preemptible)

@@ -1,0 +1,144 @@
+"""What comes in: submits and updates, checked, admitted and written.
+
+A submit is built into a spec as its submitter (their directories, their environment), refused if it
+could never run, admitted (`corral.core.admission.admit`: partition, QoS, limits, default time), and
+acknowledged once committed (`corral.server.inserts.GroupCommit`). Where the backend schedules itself,
+partitions and QoS are the cluster's and it refuses what its nodes cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from corral.backends.base import Backend
+from corral.core.admission import admit, check_nice, check_runnable, refuse_unconfigured
+from corral.core.job import Job
+from corral.core.resources import Node
+from corral.core.schedconfig import SchedulerConfig
+from corral.core.spec import JobSpec, build_spec, check_script_size, update_spec
+from corral.core.states import JobState
+from corral.errors import Conflict
+from corral.executor.directory_access import DirectoryAccess, can_enter
+from corral.server.accounts import home_of, may_use
+from corral.server.inserts import GroupCommit
+from corral.server.job_table import JobTable, pending
+from corral.server.settings import ServiceSettings
+from corral.store.jobs import JobStore
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class Submissions:
+    """Submits and updates of pending jobs; `changed` is called when the table's jobs changed."""
+
+    def __init__(
+        self, *, settings: ServiceSettings, backend: Backend, nodes: Sequence[Node], config: SchedulerConfig,
+        table: JobTable, store: JobStore, db_thread: ThreadPoolExecutor, clock: Callable[[], float],
+        changed: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.nodes = tuple(nodes)
+        self.config = config
+        self.table = table
+        self.store = store
+        self._changed = changed
+        self.directories = DirectoryAccess()  # submitters' directories, checked as them
+        self.inserts = GroupCommit(store, db_thread, clock=clock, inserted=self._inserted)
+
+    async def submit(self, request: Mapping[str, Any], user: str, privileged: bool) -> Job:
+        """Validate, refuse what could never run, persist; the job is acknowledged once committed."""
+        own = user == self.settings.user
+        check_script_size(request, self.settings.max_script_mb)
+        spec = build_spec(
+            request, user=user, log_dir=self.settings.log_dir_of(user),
+            default_workdir=os.path.expanduser("~") if own else home_of(user), server_env=self.settings.server_env if own else {},
+            can_enter=can_enter if own else self.directories.checker(user),  # as the user: root sees into every home
+            max_nodes=self.max_nodes,
+        )
+        check_nice(spec, privileged)
+        if not own and spec.inherit_env:
+            # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
+            spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
+        access = self.settings.access
+        if spec.account is not None or access.accounts:
+            spec = replace(spec, account=access.account_for(user, spec.account))
+        self._check_request(spec)
+        spec = self._place(spec)
+        key = (spec.user, spec.qos)
+        self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
+        try:
+            return await self.inserts.insert(spec)
+        except BaseException:
+            self.table.per_user[key] -= 1
+            raise
+
+    def update(self, job: Job, ref: str, changes: Mapping[str, Any], privileged: bool) -> Job:
+        """Change pending `job` (which `ref` named): its limits, priority or resources.
+
+        Raises:
+            InvalidRequest: a bad change; Conflict: the job is not pending.
+        """
+        self._refuse_unconfigured(changes)
+        active = self.table.active
+        if job.state is not JobState.PENDING or job.id not in active or (job.is_array and "_" in ref):
+            kind = "a task that has not started (update the array)" if job.is_array else job.state.value
+            raise Conflict(f"job {ref} is {kind}; only pending jobs can be updated")
+        # an array's change applies to its tasks not started yet and to those waiting with a record
+        targets = [job] + [active[t] for t in self.table.array_tasks.get(job.id, ()) if active[t].state
+                           is JobState.PENDING] if job.is_array else [job]
+        specs = []
+        for target in targets:
+            spec = update_spec(target.spec, changes)
+            if spec.nice < target.spec.nice:
+                check_nice(spec, privileged)
+            self._check_request(spec)
+            old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
+            counts = target.array_job_id is None
+            specs.append((target, self._place(spec, counted=not counts or old_key == new_key), old_key, counts))
+        for target, spec, old_key, counts in specs:
+            target.spec = spec
+            self.store.save_spec(target)
+            if counts and old_key != (spec.user, spec.qos):
+                self.table.per_user[old_key] -= 1
+                self.table.per_user[(spec.user, spec.qos)] += 1
+            if target.id in self.table.queue:
+                self.table.queue[target.id] = pending(target)
+        self._changed()
+        return self.table.current(job)
+
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes a job runs on here (the local backend runs each job on this machine)."""
+        return self.backend.capabilities.max_nodes
+
+    def close(self) -> None:
+        self.directories.close()
+
+    def _refuse_unconfigured(self, changes: Mapping[str, Any]) -> None:
+        if not self.backend.capabilities.schedules_itself:  # there, partitions and QoS are the cluster's
+            refuse_unconfigured(changes, self.config)
+
+    def _check_request(self, spec: JobSpec) -> None:
+        if not self.backend.capabilities.schedules_itself:  # there, the cluster refuses what its nodes cannot run, at submission
+            check_runnable(spec, self.nodes)
+
+    def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
+        """Fill in the partition, QoS and default time limit (`corral.core.admission.admit`)."""
+        queue = self.backend.queue
+        if queue is not None:
+            # partitions, QoS and their limits are the cluster's: "" leaves the choice to it
+            return replace(spec, partition=spec.partition or queue.default_partition or "", qos=spec.qos or "")
+        return admit(spec, self.config, nodes=self.nodes, may_use=may_use,
+                     unfinished=lambda qos: self.table.per_user[(spec.user, qos)] - (1 if counted else 0),
+                     job_exists=lambda job_id: self.table.state_of(job_id) is not None)
+
+    def _inserted(self, jobs: list[Job]) -> None:
+        """Submits committed (`corral.server.inserts`): the jobs are the table's now."""
+        for job in jobs:
+            self.table.track(job, counted=True)
+        self._changed()
