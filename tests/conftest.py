@@ -176,14 +176,13 @@ def server(server_factory, db_url) -> Server:
     return server_factory(db=db_url)
 
 
-@pytest.fixture(scope="module", params=DATABASES)
-def refusing_server(request: pytest.FixtureRequest) -> Iterator[Server]:
-    """One server, on SQLite and on PostgreSQL, for a module's tests whose every request is refused: what they
-    send changes nothing, so they need not pay for a server each (a server start is most of such a test)."""
+@contextlib.contextmanager
+def module_server(database: str, extra: list[str] | None = None) -> Iterator[Server]:
+    """A server, on SQLite or a fresh PostgreSQL schema, for the tests of one module to share."""
     root = tempfile.mkdtemp(prefix="corral-")
     with contextlib.ExitStack() as stack:
-        db = stack.enter_context(_fresh_pg_schema()) if request.param == "postgresql" else None
-        server = Server(home=os.path.join(root, "home"), db=db).start()
+        db = stack.enter_context(_fresh_pg_schema()) if database == "postgresql" else None
+        server = Server(home=os.path.join(root, "home"), db=db, extra=extra or []).start()
         try:
             yield server
         finally:
@@ -191,3 +190,10 @@ def refusing_server(request: pytest.FixtureRequest) -> Iterator[Server]:
             _kill_leftover_supervisors(root)
             shutil.rmtree(root, ignore_errors=True)
 
+
+@pytest.fixture(scope="module", params=DATABASES)
+def refusing_server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """One server, on SQLite and on PostgreSQL, for a module's tests whose every request is refused: what they
+    send changes nothing, so they need not pay for a server each (a server start is most of such a test)."""
+    with module_server(request.param) as server:
+        yield server

@@ -11,8 +11,6 @@ import http.client
 import json
 import math
 import os
-import shutil
-import tempfile
 import threading
 import urllib.parse
 import uuid
@@ -22,31 +20,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import DATABASES, PG_ADMIN_URL, Server, _kill_leftover_supervisors
+from tests.conftest import DATABASES, Server, module_server
 from tests.helpers import wait_for
 
 
 @pytest.fixture(scope="module", params=DATABASES)
 def live(request: pytest.FixtureRequest) -> Iterator[Server]:
-    root = tempfile.mkdtemp(prefix="corral-")
-    db, schema = None, None
-    if request.param == "postgresql":
-        import psycopg
-
-        schema = f"corral_test_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')  # a generated identifier
-        db = f"{PG_ADMIN_URL}?options=-csearch_path%3D{schema}"
-    server = Server(home=os.path.join(root, "home"), db=db, extra=["--cpus", "16"]).start()  # jobs run side by side
-    try:
+    with module_server(request.param, ["--cpus", "16"]) as server:  # jobs run side by side
         yield server
-    finally:
-        server.stop()
-        _kill_leftover_supervisors(root)
-        shutil.rmtree(root, ignore_errors=True)
-        if schema:
-            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def call(server: Server, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
