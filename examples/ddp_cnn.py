@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> None:
         run.save_checkpoint(net.state_dict(), step=step, metric=val_loss)
     run.finish()
     if world > 1:
+        # rank 0 is still saving the checkpoint: a rank that tears gloo down before its peers are done
+        # aborts ("terminate called without an active exception"), so all of them leave together
+        dist.barrier()
         dist.destroy_process_group()
 
 
