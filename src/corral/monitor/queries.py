@@ -10,7 +10,8 @@ from corral.core.states import JobState
 from corral.core.timespec import parse_moment
 from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.executor.logs import last_write, numbered_tail
-from corral.monitor.views import finding_view, job_view, json_value, sample_view
+from corral.core.nonfinite import json_number
+from corral.monitor.views import finding_view, job_view, sample_view
 from corral.store.monitoring import SAMPLE_COLUMNS, MonitorStore
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class MonitorQueries:
                 count, points = self._tracked_points(conn, job.id, metric, since, until, max_points)
                 source = "run"
             return {"job": job.id, "metric": metric, "source": source, "start": since, "end": until,
-                    "count": count, "points": [[round(t, 3), json_value(v)] for t, v in points]}
+                    "count": count, "points": [[round(t, 3), json_number(v)] for t, v in points]}
 
         return await self.threads.read(read)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -62,13 +61,6 @@ def notification(firing: Mapping[str, Any], event: str) -> Any:
         user=firing["user"], value=firing["value"], fired_at=firing["fired_at"],
         resolved_at=firing["resolved_at"] if event == "resolved" else None,
     )
-
-
-def json_value(value: float | None) -> float | str | None:
-    """NaN and infinities as the strings the run series use ("NaN", "Infinity"): null means no value."""
-    if value is None or math.isfinite(value):
-        return value
-    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 def sample_row(sample: JobSample) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, delete, exists, func, insert, select,
 
 from corral.core import metric_series as S
 from corral.core.metrics_batch import MetricsBatch, increasing_only
+from corral.core.nonfinite import json_number
 from corral.core.run_filters import RunFilter
 from corral.core.run_requests import RunRequest
 from corral.core.units import is_number
@@ -378,11 +379,7 @@ def _db_float(value: float) -> float | None:
 
 
 def _json_float(value: float | None) -> float | str:
-    if value is None:
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
+    return "NaN" if value is None else json_number(value)  # NaN is stored as NULL (see _db_float)
 
 
 def _sql_compare(column: Any, op: str, value: float) -> Any:

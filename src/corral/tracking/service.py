@@ -25,6 +25,7 @@ from corral.core import run_requests as R
 from corral.core.job import Job
 from corral.core.metric_series import Points
 from corral.core.metrics_batch import MetricsBatch, check_key, parse_metrics_batch
+from corral.core.nonfinite import json_number
 from corral.core.run_filters import parse_filter
 from corral.core.run_states import RUN_STATES
 from corral.core.states import JobState
@@ -346,8 +347,7 @@ def series_json(key: str, count: int, downsampled: bool, points: Points) -> byte
     if np.isfinite(values).all():
         value_list: list[Any] = values.tolist()
     else:
-        value_list = [v if v == v and v not in (float("inf"), float("-inf")) else
-                      ("NaN" if v != v else "Infinity" if v > 0 else "-Infinity") for v in values.tolist()]
+        value_list = [json_number(v) for v in values.tolist()]
     return orjson.dumps({
         "key": key, "count": count, "downsampled": downsampled, "steps": points.steps.tolist(), "values": value_list,
         "times": points.times.tolist(),
