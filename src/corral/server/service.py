@@ -69,7 +69,8 @@ class JobService:
             backend.queue, self.table, store, clock=clock, forget=self.forget, finish_array=self.finish_array_if_done,
             check_dependencies=self._check_dependencies)
         ledger = UsageLedger(config.half_life_s, clock(), UsageStore(store.engine))
-        self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes, clock=clock)
+        self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
+                                         clock=clock)
         self.watchers = JobWatchers()
         self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
                                        store=store, clock=clock, changed=self.mark_dirty)
