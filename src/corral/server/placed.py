@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import replace
 
 from corral.backends.base import Ended, Placement
@@ -19,33 +18,34 @@ from corral.core.job import Job, Outcome
 from corral.core.states import JobState
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, reset_to_pending
 from corral.server.launcher import Launcher, Stop
+from corral.server.poll_thread import PollThread
 from corral.server.scheduling import RunningJobs, SchedulingPass
-from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
 
-POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
-
 
 class PlacedJobs:
-    def __init__(self, placement: Placement, table: JobTable, running: RunningJobs, scheduling: SchedulingPass,
-                 store: JobStore, ledger: UsageLedger, db_thread: Executor, *, clock: Callable[[], float],
-                 forget: Callable[[Job], None], changed: Callable[[], None]) -> None:
-        """`forget`: let go of a job that ended; `changed`: the jobs changed (pass again, views refresh)."""
+    def __init__(self, placement: Placement, table: JobTable, scheduling: SchedulingPass, store: JobStore,
+                 db_thread: Executor, *, clock: Callable[[], float], forget: Callable[[Job], None],
+                 changed: Callable[[], None]) -> None:
+        """`db_thread`: where the starts and ends are recorded off the loop (shared with the submits);
+        `forget`: let go of a job that ended; `changed`: the jobs changed (pass again, views refresh)."""
         self.placement = placement
         self.table = table
-        self.running = running
         self.scheduling = scheduling
         self.store = store
-        self.ledger = ledger
         self.db_thread = db_thread
         self.clock = clock
         self._forget = forget
         self._changed = changed
-        self.poll_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-poll")
+        self.poll_thread = PollThread(placement.poll)
         self.launcher: Launcher | None = None  # made when the loop runs; without it, jobs start inline
-        self._next_poll_at = 0.0
+
+    @property
+    def running(self) -> RunningJobs:
+        """Their allocations, and who stopped them (the pass's own: it places into the same)."""
+        return self.scheduling.running
 
     def start_launcher(self, loop: asyncio.AbstractEventLoop) -> None:
         self.launcher = Launcher(self.placement, loop, on_failed=self.launch_failed, on_skipped=self.launch_skipped)
@@ -53,7 +53,7 @@ class PlacedJobs:
     def close(self) -> None:
         if self.launcher is not None:
             self.launcher.close()
-        self.poll_thread.shutdown(wait=True)
+        self.poll_thread.close()
 
     def reap(self) -> None:
         """Read and apply ended jobs' outcomes, here and now."""
@@ -64,15 +64,12 @@ class PlacedJobs:
     async def reap_off_loop(self) -> None:
         """Read the outcomes of running jobs in the poll thread, record those that ended in the
         database thread (one transaction), then apply them here."""
-        if time.monotonic() < self._next_poll_at:
+        if not self.poll_thread.due():
             return
         running = self.running_jobs()
         if not running:
             return
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-        ended = _outcomes(await loop.run_in_executor(self.poll_thread, self.placement.poll, running))
-        self._next_poll_at = time.monotonic() + POLL_GAP_FACTOR * (time.monotonic() - started)
+        ended = _outcomes(await self.poll_thread.poll(running))
         if not ended:
             return
         rows, events = [], []
@@ -84,7 +81,7 @@ class PlacedJobs:
                 apply_outcome(row, outcome)
             rows.append(row)
             events += self.running.ending_events(job, outcome)
-        await loop.run_in_executor(self.db_thread, self.store.save_states, rows, events)
+        await asyncio.get_running_loop().run_in_executor(self.db_thread, self.store.save_states, rows, events)
         self._settle(ended, saved=True)
 
     def running_jobs(self) -> list[Job]:

@@ -24,7 +24,7 @@ log = logging.getLogger("corral.server")
 def recover(service: JobService) -> None:
     """Load unfinished jobs and settle the ones that were running when the server stopped."""
     now = service.clock()
-    service.ledger.load(service.store, now)
+    service.scheduling.ledger.load(service.store, now)
     changed, ended, events = [], [], []
     for job in service.store.active():
         if job.state is JobState.RUNNING:
@@ -36,7 +36,7 @@ def recover(service: JobService) -> None:
                 changed.append(job)
             elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
                 service.allocations[job.id] = _allocation_of(job)
-                events += service.running.ending_events(job, recovery.outcome)
+                events += service.scheduling.running.ending_events(job, recovery.outcome)
                 service.scheduling.requeue(job, recovery.outcome.end_time)
                 changed.append(job)
             else:

@@ -11,7 +11,8 @@ admission in `corral.core.admission`), the loop's timing (`loop`), corral's own 
 jobs it placed (`scheduling`, `placed`) or, where the backend schedules itself, the hand-over
 (`handover`). Requests with more steps live beside it: `cancelling`, `self_scheduled` (what only
 a backend that schedules itself answers), `recovery` (start-up); what it was started with is
-one `settings.ServiceSettings`.
+one `settings.ServiceSettings`; who watches the jobs (live views, end listeners, `wait`) is told
+through `job_watchers`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from corral.backends.base import Backend, Capabilities, JobProcesses
@@ -35,6 +35,7 @@ from corral.server import cancelling, recovery, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.handover import BackendHandover
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, pending
+from corral.server.job_watchers import JobWatchers
 from corral.server.log_window import read_log_window
 from corral.server.loop import SchedulingLoop
 from corral.server.nodes_view import nodes_view
@@ -54,32 +55,47 @@ class JobService:
         config: SchedulerConfig | None = None, clock: Callable[[], float] = time.time,
     ) -> None:
         """`settings`: what the server was started with (`corral.server.settings`)."""
-        self.store = store
+        # the store, the nodes, the usage ledger and the running jobs are read through the one part
+        # that holds each (the table, the pass), so that no second reference can drift from it
         self.backend = backend
-        self.nodes = tuple(nodes)
         self.settings = settings
         self.user = settings.user  # the server's own user (read by the monitor and the API)
         self.clock = clock
         config = config or SchedulerConfig()
+        nodes = tuple(nodes)
         self.table = JobTable(store)
-        self.queries = JobQueries(self.table, store, self.nodes)
+        self.queries = JobQueries(self.table, store, nodes)
         self.handover = None if backend.queue is None else BackendHandover(
             backend.queue, self.table, store, clock=clock, forget=self.forget, finish_array=self.finish_array_if_done,
             check_dependencies=self._check_dependencies)
-        self.ledger = UsageLedger(config.half_life_s, clock(), UsageStore(store.engine))
-        self.running = RunningJobs()
-        self.scheduling = SchedulingPass(self.table, self.running, store, self.ledger, config=config,
-                                         nodes=self.nodes, clock=clock)
-        self._waiters: dict[int, list[asyncio.Future[Job]]] = {}
-        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
-        self.submissions = Submissions(settings=settings, backend=backend, nodes=self.nodes, config=config, table=self.table,
-                                       store=store, db_thread=self._db_thread, clock=clock, changed=self.mark_dirty)
+        ledger = UsageLedger(config.half_life_s, clock(), UsageStore(store.engine))
+        self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
+                                         clock=clock)
+        self.watchers = JobWatchers()
+        self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
+                                       store=store, clock=clock, changed=self.mark_dirty)
         self.placed = None if backend.placement is None else PlacedJobs(
-            backend.placement, self.table, self.running, self.scheduling, store, self.ledger, self._db_thread,
+            backend.placement, self.table, self.scheduling, store, self.submissions.db_thread,
             clock=clock, forget=self.forget, changed=self.mark_dirty)
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
-        self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
-        self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
+
+    @property
+    def store(self) -> JobStore:
+        return self.table.store
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return self.scheduling.nodes
+
+    @property
+    def on_job_ended(self) -> list[Callable[[Job], None]]:
+        """Called with each job that ended (e.g. tracking ends the job's runs): `corral.server.job_watchers`."""
+        return self.watchers.on_job_ended
+
+    @property
+    def generation(self) -> int:
+        """Goes up whenever jobs change: the dashboard's live view watches it."""
+        return self.watchers.generation
 
     @property
     def capabilities(self) -> Capabilities:
@@ -97,7 +113,7 @@ class JobService:
     @property
     def allocations(self) -> dict[int, Allocation]:
         """Of the jobs corral placed (read by the views)."""
-        return self.running.allocations
+        return self.scheduling.running.allocations
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -130,7 +146,6 @@ class JobService:
         self.backend.close()
         if self.placed is not None:
             self.placed.close()
-        self._db_thread.shutdown(wait=True)
         self.submissions.close()
 
     def resolve(self, ref: str) -> Job:
@@ -221,18 +236,7 @@ class JobService:
         job_id = job.id
         if job.state.is_terminal() or timeout <= 0:
             return job
-        future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(job_id, []).append(future)
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
-            return self.get(job_id)
-        finally:
-            waiters = self._waiters.get(job_id)
-            if waiters and future in waiters:
-                waiters.remove(future)
-                if not waiters:
-                    del self._waiters[job_id]
+        return await self.watchers.wait_for_end(job_id, timeout, self.get)
 
     # -- what the monitor reads (monitor.jobs.JobReader) ----------------------------------------------
 
@@ -326,7 +330,7 @@ class JobService:
         started, events = self.scheduling.start(decisions.starts, now)
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
-        self.generation += 1
+        self.watchers.changed()
         assert self.placed is not None
         self.placed.launch(started, events)
 
@@ -385,22 +389,17 @@ class JobService:
     # -- helpers --------------------------------------------------------------------------------
 
     def mark_dirty(self) -> None:
-        self.generation += 1
+        self.watchers.changed()
         self.loop.wake()
 
     def forget(self, job: Job) -> None:
-        self.generation += 1
+        self.watchers.changed()
         self.table.untrack(job)
-        allocation = self.running.release(job.id)
+        allocation = self.scheduling.running.release(job.id)
         if allocation is not None and job.start_time is not None and job.end_time is not None:
-            self.ledger.charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
+            self.scheduling.ledger.charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
                                                            job.end_time - job.start_time), job.end_time)
         self.scheduling.factors.pop(job.id, None)
-        if job.state.is_terminal():
-            for listener in self.on_job_ended:
-                listener(job)
-        for future in self._waiters.pop(job.id, []):
-            if not future.done():
-                future.set_result(job)
+        self.watchers.let_go(job)
         if job.array_job_id is not None:
             self.finish_array_if_done(job.array_job_id)

@@ -37,7 +37,7 @@ class Submissions:
 
     def __init__(
         self, *, settings: ServiceSettings, backend: Backend, nodes: Sequence[Node], config: SchedulerConfig,
-        table: JobTable, store: JobStore, db_thread: ThreadPoolExecutor, clock: Callable[[], float],
+        table: JobTable, store: JobStore, clock: Callable[[], float],
         changed: Callable[[], None],
     ) -> None:
         self.settings = settings
@@ -48,7 +48,10 @@ class Submissions:
         self.store = store
         self._changed = changed
         self.directories = DirectoryAccess()  # submitters' directories, checked as them
-        self.inserts = GroupCommit(store, db_thread, clock=clock, inserted=self._inserted)
+        # the one thread that writes to the database off the event loop: submits' group commits here,
+        # and the starts and ends `PlacedJobs` records; one, so that those writes never interleave
+        self.db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
+        self.inserts = GroupCommit(store, self.db_thread, clock=clock, inserted=self._inserted)
 
     async def submit(self, request: Mapping[str, Any], user: str, privileged: bool) -> Job:
         """Validate, refuse what could never run, persist; the job is acknowledged once committed."""
@@ -117,6 +120,8 @@ class Submissions:
         return self.backend.capabilities.max_nodes
 
     def close(self) -> None:
+        """Let an insert in flight finish (its submitters are owed an answer)."""
+        self.db_thread.shutdown(wait=True)
         self.directories.close()
 
     def _refuse_unconfigured(self, changes: Mapping[str, Any]) -> None:
