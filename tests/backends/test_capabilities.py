@@ -10,7 +10,7 @@ import time
 import pytest
 
 from corral.backends.base import ArrayDrained, Ended, Started, TaskAppeared, TaskOf, Waiting
-from corral.backends.local import LocalBackend
+from corral.backends.local import LaunchSettings, LocalBackend
 from corral.backends.registry import backend_kind
 from corral.backends.slurm.backend import SlurmBackend
 from corral.backends.slurm.cluster import SlurmCluster
@@ -29,7 +29,7 @@ from tests.helpers import make_spec
 
 
 def test_the_local_backend_places_jobs_corral_scheduled_and_samples_them(tmp_path):
-    backend = LocalBackend(str(tmp_path), kill_grace_s=1.0, server_env={}, server_url=lambda: None)
+    backend = LocalBackend(str(tmp_path), LaunchSettings(kill_grace_s=1.0, server_env={}, server_url=lambda: None))
     caps = backend.capabilities
     assert (caps.name, caps.schedules_itself, caps.attach, caps.efficiency_from_accounting, caps.samples_processes,
             caps.max_nodes) == ("local", False, False, False, True, 1)
@@ -58,7 +58,7 @@ def test_backends_are_chosen_by_name():
 def _local_service(home: str) -> JobService:
     engine = open_engine(database_url(None, home))
     migrate.upgrade(engine)
-    backend = LocalBackend(home, kill_grace_s=1.0, server_env={}, server_url=lambda: None)
+    backend = LocalBackend(home, LaunchSettings(kill_grace_s=1.0, server_env={}, server_url=lambda: None))
     return JobService(store=JobStore(engine), backend=backend, nodes=[Node("n1", 2, 1024)],
                       settings=ServiceSettings(home=home, user="tester", server_env={}))
 

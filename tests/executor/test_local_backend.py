@@ -10,7 +10,7 @@ import time
 import pytest
 
 from corral.backends.base import Recovered
-from corral.backends.local import LocalBackend
+from corral.backends.local import LaunchSettings, LocalBackend
 from corral.core.job import Job
 from corral.core.resources import Allocation
 from corral.core.states import JobState
@@ -22,7 +22,8 @@ _next_id = iter(range(1, 10_000))
 
 @pytest.fixture
 def backend(short_tmp):
-    return LocalBackend(short_tmp, kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: "http://x:1")
+    settings = LaunchSettings(kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: "http://x:1")
+    return LocalBackend(short_tmp, settings)
 
 
 def start(backend: LocalBackend, gpu_ids=(0,), **request) -> Job:
@@ -168,7 +169,8 @@ def test_a_cancel_that_arrives_before_the_fork_means_the_job_never_runs(short_tm
 def test_recovery_sees_a_live_supervisor_as_running_and_an_ended_one_as_ended(backend):
     job = start(backend, command=["sleep", "2"])
     wait_for(lambda: os.path.exists(os.path.join(backend.job_dir(job.id), files.STARTED)))
-    fresh = LocalBackend(os.path.dirname(backend.jobs_dir), kill_grace_s=1, server_env={}, server_url=lambda: None)
+    fresh = LocalBackend(os.path.dirname(backend.jobs_dir),
+                         LaunchSettings(kill_grace_s=1, server_env={}, server_url=lambda: None))
     assert fresh.recover(job).status is Recovered.RUNNING
     finish(fresh, job)
     recovery = fresh.recover(job)
@@ -179,8 +181,9 @@ def test_recovery_of_a_job_whose_supervisor_was_killed_reports_node_fail_and_kil
     job = start(backend, command=["sleep", "60"])
     started = wait_for(lambda: files.read_json(os.path.join(backend.job_dir(job.id), files.STARTED)))
     os.kill(started["supervisor_pid"], signal.SIGKILL)
-    backend._children[job.id].wait()
-    fresh = LocalBackend(os.path.dirname(backend.jobs_dir), kill_grace_s=1, server_env={}, server_url=lambda: None)
+    backend.supervisors.child(job.id).wait()
+    fresh = LocalBackend(os.path.dirname(backend.jobs_dir),
+                         LaunchSettings(kill_grace_s=1, server_env={}, server_url=lambda: None))
     recovery = fresh.recover(job)
     assert recovery.status is Recovered.LOST and recovery.outcome.state == "NODE_FAIL"
     wait_for(lambda: not _alive(started["pid"]), timeout=5)
@@ -227,8 +230,8 @@ def test_a_preempted_job_ends_preempted(backend):
 
 
 def test_a_job_whose_log_runs_away_is_killed_before_it_fills_the_disk(short_tmp):
-    backend = LocalBackend(short_tmp, kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: None,
-                           max_log_mb=2)
+    settings = LaunchSettings(kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: None, max_log_mb=2)
+    backend = LocalBackend(short_tmp, settings)
     job = start(backend, command=[sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"])
     quiet = start(backend, command=["sh", "-c", "echo fine"])
     outcome = finish(backend, job)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from corral.backends.local import LocalBackend
+from corral.backends.local import LaunchSettings, LocalBackend
 from corral.core.job import Job
 from corral.core.resources import Allocation
 from corral.core.states import JobState
@@ -33,8 +33,9 @@ def backend(os_users, shared_dir):
     home = os.path.join(shared_dir, "home")
     os.makedirs(home)
     share_home_with_jobs(home)  # what the server does at start-up
-    return LocalBackend(home, kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: None,
-                        owner_lookup=run_as_for, max_job_processes=MAX_PROCESSES)
+    settings = LaunchSettings(kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: None,
+                              max_job_processes=MAX_PROCESSES)
+    return LocalBackend(home, settings, owner_lookup=run_as_for)
 
 
 def log_dir(backend: LocalBackend, user: str) -> str:

@@ -18,7 +18,7 @@ from corral.core.resources import Node
 from corral.errors import InvalidRequest
 
 KINDS: dict[str, str] = {
-    "local": "corral.backends.local",
+    "local": "corral.backends.local.backend",
     "slurm": "corral.backends.slurm.backend",
 }
 """Each backend's name and the module whose `KIND` builds it."""

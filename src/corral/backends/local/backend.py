@@ -1,32 +1,29 @@
-"""The local backend: each job under its own supervisor process on this machine.
+"""`LocalBackend`: each job under its own supervisor process on this machine.
 
-`start` may be called from several threads at once (the server launches off its
-event loop) and `poll` from another: the state they share is behind one lock, held
-only to read or change it, never while a supervisor is spawned.
-
-Under a root server with an `owner_lookup` (the shared service), each job runs as
-its owner: the supervisor takes on the account the lookup names, the job's
-checkpoint directory and batch script become the owner's, and its job directory
-is 0711 so the owner reaches the script by name without reading launch.json.
+Under a root server with an owner lookup (the shared service), each job runs as its owner
+(`JobOwners`): the supervisor takes on the owner's account, the job's checkpoint directory and batch
+script become the owner's, and its job directory is 0711 so the owner reaches the script by name
+without reading launch.json.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral.backends.base import (
     Accounting, Capabilities, ClusterQueue, Ended, ForeignJobs, JobProcesses, Recovered, Recovery,
 )
+from corral.backends.local.owners import JobOwners
+from corral.backends.local.settings import LaunchSettings
+from corral.backends.local.supervisors import Supervisors
 from corral.backends.registry import BackendSetup
 from corral.core.job import Job, Outcome
 from corral.core.resources import Allocation, Node
 from corral.executor import files
-from corral.executor.cgroups import DEVICE_NVIDIA_MAJOR
 from corral.executor.endings import NODE_FAILURE, append_as_root, cancelled_line
 from corral.executor.environment import job_environment
 from corral.executor.launch import (
@@ -34,13 +31,11 @@ from corral.executor.launch import (
 )
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.log_quota import LogQuota
-from corral.executor.users import RunAs, give_dir, share_home_with_jobs
+from corral.executor.users import RunAs, give_dir
 from corral.home import HomeLayout
 
-LIVENESS_CHECK_S = 2.0
 READY_TIMEOUT_S = 10.0  # how long `start` waits for a new supervisor to have started its job
 READY_CHECK_S = 0.005
-PROCESSES_RECHECK_S = 1.0  # how often job_processes looks again for a job whose supervisor has not started it
 
 
 class LocalBackend:
@@ -50,51 +45,32 @@ class LocalBackend:
     foreign_jobs: ForeignJobs | None = None
 
     def __init__(
-        self, home: str, *, kill_grace_s: float, server_env: Mapping[str, str], server_url: Callable[[], str | None],
-        clock: Callable[[], float] = time.time, max_log_mb: int | None = None,
-        owner_lookup: Callable[[str], RunAs | None] | None = None, max_job_processes: int | None = None,
-        cgroup_layout: Mapping[str, Any] | None = None, gpu_minors: Mapping[int, int] | None = None,
-        log_reserve_mb: int | None = None, user_log_quota_mb: int | None = None,
+        self, home: str, settings: LaunchSettings, *, owner_lookup: Callable[[str], RunAs | None] | None = None,
+        user_log_quota_mb: int | None = None, clock: Callable[[], float] = time.time,
     ) -> None:
         """
         Args:
-            owner_lookup: the account a job of a user runs as, None for this process's own
-                (`corral.executor.users.run_as_for` in a server; it refuses unknown users).
-                Without it every job runs as this process, as a personal queue's do.
-            max_job_processes: each job's process cap: a fork bomb fails its own forks instead
-                of exhausting the machine's pids. With cgroups it is the job's `pids.max`;
-                without, RLIMIT_NPROC for jobs that run as their owner (the kernel then counts
-                all of the owner's processes, not one job's).
-            cgroup_layout: where jobs' cgroups go (`corral.executor.cgroups.placement`); None
-                without cgroups (jobs are followed by process group and session).
-            gpu_minors: each GPU's device minor (`/dev/nvidiaN`), by index: a job may open only
-                its own where the layout controls devices.
-            log_reserve_mb: a job whose logs grow while their filesystem has less than this
-                free is stopped (FAILED): the last of the disk is for the server and every job.
+            owner_lookup: the account a job of a user runs as, None for this process's own (`JobOwners`).
             user_log_quota_mb: each user's running jobs' logs together (`LogQuota`).
         """
-        self.home = home
         self.layout = HomeLayout(home)
-        self.jobs_dir = self.layout.jobs
-        self.checkpoints_dir = self.layout.checkpoints
-        self.kill_grace_s = kill_grace_s
-        self.max_log_mb = max_log_mb
-        self.server_env = server_env
-        self.server_url = server_url
-        self.clock = clock
-        self.owner_lookup = owner_lookup
-        self.max_job_processes = max_job_processes
-        self.cgroup_layout = dict(cgroup_layout) if cgroup_layout else None
-        self.gpu_minors = dict(gpu_minors or {})
-        self.log_reserve_mb = log_reserve_mb
+        self.settings = settings
+        self.owners = JobOwners(home, owner_lookup)
+        self.supervisors = Supervisors()
         self.log_quota = LogQuota(user_log_quota_mb, self._fail) if user_log_quota_mb else None
-        self._home_shared = False
-        self._lock = threading.Lock()  # guards the four maps below, and _home_shared
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
-        self._exiting: list[subprocess.Popen[bytes]] = []  # supervisors that recorded an outcome, to reap
-        self._last_liveness: dict[int, float] = {}
-        self._processes: dict[int, JobProcesses] = {}  # running job -> its processes, read once from started.json
-        self._not_started: dict[int, float] = {}  # job -> when started.json was last found missing
+        self.clock = clock
+
+    @property
+    def home(self) -> str:
+        return self.layout.root
+
+    @property
+    def jobs_dir(self) -> str:
+        return self.layout.jobs
+
+    @property
+    def checkpoints_dir(self) -> str:
+        return self.layout.checkpoints
 
     @property
     def placement(self) -> LocalBackend:
@@ -116,19 +92,12 @@ class LocalBackend:
         Raises:
             InvalidRequest: the owner lookup refuses the job's user (no account on this machine).
         """
-        owner = self.owner_lookup(job.spec.user) if self.owner_lookup is not None else None
-        if owner is not None and not self._home_shared:
-            with self._lock:
-                if not self._home_shared:
-                    share_home_with_jobs(self.home)
-                    self._home_shared = True
+        owner = self.owners.of(job.spec.user)
         job_dir = self.job_dir(job.id)
         os.makedirs(job_dir, exist_ok=True)
         if owner is not None:
             os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
-        with self._lock:
-            self._processes.pop(job.id, None)
-            self._not_started.pop(job.id, None)
+        self.supervisors.starting(job.id)
         for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL):
             try:
                 os.unlink(os.path.join(job_dir, stale))
@@ -154,27 +123,28 @@ class LocalBackend:
             from corral.core.spec import parse_signal
 
             warn_signal, warn_before_s = parse_signal(job.spec.warn_signal)
+        settings = self.settings
         config = LaunchConfig(
             job_ref=job.ref,
             node=allocation.node,  # the stop line in its stderr names it, as Slurm's does
             argv=tuple(argv),
             env=job_environment(
-                job, allocation, server_env=self.server_env, checkpoint_dir=checkpoint_dir,
-                server_url=self.server_url(), home=self.home,
+                job, allocation, server_env=settings.server_env, checkpoint_dir=checkpoint_dir,
+                server_url=settings.server_url(), home=self.home,
             ),
             cwd=job.spec.workdir,
             stdout=stdout,
             stderr=job.log_path("stderr") if job.spec.stderr is not None else stdout,
             time_limit_s=job.spec.time_limit_s,
             mem_limit_mb=job.spec.mem_mb,
-            kill_grace_s=self.kill_grace_s,
-            max_log_mb=self.max_log_mb,
-            log_reserve_mb=self.log_reserve_mb,
+            kill_grace_s=settings.kill_grace_s,
+            max_log_mb=settings.max_log_mb,
+            log_reserve_mb=settings.log_reserve_mb,
             append_logs=job.restarts > 0,
             run_as=owner.to_dict() if owner is not None else None,
             umask=job.spec.umask,
-            max_processes=self.max_job_processes,
-            cgroup=self._cgroup_of(job, allocation),
+            max_processes=settings.max_job_processes,
+            cgroup=settings.cgroup_of(job, allocation),
             warn_signal=warn_signal,
             warn_before_s=warn_before_s,
             condor_log={
@@ -187,8 +157,7 @@ class LocalBackend:
         # the outcome's room, set aside while there is some: it is written however full the disk is then
         files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
         child = spawn_supervisor(job_dir, config)
-        with self._lock:
-            self._children[job.id] = child
+        self.supervisors.spawned(job.id, child)
         if self.log_quota is not None:
             self.log_quota.track(job.id, job.spec.user, (config.stdout, config.stderr))
         self._await_supervisor(job_dir, child)
@@ -205,34 +174,9 @@ class LocalBackend:
                 return
             time.sleep(READY_CHECK_S)
 
-    def _cgroup_of(self, job: Job, allocation: Allocation) -> dict[str, Any] | None:
-        """The job's cgroup for its supervisor: where, and the GPUs of this node that are not its own."""
-        if self.cgroup_layout is None:
-            return None
-        deny = []
-        if self.cgroup_layout.get("devices"):
-            deny = [["c", DEVICE_NVIDIA_MAJOR, minor] for index, minor in sorted(self.gpu_minors.items())
-                    if index not in allocation.gpu_ids]
-        return {"layout": self.cgroup_layout, "name": f"job_{job.id}", "deny_devices": deny}
-
     def job_processes(self, job_id: int) -> JobProcesses | None:
         """The running job's main process and cgroup, once its supervisor has started it."""
-        cached = self._processes.get(job_id)
-        if cached is not None:
-            return cached
-        now = time.monotonic()
-        if now - self._not_started.get(job_id, -PROCESSES_RECHECK_S) < PROCESSES_RECHECK_S:
-            return None  # looked a moment ago (the monitor asks for every running job, on the server's loop)
-        started = files.read_json(os.path.join(self.job_dir(job_id), files.STARTED))
-        if started is None or not started.get("pid"):
-            with self._lock:
-                self._not_started[job_id] = now
-            return None
-        processes = JobProcesses(int(started["pid"]), started.get("cgroup_procs"))
-        with self._lock:
-            self._processes[job_id] = processes
-            self._not_started.pop(job_id, None)
-        return processes
+        return self.supervisors.job_processes(job_id, self.job_dir(job_id))
 
     def job_pid(self, job_id: int) -> int | None:
         """The running job's main process (its session leader), once its supervisor has started it."""
@@ -264,24 +208,16 @@ class LocalBackend:
             job_dir = self.job_dir(job.id)
             # most jobs are still running: a look for the file costs a third of a failed open
             outcome = read_outcome(job_dir) if os.path.exists(os.path.join(job_dir, files.RESULT)) else None
-            if outcome is None and now - self._last_liveness.get(job.id, 0.0) >= LIVENESS_CHECK_S:
-                self._last_liveness[job.id] = now
-                with self._lock:
-                    child = self._children.get(job.id)
+            if outcome is None and self.supervisors.liveness_due(job.id, now):
+                child = self.supervisors.child(job.id)
                 if (child is None or child.poll() is not None) and not supervisor_alive(job_dir):
                     outcome = read_outcome(job_dir) or self._lost(job_dir, now)
             if outcome is not None:
                 ended.append(Ended(job, outcome))
-                self._last_liveness.pop(job.id, None)
-                with self._lock:
-                    self._processes.pop(job.id, None)
-                    self._not_started.pop(job.id, None)
-                    child = self._children.pop(job.id, None)
+                self.supervisors.ended(job.id)
                 if self.log_quota is not None:
                     self.log_quota.forget(job.id)
-                if child is not None:
-                    self._exiting.append(child)
-        self._exiting = [c for c in self._exiting if c.poll() is None]
+        self.supervisors.reap()
         return ended
 
     def recover(self, job: Job) -> Recovery:
@@ -302,7 +238,6 @@ class LocalBackend:
         kill_orphaned_job(job_dir)
         _note_node_failure(job_dir, now)
         return Outcome("NODE_FAIL", None, None, now, "the job's supervisor died without recording an outcome")
-
 
 
 def _note_node_failure(job_dir: str, now: float) -> None:
@@ -333,11 +268,14 @@ class LocalKind:
     def open(self, setup: BackendSetup) -> LocalBackend:
         s = setup.settings
         gpus = setup.nodes[0].gpus if setup.nodes else ()
-        return LocalBackend(setup.home, kill_grace_s=s.kill_grace_s, server_env=setup.server_env,
-                            server_url=setup.server_url, max_log_mb=s.max_log_mb, max_job_processes=s.max_job_processes,
-                            owner_lookup=setup.owner_lookup, cgroup_layout=setup.cgroup_layout,
-                            log_reserve_mb=s.log_reserve_mb, user_log_quota_mb=s.user_log_quota_mb,
-                            gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus})
+        settings = LaunchSettings(
+            kill_grace_s=s.kill_grace_s, server_env=setup.server_env, server_url=setup.server_url,
+            max_log_mb=s.max_log_mb, log_reserve_mb=s.log_reserve_mb, max_job_processes=s.max_job_processes,
+            cgroup_layout=setup.cgroup_layout,
+            gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus},
+        )
+        return LocalBackend(setup.home, settings, owner_lookup=setup.owner_lookup,
+                            user_log_quota_mb=s.user_log_quota_mb)
 
 
 KIND = LocalKind()

@@ -1,0 +1,45 @@
+"""What every job's supervisor is launched with: the server's limits, environment and cgroup placement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral.core.job import Job
+from corral.core.resources import Allocation
+from corral.executor.cgroups import DEVICE_NVIDIA_MAJOR
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """The same for every job of this server; each job's own limits come from its spec."""
+
+    kill_grace_s: float
+    server_env: Mapping[str, str]
+    server_url: Callable[[], str | None]
+    """Read at each launch: the server knows its address only once it listens."""
+    max_log_mb: int | None = None
+    log_reserve_mb: int | None = None
+    """A job whose logs grow while their filesystem has less than this free is stopped (FAILED): the
+    last of the disk is for the server and every job."""
+    max_job_processes: int | None = None
+    """Each job's process cap: a fork bomb fails its own forks instead of exhausting the machine's pids.
+    With cgroups it is the job's `pids.max`; without, RLIMIT_NPROC for jobs that run as their owner
+    (the kernel then counts all of the owner's processes, not one job's)."""
+    cgroup_layout: Mapping[str, Any] | None = None
+    """Where jobs' cgroups go (`corral.executor.cgroups.placement`); None without cgroups (jobs are
+    followed by process group and session)."""
+    gpu_minors: Mapping[int, int] = field(default_factory=dict)
+    """Each GPU's device minor (`/dev/nvidiaN`), by index: a job may open only its own where the layout
+    controls devices."""
+
+    def cgroup_of(self, job: Job, allocation: Allocation) -> dict[str, Any] | None:
+        """The job's cgroup for its supervisor: where, and the GPUs of this node that are not its own."""
+        if not self.cgroup_layout:
+            return None
+        deny = []
+        if self.cgroup_layout.get("devices"):
+            deny = [["c", DEVICE_NVIDIA_MAJOR, minor] for index, minor in sorted(self.gpu_minors.items())
+                    if index not in allocation.gpu_ids]
+        return {"layout": dict(self.cgroup_layout), "name": f"job_{job.id}", "deny_devices": deny}
