@@ -28,12 +28,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from corral.core.checkpointing import recommended_checkpoint_interval_s
+from corral.sdk.backoff import RETRY_INTERVAL_S
 from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
 from corral.sdk.config_values import config_dict
 from corral.sdk.context import detect_job, git_commit
 from corral.sdk.context import resume_key as derive_resume_key
 from corral.sdk.places import SpoolPlaces
-from corral.sdk.sender import RETRY_INTERVAL_S, Sender, logger
+from corral.sdk.sender import Sender, logger
 from corral.sdk.spool import RunSpool
 
 MODES = ("online", "offline", "disabled")
