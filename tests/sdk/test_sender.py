@@ -7,7 +7,7 @@ import time
 import pytest
 
 import corral
-from corral.sdk.sender import retry_delay
+from corral.sdk.backoff import retry_delay
 from tests.helpers import wait_for
 from tests.sdk.conftest import spooled_files
 

@@ -1,7 +1,12 @@
 """The training-side SDK: what `import corral` gives a training script (`corral.init`, `corral.Run`).
 
     run.py          Run and init: the public surface
+    run_record.py   RunRecord: who a run is (project, name, uid, the server's id ...)
+    checkpoint_schedule.py  CheckpointSchedule: when checkpoint_due() says yes
     sender.py       the background thread that batches, sends and spools
+    sender_thread.py  SenderThread: the sender's thread, and its flush/close handshake
+    server_link.py  ServerLink: the sender's client, made on first use, dropped after a failure
+    backoff.py      Backoff: when a spooling run next tries the server (1 s, 2 s, 4 s ...)
     batches.py      logged dicts -> columnar metric batches
     spool.py        the on-disk spool of what could not be sent
     places.py       where a user's runs spool (a shared server's per-user directory, private fallbacks)

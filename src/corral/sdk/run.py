@@ -28,18 +28,20 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from corral.core.checkpointing import recommended_checkpoint_interval_s
+from corral.sdk.backoff import RETRY_INTERVAL_S
+from corral.sdk.checkpoint_schedule import CheckpointSchedule
 from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
 from corral.sdk.config_values import config_dict
 from corral.sdk.context import detect_job, git_commit
 from corral.sdk.context import resume_key as derive_resume_key
 from corral.sdk.places import SpoolPlaces
-from corral.sdk.sender import RETRY_INTERVAL_S, Sender, logger
+from corral.sdk.run_record import RunRecord
+from corral.sdk.sender import Sender, logger
 from corral.sdk.spool import RunSpool
 
 MODES = ("online", "offline", "disabled")
 REQUEST_TIMEOUT_S = 10.0
 FINISH_TIMEOUT_S = 30.0
-FINAL_CHECKPOINT_MARGIN_S = 300.0
 SIGTERM_FLUSH_S = 3.0  # well inside the grace before SIGKILL (corral's default 10 s, Slurm's KillWait 30 s)
 
 _now = time.time  # a module global: one dict lookup cheaper than time.time in run.log
@@ -62,27 +64,11 @@ class Run:
                  run_id: int | None = None, resumed: bool = False, summary: dict[str, Any] | None = None,
                  next_step: int = 0, time_limit_s: float | None = None, end_time: float | None = None,
                  clock: Callable[[], float] = time.time, finish_timeout_s: float = FINISH_TIMEOUT_S) -> None:
-        self.project = project
-        self.name = name
-        self.uid = uid
-        """Chosen by this process (16 hex); the server's when it resumed a run made by an earlier one."""
-        self.id = run_id
-        """The server's id; None while the run has not reached the server."""
-        self.mode = mode
-        self.rank = rank
-        self.resumed = resumed
-        """True when this run continues one made by an earlier process of the same job."""
-        self.summary: dict[str, Any] = summary or {}
-        """The server's per-key summary (count, last_step, last, min, max) as of `init`."""
-        self.checkpoint_dir = checkpoints.directory
-        self.checkpoint_interval_s = recommended_checkpoint_interval_s(time_limit_s)
+        self._record = RunRecord(project, name, uid, mode, rank, run_id, resumed, summary or {})
         self._checkpoints = checkpoints
+        self._schedule = CheckpointSchedule(recommended_checkpoint_interval_s(time_limit_s), end_time, clock)
         self._sender = sender
-        self._queue = queue
-        self._next_step = next_step
-        self._end_time = end_time
-        self._clock = clock
-        self._last_save = clock()
+        self._next_step = next_step  # log()'s own state stays a plain attribute: it is read and set on every call
         self._finish_timeout_s = finish_timeout_s
         self._finished = False
         self._pid = os.getpid()
@@ -92,6 +78,61 @@ class Run:
         else:
             # three items per record, not a tuple: one object less for the garbage collector to track
             self._extend = queue.extend
+
+    # -- who the run is (read-only: the record is the server's as much as this process's) -------
+
+    @property
+    def project(self) -> str:
+        return self._record.project
+
+    @property
+    def name(self) -> str | None:
+        return self._record.name
+
+    @property
+    def uid(self) -> str:
+        """Chosen by this process (16 hex); the server's when it resumed a run made by an earlier one."""
+        return self._record.uid
+
+    @property
+    def id(self) -> int | None:
+        """The server's id; None while the run has not reached the server."""
+        return self._record.id
+
+    @property
+    def mode(self) -> str:
+        return self._record.mode
+
+    @property
+    def rank(self) -> int:
+        return self._record.rank
+
+    @property
+    def resumed(self) -> bool:
+        """True when this run continues one made by an earlier process of the same job."""
+        return self._record.resumed
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The server's per-key summary (count, last_step, last, min, max) as of `init`."""
+        return self._record.summary
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return self._checkpoints.directory
+
+    @property
+    def checkpoint_interval_s(self) -> float:
+        return self._schedule.interval_s
+
+    @checkpoint_interval_s.setter
+    def checkpoint_interval_s(self, seconds: float) -> None:
+        # a script may choose its own interval, as it could when this was a plain attribute
+        self._schedule.interval_s = seconds
+
+    @property
+    def _queue(self) -> deque | None:
+        return self._sender.queue if self._sender is not None else None
 
     @property
     def disabled(self) -> bool:
@@ -163,7 +204,7 @@ class Run:
         if step is None:
             step = max(self._next_step - 1, 0)
         step = int(step)
-        self._last_save = self._clock()  # on every rank: all must agree on checkpoint_due()
+        self._schedule.saved()  # on every rank: all must agree on checkpoint_due()
         if self._sender is None:
             return self._checkpoints.path_for(step)
         entry, removed = self._checkpoints.save(obj, step, metric, move=move)
@@ -184,13 +225,7 @@ class Run:
     def checkpoint_due(self) -> bool:
         """True once `checkpoint_interval_s` has passed since the last save (or the start), and
         once more when the job's end time is a few minutes away."""
-        now = self._clock()
-        if now - self._last_save >= self.checkpoint_interval_s:
-            return True
-        if self._end_time is None:
-            return False
-        last_call = self._end_time - min(FINAL_CHECKPOINT_MARGIN_S, self.checkpoint_interval_s / 4)
-        return now >= last_call > self._last_save
+        return self._schedule.due()
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -226,8 +261,7 @@ class Run:
 
     def _created(self, server_run: dict[str, Any]) -> None:
         # called from the sender's thread when the run reaches the server
-        self.id = server_run.get("id")
-        self.uid = server_run.get("uid") or self.uid
+        self._record.created(server_run)
 
 
 def init(project: str | None = None, config: Any = None, name: str | None = None, tags: Iterable[str] | None = None,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -24,34 +23,17 @@ from itertools import repeat
 from operator import call
 from typing import TYPE_CHECKING, Any
 
+from corral.sdk.backoff import RETRY_INTERVAL_S, Backoff
 from corral.sdk.batches import MAX_BATCH_POINTS, ColumnBuilder
 from corral.sdk.files import directory_size, sha256_file
+from corral.sdk.sender_thread import SenderThread
+from corral.sdk.server_link import Connect, ServerLink
 from corral.sdk.spool import REJECTED, RunSpool, post_record, upload
 
 if TYPE_CHECKING:
     from corral.sdk.places import SpoolPlaces
 
 logger = logging.getLogger("corral.sdk")
-
-FIRST_RETRY_S = 1.0  # a restarted server is back within seconds: so is its runs' data
-RETRY_INTERVAL_S = 30.0  # the longest wait between two tries
-WAKE_ITEMS = 3 * 20_000  # a queue of 20,000 records is sent before the interval is up
-WAKE_CHECK_S = 0.05    # how often the thread looks at the queue's length while it waits
-# the server answered, and will answer the same to a retry: drop the record rather than block the spool
-
-Connect = Callable[[], Any]
-"""Returns a client (corral.client.Client or anything with its run methods); may raise."""
-
-
-def retry_delay(failures: int, longest: float = RETRY_INTERVAL_S) -> float:
-    """Seconds to wait after `failures` failed tries in a row: 1, 2, 4 ... and at most `longest`.
-
-    The first try comes soon, since a restarted server is back within seconds; doubling keeps
-    every run on the box from knocking each second on a server that stays down. (Their flush
-    timers differ, which spreads their tries.)
-    """
-    return min(longest, FIRST_RETRY_S * 2.0 ** min(max(failures, 1) - 1, 16))
-
 
 class Sender:
     """Owns one run's queue, its connection and its spool; all network and disk work runs here."""
@@ -66,24 +48,14 @@ class Sender:
         self.run_id = run_id
         self.spool = spool
         self.places = places
-        self.flush_interval_s = flush_interval_s
-        self.retry_interval_s = retry_interval_s
-        self.offline = connect is None
+        self._link = ServerLink(connect)
         # a resumed spool with records still in it must be emptied before anything goes live
-        self.spooling = self.offline or (spool is not None and not spool.empty)
-        self._connect = connect
-        self._client: Any = None
+        self.spooling = self._link.offline or (spool is not None and not spool.empty)
+        self._backoff = Backoff(retry_interval_s, clock)
         self._on_created = on_created
-        self._clock = clock
-        self._next_retry = 0.0
-        self._failures = 0  # tries in a row that did not reach the server
         self._warned: set[str] = set()
         self._builder = ColumnBuilder(max_batch_points, self._warn)
-        self._cond = threading.Condition()
-        self._requested = 0
-        self._served = 0
-        self._closing = False
-        self._thread = threading.Thread(target=self._loop, name="corral-sender", daemon=True)
+        self._thread = SenderThread(self._loop, flush_interval_s, clock)
 
     # -- called from the training thread ----------------------------------------------------------
 
@@ -93,10 +65,10 @@ class Sender:
         Raises:
             InvalidRequest: the server refused the request itself (a bad project, name or tag).
         """
-        if self.offline:
+        if self._link.offline:
             return None
         try:
-            run = self._connected().create_run(**self.request)
+            run = self._link.client().create_run(**self.request)
         except REJECTED:
             raise  # a bad project, name or tag: no retry will fix it, and training has not started
         except Exception as exc:  # noqa: BLE001 - no server error may stop training
@@ -110,48 +82,29 @@ class Sender:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued before this call was sent or spooled; False on timeout."""
-        with self._cond:
-            self._requested += 1
-            ticket = self._requested
-            self._cond.notify_all()
-            return self._cond.wait_for(lambda: self._served >= ticket or not self._thread.is_alive(), timeout)
+        return self._thread.flush(timeout)
 
     def close(self, timeout: float | None) -> bool:
         """Send or spool what is queued, try the spool once more, stop; False if `timeout` ran out."""
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._thread.close(timeout)
 
     # -- the thread -------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        thread = self._thread
         while True:
-            self._wait()
-            with self._cond:
-                ticket, closing = self._requested, self._closing
+            thread.wait(self.queue)
+            ticket, closing = thread.begin_round()
             try:
                 self._pump()
-                if self.spooling and not self.offline and (closing or self._clock() >= self._next_retry):
+                if self.spooling and not self._link.offline and (closing or self._backoff.due()):
                     self._drain()
             except Exception as exc:  # noqa: BLE001 - a bug here must not end the thread silently
                 self._warn("internal", f"internal error in the sender thread: {exc!r}")
-            with self._cond:
-                self._served = ticket
-                self._cond.notify_all()
+            thread.end_round(ticket)
             if closing and not self.queue:
                 break
         self._close_spool()
-
-    def _wait(self) -> None:
-        deadline = self._clock() + self.flush_interval_s
-        with self._cond:
-            while not (self._requested > self._served or self._closing):
-                left = deadline - self._clock()
-                if left <= 0 or len(self.queue) >= WAKE_ITEMS:
-                    return
-                self._cond.wait(min(left, WAKE_CHECK_S))
 
     def _pump(self) -> None:
         """Take what is queued now (not what arrives meanwhile: a fast loop must not starve a flush)."""
@@ -207,7 +160,7 @@ class Sender:
     def _deliver(self, record: dict[str, Any]) -> None:
         if not self.spooling:
             try:
-                post_record(self._connected(), self.run_id, record)  # type: ignore[arg-type]
+                post_record(self._link.client(), self.run_id, record)  # type: ignore[arg-type]
                 return
             except REJECTED as exc:
                 self._warn(f"rejected:{record['kind']}", f"the server refused a {record['kind']} record: {exc}")
@@ -222,7 +175,7 @@ class Sender:
     def _finish(self, state: str, end_time: float) -> None:
         if not self.spooling:
             try:
-                self._connected().finish_run(self.run_id, state, end_time)
+                self._link.client().finish_run(self.run_id, state, end_time)
                 return
             except REJECTED as exc:
                 self._warn("rejected:finish", f"the server refused to finish the run: {exc}")
@@ -241,18 +194,18 @@ class Sender:
             self.spooling = False
             return True
         try:
-            client = self._connected()
+            client = self._link.client()
             if self.run_id is None:
                 self._created(client.create_run(**spool.request))
             for problem in upload(spool, client, self.run_id).problems:  # type: ignore[arg-type]
                 self._warn(f"spool:{problem[:40]}", f"{problem} (run {self.request.get('uid')})")
         except Exception as exc:  # noqa: BLE001
-            self._drop_client()
-            self._schedule_retry()
+            self._link.drop()
+            self._backoff.failed()
             logger.debug("corral: spool upload failed: %r", exc)
             return False
         self.spooling = False
-        self._failures = 0
+        self._backoff.succeeded()
         logger.info("corral: the server is reachable again; run %s's spool is uploaded", self.request.get("uid"))
         return True
 
@@ -269,22 +222,6 @@ class Sender:
 
     # -- state ------------------------------------------------------------------------------------
 
-    def _connected(self) -> Any:
-        if self._client is None:
-            if self._connect is None:
-                raise RuntimeError("offline")
-            self._client = self._connect()
-        return self._client
-
-    def _drop_client(self) -> None:
-        # a fresh client finds the server again (a restarted server may listen on a new port)
-        client, self._client = self._client, None
-        if client is not None and hasattr(client, "close"):
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001
-                pass
-
     def _created(self, run: dict[str, Any]) -> None:
         self.run_id = run["id"]
         if self.spool is None and run.get("uid"):
@@ -294,19 +231,15 @@ class Sender:
             self._on_created(run)
 
     def _failed(self, exc: BaseException) -> None:
-        self._drop_client()
+        self._link.drop()
         self.spooling = True
-        self._schedule_retry()
+        self._backoff.failed()
         try:
             where = self._open_spool().path
         except OSError:
             where = self.places.chosen  # the write that follows warns what could not be written
         self._warn("transport", f"cannot reach the corral server ({exc}); logging to the spool in {where} "
                                 f"until it is back (`corral sync` uploads what is left)")
-
-    def _schedule_retry(self) -> None:
-        self._failures += 1
-        self._next_retry = self._clock() + retry_delay(self._failures, self.retry_interval_s)
 
     def _open_spool(self) -> RunSpool:
         if self.spool is None:
