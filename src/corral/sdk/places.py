@@ -17,6 +17,7 @@ write: a name planted in /tmp by another user is skipped, never written through.
 from __future__ import annotations
 
 import errno
+import logging
 import hashlib
 import os
 import pwd
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral.sdk.spool import RunSpool, spool_root
+
+logger = logging.getLogger("corral.sdk")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,22 @@ class SpoolPlaces:
             except OSError as exc:
                 refused.append(_why(path, exc))
         raise OSError(errno.EACCES, "no writable spool directory: " + "; ".join(refused))
+
+
+def resume_spool(places: SpoolPlaces, key: str | None) -> tuple[RunSpool | None, int | None]:
+    """The spool an earlier process of this job left under `key`, taken over; and its last step."""
+    if key is None:
+        return None, None
+    try:
+        spool = RunSpool.find(places.existing(), key)
+        if spool is None:
+            return None, None
+        spool.remove_finish()  # the run goes on: its end is the one this process will record
+        last = spool.last_step()
+        return spool, -1 if last is None else last
+    except OSError as exc:
+        logger.warning("corral: cannot read the spool in %s: %s", places.chosen, exc)
+        return None, None
 
 
 def _private_dir(path: str) -> bool:

@@ -34,10 +34,9 @@ from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_n
 from corral.sdk.config_values import config_dict
 from corral.sdk.context import detect_job, git_commit
 from corral.sdk.context import resume_key as derive_resume_key
-from corral.sdk.places import SpoolPlaces
+from corral.sdk.places import SpoolPlaces, resume_spool
 from corral.sdk.run_record import RunRecord
 from corral.sdk.sender import Sender, logger
-from corral.sdk.spool import RunSpool
 
 MODES = ("online", "offline", "disabled")
 REQUEST_TIMEOUT_S = 10.0
@@ -319,7 +318,7 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
     }
     request = {k: v for k, v in request.items() if v is not None}
     places = SpoolPlaces.resolve(spool_dir)
-    spool, spooled_last_step = _resume_spool(places, key)
+    spool, spooled_last_step = resume_spool(places, key)
     if spool is not None:
         request = spool.request
     if mode == "offline" and spool is None:
@@ -375,22 +374,6 @@ def finish(state: str = "finished") -> None:
     """`run.finish` on the current run, if there is one."""
     if _current is not None:
         _current.finish(state)
-
-
-def _resume_spool(places: SpoolPlaces, key: str | None) -> tuple[RunSpool | None, int | None]:
-    """The spool an earlier process of this job left under `key`, taken over; and its last step."""
-    if key is None:
-        return None, None
-    try:
-        spool = RunSpool.find(places.existing(), key)
-        if spool is None:
-            return None, None
-        spool.remove_finish()  # the run goes on: its end is the one this process will record
-        last = spool.last_step()
-        return spool, -1 if last is None else last
-    except OSError as exc:
-        logger.warning("corral: cannot read the spool in %s: %s", places.chosen, exc)
-        return None, None
 
 
 def _connector(url: str | None, client: Any) -> Callable[[], Any]:
