@@ -15,6 +15,7 @@ from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
 from corral.core.events import timeline
 from corral.core.identity import Caller
 from corral.core.job import Job
+from corral.core.job_fields import JobFields
 from corral.core.spec import UPDATE_FIELDS
 from corral.core.states import JobState
 from corral.errors import Conflict, InvalidRequest
@@ -119,7 +120,7 @@ async def array_tasks(request: Request, job_id: int = Path(ge=1, le=MAX_ID),
                   "total": len(tasks), "offset": offset, "limit": limit, "tasks": [t.to_dict(detail=False) for t in tasks[offset:offset + limit]]})
 
 
-def _view(request: Request, job: Job) -> dict[str, Any]:
+def _view(request: Request, job: Job) -> JobFields:
     """A job as its caller may see it: as in Slurm, the batch script is for those who may manage the job."""
     view = job.to_dict()
     if view.get("script") is not None and not _service(request).access.may_manage(

@@ -6,7 +6,12 @@ the same code that checks CLI and script input.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import NotRequired
+
+from corral.core.job_fields import JobFields
 
 
 class JobRequest(BaseModel):
@@ -58,59 +63,18 @@ class JobRequest(BaseModel):
                                  "events are appended to; relative to workdir; %A is the cluster.")
 
 
-class JobOut(BaseModel):
-    id: int
-    ref: str
-    array_job_id: int | None = None
-    array_task_id: int | None = None
-    array: str | None = None
-    preemptible: bool = False
-    warn_signal: str | None = None
-    restarts: int = 0
-    name: str
-    user: str
-    state: str
-    reason: str | None
-    exit_code: int | None
-    signal: int | None
-    command: list[str]
-    script: str | None = None
-    script_args: list[str]
-    gpus: int
-    gpu_type: str | None
-    gpu_mem_mb: int | None
-    requirements: str | None = None
-    user_log: str | None = None
-    gpu_ids: list[int]
-    cpus: int
-    mem_mb: int
-    time_limit_s: int | None
-    checkpoint_interval_s: int
-    nice: int
-    partition: str
-    account: str | None = None
-    qos: str
-    held: bool
-    dependency: str | None = None
-    node: str | None
-    workdir: str
-    submit_dir: str
-    labels: dict[str, str]
-    submit_time: str
-    start_time: str | None
-    estimated_start: str | None = None
-    end_time: str | None
-    stdout_path: str
-    stderr_path: str
-    warnings: list[str] = []
-    events: list[JobEventOut] | None = Field(None, description="The job's timeline, oldest first (one job, "
-                                             "and history): submitted, started, preempted, requeued, ended.")
-
-
 class JobEventOut(BaseModel, extra="allow"):
     time: str
     kind: str = Field(description="submitted, started (node), preempted (by_job: the job it made room for), "
                       "requeued, cancelled (by_user), ended (state).")
+
+
+# The job's fields are declared (and built) once, in `corral.core.job_fields`; the API adds the timeline.
+# (No docstring: it would become the OpenAPI schema's description.)
+class JobOut(JobFields):
+    events: NotRequired[Annotated[list[JobEventOut] | None, Field(
+        description="The job's timeline, oldest first (one job, and history): submitted, started, preempted, "
+                    "requeued, ended.")]]
 
 
 class JobList(BaseModel):

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from corral.core.arrays import MAX_REF, abbreviate_array, abbreviate_ranges, throttle_of
-from corral.core.checkpointing import recommended_checkpoint_interval_s
-from corral.core.iso_times import iso_utc
+from corral.core.arrays import MAX_REF, abbreviate_ranges, throttle_of
+from corral.core.job_fields import JobFields, job_fields
 from corral.core.paths import expand_pattern
 from corral.core.resources import Request
 from corral.core.spec import JobSpec
@@ -92,60 +90,6 @@ class Job:
             return head + abbreviate_ranges(self.array_pending, MAX_REF - len(head) - len(suffix)) + suffix
         return str(self.id)
 
-    def to_dict(self, detail: bool = True) -> dict[str, Any]:
-        """The job as the API, the CLI's --json and the client show it.
-
-        Listings leave out the script's text (`detail=False`); the environment is
-        never shown, since it may hold secrets and the queue is visible to all.
-        """
-        s = self.spec
-        view = {
-            "id": self.id,
-            "ref": self.ref,
-            "array_job_id": self.array_job_id,
-            "array_task_id": self.array_task_id,
-            "array": s.array if detail or s.array is None else abbreviate_array(s.array, MAX_REF),
-            "name": s.name,
-            "user": s.user,
-            "state": self.state.value,
-            "reason": self.reason,
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "command": list(s.command),
-            "script_args": list(s.script_args),
-            "gpus": s.gpus,
-            "nodes": s.nodes,
-            "gpu_type": s.gpu_type,
-            "gpu_mem_mb": s.gpu_mem_mb,
-            "requirements": s.requirements,
-            "user_log": s.user_log,
-            "gpu_ids": list(self.gpu_ids) if self.gpu_ids is not None else [],
-            "cpus": s.cpus,
-            "mem_mb": s.mem_mb,
-            "time_limit_s": s.time_limit_s,
-            "checkpoint_interval_s": recommended_checkpoint_interval_s(s.time_limit_s),
-            "nice": s.nice,
-            "partition": s.partition,
-            "account": s.account,
-            "qos": s.qos,
-            "held": self.held,
-            "preemptible": s.preemptible,
-            "warn_signal": s.warn_signal,
-            "restarts": self.restarts,
-            "backend_id": self.backend_id,
-            "dependency": s.dependency,
-            "node": self.node,
-            "workdir": s.workdir,
-            "submit_dir": s.submit_dir,
-            "labels": dict(s.labels),
-            "submit_time": iso_utc(self.submit_time, milliseconds=True),
-            "start_time": iso_utc(self.start_time, milliseconds=True),
-            "estimated_start": (iso_utc(self.estimated_start, milliseconds=True)
-                                if self.state is JobState.PENDING else None),
-            "end_time": iso_utc(self.end_time, milliseconds=True),
-            "stdout_path": self.log_path("stdout"),
-            "stderr_path": self.log_path("stderr"),
-        }
-        if detail:
-            view["script"] = s.script
-        return view
+    def to_dict(self, detail: bool = True) -> JobFields:
+        """The job as the API, the CLI's --json and the client show it (see `corral.core.job_fields`)."""
+        return job_fields(self, detail)

@@ -18,6 +18,10 @@ class LogTail(TypedDict):
     """Lines shortened to the per-line limit (each ends with a marker)."""
 
 
+# Not a copy of the API's job JSON (`corral.core.job_fields.JobFields`, declared and built once): views.job_view
+# makes this from that JSON, renamed and formatted for an agent (time_limit, gpu_memory, memory as text), bounded,
+# with what an agent needs added (checkpoint_dir, next_step). Which job fields agents see is chosen here.
+# (The docstrings are the tools' published output schema: notes for corral's developers stay comments.)
 class JobView(TypedDict):
     """A job as view_gpu_job and create_gpu_job describe it."""
 
@@ -63,6 +67,7 @@ class StopResult(TypedDict):
     message: str
 
 
+# views.workload_view makes this from the API's job JSON too, in the seed's camelCase names.
 class Workload(TypedDict):
     """A job in the seed's workload shape."""
 

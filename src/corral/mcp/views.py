@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from corral.core.iso_times import iso_utc
+from corral.core.job_fields import JobFields
 from corral.core.nonfinite import json_number
 from corral.core.units import format_duration, format_memory
 from corral.mcp.bounds import (
@@ -74,13 +75,20 @@ def next_step(job: Mapping[str, Any]) -> str:
             "cause and the fix before resubmitting.")
 
 
-def job_view(job: Mapping[str, Any], *, home: str | None, given: int | str | None = None) -> JobView:
-    """The job as view_gpu_job describes it (without log tails).
+def api_job(answer: Mapping[str, Any]) -> JobFields:
+    """The API's JSON for a job, read as the fields `corral.core.job_fields` declares: the views below
+    read no key that declaration lacks, so a field renamed or dropped there is a type error here."""
+    return cast(JobFields, answer)
+
+
+def job_view(answer: Mapping[str, Any], *, home: str | None, given: int | str | None = None) -> JobView:
+    """The job as view_gpu_job describes it (without log tails), from the API's answer for it.
 
     Args:
         given: the id the agent named the job by, kept as `job_id` (an array task's internal id
             stays what the agent wrote); else the job's own (`12`, or `12_3` for a task).
     """
+    job = api_job(answer)
     view: JobView = {
         "job_id": public_id(job) if given is None else given, "ref": str(job.get("ref") or job["id"]),
         "name": job["name"], "user": job["user"], "state": job["state"],
@@ -100,8 +108,9 @@ def job_view(job: Mapping[str, Any], *, home: str | None, given: int | str | Non
     return view
 
 
-def workload_view(job: Mapping[str, Any], *, home: str | None) -> Workload:
-    """The job in the seed's workload shape (camelCase)."""
+def workload_view(answer: Mapping[str, Any], *, home: str | None) -> Workload:
+    """The job in the seed's workload shape (camelCase), from the API's answer for it."""
+    job = api_job(answer)
     view: Workload = {
         "workloadId": str(public_id(job)), "name": job["name"], "state": job["state"],
         "reason": job.get("reason"), "exitCode": job.get("exit_code"), "submitTime": job.get("submit_time"),

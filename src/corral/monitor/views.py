@@ -80,7 +80,7 @@ def sample_view(sample: JobSample) -> dict[str, Any]:
 
 def job_view(job: Job) -> dict[str, Any]:
     """The job as the API shows it, with its times also in epoch seconds for the arithmetic."""
-    view = job.to_dict(detail=False)
+    view: dict[str, Any] = {**job.to_dict(detail=False)}
     view.update(submit_time_s=job.submit_time, start_time_s=job.start_time, end_time_s=job.end_time)
     return view
 

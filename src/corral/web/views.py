@@ -64,7 +64,7 @@ def queue_view(service: JobService, monitor: MonitorService, *, state: str | Non
     ordered = running + pending
     page = []
     for job in ordered[offset:offset + limit]:
-        view = service.get(job.id).to_dict(detail=False)
+        view: dict[str, Any] = {**service.get(job.id).to_dict(detail=False)}  # with the page's own keys
         sample = monitor.latest.get(job.id)
         progress = monitor.progress.get(job.id)
         view["priority"] = priority(job.id) if job.state is JobState.PENDING else None

@@ -1,0 +1,134 @@
+"""A job as corral shows it outward: the fields of the REST API's job JSON, declared once and built once.
+
+`JobFields` is the declaration: `corral.api.schemas.JobOut` extends it for the OpenAPI document, and the
+MCP server's views (`corral.mcp.views`) are made from this JSON. `job_fields` is the one builder; mypy
+holds it to the declaration (a key missing or extra is an error), so a new field is one edit here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from typing_extensions import NotRequired, TypedDict
+
+from corral.core.arrays import MAX_REF, abbreviate_array
+from corral.core.checkpointing import recommended_checkpoint_interval_s
+from corral.core.iso_times import iso_utc
+from corral.core.states import JobState
+
+if TYPE_CHECKING:
+    from corral.core.job import Job
+
+
+class JobFields(TypedDict):
+    """A job as the API, the CLI's --json and the client show it."""
+
+    id: int
+    ref: str
+    """How people name it: 12, 12_3 for task 3 of array 12, or 12_[4-9] for an array's waiting tasks."""
+    array_job_id: int | None
+    array_task_id: int | None
+    array: str | None
+    name: str
+    user: str
+    state: str
+    reason: str | None
+    exit_code: int | None
+    signal: int | None
+    command: list[str]
+    script_args: list[str]
+    gpus: int
+    nodes: int
+    gpu_type: str | None
+    gpu_mem_mb: int | None
+    requirements: str | None
+    user_log: str | None
+    gpu_ids: list[int]
+    cpus: int
+    mem_mb: int
+    time_limit_s: int | None
+    checkpoint_interval_s: int
+    nice: int
+    partition: str | None
+    account: str | None
+    qos: str | None
+    held: bool
+    preemptible: bool
+    warn_signal: str | None
+    restarts: int
+    backend_id: str | None
+    """The id its backend gave it (Slurm's job id); None for local jobs."""
+    dependency: str | None
+    node: str | None
+    workdir: str
+    submit_dir: str
+    labels: dict[str, str]
+    submit_time: str
+    start_time: str | None
+    estimated_start: str | None
+    end_time: str | None
+    stdout_path: str
+    stderr_path: str
+    script: NotRequired[str | None]
+    """The batch script's text: shown for one job (not in listings), to those who may manage it."""
+    warnings: NotRequired[list[str]]
+    """What submitting it noted (ignored or adjusted options): in the answer to a submit."""
+
+
+def job_fields(job: Job, detail: bool = True) -> JobFields:
+    """The job's outward fields.
+
+    Listings leave out the script's text (`detail=False`) and shorten an array's task list; the
+    environment is never shown, since it may hold secrets and the queue is visible to all.
+    """
+    s = job.spec
+    fields: JobFields = {
+        "id": job.id,
+        "ref": job.ref,
+        "array_job_id": job.array_job_id,
+        "array_task_id": job.array_task_id,
+        "array": s.array if detail or s.array is None else abbreviate_array(s.array, MAX_REF),
+        "name": s.name,
+        "user": s.user,
+        "state": job.state.value,
+        "reason": job.reason,
+        "exit_code": job.exit_code,
+        "signal": job.signal,
+        "command": list(s.command),
+        "script_args": list(s.script_args),
+        "gpus": s.gpus,
+        "nodes": s.nodes,
+        "gpu_type": s.gpu_type,
+        "gpu_mem_mb": s.gpu_mem_mb,
+        "requirements": s.requirements,
+        "user_log": s.user_log,
+        "gpu_ids": list(job.gpu_ids) if job.gpu_ids is not None else [],
+        "cpus": s.cpus,
+        "mem_mb": s.mem_mb,
+        "time_limit_s": s.time_limit_s,
+        "checkpoint_interval_s": recommended_checkpoint_interval_s(s.time_limit_s),
+        "nice": s.nice,
+        "partition": s.partition,
+        "account": s.account,
+        "qos": s.qos,
+        "held": job.held,
+        "preemptible": s.preemptible,
+        "warn_signal": s.warn_signal,
+        "restarts": job.restarts,
+        "backend_id": job.backend_id,
+        "dependency": s.dependency,
+        "node": job.node,
+        "workdir": s.workdir,
+        "submit_dir": s.submit_dir,
+        "labels": dict(s.labels),
+        "submit_time": iso_utc(job.submit_time, milliseconds=True),
+        "start_time": iso_utc(job.start_time, milliseconds=True),
+        "estimated_start": (iso_utc(job.estimated_start, milliseconds=True)
+                            if job.state is JobState.PENDING else None),
+        "end_time": iso_utc(job.end_time, milliseconds=True),
+        "stdout_path": job.log_path("stdout"),
+        "stderr_path": job.log_path("stderr"),
+    }
+    if detail:
+        fields["script"] = s.script
+    return fields
