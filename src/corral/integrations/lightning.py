@@ -59,10 +59,9 @@ class CorralLogger(Logger):
                  tags: list[str] | None = None, save_dir: str | None = None, log_checkpoints: bool | str = True,
                  run: Run | None = None) -> None:
         super().__init__()
-        self._project = project
-        self._name = name
-        self._config = dict(config or {})
-        self._tags = tags
+        # what corral.init is called with, on first use and again after `finalize`
+        self._init_args: dict[str, Any] = {"project": project, "name": name, "config": dict(config or {}), "tags": tags,
+                                           "resume_key": _resume_key(project, name, next(_loggers_made))}
         self._save_dir = save_dir
         self._log_checkpoints = log_checkpoints
         self._run = run
@@ -71,11 +70,10 @@ class CorralLogger(Logger):
         self._checkpoint_callback: ModelCheckpoint | None = None
         self._last_step = 0
         self._finished = False
-        self._resume_key = _resume_key(project, name, next(_loggers_made))
 
     @property
     def name(self) -> str:
-        return self._project
+        return str(self._init_args["project"])
 
     @property
     def version(self) -> str:
@@ -96,8 +94,7 @@ class CorralLogger(Logger):
         if self._run is None or self._finished:
             import corral
 
-            self._run = corral.init(project=self._project, name=self._name, config=jsonable(self._config),
-                                    tags=self._tags, resume_key=self._resume_key)
+            self._run = corral.init(**{**self._init_args, "config": jsonable(self._init_args["config"])})
             self._finished = False
         return self._run
 
