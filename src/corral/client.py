@@ -21,58 +21,14 @@ from typing import Any
 
 from corral.core.states import TERMINAL_STATES
 from corral.errors import ERROR_TYPES, CorralError, InvalidRequest, ServerUnavailable
-from corral.home import read_server_info, resolve_home, system_home
+from corral.home import resolve_home
+from corral.server_address import chosen_url, find_server, locate, no_server_message  # noqa: F401 - find_server: re-exported
 
 TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 # uvicorn closes a kept-alive connection idle for 30 s; reconnect well before rather than
 # retry a POST that the server might have seen
 IDLE_RECONNECT_S = 20.0
 MAX_RATE_WAIT_S = 30.0  # a rate-limited call waits this long in all before it reports the 429
-HOME_URL_ENV = "CORRAL_HOME_URL"
-"""Set by corral in a job beside CORRAL_URL: that address is the home's server's as the job
-started, not one the user chose, so the home's address file (a restarted server's) overrides it."""
-
-
-def find_server(url: str | None = None, home: str | None = None) -> str:
-    """The server's URL: `url`, else `$CORRAL_URL`, else the address file in the home."""
-    return _locate(url, home)[0]
-
-
-def _chosen_url(url: str | None) -> tuple[str | None, bool]:
-    """(`url`, else `$CORRAL_URL`; whether a person chose it rather than corral for a job it started)."""
-    given = (url or os.environ.get("CORRAL_URL") or "").rstrip("/") or None
-    return given, given is not None and given != (os.environ.get(HOME_URL_ENV) or "").rstrip("/")
-
-
-def _locate(url: str | None, home: str | None) -> tuple[str, str | None]:
-    """(URL, Unix socket or None). Without a URL: the home's server, else the machine's shared one.
-
-    The URL corral gave a job yields to the home's address file, which a restarted server
-    rewrites: a job on the server's machine finds it again on any port.
-
-    Raises:
-        ServerUnavailable: no server has announced itself in the home.
-    """
-    given, chosen = _chosen_url(url)
-    if given is not None and chosen:
-        return given, None
-    resolved = resolve_home(home)
-    try:
-        info = read_server_info(resolved)
-    except OSError:
-        if given is None:
-            raise
-        info = None
-    if info is None and given is not None:
-        return given, None  # the home's server has not announced itself (yet): the address corral gave
-    if info is None and home is None and not os.environ.get("CORRAL_HOME"):
-        info = read_server_info(system_home())  # no server of one's own: the shared service's
-    if info is None:
-        raise ServerUnavailable(_no_server(resolved))
-    sock = info.get("socket")
-    return str(info["url"]), str(sock) if sock and os.path.exists(str(sock)) else None
-
-
 class _UnixConnection(http.client.HTTPConnection):
     """HTTP over the server's Unix socket: the server learns the caller's uid from the kernel (SO_PEERCRED)."""
 
@@ -91,10 +47,6 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def _no_server(home: str) -> str:
-    return f"no corral server is running for home {home}; start one with `corral up --detach --home {home}`"
-
-
 class Client:
     """A connection to one corral server. Methods return the API's JSON (dicts)."""
 
@@ -102,8 +54,8 @@ class Client:
                  token: str | None = None) -> None:
         """`token`: an API token (`corral token create`), else `$CORRAL_TOKEN`; local callers need none."""
         self.home = resolve_home(home)
-        self.url, self._socket = _locate(url, home)
-        self._explicit_url = _chosen_url(url)[1]
+        self.url, self._socket = locate(url, home)
+        self._explicit_url = chosen_url(url)[1]
         self._token = token or os.environ.get("CORRAL_TOKEN") or None
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname:
@@ -387,7 +339,7 @@ class Client:
             except OSError as exc:  # refused, unknown host, timeout
                 self.close()
                 reason = exc.strerror or str(exc) or type(exc).__name__
-                advice = "check the URL" if self._explicit_url else _no_server(self.home)
+                advice = "check the URL" if self._explicit_url else no_server_message(self.home)
                 raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {reason}; {advice}") from None
         raise AssertionError("unreachable")
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from typing import Any
+
+TYPE_CHECKING = False  # typing and dataclasses cost a CLI call more than the rest of it
+if TYPE_CHECKING:
+    from typing import Any
 
 SERVER_FILE = "server.json"
 LOCK_FILE = "server.lock"
@@ -36,11 +38,26 @@ SPOOL_DIR = "spool"
 SYSTEM_HOME = "/var/lib/corral"  # the shared service's home (deploy/corral.service)
 
 
-@dataclass(frozen=True)
 class HomeLayout:
     """Every path in one corral home (the module's docstring draws it), named once."""
 
+    __slots__ = ("root",)
     root: str
+
+    def __init__(self, root: str) -> None:
+        object.__setattr__(self, "root", root)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"HomeLayout is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HomeLayout) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def __repr__(self) -> str:
+        return f"HomeLayout(root={self.root!r})"
 
     def _path(self, *names: str) -> str:
         return os.path.join(self.root, *names)

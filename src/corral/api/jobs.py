@@ -83,6 +83,8 @@ async def list_jobs(
     limit: int = Query(1000, ge=1, le=MAX_PAGE),
     after: int = Query(0, ge=0, le=MAX_ID, description="active: ids after this one"),
     before: int | None = Query(None, ge=1, le=MAX_ID, description="finished: ids before this one"),
+    ended_after: float | None = Query(None, ge=0, le=1e11, description="finished: only jobs that ended at or after "
+                                      "this time (epoch seconds), as sacct's --starttime selects them"),
 ) -> Response:
     service = _service(request)
     _check_states(state)
@@ -91,7 +93,8 @@ async def list_jobs(
         cursor = jobs[-1].id if len(jobs) == limit else None
     else:
         # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile
-        jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name)
+        jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name,
+                                       ended_after=ended_after)
         cursor = jobs[-1].id if len(jobs) == limit else None
         # history says when each job was preempted, and for which job
         stored = await asyncio.to_thread(service.store.events_of, [j.id for j in jobs])

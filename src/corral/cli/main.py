@@ -471,6 +471,30 @@ _SCOPE_MEANS = {"read": "see the queue, jobs, runs and metrics, and change nothi
                 "admin": "manage every user's jobs, tokens and alert channels"}
 
 
+@cli.command(name="slurm-path")
+@click.pass_context
+def slurm_path(ctx: click.Context) -> None:
+    """Print the directory of corral's Slurm commands (sbatch, squeue, scancel, sacct, ...).
+
+    `export PATH="$(corral slurm-path):$PATH"` switches them on: Slurm scripts and tools then submit to
+    corral. Nothing else on PATH changes, so a real Slurm is never shadowed unless you ask."""
+    from corral.cli.slurm.install import slurm_bin_dir
+
+    backend = _server_backend(ctx)
+    if backend is not None and backend != "local":
+        raise CorralError(f"this corral server runs its jobs on {backend}: use {backend}'s own commands, "
+                          "which corral tracks (corral attach), rather than corral's")
+    click.echo(slurm_bin_dir())
+
+
+def _server_backend(ctx: click.Context) -> str | None:
+    """The server's backend, or None when no server answers (the commands find one when they run)."""
+    try:
+        return str(client_for(ctx, timeout=5).health().get("backend"))
+    except CorralError:
+        return None
+
+
 def exit_status(job: dict[str, Any]) -> int:
     if job["exit_code"] is not None:
         return min(int(job["exit_code"]), 255)

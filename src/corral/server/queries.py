@@ -99,5 +99,5 @@ class JobQueries:
         return out
 
     def list_finished(self, *, states: Sequence[str] = (), limit: int = 100, before_id: int | None = None,
-                      name: str | None = None) -> list[Job]:
-        return self.store.finished(limit=limit, before_id=before_id, states=states, name=name)
+                      name: str | None = None, ended_after: float | None = None) -> list[Job]:
+        return self.store.finished(limit=limit, before_id=before_id, states=states, name=name, ended_after=ended_after)

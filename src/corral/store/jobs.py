@@ -154,15 +154,19 @@ class JobStore:
             return [tuple(row) for row in conn.execute(stmt)]  # type: ignore[misc]
 
     def finished(
-        self, *, limit: int, before_id: int | None = None, states: Sequence[str] = (), name: str | None = None
+        self, *, limit: int, before_id: int | None = None, states: Sequence[str] = (), name: str | None = None,
+        ended_after: float | None = None,
     ) -> list[Job]:
-        """Finished jobs, newest first, without their scripts (`get` reads one job's)."""
+        """Finished jobs, newest first, without their scripts (`get` reads one job's); `ended_after`: only
+        those that ended at or after that time (epoch seconds)."""
         terminal = [s.value for s in JobState if s.is_terminal()]
         stmt = select(jobs).where(jobs.c.state.in_([s for s in states if s in terminal] if states else terminal))
         if before_id is not None:
             stmt = stmt.where(jobs.c.id < before_id)
         if name is not None:
             stmt = stmt.where(jobs.c.name == name)
+        if ended_after is not None:
+            stmt = stmt.where(jobs.c.end_time >= ended_after)
         stmt = stmt.order_by(jobs.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [_job(row._mapping) for row in conn.execute(stmt)]

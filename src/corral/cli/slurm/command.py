@@ -1,0 +1,51 @@
+"""What every Slurm command shares: finding the server, and failing as Slurm fails (`sbatch: error: ...`
+on stderr, exit status 1)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from corral.cli.slurm.argv import UsageError
+from corral.cli.slurm.wire import Server, ServerError
+from corral.errors import CorralError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+
+class Refused(Exception):
+    """What the command says before it exits 1 (`<command>: error: <message>`)."""
+
+
+def server() -> Server:
+    """The server `corral` would talk to: `$CORRAL_URL`, else `$CORRAL_HOME`'s, else the shared one."""
+    return Server(None, os.environ.get("CORRAL_HOME") or None)
+
+
+# a command line getopt cannot read: sbatch exits 255, the others 1; sacct offers no --help hint
+USAGE_STATUS = {"sbatch": 255}
+NO_HINT = frozenset({"sacct"})
+
+
+def run(name: str, main: Callable[[Sequence[str]], int], argv: Sequence[str] | None = None) -> int:
+    """`main(argv)`'s exit status, with Slurm's messages for what went wrong."""
+    try:
+        return main(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        hint = "" if name in NO_HINT else f"\nTry \"{name} --help\" for more information"
+        print(f"{name}: {exc}{hint}", file=sys.stderr)
+        return USAGE_STATUS.get(name, 1)
+    except (Refused, ServerError, CorralError) as exc:
+        message = exc.message if isinstance(exc, (ServerError, CorralError)) else str(exc)
+        print(f"{name}: error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `squeue | head`
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit
+        except OSError:
+            pass
+        return 0

@@ -1,0 +1,87 @@
+"""The directory `corral slurm-path` prints: Slurm's command names, each a small script that runs corral's
+version of it. A directory of their own, so a real Slurm on PATH is shadowed only when asked for.
+
+The scripts run the interpreter with `-S` (no site, no .pth files) and put corral's own directory on
+the path themselves: they import nothing from site-packages, and skip the few milliseconds site costs.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+import corral
+
+COMMANDS = ("sbatch", "squeue", "scancel", "sacct")
+SCRIPT = """#!{python} -S
+# corral's {name}: Slurm's command spoken to a corral server (see `corral slurm-path`); made by corral, do not edit
+import sys
+sys.path.insert(0, {root!r})
+from corral.cli.slurm.command import run
+from corral.cli.slurm.{module} import main
+sys.exit(run({name!r}, main))
+"""
+
+
+def slurm_bin_dir() -> str:
+    """The directory holding the commands, brought up to date: beside the interpreter when its owner
+    runs this (or someone did before), else in the caller's own data directory."""
+    shared = os.path.join(sys.prefix, "libexec", "corral-slurm")
+    if _current(shared) or _writable(sys.prefix):
+        _write(shared)
+        return shared
+    own = os.path.join(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "corral", "slurm-bin")
+    _write(own)
+    return own
+
+
+def scripts() -> dict[str, str]:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(corral.__file__)))
+    return {name: SCRIPT.format(python=sys.executable, name=name, module=name, root=root) for name in COMMANDS}
+
+
+def _current(directory: str) -> bool:
+    """Every script there as this installation writes it, in a directory only its owner (or root) may change."""
+    try:
+        _check_owner(directory)
+        return all(_read(os.path.join(directory, name)) == text for name, text in scripts().items())
+    except OSError:
+        return False
+
+
+def _write(directory: str) -> None:
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    _check_owner(directory)
+    for name, text in scripts().items():
+        path = os.path.join(directory, name)
+        if _read(path) == text:
+            continue
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w") as f:
+            f.write(text)
+        os.chmod(temporary, 0o755)
+        os.replace(temporary, path)
+
+
+def _check_owner(directory: str) -> None:
+    """Refuse a directory another user could write to: they could put their own `sbatch` in it."""
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (0, os.geteuid()) or info.st_mode & 0o022:
+        raise PermissionError(f"{directory} is not a directory that only its owner may change; remove it and "
+                              "run `corral slurm-path` again")
+
+
+def _writable(directory: str) -> bool:
+    try:
+        return os.access(directory, os.W_OK) and os.stat(directory).st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,124 @@
+"""One HTTP request to the corral server, on a bare socket: Slurm's commands make one or two calls and
+exit, so they skip http.client and ssl (their imports alone cost more than the call).
+
+Over the home's Unix socket the server learns the caller from the kernel (SO_PEERCRED); over TCP,
+`$CORRAL_TOKEN` says who the caller is, as for `corral`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+from corral.errors import ServerUnavailable
+from corral.server_address import chosen_url, locate, no_server_message
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+TIMEOUT_S = 60.0
+
+
+class ServerError(Exception):
+    """The server refused a request: its message, and the field it names (if any)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.code = code
+
+
+class Server:
+    """Where to send requests: found once per command, as `corral` finds it (`--url`/`$CORRAL_URL`, the
+    home's address file, the machine's shared service)."""
+
+    def __init__(self, url: str | None = None, home: str | None = None) -> None:
+        self.url, self.socket_path = locate(url, home)
+        self.home = home
+        self.explicit = chosen_url(url)[1]
+        rest = self.url.partition("://")[2]
+        hostport = rest.partition("/")[0]
+        host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "80")
+        self.address = (host.strip("[]"), int(port or 80))
+        self.token = os.environ.get("CORRAL_TOKEN") or None
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON answer to one request; raises ServerError for a 4xx/5xx, ServerUnavailable when unreachable."""
+        status, data = self.raw(method, path, body)
+        if status >= 400:
+            raise _error(status, data)
+        return json.loads(data) if data else None
+
+    def raw(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        payload = json.dumps(body).encode() if body is not None else b""
+        head = [f"{method} {path} HTTP/1.1", "Host: localhost", "Connection: close", "Accept: application/json",
+                f"Content-Length: {len(payload)}"]
+        if body is not None:
+            head.append("Content-Type: application/json")
+        if self.token:
+            head.append(f"Authorization: Bearer {self.token}")
+        request = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+        try:
+            if self.socket_path:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(TIMEOUT_S)
+                sock.connect(self.socket_path)
+            else:
+                sock = socket.create_connection(self.address, timeout=TIMEOUT_S)
+            with sock:
+                sock.sendall(request)
+                chunks = []
+                while True:
+                    chunk = sock.recv(262144)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            advice = "check the URL" if self.explicit else no_server_message(self.home or "~/.corral")
+            raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {reason}; {advice}") from None
+        return _parse_response(b"".join(chunks), self.url)
+
+
+def _parse_response(response: bytes, url: str) -> tuple[int, bytes]:
+    head, separator, body = response.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if not separator or len(parts) < 2 or not parts[1].isdigit():
+        raise ServerUnavailable(f"the corral server at {url} closed the connection without an answer")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = _unchunk(body)
+    elif "content-length" in headers:
+        body = body[:int(headers["content-length"])]
+    return int(parts[1]), body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = []
+    at = 0
+    while True:
+        end = body.find(b"\r\n", at)
+        if end < 0:
+            break
+        size = int(body[at:end].split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out.append(body[end + 2:end + 2 + size])
+        at = end + 2 + size + 2
+    return b"".join(out)
+
+
+def _error(status: int, data: bytes) -> ServerError:
+    try:
+        error = json.loads(data)["error"]
+        return ServerError(status, str(error.get("message") or f"HTTP {status}"), error.get("field"), error.get("code"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ServerError(status, f"the server answered HTTP {status}: {data[:200]!r}")

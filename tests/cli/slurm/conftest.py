@@ -1,0 +1,35 @@
+"""Slurm's commands as a user runs them: `export PATH="$(corral slurm-path):$PATH"`, then the commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def slurm_path() -> str:
+    out = subprocess.run([sys.executable, "-m", "corral.cli", "--home", "/nonexistent-home", "slurm-path"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.strip()
+
+
+Shell = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def slurm_shell(slurm_path: str) -> Callable[[str], Shell]:
+    """`shell(home)(script)`: runs `script` in bash with corral's Slurm commands first on PATH, for `home`'s server."""
+
+    def for_home(home: str) -> Shell:
+        def shell(script: str, *, cwd: str | None = None, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+            environment = {k: v for k, v in os.environ.items() if not k.startswith(("SBATCH_", "SLURM_", "CORRAL_"))}
+            environment.update(PATH=f"{slurm_path}:{os.environ['PATH']}", CORRAL_HOME=home, **env)
+            return subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=cwd, env=environment,
+                                  timeout=timeout)
+        return shell
+
+    return for_home
