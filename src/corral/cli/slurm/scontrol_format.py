@@ -1,0 +1,549 @@
+"""`scontrol show job|node|partition|config|hostnames` in Slurm 22.05's `Key=Value` layout, from corral's API JSON.
+
+Pure functions (the caller fetches the JSON and prints the text; each returns what Slurm writes to stdout):
+
+- `show_jobs(jobs, now=, one_liner=, ...)`: `scontrol show job [ID] [-o]`, one record per job (a record is
+  followed by a blank line, or is one line with `-o`); `NO_JOBS` when there are none.
+- `show_job(job, now=, ...)`: one record of the above.
+- `show_nodes(nodes, partitions=, ...)` / `show_node(node, ...)`: `scontrol show node [NAME] [-o]`.
+- `show_partitions(partitions, nodes, ...)` / `show_partition(...)`: `scontrol show partition [NAME] [-o]`.
+- `show_config(settings, now=)`: `scontrol show config`: Slurm's header, its `Key = Value` rows in its order
+  (corral's values where corral has one, Slurm's defaults for the rest) and the controller's ping line.
+- `hostnames(text)`: `scontrol show hostnames node[1-3,5]`, one name a line.
+- `expand_hostlist(text)` / `compress_hostlist(names)`: Slurm's host lists, both ways.
+- `node_state(node)`: the node's Slurm state (IDLE, MIXED, ALLOCATED, DRAINED, ...), shared with sinfo.
+
+Inputs: jobs as the API's job JSON (`corral.core.job_fields.JobFields`); nodes as `GET /api/v1/nodes`
+answers (name, arch, cpus, cpus_alloc, mem_mb, mem_alloc_mb, gpus; optional `state` such as "drain" or
+"down" and `reason`); partitions as dicts of corral's `[partitions.NAME]` settings (name, max_time_s,
+default_time_s, allowed_users, allowed_groups, tier, priority_factor; optional `default`, `nodes`).
+"""
+
+from __future__ import annotations
+
+from corral.cli.slurm.values import exit_code, full_duration, local_time, size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import Any
+
+    Job = Mapping[str, Any]
+    Node = Mapping[str, Any]
+    Partition = Mapping[str, Any]
+    UserIds = Callable[[str], tuple[int, str, int]]
+
+SLURM_VERSION = "22.05.8"
+NO_JOBS = "No jobs in the system\n"
+INVALID_JOB = "slurm_load_jobs error: Invalid job id specified\n"
+NULL = "(null)"
+
+
+# ---------------------------------------------------------------- host lists
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's host list `node[1-3,5],gpu0[8-10]` as names, in order (`scontrol show hostnames`).
+
+    Zero padding follows the range's first bound, as Slurm's: `gpu0[8-10]` is gpu08 gpu09 gpu010.
+    """
+    names: list[str] = []
+    for item in _split_top(text):
+        open_at = item.find("[")
+        if open_at < 0:
+            if item:
+                names.append(item)
+            continue
+        close_at = item.find("]", open_at)
+        if close_at < 0:
+            names.append(item)
+            continue
+        prefix, ranges, rest = item[:open_at], item[open_at + 1:close_at], item[close_at + 1:]
+        tails = expand_hostlist(rest) if "[" in rest else [rest]
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            if not high:
+                heads = [prefix + low]
+            elif low.isdigit() and high.isdigit():
+                width = len(low) if low.startswith("0") else 0
+                heads = [f"{prefix}{n:0{width}d}" for n in range(int(low), int(high) + 1)]
+            else:
+                heads = [prefix + part]
+            names.extend(head + tail for head in heads for tail in tails)
+    return names
+
+
+def compress_hostlist(names: Iterable[str]) -> str:
+    """Names as Slurm's ranged host list (sinfo's NODELIST, a partition's Nodes=): `node[1-3,5],vm`."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    order: list[tuple[str, int] | str] = []
+    for name in sorted(set(names), key=_natural_key):
+        cut = len(name)
+        while cut and name[cut - 1].isdigit():
+            cut -= 1
+        if cut == len(name):
+            plain.append(name)
+            order.append(name)
+            continue
+        digits = name[cut:]
+        key = (name[:cut], len(digits) if digits.startswith("0") and len(digits) > 1 else 0)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(int(digits))
+    # a number without padding joins a padded range of its own width (gpu08, gpu10: gpu[08-10])
+    for prefix, width in [key for key in groups if key[1]]:
+        plain_numbers = groups.get((prefix, 0), [])
+        joining = [n for n in plain_numbers if len(str(n)) == width]
+        if joining:
+            groups[(prefix, width)].extend(joining)
+            groups[(prefix, 0)] = [n for n in plain_numbers if len(str(n)) != width]
+    out = []
+    for entry in order:
+        if not isinstance(entry, str) and not groups[entry]:
+            continue
+        if isinstance(entry, str):
+            out.append(entry)
+            continue
+        prefix, width = entry
+        numbers = sorted(set(groups[entry]))
+        if len(numbers) == 1:
+            out.append(f"{prefix}{numbers[0]:0{width}d}")
+            continue
+        spans, start, last = [], numbers[0], numbers[0]
+        for n in numbers[1:] + [None]:
+            if n is not None and n == last + 1:
+                last = n
+                continue
+            spans.append(f"{start:0{width}d}" if start == last else f"{start:0{width}d}-{last:0{width}d}")
+            if n is not None:
+                start = last = n
+        out.append(f"{prefix}[{','.join(spans)}]")
+    return ",".join(out)
+
+
+def hostnames(text: str) -> str:
+    """`scontrol show hostnames LIST`: each name on its own line."""
+    return "".join(name + "\n" for name in expand_hostlist(text))
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on the commas outside brackets."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    return items
+
+
+def _natural_key(name: str) -> tuple[str, int, str]:
+    cut = len(name)
+    while cut and name[cut - 1].isdigit():
+        cut -= 1
+    return (name[:cut], int(name[cut:]) if cut < len(name) else -1, name)
+
+
+# ---------------------------------------------------------------- jobs
+
+def show_jobs(jobs: Iterable[Job], *, now: float, one_liner: bool = False, priorities: Mapping[int, int] | None = None,
+              user_ids: UserIds | None = None, default_partition: str = "default", alloc_node: str = "localhost",
+              ) -> str:
+    """`scontrol show job [-o]`: each job's record; `NO_JOBS` for none."""
+    text = "".join(show_job(job, now=now, one_liner=one_liner,
+                            priority=(priorities or {}).get(job["id"]), user_ids=user_ids,
+                            default_partition=default_partition, alloc_node=alloc_node) for job in jobs)
+    return text or NO_JOBS
+
+
+def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | None = None,
+             user_ids: UserIds | None = None, default_partition: str = "default", alloc_node: str = "localhost",
+             ) -> str:
+    """One job's record, as Slurm's `slurm_sprint_job_info`.
+
+    Args:
+        priority: the job's priority (from `GET /api/v1/priority`); a held job's is 0, as Slurm's,
+            and a job the priority answer does not list (running, ended) shows 1.
+        user_ids: user name -> (uid, group name, gid); by default the local password and group files.
+        alloc_node: the host the job was submitted from (Slurm's AllocNode), the server's host.
+    """
+    from corral.cli.slurm.values import parse_iso
+
+    state = job["state"]
+    pending = state == "PENDING"
+    running = state in ("RUNNING", "COMPLETING", "SUSPENDED")
+    submit = parse_iso(job.get("submit_time"))
+    start = parse_iso(job.get("start_time"))
+    end = parse_iso(job.get("end_time"))
+    limit_s = job.get("time_limit_s")
+    limit_min = None if limit_s is None else -(-int(limit_s) // 60)
+    held = bool(job.get("held"))
+    if pending:
+        run_s = 0.0
+        start = parse_iso(job.get("estimated_start"))
+        end = start + limit_min * 60 if start is not None and limit_min is not None else None
+    elif start is None:
+        run_s = 0.0
+    else:
+        run_s = (now if running or end is None else end) - start
+        if running:
+            end = start + limit_min * 60 if limit_min is not None else None
+    eligible = None if held or (pending and job.get("dependency")) else submit
+    if not pending and start is not None:
+        eligible = start if eligible is None else eligible
+    uid, group, gid = (user_ids or _user_ids)(job["user"])
+    gpus = int(job.get("gpus") or 0)
+    nodes = int(job.get("nodes") or 1)
+    cpus = int(job.get("cpus") or 1)
+    node = job.get("node") or ""
+    reason = job.get("reason") or "None"
+    if priority is None:
+        priority = 0 if held else 1
+    command = " ".join(job.get("command") or []) or NULL
+
+    first = f"JobId={job['id']} "
+    if job.get("array_job_id") is not None:
+        throttle = _throttle(job.get("array"))
+        task = job.get("array_task_id")
+        if task is None:
+            ref = str(job.get("ref") or "")
+            task = ref[ref.find("[") + 1:ref.rfind("]")] if "[" in ref else (job.get("array") or "")
+            if throttle and "%" not in str(task):
+                task = f"{task}%{throttle}"
+        first += f"ArrayJobId={job['array_job_id']} ArrayTaskId={task} "
+        if throttle:
+            first += f"ArrayTaskThrottle={throttle} "
+    lines = [
+        first + f"JobName={job['name']}",
+        f"UserId={job['user']}({uid}) GroupId={group}({gid}) MCS_label=N/A",
+        f"Priority={priority} Nice={job.get('nice') or 0} Account={job.get('account') or NULL} "
+        f"QOS={job.get('qos') or 'normal'}",
+        f"JobState={state} Reason={_underscored(reason)} Dependency={job.get('dependency') or NULL}",
+        f"Requeue=1 Restarts={job.get('restarts') or 0} BatchFlag=1 Reboot=0 "
+        f"ExitCode={exit_code(job.get('exit_code'), job.get('signal'))}",
+        f"RunTime={full_duration(run_s)} TimeLimit={_limit(limit_min)} TimeMin=N/A",
+        f"SubmitTime={local_time(submit)} EligibleTime={local_time(eligible)}",
+        f"AccrueTime={local_time(None if held else submit)}",
+        f"StartTime={local_time(start)} EndTime={local_time(end)} Deadline=N/A",
+        f"SuspendTime=None SecsPreSuspend=0 LastSchedEval={local_time(start if start and not pending else submit)} "
+        "Scheduler=Main",
+        f"Partition={job.get('partition') or default_partition} AllocNode:Sid={alloc_node}:0",
+        f"ReqNodeList={NULL} ExcNodeList={NULL}",
+        f"NodeList={node}",
+    ]
+    if node:
+        lines.append(f"BatchHost={node.split(',')[0]}")
+    mem = size(job.get("mem_mb"))
+    lines += [
+        f"NumNodes={nodes} NumCPUs={cpus * nodes} NumTasks=1 CPUs/Task={cpus} ReqB:S:C:T=0:0:*:*",
+        f"TRES=cpu={cpus * nodes},mem={size((job.get('mem_mb') or 0) * nodes)},node={nodes},billing={cpus * nodes}",
+        "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
+        f"MinCPUsNode={cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
+        f"Features={NULL} DelayBoot=00:00:00",
+        f"OverSubscribe=OK Contiguous=0 Licenses={NULL} Network={NULL}",
+        f"Command={command}",
+        f"WorkDir={job.get('workdir') or ''}",
+        f"StdErr={job.get('stderr_path') or ''}",
+        "StdIn=/dev/null",
+        f"StdOut={job.get('stdout_path') or ''}",
+        "Power=",
+    ]
+    if gpus:
+        gpu_type = job.get("gpu_type")
+        kind = f"{gpu_type}:" if _simple(gpu_type) else ""
+        lines.append(f"TresPerNode=gres:gpu:{kind}{gpus}")
+    return _record(lines, one_liner, trailing=True)
+
+
+def _throttle(array: str | None) -> int:
+    if not array or "%" not in array:
+        return 0
+    tail = array.rsplit("%", 1)[1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _limit(minutes: int | None) -> str:
+    return "UNLIMITED" if minutes is None else full_duration(minutes * 60)
+
+
+def _underscored(text: str) -> str:
+    """Slurm puts `_` for white space in a reason, so the `Key=Value` pairs split on spaces."""
+    return "_".join(text.split(" ")).replace("\t", "_").replace("\n", "_")
+
+
+def _simple(text: str | None) -> bool:
+    """A name Slurm's gres syntax can hold (`gpu:a100:2`): no spaces, colons or commas."""
+    return bool(text) and not any(c in str(text) for c in " :,=")
+
+
+def _record(lines: Sequence[str], one_liner: bool, *, trailing: bool = False) -> str:
+    """Slurm's record: lines joined by `\\n   ` (by a space with -o), then a blank line (a newline with -o).
+
+    `trailing`: a job's record ends with one more separator (Slurm's job printer adds it after the last key).
+    """
+    sep = " " if one_liner else "\n   "
+    text = sep.join(lines) + (sep if trailing else "")
+    return text + ("\n" if one_liner else "\n\n")
+
+
+def _user_ids(user: str) -> tuple[int, str, int]:
+    import grp
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return (4294967294, "nobody", 4294967294)
+    try:
+        group = grp.getgrgid(entry.pw_gid).gr_name
+    except KeyError:
+        group = str(entry.pw_gid)
+    return (entry.pw_uid, group, entry.pw_gid)
+
+
+# ---------------------------------------------------------------- nodes
+
+NODE_STATES = ("IDLE", "MIXED", "ALLOCATED", "DRAINED", "DRAINING", "DOWN")
+
+
+def node_state(node: Node) -> str:
+    """The node's state in Slurm's words: IDLE, MIXED, ALLOCATED (by its CPUs, as Slurm counts), or
+    DRAINED / DRAINING / DOWN where the node dict says `state` "drain" or "down"."""
+    declared = str(node.get("state") or "").lower()
+    alloc, total = int(node.get("cpus_alloc") or 0), int(node.get("cpus") or 0)
+    if declared.startswith("down"):
+        return "DOWN"
+    if declared.startswith("drain"):
+        return "DRAINING" if alloc else "DRAINED"
+    if alloc == 0:
+        return "IDLE"
+    return "ALLOCATED" if alloc >= total else "MIXED"
+
+
+def gres(node: Node) -> str:
+    """The node's `Gres=` (sinfo's %G): `gpu:4`, `gpu:a100:4` where all its GPUs share a short type; `(null)`."""
+    gpus = node.get("gpus") or []
+    if not gpus:
+        return NULL
+    types = {g.get("type") for g in gpus}
+    kind = types.pop() if len(types) == 1 else None
+    return f"gpu:{kind}:{len(gpus)}" if _simple(kind) else f"gpu:{len(gpus)}"
+
+
+def show_nodes(nodes: Iterable[Node], *, partitions: Sequence[str], now: float, one_liner: bool = False,
+               boot_time: float | None = None, start_time: float | None = None, os_name: str | None = None,
+               cpu_load: float | None = None) -> str:
+    """`scontrol show node [-o]`: each node's record."""
+    return "".join(show_node(node, partitions=partitions, now=now, one_liner=one_liner, boot_time=boot_time,
+                             start_time=start_time, os_name=os_name, cpu_load=cpu_load) for node in nodes)
+
+
+def show_node(node: Node, *, partitions: Sequence[str], now: float, one_liner: bool = False,
+              boot_time: float | None = None, start_time: float | None = None, os_name: str | None = None,
+              cpu_load: float | None = None) -> str:
+    """One node's record, as Slurm's `slurm_sprint_node_table`.
+
+    corral counts no sockets or cores: a node shows as Slurm's testbed does, one core per socket and
+    one thread per core (Sockets = CPUs).
+
+    Args:
+        partitions: the partitions holding the node (in corral, all of them).
+        boot_time, start_time: the machine's boot and the server's start (Slurm's SlurmdStartTime); None is `None`.
+        os_name: `uname -sr -v` of the node; None leaves the OS line out, as Slurm does for a node that did not say.
+        cpu_load: the 1-minute load average; None is `N/A`.
+    """
+    name = node["name"]
+    cpus = int(node.get("cpus") or 0)
+    alloc = int(node.get("cpus_alloc") or 0)
+    mem, mem_alloc = int(node.get("mem_mb") or 0), int(node.get("mem_alloc_mb") or 0)
+    arch = str(node.get("arch") or "x86_64")
+    arch = "x86_64" if arch.upper() == "X86_64" else arch
+    alloc_tres = ",".join(part for part in (f"cpu={alloc}" if alloc else "",
+                                            f"mem={size(mem_alloc)}" if mem_alloc else "") if part)
+    lines = [
+        f"NodeName={name} Arch={arch} CoresPerSocket=1 ",
+        f"CPUAlloc={alloc} CPUEfctv={cpus} CPUTot={cpus} CPULoad={'N/A' if cpu_load is None else f'{cpu_load:.2f}'}",
+        f"AvailableFeatures={NULL}",
+        f"ActiveFeatures={NULL}",
+        f"Gres={gres(node)}",
+        f"NodeAddr={name} NodeHostName={name} Version={SLURM_VERSION}",
+    ]
+    if os_name:
+        lines.append(f"OS={os_name} ")
+    lines += [
+        f"RealMemory={mem} AllocMem={mem_alloc} FreeMem=N/A Sockets={cpus} Boards=1",
+        f"State={node_state(node)} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+    ]
+    if partitions:
+        lines.append(f"Partitions={','.join(partitions)} ")
+    lines += [
+        f"BootTime={local_time(boot_time, 'None')} SlurmdStartTime={local_time(start_time, 'None')}",
+        f"LastBusyTime={local_time(now if alloc else start_time)}",
+        f"CfgTRES=cpu={cpus},mem={size(mem)},billing={cpus}",
+        f"AllocTRES={alloc_tres}",
+        "CapWatts=n/a",
+        "CurrentWatts=0 AveWatts=0",
+        "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
+    ]
+    if node.get("reason"):
+        lines.append(f"Reason={node['reason']}")
+    return _record(lines, one_liner)
+
+
+# ---------------------------------------------------------------- partitions
+
+def show_partitions(partitions: Iterable[Partition], nodes: Sequence[Node], *, default: str | None = None,
+                    one_liner: bool = False) -> str:
+    """`scontrol show partition [-o]`: each partition's record; `default` names the default partition
+    (else a partition's own `default` key says)."""
+    return "".join(show_partition(p, nodes, default=default, one_liner=one_liner) for p in partitions)
+
+
+def show_partition(partition: Partition, nodes: Sequence[Node], *, default: str | None = None,
+                   one_liner: bool = False) -> str:
+    """One partition's record, as Slurm's `slurm_sprint_partition_info`.
+
+    corral's partitions are not sets of nodes: each holds every node (unless it lists `nodes`).
+    Its `allowed_users` show as AllowAccounts (on corral the accounts are the users).
+    """
+    name = partition["name"]
+    members = partition_nodes(partition, nodes)
+    is_default = partition.get("default") if default is None else name == default
+    groups = partition.get("allowed_groups")
+    users = partition.get("allowed_users")
+    cpus = sum(int(n.get("cpus") or 0) for n in members)
+    mem = sum(int(n.get("mem_mb") or 0) for n in members)
+    default_time = partition.get("default_time_s")
+    max_time = partition.get("max_time_s")
+    lines = [
+        f"PartitionName={name}",
+        f"AllowGroups={','.join(sorted(groups)) if groups else 'ALL'} "
+        f"AllowAccounts={','.join(sorted(users)) if users else 'ALL'} AllowQos=ALL",
+        f"AllocNodes=ALL Default={'YES' if is_default else 'NO'} QoS=N/A",
+        f"DefaultTime={'NONE' if default_time is None else full_duration(default_time)} DisableRootJobs=NO "
+        "ExclusiveUser=NO GraceTime=0 Hidden=NO",
+        f"MaxNodes=UNLIMITED MaxTime={'UNLIMITED' if max_time is None else full_duration(max_time)} MinNodes=0 "
+        "LLN=NO MaxCPUsPerNode=UNLIMITED",
+        f"Nodes={compress_hostlist(n['name'] for n in members)}",
+        f"PriorityJobFactor={partition.get('priority_factor', 1)} PriorityTier={partition.get('tier', 1)} "
+        "RootOnly=NO ReqResv=NO OverSubscribe=NO",
+        "OverTimeLimit=NONE PreemptMode=OFF",
+        f"State=UP TotalCPUs={cpus} TotalNodes={len(members)} SelectTypeParameters=NONE",
+        f"JobDefaults={NULL}",
+        "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
+        f"TRES=cpu={cpus},mem={size(mem)},node={len(members)},billing={cpus}",
+    ]
+    return _record(lines, one_liner)
+
+
+def partition_nodes(partition: Partition, nodes: Sequence[Node]) -> list[Node]:
+    """The nodes of a partition: those it lists, else all."""
+    listed = partition.get("nodes")
+    if not listed:
+        return list(nodes)
+    wanted = set(expand_hostlist(listed) if isinstance(listed, str) else listed)
+    return [n for n in nodes if n["name"] in wanted]
+
+
+# ---------------------------------------------------------------- config
+
+# Slurm 22.05's rows, in its order, with its defaults (as a plain single-node cluster shows them);
+# `show_config` fills in what corral knows. The priority rows are priority/multifactor's, which is
+# what corral computes.
+_CONFIG_ROWS = (
+    ("AccountingStorageBackupHost", NULL), ("AccountingStorageEnforce", "none"),
+    ("AccountingStorageHost", "localhost"), ("AccountingStorageExternalHost", NULL),
+    ("AccountingStorageParameters", NULL), ("AccountingStoragePort", "0"),
+    ("AccountingStorageTRES", "cpu,mem,energy,node,billing,fs/disk,vmem,pages,gres/gpu"),
+    ("AccountingStorageType", "accounting_storage/none"), ("AccountingStorageUser", "N/A"),
+    ("AccountingStoreFlags", NULL), ("AcctGatherEnergyType", "acct_gather_energy/none"),
+    ("AcctGatherFilesystemType", "acct_gather_filesystem/none"),
+    ("AcctGatherInterconnectType", "acct_gather_interconnect/none"), ("AcctGatherNodeFreq", "0 sec"),
+    ("AcctGatherProfileType", "acct_gather_profile/none"), ("AllowSpecResourcesUsage", "No"),
+    ("AuthAltTypes", NULL), ("AuthAltParameters", NULL), ("AuthInfo", NULL), ("AuthType", "auth/munge"),
+    ("BatchStartTimeout", "10 sec"), ("BcastExclude", "/lib,/usr/lib,/lib64,/usr/lib64"),
+    ("BcastParameters", NULL), ("BOOT_TIME", "Unknown"), ("BurstBufferType", NULL),
+    ("CliFilterPlugins", NULL), ("ClusterName", "corral"), ("CommunicationParameters", NULL),
+    ("CompleteWait", "0 sec"), ("CoreSpecPlugin", "core_spec/none"), ("CpuFreqDef", "Unknown"),
+    ("CpuFreqGovernors", "OnDemand,Performance,UserSpace"), ("CredType", "cred/munge"), ("DebugFlags", NULL),
+    ("DefMemPerNode", "UNLIMITED"), ("DependencyParameters", NULL), ("DisableRootJobs", "No"),
+    ("EioTimeout", "60"), ("EnforcePartLimits", "NO"), ("Epilog", NULL), ("EpilogMsgTime", "2000 usec"),
+    ("EpilogSlurmctld", NULL), ("ExtSensorsType", "ext_sensors/none"), ("ExtSensorsFreq", "0 sec"),
+    ("FederationParameters", NULL), ("FirstJobId", "1"), ("GetEnvTimeout", "2 sec"), ("GresTypes", "gpu"),
+    ("GpuFreqDef", "high,memory=high"), ("GroupUpdateForce", "1"), ("GroupUpdateTime", "600 sec"),
+    ("HASH_VAL", "Match"), ("HealthCheckInterval", "0 sec"), ("HealthCheckNodeState", "ANY"),
+    ("HealthCheckProgram", NULL), ("InactiveLimit", "0 sec"),
+    ("InteractiveStepOptions", "--interactive --preserve-env --pty $SHELL"),
+    ("JobAcctGatherFrequency", "30"), ("JobAcctGatherType", "jobacct_gather/linux"),
+    ("JobAcctGatherParams", NULL), ("JobCompHost", "localhost"), ("JobCompLoc", "/var/log/slurm_jobcomp.log"),
+    ("JobCompPort", "0"), ("JobCompType", "jobcomp/none"), ("JobCompUser", "root"),
+    ("JobContainerType", "job_container/none"), ("JobCredentialPrivateKey", NULL),
+    ("JobCredentialPublicCertificate", NULL), ("JobDefaults", NULL), ("JobFileAppend", "0"),
+    ("JobRequeue", "1"), ("JobSubmitPlugins", NULL), ("KillOnBadExit", "0"), ("KillWait", "30 sec"),
+    ("LaunchParameters", NULL), ("LaunchType", "launch/slurm"), ("Licenses", NULL),
+    ("LogTimeFormat", "iso8601_ms"), ("MailDomain", NULL), ("MailProg", "/bin/mail"),
+    ("MaxArraySize", "1001"), ("MaxDBDMsgs", "20004"), ("MaxJobCount", "10000"), ("MaxJobId", "67043328"),
+    ("MaxMemPerNode", "UNLIMITED"), ("MaxNodeCount", "1"), ("MaxStepCount", "40000"),
+    ("MaxTasksPerNode", "512"), ("MCSPlugin", "mcs/none"), ("MCSParameters", NULL),
+    ("MessageTimeout", "10 sec"), ("MinJobAge", "300 sec"), ("MpiDefault", "none"), ("MpiParams", NULL),
+    ("NEXT_JOB_ID", "1"), ("NodeFeaturesPlugins", NULL), ("OverTimeLimit", "0 min"),
+    ("PluginDir", "/usr/lib/x86_64-linux-gnu/slurm-wlm"), ("PlugStackConfig", NULL),
+    ("PowerParameters", NULL), ("PowerPlugin", ""), ("PreemptMode", "OFF"), ("PreemptType", "preempt/none"),
+    ("PreemptExemptTime", "00:00:00"), ("PrEpParameters", NULL), ("PrEpPlugins", "prep/script"),
+    ("PriorityParameters", NULL), ("PrioritySiteFactorParameters", NULL), ("PrioritySiteFactorPlugin", NULL),
+    ("PriorityDecayHalfLife", "7-00:00:00"), ("PriorityCalcPeriod", "00:05:00"), ("PriorityFavorSmall", "No"),
+    ("PriorityFlags", ""), ("PriorityMaxAge", "7-00:00:00"), ("PriorityUsageResetPeriod", "NONE"),
+    ("PriorityType", "priority/multifactor"), ("PriorityWeightAge", "0"), ("PriorityWeightAssoc", "0"),
+    ("PriorityWeightFairShare", "0"), ("PriorityWeightJobSize", "0"), ("PriorityWeightPartition", "0"),
+    ("PriorityWeightQOS", "0"), ("PriorityWeightTRES", NULL),
+    ("PrivateData", "none"), ("ProctrackType", "proctrack/linuxproc"), ("Prolog", NULL),
+    ("PrologEpilogTimeout", "65534"), ("PrologSlurmctld", NULL), ("PrologFlags", NULL),
+    ("PropagatePrioProcess", "0"), ("PropagateResourceLimits", "ALL"),
+    ("PropagateResourceLimitsExcept", NULL), ("RebootProgram", NULL), ("ReconfigFlags", NULL),
+    ("RequeueExit", NULL), ("RequeueExitHold", NULL), ("ResumeFailProgram", NULL), ("ResumeProgram", NULL),
+    ("ResumeRate", "300 nodes/min"), ("ResumeTimeout", "60 sec"), ("ResvEpilog", NULL),
+    ("ResvOverRun", "0 min"), ("ResvProlog", NULL), ("ReturnToService", "1"), ("RoutePlugin", "route/default"),
+    ("SchedulerParameters", NULL), ("SchedulerTimeSlice", "30 sec"), ("SchedulerType", "sched/backfill"),
+    ("ScronParameters", NULL), ("SelectType", "select/cons_tres"), ("SelectTypeParameters", "CR_CORE_MEMORY"),
+    ("SlurmUser", "root(0)"), ("SlurmctldAddr", NULL), ("SlurmctldDebug", "info"),
+    ("SlurmctldHost[0]", "localhost"), ("SlurmctldLogFile", NULL), ("SlurmctldPort", "6817"),
+    ("SlurmctldSyslogDebug", NULL), ("SlurmctldPrimaryOffProg", NULL), ("SlurmctldPrimaryOnProg", NULL),
+    ("SlurmctldTimeout", "120 sec"), ("SlurmctldParameters", NULL), ("SlurmdDebug", "info"),
+    ("SlurmdLogFile", NULL), ("SlurmdParameters", NULL), ("SlurmdPidFile", "/run/slurmd.pid"),
+    ("SlurmdPort", "6818"), ("SlurmdSpoolDir", "/var/spool/slurmd"), ("SlurmdSyslogDebug", NULL),
+    ("SlurmdTimeout", "300 sec"), ("SlurmdUser", "root(0)"), ("SlurmSchedLogFile", NULL),
+    ("SlurmSchedLogLevel", "0"), ("SlurmctldPidFile", "/run/slurmctld.pid"), ("SlurmctldPlugstack", NULL),
+    ("SLURM_CONF", "/etc/slurm/slurm.conf"), ("SLURM_VERSION", SLURM_VERSION), ("SrunEpilog", NULL),
+    ("SrunPortRange", "0-0"), ("SrunProlog", NULL), ("StateSaveLocation", "/var/spool/slurmctld"),
+    ("SuspendExcNodes", NULL), ("SuspendExcParts", NULL), ("SuspendProgram", NULL),
+    ("SuspendRate", "60 nodes/min"), ("SuspendTime", "INFINITE"), ("SuspendTimeout", "30 sec"),
+    ("SwitchParameters", NULL), ("SwitchType", "switch/none"), ("TaskEpilog", NULL), ("TaskPlugin", "task/none"),
+    ("TaskPluginParam", "(null type)"), ("TaskProlog", NULL), ("TCPTimeout", "2 sec"), ("TmpFS", "/tmp"),
+    ("TopologyParam", NULL), ("TopologyPlugin", "topology/none"), ("TrackWCKey", "No"), ("TreeWidth", "50"),
+    ("UsePam", "No"), ("UnkillableStepProgram", NULL), ("UnkillableStepTimeout", "60 sec"),
+    ("VSizeFactor", "0 percent"), ("WaitTime", "0 sec"), ("X11Parameters", NULL),
+)
+CONFIG_KEYS = tuple(key for key, _ in _CONFIG_ROWS)
+
+
+def show_config(settings: Mapping[str, object], *, now: float, controller: str = "localhost") -> str:
+    """`scontrol show config`: `Configuration data as of TIME`, the `Key = Value` rows (`%-23s = %s`),
+    a blank line and the controller's ping line.
+
+    Args:
+        settings: values by Slurm's key, overriding the defaults (e.g. ClusterName, BOOT_TIME as
+            Slurm's time text, NEXT_JOB_ID, PriorityWeightAge, PriorityMaxAge); a key Slurm does
+            not print is ignored, so the rows stay Slurm's.
+        controller: the host named in `Slurmctld(primary) at HOST is UP`.
+    """
+    rows = [f"Configuration data as of {local_time(now)}\n"]
+    for key, value in _CONFIG_ROWS:
+        shown = settings.get(key, value)
+        rows.append(f"{key:<23} = {'' if shown is None else shown}\n")
+    rows.append(f"\nSlurmctld(primary) at {controller} is UP\n")
+    return "".join(rows)
