@@ -31,6 +31,21 @@ async def priority(request: Request) -> Response:
     return Response(json.dumps(rows), media_type="application/json")
 
 
+@router.get("/partitions", summary="Partitions (their limits and who may use them) and the priority weights")
+async def partitions(request: Request) -> Response:
+    config = request.app.state.service.scheduler_config
+    rows = [{"name": p.name, "default": p.name == config.default_partition, "max_time_s": p.max_time_s,
+             "default_time_s": p.default_time_s, "tier": p.tier, "priority_factor": p.priority_factor,
+             "allowed_users": sorted(p.allowed_users) if p.allowed_users is not None else None,
+             "allowed_groups": sorted(p.allowed_groups) if p.allowed_groups is not None else None}
+            for p in config.partitions.values()]
+    weights = config.weights
+    return Response(json.dumps({"partitions": rows, "weights": {
+        "age": weights.age, "fairshare": weights.fairshare, "job_size": weights.job_size,
+        "partition": weights.partition, "qos": weights.qos, "max_age_s": weights.max_age_s}}),
+        media_type="application/json")
+
+
 @router.get("/health", summary="Liveness and identity of the server")
 async def health(request: Request) -> dict[str, object]:
     service = request.app.state.service

@@ -98,6 +98,11 @@ class JobService:
         return self.watchers.generation
 
     @property
+    def scheduler_config(self) -> SchedulerConfig:
+        """The partitions, QoS and priority weights the scheduler works with."""
+        return self.scheduling.config
+
+    @property
     def capabilities(self) -> Capabilities:
         return self.backend.capabilities
 

@@ -27,15 +27,13 @@ def active_jobs(service: Server) -> list[dict[str, Any]]:
         after = page["next_cursor"]
 
 
-def finished_jobs(service: Server, stop: Any = None) -> Iterator[dict[str, Any]]:
-    """Ended jobs, newest first, until `stop(job)` says the rest are too old."""
+def finished_jobs(service: Server, ended_after: float | None = None) -> Iterator[dict[str, Any]]:
+    """Ended jobs, newest first: those that ended at or after `ended_after` (epoch seconds)."""
     before = ""
+    since = "" if ended_after is None else f"&ended_after={max(ended_after, 0):.3f}"
     while True:
-        page = service.call("GET", f"/api/v1/jobs?scope=finished&limit={PAGE}{before}")
-        for job in page["jobs"]:
-            if stop is not None and stop(job):
-                return
-            yield job
+        page = service.call("GET", f"/api/v1/jobs?scope=finished&limit={PAGE}{since}{before}")
+        yield from page["jobs"]
         if page.get("next_cursor") is None:
             return
         before = f"&before={page['next_cursor']}"

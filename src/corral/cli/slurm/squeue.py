@@ -17,7 +17,7 @@ from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.squeue_format import format_squeue
-from corral.cli.slurm.values import CODE_STATES, STATE_CODES, parse_iso
+from corral.cli.slurm.values import CODE_STATES, STATE_CODES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -135,12 +135,7 @@ def _states(text: object) -> set[str] | None:
 
 
 def _recently_ended(service: Server, now: float) -> list[dict[str, Any]]:
-    def too_old(job: dict[str, Any]) -> bool:
-        ended = parse_iso(job.get("end_time"))
-        return ended is not None and ended < now - MIN_JOB_AGE_S * 4  # ids are not in end order: some slack
-
-    return [job for job in finished_jobs(service, stop=too_old)
-            if (parse_iso(job.get("end_time")) or 0) >= now - MIN_JOB_AGE_S]
+    return list(finished_jobs(service, ended_after=now - MIN_JOB_AGE_S))
 
 
 def _named(job: dict[str, Any], refs: list[str]) -> bool:

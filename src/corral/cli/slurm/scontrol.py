@@ -1,0 +1,166 @@
+"""`scontrol`: show jobs, nodes, partitions and the configuration in Slurm's `Key=Value` layout, and
+hold, release, requeue or update jobs.
+
+    scontrol show job 12            scontrol -o show job           scontrol show node
+    scontrol hold 12                scontrol release 12_[1-3]      scontrol requeue 12
+    scontrol update JobId=12 TimeLimit=2:00:00 Partition=gpu       scontrol show hostnames node[1-3]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from corral.cli.slurm import cluster
+from corral.cli.slurm.argv import Option, UsageError, parse
+from corral.cli.slurm.command import Refused, server
+from corral.cli.slurm.jobs import active_jobs, expand_refs
+from corral.cli.slurm.scontrol_format import (
+    INVALID_JOB, hostnames, show_config, show_jobs, show_nodes, show_partitions,
+)
+from corral.cli.slurm.wire import ServerError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from corral.cli.slurm.wire import Server
+
+OPTIONS = [Option("oneliner", "o"), Option("details", "d"), Option("quiet", "Q"), Option("verbose", "v"),
+           Option("version", "V"), Option("help", "h"), Option("usage"), Option("all", "a"),
+           Option("clusters", "M", value=True)]
+# scontrol update's job keys, as corral's update request names them
+UPDATE_KEYS = {"timelimit": "time", "numcpus": "cpus", "mincpusnode": "cpus", "partition": "partition", "nice": "nice",
+               "qos": "qos", "name": "name", "jobname": "name", "minmemorynode": "mem", "gres": "gres",
+               "tresperjob": "gpus"}
+
+
+def main(argv: Sequence[str]) -> int:
+    given, words = parse(argv, OPTIONS)
+    if given.get("version"):
+        print("slurm 22.05.8 (corral)")
+        return 0
+    if given.get("help") or given.get("usage") or not words:
+        print("Usage: scontrol [-o] show job|node|partition|config|hostnames [ID] | hold|release|requeue JOBS | "
+              "update JobId=ID KEY=VALUE...")
+        return 0
+    command, rest = words[0].lower(), words[1:]
+    if command == "show":
+        return _show(rest, bool(given.get("oneliner")))
+    if command in ("hold", "uhold", "release", "requeue", "requeuehold"):
+        return _each(command, rest)
+    if command == "update":
+        return _update(rest)
+    raise UsageError(f"invalid keyword: {words[0]}")
+
+
+def _show(words: list[str], one_liner: bool) -> int:
+    if not words:
+        raise Refused("show what? job, node, partition, config or hostnames")
+    entity, name = words[0].lower(), (words[1] if len(words) > 1 else None)
+    if entity == "hostnames":
+        if name is None:
+            raise Refused("show hostnames needs a host list, e.g. node[1-3]")
+        sys.stdout.write(hostnames(name))
+        return 0
+    service = server()
+    now = time.time()
+    if entity in ("job", "jobs", "jobid"):
+        return _show_jobs(service, name, one_liner, now)
+    if entity in ("node", "nodes", "nodename"):
+        nodes = cluster.nodes(service)
+        if name is not None:
+            nodes = [node for node in nodes if node.get("name") == name]
+            if not nodes:
+                print(f"Node {name} not found", file=sys.stderr)
+                return 1
+        names = [p["name"] for p in cluster.partitions(service)[0]]
+        sys.stdout.write(show_nodes(nodes, partitions=names, now=now, one_liner=one_liner))
+        return 0
+    if entity in ("partition", "partitions", "partitionname"):
+        partitions, default, _ = cluster.partitions(service)
+        if name is not None:
+            partitions = [p for p in partitions if p["name"] == name]
+            if not partitions:
+                print(f"Partition {name} not found", file=sys.stderr)
+                return 1
+        sys.stdout.write(show_partitions(partitions, cluster.nodes(service), default=default, one_liner=one_liner))
+        return 0
+    if entity in ("config", "configuration"):
+        _, _, weights = cluster.partitions(service)
+        settings = {"PriorityWeightAge": str(weights["age"]), "PriorityWeightFairShare": str(weights["fairshare"]),
+                    "PriorityWeightJobSize": str(weights["job_size"]), "PriorityWeightPartition": str(weights["partition"]),
+                    "PriorityWeightQOS": str(weights["qos"])}
+        sys.stdout.write(show_config(settings, now=now, controller=cluster.node_name()))
+        return 0
+    raise Refused(f"invalid entity: {words[0]} (show job, node, partition, config or hostnames)")
+
+
+def _show_jobs(service: Server, name: str | None, one_liner: bool, now: float) -> int:
+    if name is None:
+        jobs = active_jobs(service)
+    else:
+        jobs = []
+        for ref in expand_refs([name]):
+            try:
+                jobs.append(service.call("GET", f"/api/v1/jobs/{ref}"))
+            except ServerError as exc:
+                if exc.status != 404:
+                    raise
+        if not jobs:
+            sys.stderr.write(INVALID_JOB)
+            return 1
+    priorities = cluster.priorities(service) if any(job["state"] == "PENDING" for job in jobs) else {}
+    _, default, _ = cluster.partitions(service)
+    sys.stdout.write(show_jobs(jobs, now=now, one_liner=one_liner, priorities=priorities,
+                               default_partition=default or "default", alloc_node=cluster.node_name()))
+    return 0
+
+
+def _each(command: str, words: list[str]) -> int:
+    if not words:
+        raise Refused(f"{command} needs job ids")
+    action = {"hold": "hold", "uhold": "hold", "release": "release", "requeue": "requeue",
+              "requeuehold": "requeue"}[command]
+    if action == "requeue":
+        raise Refused("requeue is not supported by corral yet: cancel the job and submit it again")
+    service = server()
+    status = 0
+    for ref in expand_refs(words[0].split(",") if len(words) == 1 else words):
+        try:
+            service.call("POST", f"/api/v1/jobs/{ref}/{action}")
+        except ServerError as exc:
+            print(f"{action.capitalize()} job {ref} error: {_reason(exc)}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def _update(words: list[str]) -> int:
+    pairs = [word.partition("=") for word in words]
+    if not pairs or any(not equals for _, equals, _ in pairs):
+        raise Refused("update takes KEY=VALUE pairs, e.g. update JobId=12 TimeLimit=2:00:00")
+    values = {key.lower(): value for key, _, value in pairs}
+    ref = values.pop("jobid", None) or values.pop("job", None)
+    if ref is None:
+        raise Refused("update needs JobId=ID (corral updates jobs only)")
+    changes: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in UPDATE_KEYS:
+            raise Refused(f"Update of this parameter is not supported by corral: {key}")
+        changes[UPDATE_KEYS[key]] = value
+    service = server()
+    try:
+        for one in expand_refs([ref]):
+            service.call("PATCH", f"/api/v1/jobs/{one}", changes)
+    except ServerError as exc:
+        raise Refused(f"Update of job {ref} failed: {_reason(exc)}") from None
+    return 0
+
+
+def _reason(error: ServerError) -> str:
+    if error.status == 404:
+        return "Invalid job id specified"
+    if error.status == 403:
+        return "Access/permission denied"
+    return error.message
