@@ -1,6 +1,6 @@
 """squeue's output against the real Slurm 22.05.8's, for the same queue.
 
-golden/squeue/queue1 and queue2 hold what `squeue` printed on the Slurm testbed (capture.sh ran it), the
+golden/squeue/queue1 to queue5 hold what `squeue` printed on the Slurm testbed (capture.sh ran it), the
 `scontrol show job -d` of that moment, and those jobs as corral's API JSON (jobs.json, made from it, with
 Slurm's priorities); now.json says when each command ran. Each golden file must come out the same, line for
 line and column for column, from the JSON alone.
@@ -56,6 +56,12 @@ CASES: dict[str, dict[str, object]] = {
     "S_S.txt": {"sort": "S"},
     "S_j.txt": {"sort": "j"},
 }
+# queue3-5: `squeue -t all` just after jobs ended: FAILED, TIMEOUT, COMPLETED beside pending and running ones
+ENDED_CASES: dict[str, dict[str, object]] = {
+    "all_default.txt": {},
+    "all_long.txt": {"long": True},
+    "all_codes.txt": {"fmt": "%i %T %t %r %R %M %l %L %S %e %V %D %C"},
+}
 # Job 82 asked for memory per CPU (1G for each of 2): Slurm's MIN_MEMORY shows the per-CPU figure, corral
 # keeps one figure per job (2G), which is what its MIN_MEMORY shows. Everything else on that line matches.
 KNOWN = {("o_more.txt", "82 "): (" 1G ", " 2G "), ("O_more.txt", "82 "): (" 1G   ", " 2G   ")}
@@ -96,6 +102,16 @@ def test_matches_slurm(queue: str, case: str) -> None:
     assert len(got) == len(want)
     for got_line, want_line in zip(got, want):
         assert got_line == want_line
+
+
+@pytest.mark.parametrize("queue", ["queue3", "queue4", "queue5"])
+@pytest.mark.parametrize("case", sorted(ENDED_CASES))
+def test_ended_jobs_match_slurm(queue: str, case: str) -> None:
+    jobs, nows = _queue(queue)
+    want = _expected(queue, case)
+    tries = [format_squeue(jobs, now=nows[case] + late, node_name="vm", **ENDED_CASES[case]).splitlines()  # type: ignore[arg-type]
+             for late in (0, 1)]
+    assert want in tries
 
 
 def _job(**fields: object) -> dict[str, object]:
@@ -191,6 +207,14 @@ def test_start_end_and_time_left() -> None:
     assert format_squeue([over], now=NOW, fmt="%L", noheader=True) == "INVALID\n"
     pending = _job(state="PENDING", reason="Priority", node=None, start_time=None)
     assert format_squeue([pending], now=NOW, fmt="%S %e %M", noheader=True) == "N/A N/A 0:00\n"
+
+
+def test_ended_jobs_give_slurms_reasons() -> None:
+    ended = [_job(id=n, ref=str(n), state=state, end_time="2026-11-24T10:01:00.000+00:00")
+             for n, state in enumerate(["FAILED", "TIMEOUT", "OUT_OF_MEMORY", "COMPLETED", "CANCELLED"], 30)]
+    rows = format_squeue(ended, now=NOW, fmt="%i %t %R %r %M", noheader=True, sort="i").splitlines()
+    assert rows == ["30 F (NonZeroExitCode) NonZeroExitCode 0:55", "31 TO (TimeLimit) TimeLimit 0:55",
+                    "32 OOM (OutOfMemory) OutOfMemory 0:55", "33 CD box None 0:55", "34 CA box None 0:55"]
 
 
 def test_dependency_shows_what_is_still_awaited() -> None:

@@ -437,8 +437,16 @@ def _value(code: str, job: Mapping[str, object], now: float, node_name: str) -> 
 _REASON_STATES = frozenset({_PENDING, "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "FAILED"})
 
 
+# what Slurm gives as the reason of a job that ended so, where corral's record names none
+_END_REASONS = {"FAILED": "NonZeroExitCode", "TIMEOUT": "TimeLimit", "OUT_OF_MEMORY": "OutOfMemory",
+                "DEADLINE": "DeadLine", "NODE_FAIL": "NodeDown"}
+
+
 def _reason(job: Mapping[str, object]) -> str:
-    return _text(job.get("reason")) or "None"
+    reason = _text(job.get("reason"))
+    if reason and reason != "None":
+        return reason
+    return _END_REASONS.get(str(job.get("state")), "None")
 
 
 def _nodes(job: Mapping[str, object], node_name: str) -> str | None:
