@@ -20,7 +20,7 @@ from corral.core.job import Job
 from corral.core.resources import Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, check_script_size, update_spec
-from corral.core.states import JobState
+from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.server.accounts import home_of, may_use
@@ -146,4 +146,6 @@ class Submissions:
         """Submits committed (`corral.server.inserts`): the jobs are the table's now."""
         for job in jobs:
             self.table.track(job, counted=True)
+            if job.held:  # submitted held (-H): it says so before the next scheduling pass does
+                self.table.reasons[job.id] = PendingReason.HELD
         self._changed()
