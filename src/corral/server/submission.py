@@ -68,6 +68,11 @@ class Submissions:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
         access = self.settings.access
+        if spec.account is not None and not access.accounts and "account" not in request:
+            # a script's #SBATCH -A (or sbatch's) from a cluster, where no accounts are kept: as Slurm without
+            # enforced accounting, it is taken and charges nothing
+            spec = replace(spec, account=None, warnings=(*spec.warnings, f"--account={spec.account}: this server "
+                                                         "keeps no accounts; ignored"))
         if spec.account is not None or access.accounts:
             spec = replace(spec, account=access.account_for(user, spec.account))
         self._check_request(spec)
