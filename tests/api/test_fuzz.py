@@ -155,7 +155,8 @@ def test_hostile_values_in_each_field_get_a_clear_4xx_never_a_server_error(fuzz_
             "command", "script", "condor", "script_args", "script_name", "name", "gpus", "gres", "gpu_type", "gpu_mem",
             "gpu_mem_mb", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export",
             "environment", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "partition", "qos",
-            "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal"]),
+            "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "options", "hold", "open_mode",
+            "comment"]),
         ("PATCH", f"/api/v1/jobs/{target}", {}, [
             "name", "gpus", "gres", "gpu_type", "gpu_mem", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time",
             "time_limit_s", "nice", "partition", "qos", "preemptible"]),
@@ -187,6 +188,8 @@ def test_hostile_values_in_each_field_get_a_clear_4xx_never_a_server_error(fuzz_
         "headers": lambda v: [{"X-A": v}], "env": lambda v: [{"A": v}, {str(v)[:100]: "1"}],
         "labels": lambda v: [{"a": v}, {str(v)[:100]: "1"}], "config": lambda v: [{"a": v}],
         "command": lambda v: [[v]], "script_args": lambda v: [[v]], "argv": lambda v: [[v]],
+        "options": lambda v: [[v], [f"--comment={v}"], ["--comment", v], ["-J", v], ["--open-mode", v], ["-A", v]]
+                             if isinstance(v, str) else [[v]],
     }
     problems: list[str] = []
     created = [f"/api/v1/jobs/{target}", f"/api/v1/runs/{run}"]

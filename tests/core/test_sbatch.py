@@ -90,7 +90,7 @@ def test_parse_script_maps_each_supported_option_to_its_request_field(line, fiel
 
 def test_parse_script_keeps_quoted_values_whole():
     directives = parse_script(script('#SBATCH --job-name="my run" --comment=\'a b\''))
-    assert directives.fields == {"name": "my run"}
+    assert directives.fields == {"name": "my run", "comment": "a b"}
 
 
 def test_parse_script_later_directive_wins_over_earlier():
@@ -124,7 +124,7 @@ def test_parse_script_indented_directive_is_read():
     assert parse_script(script("   #SBATCH --mem=2G")).fields == {"mem": "2G"}
 
 
-@pytest.mark.parametrize("option", ["--account=ml", "--mail-type=END",
+@pytest.mark.parametrize("option", ["--wckey=ml", "--mail-type=END",
                                     "--mail-user=a@b.c", "--requeue", "--get-user-env"])
 def test_parse_script_warns_about_harmless_options_and_goes_on(option):
     directives = parse_script(script(f"#SBATCH {option}", "#SBATCH --mem=1G"))
@@ -148,7 +148,7 @@ def test_parse_script_reads_partition_and_qos(option, fields):
     ("option", "name"),
     [
         ("--exclusive", "--exclusive"),
-        ("--hold", "--hold"),
+        ("--nodelist=vm", "--nodelist"),
         ("--constraint=a100", "--constraint"),
         ("--begin=now+1hour", "--begin"),
         ("--mem-per-cpu-typo=1", "--mem-per-cpu-typo"),
@@ -209,9 +209,9 @@ def test_parse_script_refuses_an_unreadable_directive_line():
 
 
 def test_parse_options_reads_a_command_line_style_token_list():
-    directives = parse_options(["--gres=gpu:2", "-c", "4", "--account", "ml"], source="--sbatch")
+    directives = parse_options(["--gres=gpu:2", "-c", "4", "--mail-type", "END"], source="--sbatch")
     assert directives.fields == {"gres": "gpu:2", "cpus": "4"}
-    assert directives.warnings == ["--sbatch --account=ml has no effect on corral's local backend; ignored"]
+    assert directives.warnings == ["--sbatch --mail-type=END has no effect on corral's local backend; ignored"]
 
 
 def test_parse_options_error_names_the_source():
@@ -245,10 +245,12 @@ def test_parse_script_names_every_unsupported_directive_at_once_with_its_line():
     assert err.value.problems == (
         "line 4: #SBATCH --ntasks-per-node=4: corral runs a job as one task on one node (use --nodes=1 --ntasks=1; "
         "multi-node jobs need the Slurm backend, which runs the script under srun)",
-        "line 6: #SBATCH option --exclusive is not supported by corral (remove it)",
+        "line 6: #SBATCH option --exclusive is not supported by corral yet (remove it; ask for the resources it "
+        "needs (--gpus, --cpus-per-task, --mem); other jobs may share the node)",
         err.value.problems[2],
     )
-    assert err.value.problems[2].startswith("line 7: #SBATCH option --constraint is not supported by corral (remove it")
+    assert err.value.problems[2].startswith("line 7: #SBATCH option --constraint is not supported by corral yet "
+                                            "(remove it")
     assert "3 problems" in err.value.message
     for problem in err.value.problems:
         assert problem in err.value.message
@@ -257,10 +259,10 @@ def test_parse_script_names_every_unsupported_directive_at_once_with_its_line():
 
 def test_parse_script_reads_past_an_unreadable_line_to_the_next_problem():
     with pytest.raises(InvalidRequest) as err:
-        parse_script(script('#SBATCH --job-name="unclosed', "#SBATCH --hold", "#SBATCH mem=1G"))
+        parse_script(script('#SBATCH --job-name="unclosed', "#SBATCH --exclusive", "#SBATCH mem=1G"))
     lines = [p.split(":")[0] for p in err.value.problems]
     assert lines == ["line 2", "line 3", "line 4"]
-    assert "unclosed" in err.value.problems[0] and "--hold" in err.value.problems[1]
+    assert "unclosed" in err.value.problems[0] and "--exclusive" in err.value.problems[1]
     assert "'mem=1G' is not an option" in err.value.problems[2]
 
 
@@ -295,3 +297,67 @@ def test_a_request_field_that_replaces_a_bad_directive_hides_its_problem():
     spec = build_spec({"script": text, "time": "10", "cpus": 2}, user="ada", log_dir="/tmp", default_workdir="/tmp",
                       server_env={})
     assert (spec.time_limit_s, spec.cpus) == (600, 2)
+
+
+# -- options submitit and lab scripts write: made real ----------------------------------------------
+
+
+@pytest.mark.parametrize("tokens, fields", [
+    (["-H"], {"hold": "yes"}), (["--hold"], {"hold": "yes"}),
+    (["-A", "ml"], {"account": "ml"}), (["--account=ml"], {"account": "ml"}), (["-Aml"], {"account": "ml"}),
+    (["--open-mode=append"], {"open_mode": "append"}), (["--open-mode", "truncate"], {"open_mode": "truncate"}),
+    (["--comment=warm start"], {"comment": "warm start"}),
+])
+def test_parse_options_reads_hold_account_open_mode_and_comment(tokens, fields):
+    directives = parse_options(tokens, source="sbatch")
+    assert directives.fields == fields and directives.warnings == []
+
+
+def test_submitits_header_is_read_whole():
+    # what submitit's SlurmExecutor writes at the top of every script
+    directives = parse_script(script("#SBATCH --job-name=submitit", "#SBATCH --open-mode=append",
+                                     "#SBATCH --output=/tmp/x/%j_0_log.out", "#SBATCH --signal=USR2@90",
+                                     "#SBATCH --requeue", "#SBATCH --wckey=submitit"))
+    assert directives.fields == {"name": "submitit", "open_mode": "append", "stdout": "/tmp/x/%j_0_log.out",
+                                 "signal": "USR2@90"}
+    assert len(directives.warnings) == 2
+
+
+def test_a_bad_open_mode_names_both_modes():
+    with pytest.raises(InvalidRequest) as err:
+        parse_options(["--open-mode=appendd"], source="sbatch")
+    assert err.value.problems == ("sbatch --open-mode=appendd: give --open-mode=append (keep what the files hold) "
+                                  "or --open-mode=truncate (the default)",)
+
+
+@pytest.mark.parametrize("tokens, named, fix", [
+    (["--begin=now+1hour"], "--begin", "-H"),
+    (["--begin", "16:00"], "--begin", "release"),
+    (["--deadline=2030-01-01"], "--deadline", "--time"),
+    (["--exclusive"], "--exclusive", "--gpus"),
+    (["--exclusive=user"], "--exclusive", "--gpus"),
+    (["--constraint=a100"], "--constraint", "--gpus=TYPE:N"),
+    (["-C", "a100"], "-C", "--gres=gpu:TYPE:N"),
+    (["--nodelist=vm"], "--nodelist", "places jobs itself"),
+    (["-w", "vm"], "-w", "places jobs itself"),
+    (["--exclude=vm"], "--exclude", "places jobs itself"),
+    (["-x", "vm"], "-x", "places jobs itself"),
+    (["--cpus-per-gpu=4"], "--cpus-per-gpu", "--cpus-per-task"),
+    (["--time-min=10"], "--time-min", "--time"),
+    (["--priority=TOP"], "--priority", "--nice"),
+])
+def test_options_corral_cannot_honour_yet_are_refused_by_name_with_what_to_do(tokens, named, fix):
+    with pytest.raises(InvalidRequest) as err:
+        parse_options([*tokens, "--mem=1G"], source="sbatch")
+    (problem,) = err.value.problems  # the option's value is not read as an option of its own
+    assert problem.startswith(f"sbatch option {named} is not supported by corral yet (remove it; ")
+    assert fix in problem
+
+
+def test_read_options_refuses_what_is_not_a_token_list():
+    from corral.core.sbatch import read_options
+
+    for value in ("--mem=1G", ["--mem=1G", 4], {"mem": "1G"}):
+        with pytest.raises(InvalidRequest) as err:
+            read_options(value)
+        assert err.value.field == "options"

@@ -483,3 +483,67 @@ def test_request_gpu_count_keeps_the_type_from_a_script_gres(build):
     assert (spec.gpus, spec.gpu_type) == (4, "a100")
     spec = build({"script": sbatch("#SBATCH --gres=gpu:a100:2"), "gpus": "h100:1"})
     assert (spec.gpus, spec.gpu_type) == (1, "h100")
+
+
+# -- sbatch's command line (`options`): over #SBATCH lines, under the request's fields --------------
+
+
+def test_options_override_script_directives_and_request_fields_override_options(build):
+    text = sbatch("#SBATCH -J fromscript -c 8 --mem=32G --time=60 --gpus=4 -o a.out --comment=script")
+    spec = build({"script": text, "options": ["-J", "fromoptions", "-c", "4", "--mem-per-cpu=1G", "--gres=gpu:2",
+                                              "--comment=options"], "cpus": 2})
+    assert spec.name == "fromoptions"  # options over #SBATCH
+    assert spec.cpus == 2  # the request's field over options
+    assert spec.mem_mb == 2 * 1024  # --mem-per-cpu replaces the script's --mem, scaled by the request's cpus
+    assert spec.gpus == 2  # --gres replaces the script's --gpus
+    assert spec.time_limit_s == 3600 and spec.stdout == "a.out"  # what options leave alone, the script says
+    assert spec.comment == "options"
+
+
+def test_options_apply_to_a_command_too(build):
+    spec = build(cmd(options=["-J", "prep", "--mem=4G", "--open-mode=append", "-H", "-A", "ml", "--comment", "c"]))
+    assert (spec.name, spec.mem_mb, spec.open_mode, spec.hold, spec.account, spec.comment) == \
+        ("prep", 4096, "append", True, "ml", "c")
+
+
+def test_hold_open_mode_and_comment_default_and_come_as_fields(build):
+    spec = build(cmd())
+    assert (spec.open_mode, spec.hold, spec.comment) == ("truncate", False, None)
+    spec = build(cmd(hold=True, open_mode="append", comment="note"))
+    assert (spec.open_mode, spec.hold, spec.comment) == ("append", True, "note")
+    assert build(cmd(options=["-H"], hold="no")).hold is False
+
+
+@pytest.mark.parametrize("request_, field", [
+    ({"open_mode": "sometimes"}, "open_mode"), ({"hold": "maybe"}, "hold"), ({"comment": 5}, "comment"),
+    ({"comment": "a\nb"}, "comment"), ({"comment": "x" * 1001}, "comment"), ({"options": "--mem=1G"}, "options"),
+])
+def test_bad_hold_open_mode_comment_and_options_are_refused_by_field(build, request_, field):
+    invalid(build, cmd(**request_), field)
+
+
+def test_a_bad_option_value_is_named_as_typed_on_its_field(build):
+    err = invalid(build, cmd(options=["--mem=lots"]), "mem")
+    assert err.problems[0].startswith("sbatch --mem=lots: ")
+    err = invalid(build, cmd(options=["-A", "b@d"]), "account")
+    assert err.problems[0].startswith("sbatch -A=b@d: ")
+
+
+def test_every_bad_option_is_listed_at_once_naming_sbatch(build):
+    err = invalid(build, cmd(options=["--begin=now", "--time=soon", "--exclusive"]), "options")
+    assert "3 problems in the sbatch options" in err.message
+    assert [p.split(" ")[:3] for p in err.problems[:2]] == [["sbatch", "option", "--begin"],
+                                                           ["sbatch", "option", "--exclusive"]]
+    assert err.problems[2].startswith("sbatch --time=soon: ")
+
+
+def test_an_option_overriding_a_bad_directive_hides_it_as_a_request_field_does(build):
+    spec = build({"script": sbatch("#SBATCH --time=soon"), "options": ["--time=10"]})
+    assert spec.time_limit_s == 600
+
+
+def test_a_bad_directive_and_a_bad_option_are_each_named_where_they_are(build):
+    err = invalid(build, {"script": sbatch("#SBATCH --time=soon"), "options": ["--mem=1G"]}, "time")
+    assert err.problems == (err.message[len("time: "):],) and err.problems[0].startswith("line 2: #SBATCH --time=soon: ")
+    err = invalid(build, {"script": sbatch("#SBATCH --time=10"), "options": ["--mem=1Q"]}, "mem")
+    assert err.problems[0].startswith("sbatch --mem=1Q: ")

@@ -23,6 +23,10 @@ class JobRequest(BaseModel):
     script: str | None = Field(None, description="A batch script; its #SBATCH lines set defaults for other fields.")
     condor: str | None = Field(None, description="An HTCondor submit description; `queue N` makes an array of N.")
     script_args: list[str] | None = None
+    options: list[str] | None = Field(
+        None, description="sbatch's command-line options as typed (SBATCH_* variables' options first), read as "
+        "#SBATCH lines are: over the script's #SBATCH lines, under this request's own fields.",
+        examples=[["-J", "prep", "--mem=4G", "--open-mode=append", "-H"]])
     script_name: str | None = Field(None, description="The script's file name; the job's default name.")
     name: str | None = None
     gpus: int | str | None = Field(None, description="A count, or TYPE:COUNT.", examples=[2, "a100:2"])
@@ -61,6 +65,11 @@ class JobRequest(BaseModel):
                                      "and each GPU, e.g. (CUDACapability >= 8.0) && (CUDAGlobalMemoryMb >= 40000).")
     user_log: str | None = Field(None, description="An HTCondor job event log the job's execute and terminate "
                                  "events are appended to; relative to workdir; %A is the cluster.")
+    hold: bool | str | None = Field(None, description="Submit it held (sbatch -H): it waits, JobHeldUser, until "
+                                    "released.")
+    open_mode: str | None = Field(None, description="sbatch --open-mode: append keeps what the log files hold; "
+                                  "truncate (the default) empties them when the job starts.")
+    comment: str | None = Field(None, description="sbatch --comment: a note shown with the job.")
 
 
 class JobEventOut(BaseModel, extra="allow"):

@@ -177,6 +177,9 @@ class SubmitCommand(click.Command):
 @click.option("--nice", type=int, help="Lower the job's priority by this much.")
 @click.option("-p", "--partition", help="Partition [default: the configured default].")
 @click.option("-q", "--qos", help="Quality of service [default: the configured default].")
+@click.option("-A", "--account", help="Account to charge [default: the first you are in]; its coordinators may "
+              "manage the job.")
+@click.option("-H", "--hold", is_flag=True, default=None, help="Submit it held: it waits until `corral release`.")
 @click.option("-d", "--dependency", help="Start after other jobs: afterok:ID[:ID], afterany:ID, after:ID, afternotok:ID, "
               "singleton; join with , (all) or ? (any).")
 @click.option("-a", "--array", help="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 tasks at once.")

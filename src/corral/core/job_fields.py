@@ -63,6 +63,8 @@ class JobFields(TypedDict):
     workdir: str
     submit_dir: str
     labels: dict[str, str]
+    comment: str | None
+    """sbatch's --comment."""
     submit_time: str
     start_time: str | None
     estimated_start: str | None
@@ -121,6 +123,7 @@ def job_fields(job: Job, detail: bool = True) -> JobFields:
         "workdir": s.workdir,
         "submit_dir": s.submit_dir,
         "labels": dict(s.labels),
+        "comment": s.comment,
         "submit_time": iso_utc(job.submit_time, milliseconds=True),
         "start_time": iso_utc(job.start_time, milliseconds=True),
         "estimated_start": (iso_utc(job.estimated_start, milliseconds=True)

@@ -19,6 +19,7 @@ MAX_CPUS = 100_000
 MAX_TIME_S = 365 * 86400
 MAX_NICE = 10_000
 MAX_NAME = 200
+MAX_COMMENT = 1000
 MAX_ENV_BYTES = 1 << 20
 DEFAULT_MAX_SCRIPT_MB = 4  # Slurm's default max_script_size
 MAX_SCRIPT_MB_RANGE = (1, 32)  # what [server] max_script_mb may be set to
@@ -34,7 +35,7 @@ REQUEST_FIELDS = frozenset({
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
-    "requirements", "user_log",
+    "requirements", "user_log", "options", "hold", "open_mode", "comment",
 })
 
 # What `corral update` may change on a pending job.
@@ -96,6 +97,12 @@ class JobSpec:
     """A ClassAd expression (HTCondor's requirements) over the node and each GPU it gets; see corral.core.classad."""
     user_log: str | None = None
     """An HTCondor job event log to append to (submit, execute, terminate): an absolute path pattern (`%A`)."""
+    open_mode: str = "truncate"
+    """sbatch's --open-mode: `append` keeps what the log files hold; `truncate` empties them at the start."""
+    comment: str | None = None
+    """sbatch's --comment: the submitter's note, shown with the job."""
+    hold: bool = field(default=False, compare=False)
+    """Submitted held (sbatch -H): the job's `held` starts so; not stored, since the job's `held` is."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
     parsed_dependency: Dependency | None = field(default=None, compare=False, repr=False)
     """`dependency`, parsed: once at submit, carried through every `replace`, read by admission and the queue."""

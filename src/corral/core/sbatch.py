@@ -30,19 +30,35 @@ _VALUED: dict[str, str] = {
     "array": "array", "a": "array",
     "signal": "signal",
     "qos": "qos", "q": "qos",
+    "account": "account", "A": "account",
+    "comment": "comment",
 }
 # options that must say "one": corral runs one task on one node
 _ONE: dict[str, str] = {"nodes": "nodes", "N": "nodes", "ntasks": "ntasks", "n": "ntasks",
                         "ntasks-per-node": "ntasks-per-node"}
 # accepted and ignored with a warning: they change nothing about where or how the job runs here
 _HARMLESS_VALUED = {
-    "account", "A", "mail-type", "mail-user", "comment",
+    "mail-type", "mail-user",
     "hint", "distribution", "m", "tmp", "mem-bind", "cpu-bind", "propagate", "wckey", "licenses", "L",
 }
 _HARMLESS_FLAGS = {"requeue", "no-requeue", "parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
-# corral's own, in #CORRAL lines as in #SBATCH ones: flags that set a field to yes
-_CORRAL_FLAGS = {"preemptible": "preemptible"}
-_FLAGS = _HARMLESS_FLAGS | {"exclusive", "hold", "H", "overcommit", "O", "contiguous", "wait", "W", "no-kill", "k"}
+# flags that set a field to yes: corral's own (in #CORRAL lines as in #SBATCH ones), and sbatch's --hold
+_YES_FLAGS = {"preemptible": "preemptible", "hold": "hold", "H": "hold"}
+_FLAGS = _HARMLESS_FLAGS | {"exclusive", "overcommit", "O", "contiguous", "wait", "W", "no-kill", "k"}
+_OPEN_MODES = ("append", "truncate")
+# what corral cannot honour yet, each with what to do instead (refused by name, never silently dropped)
+_NOT_YET: dict[str, str] = {
+    "begin": "submit it later, or submit it held (-H) and release it (corral release ID) when it may start",
+    "deadline": "set --time so that it ends in time",
+    "exclusive": "ask for the resources it needs (--gpus, --cpus-per-task, --mem); other jobs may share the node",
+    "constraint": "ask for a GPU type with --gpus=TYPE:N or --gres=gpu:TYPE:N",
+    "nodelist": "this server places jobs itself; ask for the resources the job needs",
+    "exclude": "this server places jobs itself; ask for the resources the job needs",
+    "cpus-per-gpu": "give the job's CPUs in all with --cpus-per-task=N",
+    "time-min": "give one time limit with --time",
+    "priority": "an admin may raise a job with a negative --nice",
+}
+_NOT_YET_SHORT = {"C": "constraint", "w": "nodelist", "x": "exclude"}
 _DEFAULT_NICE = "100"  # what sbatch's bare --nice means
 
 
@@ -123,6 +139,19 @@ def parse_options(tokens: list[str], *, source: str = "#SBATCH") -> Directives:
     return directives
 
 
+def read_options(tokens: object, source: str = "sbatch") -> Directives:
+    """`parse_options` for a request's `options` (sbatch's command line, as typed), keeping the options'
+    problems in `problems` instead of raising them.
+
+    Raises:
+        InvalidRequest: `options` is not a list of strings.
+    """
+    if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+        raise InvalidRequest("options", "must be a list of strings: the sbatch options as typed",
+                             'e.g. ["-J", "prep", "--mem=4G"]')
+    return _read_options([(token, None) for token in tokens], source)
+
+
 def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directives:
     out = Directives()
     i = 0
@@ -143,8 +172,16 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
             out.fields["nice"] = value if has_value else _DEFAULT_NICE
             out.places["nice"] = f"{at}{source} {token}"
             continue
-        if name in _CORRAL_FLAGS:
-            out.fields[_CORRAL_FLAGS[name]] = "yes"
+        if name in _YES_FLAGS:
+            out.fields[_YES_FLAGS[name]] = "yes"
+            continue
+        if name in _NOT_YET or (name in _NOT_YET_SHORT and not token.startswith("--")):
+            if name not in ("exclusive",) and not has_value and i < len(tokens) and tokens[i][1] == line \
+                    and not tokens[i][0].startswith("-"):
+                i += 1  # its value: not read as an option of its own
+            full = _NOT_YET_SHORT.get(name, name) if not token.startswith("--") else name
+            out.problems.append(f"{at}{source} option {_spelled(token, name)} is not supported by corral yet "
+                                f"(remove it; {_NOT_YET[full]})")
             continue
         if name in _FLAGS:
             if name in _HARMLESS_FLAGS:
@@ -163,9 +200,12 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
             out.fields[_VALUED[name]] = value
             out.places[_VALUED[name]] = written
         elif name == "open-mode":
-            if value != "truncate":  # truncate is what corral does anyway
-                out.problems.append(f"{at}{source} --open-mode={value} is not supported by corral (remove it; logs "
-                                    "are truncated)")
+            if value not in _OPEN_MODES:
+                out.problems.append(f"{at}{source} --open-mode={value}: give --open-mode=append (keep what the "
+                                    "files hold) or --open-mode=truncate (the default)")
+                continue
+            out.fields["open_mode"] = value
+            out.places["open_mode"] = written
         elif name in _ONE and _ONE[name] == "nodes":
             low, _, high = value.strip().partition("-")
             if high and high != low:
@@ -185,8 +225,8 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
             out.problems.append(
                 f"{at}{source} option {_spelled(token, name)} is not supported by corral (remove it; supported: "
                 "--job-name --gres --gpus --cpus-per-task --mem --time --output --error --chdir --export --nice "
-                "--partition --qos --dependency --kill-on-invalid-dep --array --signal --preemptible --nodes "
-                "--ntasks=1)")
+                "--partition --qos --account --dependency --kill-on-invalid-dep --array --signal --preemptible "
+                "--hold --open-mode --comment --nodes --ntasks=1)")
     return out
 
 

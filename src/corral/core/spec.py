@@ -35,9 +35,9 @@ from corral.core.job_spec import (
     UPDATE_FIELDS,
     JobSpec,
 )
-from corral.core.spec_command import job_name, split_command
+from corral.core.spec_command import job_comment, job_name, split_command
 from corral.core.spec_env import parse_labels, resolve_environment
-from corral.core.spec_paths import check_directory, log_patterns, parse_umask, parse_user_log
+from corral.core.spec_paths import check_directory, log_patterns, open_mode, parse_umask, parse_user_log
 from corral.core.spec_queue import array_field, config_name, dependency_field, yes_no
 from corral.core.spec_resources import (
     int_in,
@@ -83,7 +83,8 @@ def build_spec(
 ) -> JobSpec:
     """Validate a submit request and turn it into a JobSpec.
 
-    Script directives (`#SBATCH`) apply first; fields set in the request override them.
+    Script directives (`#SBATCH`) apply first, then `options` (sbatch's command line, read by the same
+    parser), then the fields set in the request, as Slurm orders them.
     `can_enter`: whether `user` can enter a directory (asked as them on a shared server, so that
     nobody learns what lies where they may not look); the service layer passes it, since looking is
     I/O; None checks only that the paths are absolute. `max_nodes`: the most nodes this server's
@@ -105,20 +106,20 @@ def build_spec(
         from_condor, condor_warnings = condor_request(given.pop("condor"))
         warnings.extend(condor_warnings)
         given = {**from_condor, **given}
+    options = sbatch.read_options(given.pop("options")) if "options" in given else None
     command, script, script_args = split_command(given)
+    # Slurm's order: a script's #SBATCH lines, then sbatch's command line (`options`), then the request's fields
     fields: dict[str, Any] = {}
     if script is not None:
         directives = sbatch.read_script(script)
-        _check_directives(directives, given, max_nodes)
+        _check_directives(directives, {**(options.fields if options else {}), **given}, max_nodes)
         warnings.extend(directives.warnings)
-        fields.update(directives.fields)
-        for group in _ALTERNATIVES:
-            if any(key in given for key in group):
-                for key in group:
-                    fields.pop(key, None)
-        if "gres" in given:
-            fields.pop("gpus", None)  # else the script's --gpus would beat the request's gres in parse_gpus
-    fields.update(given)
+        _override(fields, directives.fields)
+    if options is not None:
+        _check_directives(options, given, max_nodes, field="options", where="the sbatch options")
+        warnings.extend(options.warnings)
+        _override(fields, options.fields)
+    _override(fields, given)
     if "gpus_per_node" in fields:
         if "gpus" in given:
             raise InvalidRequest("gpus_per_node", "given together with gpus", "give one: with --nodes, GPUs are per node")
@@ -176,8 +177,22 @@ def build_spec(
         umask=parse_umask(fields.get("umask")),
         requirements=requirements,
         user_log=user_log,
+        open_mode=open_mode(fields.get("open_mode")),
+        comment=job_comment(fields.get("comment")),
+        hold=yes_no(fields.get("hold", False), "hold"),
         warnings=tuple(warnings),
     )
+
+
+def _override(fields: dict[str, Any], over: Mapping[str, Any]) -> None:
+    """`over`'s fields replace `fields`' (a later source's): a setting given in any spelling replaces every other."""
+    for group in _ALTERNATIVES:
+        if any(key in over for key in group):
+            for key in group:
+                fields.pop(key, None)
+    if "gres" in over:
+        fields.pop("gpus", None)  # else an earlier --gpus would beat the later gres in parse_gpus
+    fields.update(over)
 
 
 # A directive's value, checked on its own: the request's own field of that name (or spelling) replaces it.
@@ -191,16 +206,19 @@ _DIRECTIVE_CHECKS: dict[str, Callable[[Any], object]] = {
     "partition": lambda v: config_name(v, "partition"), "qos": lambda v: config_name(v, "qos"),
     "dependency": lambda v: dependency_field(v), "kill_on_invalid_dep": lambda v: yes_no(v, "kill_on_invalid_dep"),
     "array": lambda v: array_field(v), "signal": lambda v: signal_text(v),
+    "account": lambda v: config_name(v, "account"), "comment": job_comment, "open_mode": open_mode,
 }
 _OVERRIDDEN_BY = {key: group for group in _ALTERNATIVES for key in group} | {"gpus": ("gpus", "gres", "gpus_per_node")}
 
 
-def _check_directives(directives: sbatch.Directives, given: Mapping[str, Any], max_nodes: int) -> None:
-    """Raise every fault of a script's directives at once: the unsupported or unreadable ones, bad
-    values, and more nodes than this server runs a job on.
+def _check_directives(directives: sbatch.Directives, given: Mapping[str, Any], max_nodes: int, *,
+                      field: str = "script", where: str = "the script's directives") -> None:
+    """Raise every fault of a script's directives (or of sbatch's options: `field` "options") at once: the
+    unsupported or unreadable ones, bad values, and more nodes than this server runs a job on. `given`:
+    the fields set over them, whose directives are not checked.
 
     Raises:
-        InvalidRequest: field `script`, each fault in `problems` with its line and fix.
+        InvalidRequest: field `field`, each fault in `problems` with its line and fix.
     """
     problems = list(directives.problems)
     too_many = bad_field = ""
@@ -208,7 +226,7 @@ def _check_directives(directives: sbatch.Directives, given: Mapping[str, Any], m
         check = _DIRECTIVE_CHECKS.get(key)
         if check is None or any(k in given for k in _OVERRIDDEN_BY.get(key, (key,))):
             continue
-        place = directives.places.get(key, f"#SBATCH {key}")
+        place = directives.places.get(key, f"{'#SBATCH' if field == 'script' else 'sbatch'} {key}")
         try:
             check(value)
         except InvalidRequest as exc:
@@ -225,7 +243,7 @@ def _check_directives(directives: sbatch.Directives, given: Mapping[str, Any], m
         raise InvalidRequest(bad_field, problems[0], problems=(problems[0],))
     if problems:
         problems.sort(key=sbatch.line_of)
-        raise several_problems("script", "the script's directives", problems)
+        raise several_problems(field, where, problems)
 
 def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
     """A pending job's spec with some fields changed (`corral update`), checked as at submit.

@@ -1,4 +1,4 @@
-"""What a job spec runs: an argv or a batch script, with its arguments, and the job's name."""
+"""What a job spec runs: an argv or a batch script, with its arguments, and the job's name and comment."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from corral.core import sbatch
 from corral.core.bodies import check_text
-from corral.core.job_spec import MAX_NAME
+from corral.core.job_spec import MAX_COMMENT, MAX_NAME
 from corral.errors import InvalidRequest
 
 _INTERPRETERS = {"python", "python3", "bash", "sh", "zsh", "torchrun", "uv", "accelerate", "deepspeed", "srun"}
@@ -65,3 +65,14 @@ def job_name(value: Any, command: tuple[str, ...], script_name: Any) -> str:
     if len(value) > MAX_NAME:
         raise InvalidRequest("name", f"is {len(value)} characters; the limit is {MAX_NAME}")
     return check_text(value, "name")
+
+
+def job_comment(value: Any) -> str | None:
+    """sbatch's --comment, checked as a name is: shown with the job, as it is."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest("comment", "must be text")
+    if len(value) > MAX_COMMENT:
+        raise InvalidRequest("comment", f"is {len(value)} characters; the limit is {MAX_COMMENT}")
+    return check_text(value, "comment") or None

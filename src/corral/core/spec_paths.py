@@ -1,4 +1,4 @@
-"""A job spec's places: its working directories, log file patterns, HTCondor user log and umask.
+"""A job spec's places: its working directories, log file patterns and open mode, HTCondor user log and umask.
 
 No I/O: whether a directory may be entered is asked through the caller's `can_enter`.
 """
@@ -53,6 +53,16 @@ def log_patterns(fields: Mapping[str, Any], log_dir: str) -> tuple[str, str | No
     if stdout is None:
         return os.path.join(log_dir, "%j.out"), stderr
     return stdout, stderr
+
+
+def open_mode(value: Any) -> str:
+    """sbatch's --open-mode: how the job's log files are opened at its start (truncate unless given)."""
+    if value is None:
+        return "truncate"
+    if value not in ("append", "truncate"):
+        raise InvalidRequest("open_mode", f"must be append or truncate, got {value!r}",
+                             "append keeps what the files hold; truncate (the default) empties them")
+    return str(value)
 
 
 def parse_user_log(value: Any, workdir: str) -> str | None:

@@ -20,7 +20,7 @@ from corral.core.job import Job
 from corral.core.resources import Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, check_script_size, update_spec
-from corral.core.states import JobState
+from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.server.accounts import home_of, may_use
@@ -68,6 +68,11 @@ class Submissions:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
         access = self.settings.access
+        if spec.account is not None and not access.accounts and "account" not in request:
+            # a script's #SBATCH -A (or sbatch's) from a cluster, where no accounts are kept: as Slurm without
+            # enforced accounting, it is taken and charges nothing
+            spec = replace(spec, account=None, warnings=(*spec.warnings, f"--account={spec.account}: this server "
+                                                         "keeps no accounts; ignored"))
         if spec.account is not None or access.accounts:
             spec = replace(spec, account=access.account_for(user, spec.account))
         self._check_request(spec)
@@ -146,4 +151,6 @@ class Submissions:
         """Submits committed (`corral.server.inserts`): the jobs are the table's now."""
         for job in jobs:
             self.table.track(job, counted=True)
+            if job.held:  # submitted held (-H): it says so before the next scheduling pass does
+                self.table.reasons[job.id] = PendingReason.HELD
         self._changed()

@@ -18,7 +18,7 @@ _SPEC_COLUMNS = (
     "name", "user", "command", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
-    "account", "umask", "requirements", "user_log",
+    "account", "umask", "requirements", "user_log", "open_mode", "comment",
 )
 _IDS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 
@@ -47,7 +47,9 @@ class JobStore:
                 task_ids: Sequence[int]) -> list[Job]:
         rows = [
             _spec_row(spec) | {
-                "state": JobState.PENDING.value, "submit_time": now, "held": False, "restarts": 0,
+                # submitted held (-H); an array's tasks are held through the array
+                "state": JobState.PENDING.value, "submit_time": now, "held": spec.hold and array_job_id is None,
+                "restarts": 0,
                 "array_pending": (format_ranges(parse_array(spec.array).task_ids)
                                   if spec.array and array_job_id is None else None),
                 "array_job_id": array_job_id, "array_task_id": task_ids[i] if array_job_id is not None else None,
@@ -70,7 +72,7 @@ class JobStore:
         if scripts and array_job_id is None:  # an array's tasks share the array's script
             conn.execute(job_scripts.insert(), scripts)
         return [
-            Job(id=i, spec=spec, state=JobState.PENDING, submit_time=now, array_job_id=array_job_id,
+            Job(id=i, spec=spec, state=JobState.PENDING, submit_time=now, held=row["held"], array_job_id=array_job_id,
                 array_task_id=row["array_task_id"], array_pending=parse_ranges(row["array_pending"] or ""))
             for i, spec, row in zip(ids, specs, rows)
         ]
@@ -214,7 +216,7 @@ def _job(row: Mapping[Any, Any]) -> Job:  # a RowMapping: keyed by names (and by
         submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"], dependency=row["dependency"],
         kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"], preemptible=row["preemptible"],
         warn_signal=row["warn_signal"], nodes=row["nodes"], account=row["account"], umask=row["umask"],
-        requirements=row["requirements"], user_log=row["user_log"],
+        requirements=row["requirements"], user_log=row["user_log"], open_mode=row["open_mode"], comment=row["comment"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(

@@ -58,6 +58,8 @@ jobs = Table(
     Column("umask", Integer),
     Column("requirements", Text),
     Column("user_log", Text),
+    Column("open_mode", String(8), nullable=False, server_default="truncate"),
+    Column("comment", Text),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,

@@ -140,7 +140,7 @@ class LocalBackend:
             kill_grace_s=settings.kill_grace_s,
             max_log_mb=settings.max_log_mb,
             log_reserve_mb=settings.log_reserve_mb,
-            append_logs=job.restarts > 0,
+            append_logs=job.restarts > 0 or job.spec.open_mode == "append",
             run_as=owner.to_dict() if owner is not None else None,
             umask=job.spec.umask,
             max_processes=settings.max_job_processes,

@@ -78,6 +78,8 @@ def build_sbatch(
             argv.append("--kill-on-invalid-dep=yes")
     if spec.warn_signal:
         argv.append(f"--signal={warn_signal_option(spec.warn_signal)}")
+    if spec.comment:
+        argv.append(f"--comment={spec.comment}")
     argv.append("--requeue" if requeue else "--no-requeue")
     argv.append("--export=ALL" if spec.inherit_env else "--export=NONE")
     launcher, command = "", spec.command
