@@ -233,6 +233,14 @@ def test_default_sort_pending_by_priority_then_running() -> None:
     assert format_squeue(jobs, now=NOW, fmt="%i", noheader=True, sort="-t,i") == "1\n2\n3\n"
 
 
+def test_without_priorities_the_queue_order_stands_for_them() -> None:
+    def waiting(n: int, **fields: object) -> dict[str, object]:
+        return _job(**{"id": n, "ref": str(n), "state": "PENDING", "reason": "Priority", "node": None,
+                       "start_time": None, **fields})
+    jobs = [waiting(4), waiting(5, held=True, reason="JobHeldUser"), waiting(6), _job(id=3, ref="3")]
+    assert format_squeue(jobs, now=NOW, fmt="%i", noheader=True) == "4\n6\n5\n3\n"
+
+
 def test_unknown_sort_key_is_an_error() -> None:
     with pytest.raises(ValueError, match="Invalid sort specification: %"):
         format_squeue([_job()], now=NOW, sort="%")

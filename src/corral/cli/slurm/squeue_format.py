@@ -5,8 +5,8 @@
 
 - `jobs`: job dicts as `GET /api/v1/jobs` answers (`corral.core.job_fields.JobFields`); a pending array's
   waiting tasks are one record whose `ref` is `12_[4-9%2]`. An optional `priority` (int, higher runs
-  first: corral's JSON has none) orders pending jobs as Slurm's default sort does; without it, ties keep
-  the order given (the API's, by id).
+  first: corral's JSON has none) orders pending jobs as Slurm's default sort does; where no job has one,
+  the order given stands for it (the API's, oldest first), held jobs last.
 - `now`: epoch seconds, for TIME (%M), TIME_LEFT (%L) and the `-l` date line.
 - `fmt`: `-o/--format` (`%.18i %-8j ...`); `fmt_long`: `-O/--Format` (`JobID,Name:.10,State:20|`).
   Neither: Slurm's default columns, `-l` ones with `long`, `--start` ones with `start`.
@@ -102,6 +102,8 @@ def format_squeue(jobs: Iterable[Mapping[str, object]], *, now: float, fmt: str 
         fmt = START_FORMAT if start else LONG_FORMAT if long else DEFAULT_FORMAT
     items = parse_format(fmt, problems) if fmt is not None else parse_long_format(fmt_long or "", problems)
     rows = _record_order([dict(job) for job in jobs])
+    if not any("priority" in job for job in rows):
+        _queue_order_priority(rows)
     if start:
         rows = [job for job in rows if job.get("state") == _PENDING]
         sort = START_SORT if sort is None else sort
@@ -206,6 +208,13 @@ def _sort_by_start(rows: list[dict[str, object]], reverse: bool, now: float) -> 
     never = [job for job in rows if not _start(job)]
     started.sort(key=lambda job: _start_key(job, now), reverse=reverse)
     return started + never[::-1]  # as in the first sort: Slurm's merge sort turns them round each time
+
+
+def _queue_order_priority(jobs: list[dict[str, object]]) -> None:
+    """Without priorities, the order given stands for them (the API lists the queue oldest first, which is
+    the order of Slurm's age priority), and a held job has Slurm's priority 0."""
+    for rank, job in enumerate(jobs):
+        job["priority"] = 0 if job.get("held") or job.get("reason") == "JobHeldUser" else len(jobs) - rank
 
 
 def _record_order(jobs: list[dict[str, object]]) -> list[dict[str, object]]:
