@@ -52,6 +52,13 @@ def _seconds(clock: str) -> float:
     return hours * 3600 + minutes * 60 + seconds
 
 
+def _limit(text: str) -> int | None:
+    if text in ("UNLIMITED", "Partition_Limit"):
+        return None
+    days, _, clock = text.rpartition("-")
+    return int(days or 0) * 86400 + int(_seconds(clock))
+
+
 def jobs_from_capture(name: str = "sacct_P_o_many.txt") -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
     """The captured jobs as corral's job dicts and usage, in sacct's order."""
     lines = golden(name).splitlines()
@@ -78,7 +85,7 @@ def jobs_from_capture(name: str = "sacct_P_o_many.txt") -> tuple[list[dict[str, 
             "partition": row["Partition"], "account": row["Account"], "cpus": int(row["AllocCPUS"]),
             "mem_mb": int(row["ReqMem"][:-1]) * (1024 if row["ReqMem"].endswith("G") else 1), "gpus": 0,
             "nodes": 1, "node": None if row["NodeList"] == "None assigned" else row["NodeList"],
-            "time_limit_s": 365 * 86400 if limit.startswith("365-") else None,
+            "time_limit_s": _limit(limit),
             "submit_time": _iso(row["Submit"]), "start_time": _iso(row["Start"]), "end_time": _iso(row["End"]),
             "reason": None, "qos": "normal", "workdir": "/root",
         })
@@ -180,7 +187,7 @@ def test_spellings_slurm_uses_for_states_exit_codes_and_gpus() -> None:
     assert line == "90|FAILED|0:9|billing=1,cpu=1,gres/gpu=1,mem=4000M,node=1|4000M|UNLIMITED\n"
     timed = dict(JOBS[0], state="TIMEOUT", time_limit_s=3600, signal=15)
     out = format_sacct([timed], USAGE, now=NOW, fields="JobID,State,ExitCode,Timelimit", parsable="", noheader=True)
-    assert out == "67|TIMEOUT|0:0|01:00:00\n67.batch|TIMEOUT|0:15|\n"
+    assert out == "67|TIMEOUT|0:0|01:00:00\n67.batch|CANCELLED|0:15|\n"
     out = format_sacct([dict(JOBS[2])], USAGE, now=NOW, fields="State", parsable="", noheader=True,
                        allocations=True, uids={"root": 1000})
     assert out == "CANCELLED by 1000\n"
@@ -231,3 +238,16 @@ def test_a_job_cancelled_while_pending_started_none_and_has_no_step() -> None:
     assert format_sacct(jobs, usage, now=NOW, fields=MANY, parsable="") == golden(
         "sacct_P_o_many_cancelled_pending.txt")
     assert format_sacct(jobs, usage, now=NOW) == golden("sacct_default_cancelled_pending.txt")
+
+
+def test_timeout_and_a_signal_kill_read_as_slurm_reads_them_their_steps_cancelled() -> None:
+    # 90: -t 1 past its limit; 91: `kill -9 $$`; 92: held then released; 93: --mem=4000 (no gres TRES recorded here)
+    jobs, usage = jobs_from_capture("sacct_P_o_many_timeout_signal_gpu.txt")
+    assert format_sacct(jobs, usage, now=NOW, fields=MANY, parsable="") == golden(
+        "sacct_P_o_many_timeout_signal_gpu.txt")
+    assert format_sacct(jobs, usage, now=NOW) == golden("sacct_default_timeout_signal_gpu.txt")
+
+
+def test_brief_and_long_add_their_columns_after_format_as_slurm_does() -> None:
+    out = format_sacct(JOBS[:1], USAGE, now=NOW, fields="jobname", brief=True, parsable="", allocations=True)
+    assert out == "JobName|JobID|State|ExitCode\nok|67|COMPLETED|0:0\n"

@@ -9,10 +9,12 @@ to what it used, `{"max_rss_mb": float | None, "cpu_time_s": float | None}` (the
 `/api/v1/jobs/{id}/efficiency` answer); a job missing there used nothing known. `now` (epoch seconds)
 is the clock for running jobs' Elapsed and CPUTime.
 
-`fields` is `-o/--format`'s text (`JobID,JobName%30,state`): names are matched as Slurm matches them,
-case-insensitively by prefix against its own field table in its order (`st` is Start), with `%N`
-setting a column's width (and so right-justifying it, as Slurm does); `ALL` is every field.
-Without it: `brief` is `-b` (JobID,State,ExitCode), `long` is `-l`, else Slurm's default columns.
+`fields` is `-o/--format`'s text (`JobID,JobName%30,state`; several -o joined with commas; or
+`$SACCT_FORMAT`, which Slurm reads only when no -o, -b or -l is given): names are matched as Slurm
+matches them, case-insensitively by prefix against its own field table in its order (`st` is Start),
+with `%N` setting a column's width (and so right-justifying it, as Slurm does); `ALL` is every field.
+`brief` (`-b`: JobID,State,ExitCode) and `long` (`-l`) append their columns after `fields`, as Slurm
+does; with none of the three, Slurm's default columns.
 `parsable`: None (columns), `"|"` for `-p` (every field followed by `|`), `""` for `-P` (`|` between
 fields, none at the end). `noheader` is `-n`; `allocations` is `-X` (no step lines).
 
@@ -115,7 +117,9 @@ def format_sacct(
     `uids`: user name to uid, for the UID field and `CANCELLED by UID` (corral keeps no record of who
     cancelled, so it is the job's owner; an unknown user is 0).
     """
-    text = fields if fields is not None else BRIEF_FIELDS if brief else LONG_FIELDS if long else DEFAULT_FIELDS
+    # Slurm appends: every -o, then -b's fields, then -l's; the default only when none is given
+    text = ",".join(part for part in (fields, brief and BRIEF_FIELDS, long and LONG_FIELDS) if part)
+    text = text or DEFAULT_FIELDS
     columns = parse_fields(text)
     lines = [] if noheader else _header(columns, parsable)
     for job in jobs:
@@ -199,11 +203,10 @@ def _step_values(job: Job, used: Usage, now: float) -> dict[str, Any]:
     """The `.batch` step of a started job: Slurm's step line, with the job's usage."""
     started = parse_iso(job.get("start_time"))
     elapsed = _elapsed(job, now)
-    state = str(job.get("state") or "")
     values = _common(job, used, elapsed, started)
     values.update({
         "JobID": f"{job.get('ref') or job.get('id')}.batch", "JobIDRaw": f"{job.get('id')}.batch",
-        "JobName": "batch", "State": state, "ExitCode": _step_exit(job),
+        "JobName": "batch", "State": _step_state(job), "ExitCode": _step_exit(job),
         "Submit": local_time(started), "Eligible": local_time(started),
         "NodeList": job.get("node") or "", "AllocTRES": _tres(job, billing=False),
         "NNodes": 1, "NTasks": 1, "ReqCPUS": int(job.get("cpus") or 0),
@@ -253,6 +256,15 @@ def _job_exit(job: Job) -> str:
     if job.get("state") in ("CANCELLED", "TIMEOUT"):
         return "0:0"
     return exit_code(job.get("exit_code"), job.get("signal"))
+
+
+def _step_state(job: Job) -> str:
+    """Slurm kills the batch step of a job past its limit, and a script killed by a signal ends as one
+    killed: both steps read CANCELLED (captured: TIMEOUT -> CANCELLED 0:15, FAILED 0:9 -> CANCELLED 0:9)."""
+    state = str(job.get("state") or "")
+    if state == "TIMEOUT" or (state == "FAILED" and job.get("signal") and not job.get("exit_code")):
+        return "CANCELLED"
+    return state
 
 
 def _step_exit(job: Job) -> str:
