@@ -17,8 +17,9 @@ Only the standard library: the SDK and the CLI import this on their way up.
 
 from __future__ import annotations
 
-import json
 import os
+
+from corral import lean_json
 
 TYPE_CHECKING = False  # typing and dataclasses cost a CLI call more than the rest of it
 if TYPE_CHECKING:
@@ -134,8 +135,9 @@ def system_home() -> str:
 def read_server_info(home: str) -> dict[str, Any] | None:
     try:
         with open(HomeLayout(home).server_info) as f:
-            return json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError):
+            info: dict[str, Any] = lean_json.loads(f.read())
+            return info
+    except (FileNotFoundError, ValueError):
         return None
 
 

@@ -1,5 +1,6 @@
 """One HTTP request to the corral server, on a bare socket: Slurm's commands make one or two calls and
-exit, so they skip http.client and ssl (their imports alone cost more than the call).
+exit, so they skip http.client, ssl and even the `socket` module's Python layer (their imports alone
+cost more than the call).
 
 Over the home's Unix socket the server learns the caller from the kernel (SO_PEERCRED); over TCP,
 `$CORRAL_TOKEN` says who the caller is, as for `corral`.
@@ -7,10 +8,10 @@ Over the home's Unix socket the server learns the caller from the kernel (SO_PEE
 
 from __future__ import annotations
 
-import json
+import _socket
 import os
-import socket
 
+from corral import lean_json as json
 from corral.errors import ServerUnavailable
 from corral.server_address import chosen_url, locate, no_server_message
 
@@ -63,13 +64,8 @@ class Server:
             head.append(f"Authorization: Bearer {self.token}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
         try:
-            if self.socket_path:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(TIMEOUT_S)
-                sock.connect(self.socket_path)
-            else:
-                sock = socket.create_connection(self.address, timeout=TIMEOUT_S)
-            with sock:
+            sock = self._connect()
+            try:
                 sock.sendall(request)
                 chunks = []
                 while True:
@@ -77,11 +73,35 @@ class Server:
                     if not chunk:
                         break
                     chunks.append(chunk)
+            finally:
+                sock.close()
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
             advice = "check the URL" if self.explicit else no_server_message(self.home or "~/.corral")
             raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {reason}; {advice}") from None
         return _parse_response(b"".join(chunks), self.url)
+
+    def _connect(self) -> _socket.socket:
+        if self.socket_path:
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            sock.settimeout(TIMEOUT_S)
+            try:
+                sock.connect(self.socket_path)
+            except OSError:
+                sock.close()
+                raise
+            return sock
+        error: OSError = OSError("no address")
+        for family, kind, protocol, _, address in _socket.getaddrinfo(*self.address, 0, _socket.SOCK_STREAM):
+            sock = _socket.socket(family, kind, protocol)
+            sock.settimeout(TIMEOUT_S)
+            try:
+                sock.connect(address)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error
 
 
 def _parse_response(response: bytes, url: str) -> tuple[int, bytes]:
