@@ -102,6 +102,8 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
     }
     if spec.mem_mb:
         out["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
+    if spec.open_mode == "append":
+        out["SLURM_OPEN_MODE"] = "a"  # what srun reads: its steps append to the job's logs too
     if allocation.gpu_ids:
         out["SLURM_JOB_GPUS"] = gpu_list
         out["SLURM_GPUS_ON_NODE"] = str(len(allocation.gpu_ids))
