@@ -133,7 +133,10 @@ def test_account_option_charges_that_account_where_accounts_are_kept(server_fact
     # the request's own field over the option
     assert call(server, "POST", "/api/v1/jobs", {**body, "options": ["-A", "vision"], "account": "lab"})[1]["account"] == "lab"
     status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "options": ["-A", "nosuch"]})
-    assert status == 422 and answer["error"]["field"] == "account" and "nosuch" in answer["error"]["message"]
+    assert status == 422 and answer["error"]["field"] == "account"
+    assert answer["error"]["message"] == "account: --account=nosuch: unknown account 'nosuch' (known accounts: lab, vision)"
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "account": "nosuch"})
+    assert answer["error"]["message"] == "account: unknown account 'nosuch' (known accounts: lab, vision)"
 
 
 def test_an_array_submitted_held_starts_no_task_until_released(server, short_tmp):
