@@ -21,7 +21,7 @@ from corral.core.resources import Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict
+from corral.errors import Conflict, InvalidRequest
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.server.accounts import home_of, may_use
 from corral.server.inserts import GroupCommit
@@ -74,7 +74,14 @@ class Submissions:
             spec = replace(spec, account=None, warnings=(*spec.warnings, f"--account={spec.account}: this server "
                                                          "keeps no accounts; ignored"))
         if spec.account is not None or access.accounts:
-            spec = replace(spec, account=access.account_for(user, spec.account))
+            try:
+                spec = replace(spec, account=access.account_for(user, spec.account))
+            except InvalidRequest as exc:
+                if "account" in request or spec.account is None:
+                    raise
+                # asked for by an #SBATCH line or sbatch's -A: named as it was written
+                reason = exc.message[len("account: "):len(exc.message) - (len(exc.hint) + 3 if exc.hint else 0)]
+                raise InvalidRequest("account", f"--account={spec.account}: {reason}", exc.hint) from None
         self._check_request(spec)
         spec = self._place(spec)
         key = (spec.user, spec.qos)
