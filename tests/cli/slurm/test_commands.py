@@ -29,7 +29,7 @@ def test_slurm_path_refuses_a_directory_others_may_write(tmp_path):
     shared.mkdir()
     shared.chmod(0o777)
     with pytest.raises(PermissionError, match="only its owner"):
-        install._write(str(shared))
+        install.write_scripts(str(shared))
     assert not os.listdir(shared)
 
 
