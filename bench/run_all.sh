@@ -102,7 +102,9 @@ else:
 k = load("cli_calls")
 if k:
     real = {r["command"]: r for r in k["real_slurm"]}
-    detail = ", ".join(f"{r['command'].split(' -')[0].replace(' ID', '')} {r['ratio_median']:.2f}x" for r in k["commands"])
+    def short(command):
+        return command.replace(" ID", "").replace(" --parsable --hold -- true", "").replace(" --parsable -H --wrap true", "")
+    detail = ", ".join(f"{short(r['command'])} {r['ratio_median']:.2f}x" for r in k["commands"])
     if real:
         detail += "; real Slurm: " + ", ".join(f"{name.split()[1]} {r['median_ms']:.1f} ms" for name, r in real.items())
     rows.append(("CLI calls vs python -c pass", f"{k['worst']['ratio_median']:.2f}x worst median",
