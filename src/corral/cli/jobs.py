@@ -12,6 +12,7 @@ import os
 import sys
 
 from corral.cli.options import CHOICE, FLAG, INT, Command, Opt, UsageError, parse
+from corral.cli.terminal import escape, flush_stdout, json_text, print_error, print_json
 from corral.errors import CorralError
 
 TYPE_CHECKING = False
@@ -124,42 +125,20 @@ def run(command: Command, argv: Sequence[str], home: str | None, url: str | None
         return 1
 
 
-def print_error(exc: CorralError) -> None:
-    """One line on stderr, or the first line and each of several problems on lines of their own."""
-    from corral.cli.terminal import escape
-
-    problems = getattr(exc, "problems", ())
-    if len(problems) > 1:  # escape() would show the message's newlines as \n
-        lines = [f"corral: error: {escape(exc.message.partition(chr(10))[0])}"]
-        lines += [f"  {escape(problem)}" for problem in problems]
-    else:
-        lines = [f"corral: error: {escape(exc.message)}"]
-    _flush_stdout()
-    print("\n".join(lines), file=sys.stderr, flush=True)
-
-
 def _usage_error(command: Command, exc: UsageError) -> None:
     head = f"{command.usage()}\nTry 'corral {command.name} --help' for help.\n\n" if exc.usage else ""
-    _flush_stdout()
+    flush_stdout()
     print(f"{head}Error: {exc.message}", file=sys.stderr, flush=True)
 
 
 def _warn(text: str) -> None:
-    from corral.cli.terminal import escape
-
-    _flush_stdout()
+    flush_stdout()
     print(f"corral: warning: {escape(text)}", file=sys.stderr, flush=True)
 
 
 def _out(text: str) -> None:
-    print(text, flush=True)  # as click.echo: each line out as it is made
-
-
-def _flush_stdout() -> None:
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
+    sys.stdout.write(text + "\n")  # as click.echo: one write, flushed (`corral queue | head -1` reads it whole)
+    sys.stdout.flush()
 
 
 def _key_values(pairs: Sequence[str], option: str) -> dict[str, str]:
@@ -230,7 +209,7 @@ def submit(call: Call) -> int:
         if problem:
             _warn(problem)
     if call["as_json"]:
-        _print_json(job)
+        print_json(job)
     elif call["parsable"]:
         _out(str(job["id"]))
     else:
@@ -244,7 +223,7 @@ def queue(call: Call) -> int:
     query = _query([("scope", "active"), ("limit", 10_000), *[("state", s) for s in wanted]])
     jobs = call.server().ask("GET", f"/api/v1/jobs?{query}")["jobs"]
     if call["as_json"]:
-        _print_json(jobs)
+        print_json(jobs)
         return 0
     from corral.cli.format import queue_table, start_table
 
@@ -255,8 +234,6 @@ def queue(call: Call) -> int:
 def show(call: Call) -> int:
     job = call.server().ask("GET", f"/api/v1/jobs/{job_ref(call.operands[0])}")
     if call["as_json"]:
-        from corral.cli.terminal import json_text
-
         _out(json_text(job))
         return 0
     from corral.cli.format import job_view
@@ -271,15 +248,13 @@ def cancel(call: Call) -> int:
 
 def each_job(call: Call, action: str) -> int:
     """`action` (cancel, hold, release) on each job: an error is printed for its job and the rest go on."""
-    from corral.cli.terminal import escape
-
     server = call.server()
     results, failed = [], False
     for job_id in call.operands:
         try:
             job = server.ask("POST", f"/api/v1/jobs/{job_ref(job_id)}/{action}")
         except CorralError as exc:
-            _flush_stdout()
+            flush_stdout()
             print(f"corral: error: {escape(exc.message)}", file=sys.stderr, flush=True)
             failed = True
             continue
@@ -287,7 +262,7 @@ def each_job(call: Call, action: str) -> int:
         if not call["as_json"]:
             _out(f"job {job_id}: {job['state']}" + (f" ({escape(job['reason'])})" if job.get("reason") else ""))
     if call["as_json"]:
-        _print_json(results)
+        print_json(results)
     return 1 if failed else 0
 
 
@@ -333,12 +308,6 @@ def _terminal_states() -> frozenset[str]:
     from corral.core.states import TERMINAL_STATES  # enum: only for `logs -f`, which waits anyway
 
     return frozenset(state.value for state in TERMINAL_STATES)
-
-
-def _print_json(data: Any) -> None:
-    from corral.cli.terminal import json_text
-
-    _out(json_text(data))
 
 
 def job_ref(job_id: str) -> str:

@@ -1,7 +1,10 @@
 """`corral`: the command line, shaped after Slurm's (sbatch, squeue, scontrol show job, scancel, sacct).
 
-Each command parses its options and makes one call to the client or the server;
-heavy modules are imported inside the commands that need them.
+The click group of every command. The quick ones (submit, queue, show, cancel, hold, release, logs) are
+corral.cli.jobs': the `corral` program (corral.cli.entry) runs them without loading this module, and they
+appear here as `QuickCommand`s, for `corral --help`, their own help and callers of the group. Each other
+command parses its options and makes one call to the client or the server; heavy modules are imported
+inside the commands that need them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
 from corral.cli.options import CHOICE, FLAG, INT, Command, HelpRequested, Opt
 from corral.cli.sizing import recommend
-from corral.cli.terminal import escape, json_text, print_json
+from corral.cli.terminal import json_text, print_error, print_json
 from corral.cli.tokens import token
 from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.errors import CorralError
@@ -29,13 +32,7 @@ class CorralGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CorralError as exc:
-            problems = getattr(exc, "problems", ())
-            if len(problems) > 1:  # each on a line of its own; escape() would show the message's newlines as \n
-                click.echo(f"corral: error: {escape(exc.message.partition(chr(10))[0])}", err=True)
-                for problem in problems:
-                    click.echo(f"  {escape(problem)}", err=True)
-            else:
-                click.echo(f"corral: error: {escape(exc.message)}", err=True)
+            print_error(exc)
             ctx.exit(1)
 
 

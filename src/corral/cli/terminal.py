@@ -14,12 +14,16 @@ job's own log bytes as they are: that is the job's output, read by those who may
 
 from __future__ import annotations
 
+import sys
+
 from corral import lean_json
 
 TYPE_CHECKING = False  # typing, re, json and click would cost each `corral queue` more than the call itself
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypeVar
+
+    from corral.errors import CorralError
 
     F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,10 +72,32 @@ def escaped(formatter: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def print_error(exc: CorralError) -> None:
+    """`corral: error: ...` on stderr; an error with several problems (a script's directives): its first line,
+    then each problem on a line of its own (escape() would show the message's newlines as \\n)."""
+    problems = getattr(exc, "problems", ())
+    if len(problems) > 1:
+        lines = [f"corral: error: {escape(exc.message.partition(chr(10))[0])}"]
+        lines += [f"  {escape(problem)}" for problem in problems]
+    else:
+        lines = [f"corral: error: {escape(exc.message)}"]
+    flush_stdout()
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def flush_stdout() -> None:
+    """What was printed before, out before a message on stderr (as click.echo leaves it)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def json_text(data: Any) -> str:
     """What `--json` prints: indented JSON (json.dumps(data, indent=2)), in which control characters are escapes already."""
     return lean_json.pretty(data)
 
 
 def print_json(data: Any) -> None:
-    print(json_text(data), flush=True)
+    sys.stdout.write(json_text(data) + "\n")  # as click.echo wrote it: one write, flushed
+    sys.stdout.flush()
