@@ -113,6 +113,8 @@ def parse(command: Command, argv: Sequence[str]) -> tuple[dict[str, object], lis
                 break
             continue
         name, equals, explicit = arg.partition("=")
+        if name == "--help":
+            raise UsageError("Option '--help' does not take a value.", usage=False)
         option: Opt | None = longs.get(name)
         if option is None and arg[:2] == "--":
             raise UsageError(_no_such_option(name, [*longs, "--help"]))
