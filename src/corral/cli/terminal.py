@@ -52,11 +52,22 @@ def escape_values(value: Any) -> Any:
     if isinstance(value, str):
         return escape(value)
     if isinstance(value, dict):
-        return {escape_values(k): escape_values(v) for k, v in value.items()}
+        return {_plain(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(escape_values(v) for v in value) if isinstance(value, list) else tuple(
-            escape_values(v) for v in value)
+        return type(value)(_plain(v) for v in value) if isinstance(value, list) else tuple(_plain(v) for v in value)
     return value
+
+
+_PLAIN_TYPES = frozenset({int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """escape_values(value), answered here for the numbers and printable strings that most values are
+    (`corral queue` walks every field of every job)."""
+    kind = type(value)
+    if kind in _PLAIN_TYPES or (kind is str and value.isprintable()):
+        return value
+    return escape_values(value)
 
 
 def escaped(formatter: F) -> F:
