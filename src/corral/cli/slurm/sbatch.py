@@ -14,14 +14,14 @@ import time
 
 from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import Refused, run, server
-from corral.cli.slurm.wire import ServerError
+from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from corral.cli.slurm.wire import Server
+    from corral.cli.wire import Server
 
 # sbatch's own options (handled here); every other option goes to the server as written
 LOCAL = ("parsable", "wait", "test_only", "wrap", "quiet", "help", "usage", "version")
