@@ -33,6 +33,7 @@ from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest
 from corral.server import cancelling, recovery, self_scheduled
 from corral.server.accounts import uid_of
+from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, pending
 from corral.server.job_watchers import JobWatchers
@@ -135,6 +136,12 @@ class JobService:
         an admin, who may raise a job above others with a negative nice (as in Slurm).
         """
         return await self.submissions.submit(request, user or self.user, privileged)
+
+    async def forecast(self, request: Mapping[str, Any], user: str | None = None,
+                       privileged: bool = True) -> SubmitForecast:
+        """When the job `request` describes would start if submitted now, without submitting it
+        (`corral.server.forecasting`): built and admitted as `submit` would, refused the same way."""
+        return await forecast_submit(self, request, user or self.user, privileged)
 
     def update(self, ref: str, changes: Mapping[str, Any], privileged: bool = True) -> Job:
         """Change a pending job's limits, priority or resources (`corral update`).
