@@ -15,6 +15,7 @@ import click
 from corral.cli.connect import client_for
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
+from corral.cli.plan import plan
 from corral.cli.sizing import recommend
 from corral.cli.terminal import escape, json_text, print_json
 from corral.cli.tokens import token
@@ -508,5 +509,5 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token):
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token, plan):
     cli.add_command(_command)

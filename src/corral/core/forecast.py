@@ -188,12 +188,13 @@ def _why_later(blockers: Sequence[Holder], job: PendingJob) -> str:
     what = "its GPUs" if job.request.gpus else "the CPUs and memory it needs"
     if not blockers:
         return f"{what} are not free for its whole time limit until then"
-    first = blockers[0]
-    who = f"job {first.job_id} ({first.user})"
+    last = blockers[-1]  # the last to give them back: what it waits for
+    who = f"job {last.job_id} ({last.user})"
     held = {RUNNING: f"held by running {who}", STARTING: f"taken by {who}, which starts now",
-            RESERVED: f"reserved for {who}, ahead of it in the queue"}[first.kind]
-    others = f" (and {len(blockers) - 1} more job{'s' if len(blockers) > 2 else ''})" if len(blockers) > 1 else ""
-    return f"{what} are {held}{others} until then"
+            RESERVED: f"reserved for {who}, which is ahead of it in the queue,"}[last.kind]
+    more = len(blockers) - 1
+    others = f"; {more} more job{'s' if more > 1 else ''} hold{'' if more > 1 else 's'} them before" if more else ""
+    return f"{what} are {held} until then{others}"
 
 
 def _why_never(outcome: _Pass, job: PendingJob, running: Sequence[Allocation], now: float,
