@@ -1,5 +1,6 @@
-"""Route for the start-time forecast: POST the body a submit would send, learn when the job would start,
-what holds it back and what would start it sooner; nothing is submitted (`sbatch --test-only`, `corral plan`)."""
+"""Routes for planning: the start-time forecast (POST the body a submit would send, learn when the job would
+start, what holds it back and what would start it sooner; nothing is submitted: `sbatch --test-only`,
+`corral plan`), and the plan the dashboard draws (each GPU's timeline)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,12 @@ async def forecast(request: Request) -> Response:
     answer = await service.forecast({k: v for k, v in body.items() if v is not None}, user=caller.user,
                                     privileged=caller.is_admin)
     return Response(json.dumps(forecast_view(answer)), media_type="application/json")
+
+
+@router.get("/plan", summary="Each GPU's timeline: running jobs to their time limits, reservations of pending ones")
+async def plan(request: Request) -> Response:
+    """As the last scheduling pass left it: what the dashboard's Plan page draws (a what-if comes from the forecast)."""
+    return Response(json.dumps(request.app.state.service.plan_view()), media_type="application/json")
 
 
 def forecast_view(answer: SubmitForecast) -> dict[str, Any]:

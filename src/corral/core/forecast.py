@@ -149,7 +149,7 @@ def forecast(
     """
     planner = _Planner(nodes, list(running), list(queue), usage, now, config)
     if unsatisfiable is not None:
-        alternatives = _fewer_gpus(planner, job, None, nodes)
+        alternatives = _fewer_gpus(planner, job, None, nodes) if unsatisfiable.field == "gpus" else []
         return Forecast(None, None, (), "Unsatisfiable", unsatisfiable.message, alternatives=tuple(alternatives))
     outcome = planner.run(job)
     decisions = outcome.decisions
