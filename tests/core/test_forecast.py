@@ -118,3 +118,28 @@ def test_past_the_backfill_depth_it_is_forecast_anyway_and_says_so():
 def test_lower_priority_jobs_do_not_change_its_start():
     later = PendingJob(9, Request(gpus=4), "dave", time_limit_s=HOUR, submit_time=NOW + 1)
     assert plan(hypothetical(), queue=[later]).start == NOW
+
+
+def test_a_what_if_is_the_same_pass_as_the_forecast_itself():
+    """What-ifs ask only the pass's last step over what the jobs ahead leave: for the job unchanged, the
+    answer is the full pass's, on random machines and queues."""
+    import random
+
+    from corral.core.forecast import _Planner
+
+    rng = random.Random(7)
+    nodes = [Node(f"n{i}", cpus=16, mem_mb=64 * 1024, gpus=tuple(Gpu(g, "A100", 80 * 1024) for g in range(4)))
+             for i in range(3)]
+    for _ in range(200):
+        running = [Allocation(i, f"n{rng.randrange(3)}", (g,), 1, 0, "alice", None,
+                              rng.choice([None, NOW + rng.randrange(60, 4 * HOUR)])) for i, g in enumerate(range(4))]
+        queue = [PendingJob(10 + i, Request(gpus=rng.randint(0, 4), cpus=rng.randint(1, 8)), "bob",
+                            time_limit_s=rng.choice([None, rng.randrange(60, 4 * HOUR)]), submit_time=NOW - 10 - i)
+                 for i in range(rng.randrange(8))]
+        job = PendingJob(100, Request(gpus=rng.randint(0, 4), cpus=rng.randint(1, 8)), "carol",
+                         time_limit_s=rng.randrange(60, 4 * HOUR), submit_time=NOW)
+        planner = _Planner(nodes, running, queue, {}, NOW, SchedulerConfig())
+        base = planner.run(job)
+        if base.decisions.preempt_for is not None:
+            continue
+        assert planner.start_of(job) == base.placed(job.job_id)

@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
 from corral.core.job_spec import MAX_TIME_S
 from corral.core.pending import PendingJob
 from corral.core.policy import Decisions, schedule
@@ -110,6 +111,8 @@ class _Planner:
         self.nodes, self.running, self.queue, self.usage, self.now, self.config = nodes, running, queue, usage, now, config
         self.total_gpus = sum(len(n.gpus) for n in nodes)
         self.total_cpus = sum(n.cpus for n in nodes)
+        self._after_ahead: ProfileIndex | None = None
+        self.base: _Pass | None = None
 
     def run(self, job: PendingJob) -> _Pass:
         ordered, factors = prioritize([*self.queue, job], usage=self.usage, config=self.config, now=self.now,
@@ -123,10 +126,54 @@ class _Planner:
             deep = True
             decisions = schedule(self.nodes, self.running, ahead, self.now,
                                  replace(self.config, backfill_depth=len(ahead)), factors)
-        return _Pass(decisions, ahead, factors[job.job_id].priority, deep, self.now)
+        self.base = _Pass(decisions, ahead, factors[job.job_id].priority, deep, self.now)
+        return self.base
 
     def start_of(self, job: PendingJob) -> tuple[float, str, tuple[int, ...]] | None:
-        return self.run(job).placed(job.job_id)
+        """When and where a variant of the job (`run` first) would start, in the job's place in the queue: the
+        pass's last step over what the jobs ahead leave, the same for every variant (so that pass runs once)."""
+        base = self.base
+        assert base is not None
+        if _stopper(base) is not None:
+            return None
+        if self._after_ahead is None:
+            self._after_ahead = self._leftover(base, job.job_id)
+        duration = job.time_limit_s if job.time_limit_s is not None else INFINITY
+        best = self._after_ahead.earliest(job.request, duration)
+        if best is None:
+            return None
+        k, start, gpus = best
+        return max(start, self.now), self.nodes[k].name, gpus
+
+    def _leftover(self, base: _Pass, job_id: int) -> ProfileIndex:
+        """The machine as the running jobs, the jobs ahead that start now and their reservations leave it."""
+        decisions = base.decisions
+        by_node: dict[str, list[Allocation]] = {node.name: [] for node in self.nodes}
+        for allocation in [*self.running, *(a for a in decisions.starts if a.job_id != job_id)]:
+            by_node.setdefault(allocation.node, []).append(allocation)
+        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], self.now) for node in self.nodes])
+        where = {node.name: k for k, node in enumerate(self.nodes)}
+        ahead = {p.job_id: p for p in base.ahead}
+        for other, start in decisions.estimates.items():
+            if other == job_id:
+                continue
+            node, gpus = decisions.reserved[other]
+            pending = ahead[other]
+            duration = pending.time_limit_s if pending.time_limit_s is not None else INFINITY
+            index.reserve(where[node], start, start + duration, pending.request.cpus, pending.request.mem_mb, gpus)
+        return index
+
+
+def _stopper(outcome: _Pass) -> PendingJob | None:
+    """The job ahead at which the pass stopped (it could be given no start), so that nothing behind it starts."""
+    decisions = outcome.decisions
+    started = {a.job_id for a in decisions.starts}
+    for earlier in outcome.ahead[:-1]:
+        if earlier.job_id in decisions.estimates or earlier.job_id in started:
+            continue
+        if decisions.reasons.get(earlier.job_id) in _WAITING:
+            return earlier
+    return None
 
 
 _WAITING = (PendingReason.RESOURCES, PendingReason.PRIORITY)
@@ -149,6 +196,7 @@ def forecast(
     """
     planner = _Planner(nodes, list(running), list(queue), usage, now, config)
     if unsatisfiable is not None:
+        planner.run(job)  # held back (no node fits it), it blocks nobody: what the jobs ahead leave is as without it
         alternatives = _fewer_gpus(planner, job, None, nodes) if unsatisfiable.field == "gpus" else []
         return Forecast(None, None, (), "Unsatisfiable", unsatisfiable.message, alternatives=tuple(alternatives))
     outcome = planner.run(job)
@@ -216,11 +264,8 @@ def _why_never(outcome: _Pass, job: PendingJob, running: Sequence[Allocation], n
                 "it would wait until enough of them end"), tuple(mine)
     if code is PendingReason.BAD_CONSTRAINTS:
         return "no node here can run it", ()
-    for earlier in outcome.ahead[:-1]:  # the pass stopped at a job ahead that could get no reservation
-        if earlier.job_id in decisions.estimates or decisions.reasons.get(earlier.job_id) not in _WAITING:
-            continue
-        if any(a.job_id == earlier.job_id for a in decisions.starts):
-            continue
+    earlier = _stopper(outcome)  # the pass stopped at a job ahead that could get no reservation
+    if earlier is not None:
         if decisions.preempt_for == earlier.job_id:
             why = "running preemptible jobs are being stopped for it"
         else:
