@@ -13,6 +13,7 @@ from typing import Any
 from corral.core.iso_times import iso_utc
 from corral.core.job import Job
 from corral.core.resources import Allocation, Node
+from corral.core.states import JobState
 
 
 def plan_view(nodes: Sequence[Node], allocations: Mapping[int, Allocation], active: Mapping[int, Job],
@@ -30,7 +31,7 @@ def plan_view(nodes: Sequence[Node], allocations: Mapping[int, Allocation], acti
     for job_id, start in estimates.items():
         job = active.get(job_id)
         placed = reserved.get(job_id)
-        if job is None or placed is None:
+        if job is None or placed is None or job.state is not JobState.PENDING:
             continue
         limit = job.spec.time_limit_s
         rows.append(_row(job, "reserved", placed[0], placed[1], start, start + limit if limit is not None else None))
