@@ -29,7 +29,8 @@ class BlockerOut(BaseModel):
                       "from `start`); waiting (a job ahead that can be given no start: the queue stops there).")
     node: str | None
     gpus: list[int] = Field(description="The GPUs it holds (indexes on its node).")
-    start: str | None
+    start: str | None = Field(description="From when it holds them in the forecast: now for running and starting "
+                              "jobs, a reserved job's expected start.")
     end: str | None = Field(description="When it gives them back (its time limit's end); null: no time limit.")
     ends_in_s: float | None
 

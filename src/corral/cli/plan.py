@@ -16,7 +16,6 @@ import click
 
 from corral.cli.connect import client_for
 from corral.cli.terminal import escaped, print_json
-from corral.core.units import format_duration
 from corral.errors import CorralError
 
 _SUBMIT_OPTIONS: list[Callable[[Any], Any]] = [
@@ -149,6 +148,8 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
 @escaped
 def forecast_text(answer: dict[str, Any]) -> str:
     """The forecast as a person reads it: when, where, why, who holds what it needs, and what would be sooner."""
+    from corral.core.units import format_duration
+
     lines = []
     limit = format_duration(answer.get("time_limit_s"))
     where = _where(answer.get("node"), answer.get("gpus") or [])
@@ -202,4 +203,6 @@ def _local(text: str) -> str:
 
 
 def _when(text: str, in_s: float | None) -> str:
+    from corral.core.units import format_duration
+
     return f"{_local(text)} (in {format_duration(in_s)})" if in_s is not None else _local(text)
