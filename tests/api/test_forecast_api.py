@@ -19,8 +19,8 @@ def busy(server_factory, short_tmp):
     return server, job
 
 
-def test_an_idle_machine_starts_it_now_and_nothing_is_submitted(server_factory, short_tmp):
-    server = server_factory()
+def test_an_idle_machine_starts_it_now_and_nothing_is_submitted(server, short_tmp):
+    """On SQLite and on PostgreSQL: the id it says the job would get is the one the submit then gets."""
     status, answer, _ = call(server, "POST", "/api/v1/forecast", {"command": ["true"], "gpus": 2, "time": "30",
                                                                   "workdir": short_tmp})
     assert status == 200, answer
