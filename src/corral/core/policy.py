@@ -34,11 +34,13 @@ class Decisions:
     starts: list[Allocation] = field(default_factory=list)
     reasons: dict[int, PendingReason] = field(default_factory=dict)
     estimates: dict[int, float] = field(default_factory=dict)
+    """Expected start of each waiting job that holds a reservation."""
     preempt: list[int] = field(default_factory=list)
     """Running preemptible jobs to stop (and requeue) so the first waiting job can start."""
     preempt_for: int | None = None
     """The waiting job that `preempt` makes room for."""
-    """Expected start of each waiting job that holds a reservation."""
+    reserved: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    """Where each reservation in `estimates` is held: its node and GPUs (what a forecast and a plan draw)."""
 
 
 def schedule(
@@ -116,6 +118,7 @@ def schedule(
         k, start, gpu_ids = best
         index.reserve(k, start, start + duration, request.cpus, request.mem_mb, gpu_ids)
         estimates[job.job_id] = start
+        decisions.reserved[job.job_id] = (nodes[k].name, gpu_ids)
     return decisions
 
 
