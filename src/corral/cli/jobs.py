@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
     from corral.cli.wire import Server
 
-SUBMIT = Command("submit", "Submit a job: `submit [options] SCRIPT [ARGS]`, `submit [options] -- CMD [ARGS]`, or "
-                 "`--wrap \"CMD\"`.", [
+# what a job asks for: `corral submit`'s options, and `corral plan`'s
+JOB_OPTIONS = [
     Opt("-J", "--job-name", key="name", help="Job name [default: the script's or program's name]."),
     Opt("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT."),
     Opt("--gpus-per-node", help="GPUs on each node of a multi-node job (with --nodes)."),
@@ -57,8 +57,18 @@ SUBMIT = Command("submit", "Submit a job: `submit [options] SCRIPT [ARGS]`, `sub
         help="Cancel the job if its dependency can never be satisfied."),
     Opt("--wrap", help="Run this shell command line, as a one-line batch script (like sbatch --wrap)."),
     Opt("--condor", kind=FLAG, help="SCRIPT is an HTCondor submit description file."),
+]
+SUBMIT = Command("submit", "Submit a job: `submit [options] SCRIPT [ARGS]`, `submit [options] -- CMD [ARGS]`, or "
+                 "`--wrap \"CMD\"`.", [
+    *JOB_OPTIONS,
     Opt("--parsable", kind=FLAG, help="Print only the job id."),
     Opt("--json", key="as_json", kind=FLAG, help="Print the submitted job as JSON."),
+], "script_and_args", many=True, required=False, interspersed=False, takes_command=True)
+
+PLAN = Command("plan", "When a job would start if submitted now, what holds it back, and whether a shorter --time "
+               "or fewer GPUs would start it sooner. Takes `corral submit`'s options; submits nothing.", [
+    *JOB_OPTIONS,
+    Opt("--json", key="as_json", kind=FLAG, help="Print the forecast as JSON."),
 ], "script_and_args", many=True, required=False, interspersed=False, takes_command=True)
 
 QUEUE = Command("queue", "Pending and running jobs, with the reason each pending one waits.", [
@@ -155,6 +165,41 @@ _NOT_FIELDS = frozenset({"env_pairs", "label_pairs", "wrap", "condor", "parsable
 
 
 def submit(call: Call) -> int:
+    body = job_request(call)
+    job = call.server().ask("POST", "/api/v1/jobs", body)
+    for warning in job.get("warnings", []):
+        _warn(warning)
+    if call["condor"] and job.get("user_log"):
+        from corral.cli.condor import write_submitted
+
+        problem = write_submitted(job)
+        if problem:
+            _warn(problem)
+    if call["as_json"]:
+        print_json(job)
+    elif call["parsable"]:
+        _out(str(job["id"]))
+    else:
+        _out(f"Submitted batch job {job['id']}")
+    return 0
+
+
+def plan(call: Call) -> int:
+    answer = call.server().ask("POST", "/api/v1/forecast", job_request(call))
+    if call["as_json"]:
+        print_json(answer)
+        return 0
+    for warning in answer.get("warnings", []):
+        _warn(warning)
+    from corral.cli.format_plan import forecast_text
+
+    _out(forecast_text(answer))
+    return 0
+
+
+def job_request(call: Call) -> dict[str, Any]:
+    """The request a submit (or a forecast) sends for these options: the command, script or --wrap, and the
+    submitter's directory, environment and umask."""
     body: dict[str, Any] = {k: v for k, v in call.options.items() if k not in _NOT_FIELDS and v is not None}
     wrap, condor, args = call["wrap"], call["condor"], call.operands
     if wrap is not None:
@@ -199,22 +244,7 @@ def submit(call: Call) -> int:
         body["env"] = _key_values(call["env_pairs"], "--env")
     if call["label_pairs"]:
         body["labels"] = _key_values(call["label_pairs"], "--label")
-    job = call.server().ask("POST", "/api/v1/jobs", body)
-    for warning in job.get("warnings", []):
-        _warn(warning)
-    if condor and job.get("user_log"):
-        from corral.cli.condor import write_submitted
-
-        problem = write_submitted(job)
-        if problem:
-            _warn(problem)
-    if call["as_json"]:
-        print_json(job)
-    elif call["parsable"]:
-        _out(str(job["id"]))
-    else:
-        _out(f"Submitted batch job {job['id']}")
-    return 0
+    return body
 
 
 def queue(call: Call) -> int:
@@ -333,7 +363,7 @@ def _quote(text: str) -> str:
 
 
 _RUN: dict[str, Callable[[Call], int]] = {
-    "submit": submit, "queue": queue, "show": show, "cancel": cancel, "logs": logs,
+    "submit": submit, "plan": plan, "queue": queue, "show": show, "cancel": cancel, "logs": logs,
     "hold": lambda call: each_job(call, "hold"), "release": lambda call: each_job(call, "release"),
 }
-COMMANDS = {command.name: command for command in (SUBMIT, QUEUE, SHOW, CANCEL, HOLD, RELEASE, LOGS)}
+COMMANDS = {command.name: command for command in (SUBMIT, PLAN, QUEUE, SHOW, CANCEL, HOLD, RELEASE, LOGS)}

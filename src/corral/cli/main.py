@@ -18,7 +18,6 @@ from corral.cli.jobs import COMMANDS as QUICK_COMMANDS
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
 from corral.cli.options import CHOICE, FLAG, INT, Command, HelpRequested, Opt
-from corral.cli.plan import plan
 from corral.cli.sizing import recommend
 from corral.cli.terminal import json_text, print_error, print_json
 from corral.cli.tokens import token
@@ -315,6 +314,6 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token, plan,
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token,
                  *(QuickCommand(spec) for spec in QUICK_COMMANDS.values())):
     cli.add_command(_command)
