@@ -145,7 +145,8 @@ def pending(job: Job) -> PendingJob:
     """A pending job as the scheduler reads it."""
     spec = job.spec
     return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
-                      job.submit_time, spec.nice, spec.preemptible)
+                      job.submit_time, spec.nice, spec.preemptible, spec.begin_time, spec.priority, spec.time_min_s,
+                      spec.deadline)
 
 
 def apply_outcome(job: Job, outcome: Outcome) -> None:

@@ -1,6 +1,7 @@
 """Times as Slurm's commands take them (`sacct -S/-E`, `sbatch --begin`): `2026-11-24T08:00[:00]`,
 `2026-11-24`, `08:00[:00]` (today), `MM/DD[/YY]`, `now`, `now-2hours`, `now+30`, `today`, `midnight`,
-`noon`, `tomorrow`; in the machine's local time, as epoch seconds."""
+`noon`, `tomorrow`; in the machine's local time, as epoch seconds. Pure: the clock is `now`, a parameter
+(the server's, for `--begin` and `--deadline`; cheap to import, for Slurm's commands)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ _UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60
           "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
 
 
-def parse_time(text: str, now: float) -> float:
-    """Epoch seconds; raises ValueError naming the text when it is none of Slurm's forms."""
+def parse_time(text: str, now: float, *, next_occurrence: bool = False) -> float:
+    """Epoch seconds; raises ValueError naming the text when it is none of Slurm's forms.
+
+    `next_occurrence`: a time of day alone that has passed today means tomorrow's (as sbatch's --begin
+    and --deadline read `16:00`); sacct's -S/-E mean today's.
+    """
     spec = text.strip().lower()
     today = _midnight(now)
     if spec.startswith("now"):
@@ -23,7 +28,10 @@ def parse_time(text: str, now: float) -> float:
         return named[spec]
     date, _, clock = spec.partition("t")
     if ":" in date and not clock:  # a time of day alone: today
-        return _at(time.localtime(now)[:3], date, text)
+        moment = _at(time.localtime(now)[:3], date, text)
+        if next_occurrence and moment < now:
+            moment = _at(time.localtime(now + 86400)[:3], date, text)
+        return moment
     if "-" in date:
         parts = date.split("-")
         if len(parts) == 3 and all(p.isdigit() for p in parts):
