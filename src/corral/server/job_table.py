@@ -77,6 +77,8 @@ class JobTable:
         elif job.state is JobState.PENDING:
             job.reason = self.reasons.get(job.id, PendingReason.NONE)
             job.estimated_start = self.estimates.get(job.id)
+            if job.estimated_start is None and job.reason == PendingReason.BEGIN_TIME:
+                job.estimated_start = job.spec.begin_time  # not before then, as squeue --start shows
             if job.is_array and job.id not in self.reasons:
                 job.reason = self._array_reason(job)
         return job

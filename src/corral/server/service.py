@@ -73,8 +73,9 @@ class JobService:
         self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
                                          clock=clock)
         self.watchers = JobWatchers()
-        self.mail = JobMail(settings.smtp)  # sbatch --mail-type
-        self.watchers.on_job_ended.append(self.mail.ended)
+        self.mail = JobMail(settings.smtp)  # sbatch --mail-type; Slurm sends its own jobs' mail
+        if backend.placement is not None:
+            self.watchers.on_job_ended.append(self.mail.ended)
         self.scheduling.on_requeue = self.mail.requeued
         self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
                                        store=store, clock=clock, changed=self.mark_dirty)

@@ -4,6 +4,7 @@ them, read back through corral's squeue (reason BeginTime) and the job JSON."""
 from __future__ import annotations
 
 import socket
+import time
 
 
 def test_a_job_submitted_with_begin_waits_in_squeue_with_reason_begin_time(server_factory, slurm_shell):
@@ -15,6 +16,9 @@ def test_a_job_submitted_with_begin_waits_in_squeue_with_reason_begin_time(serve
     shown = shell(f'sleep 1; squeue -h -j {job_id} -o "%i %t %r"')
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.split() == [job_id, "PD", "BeginTime"]
+    begins = time.strftime("%Y-%m-%dT%H:%M", time.localtime(time.time() + 3600))
+    start = shell(f'squeue -h -j {job_id} -o "%S"').stdout.strip()
+    assert start[:16] in (begins, time.strftime("%Y-%m-%dT%H:%M", time.localtime(time.time() + 3540))), start
 
 
 def test_sbatch_passes_placement_and_mail_options_to_the_server(server_factory, slurm_shell):
