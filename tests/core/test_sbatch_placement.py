@@ -219,3 +219,11 @@ def test_an_admins_priority_replaces_the_computed_one():
     queue = [pending(1, submit_time=NOW - 86400), pending(2, submit_time=NOW, priority=10**9)]
     ordered, factors = prioritize(queue, usage={}, config=SchedulerConfig(), now=NOW, total_gpus=4, total_cpus=32)
     assert [p.job_id for p in ordered] == [2, 1] and factors[2].priority == 10**9
+
+
+def test_a_flexible_job_started_before_its_deadline_gets_the_time_left_until_it():
+    job = pending(1, time_limit_s=7200, time_min_s=600, deadline=NOW + 1830)
+    decisions = schedule([NODE], [], [job], now=NOW)
+    assert decisions.limits == {1: 1800} and decisions.starts[0].end_time == NOW + 1800
+    roomy = schedule([NODE], [], [pending(1, time_limit_s=600, time_min_s=60, deadline=NOW + 7200)], now=NOW)
+    assert roomy.limits == {} and roomy.starts[0].end_time == NOW + 600

@@ -86,12 +86,20 @@ def schedule(
             continue
         request = job.request
         duration = job.time_limit_s if job.time_limit_s is not None else INFINITY
+        if job.deadline is not None and job.time_min_s is not None and now + duration > job.deadline:
+            # as Slurm: a flexible job started now gets what is left until its deadline (time-min at least)
+            capped = max(job.time_min_s, int(job.deadline - now) // _MINUTE * _MINUTE)
+            if capped < duration:
+                duration = capped
+                decisions.limits[job.job_id] = capped
         best = index.earliest(request, duration)
         if (best is None or best[1] > now) and job.time_min_s is not None and job.time_min_s < duration:
             shorter = _flexible(index, request, job.time_min_s, duration, now)
             if shorter is not None:
                 best, duration = shorter
                 decisions.limits[job.job_id] = int(duration)
+        if (best is None or best[1] > now) and job.job_id in decisions.limits:
+            del decisions.limits[job.job_id]  # it waits: its limit is set when it starts
         if best is not None and best[1] <= now:
             k, _, gpu_ids = best
             cpus, mem = _held(request, nodes[k])
