@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from corral.core.job_spec import MAX_TIME_S
 from corral.core.slurm_times import parse_time
 from corral.core.spec_resources import int_in
 from corral.core.units import parse_duration_s
@@ -23,7 +24,8 @@ MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "TIME_LIMIT",
               "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
 _ALL = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND")
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-_ADDRESS = re.compile(r"^[^\s@,;<>\"']+(@[^\s@,;<>\"']+)?$")
+_ADDRESS = re.compile(r"^[A-Za-z0-9._%+\-]{1,64}(@[A-Za-z0-9.\-]{1,189})?$")
+MAX_MOMENT = 253402300799.0  # 9999-12-31T23:59:59Z: what a time can be shown as
 _TIME_FORMS = "write HH:MM[:SS] (the next one), now+1hour, now+30 (seconds), YYYY-MM-DD[THH:MM[:SS]] or epoch seconds"
 
 
@@ -32,19 +34,22 @@ def moment(value: Any, field: str, now: float) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value) or value < 0:
-            raise InvalidRequest(field, f"must be a time, got {value!r}", _TIME_FORMS)
-        return float(value)
-    if not isinstance(value, str):
+        seconds = float(value) if not isinstance(value, int) or abs(value) < 2**53 else math.inf
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if re.fullmatch(r"[0-9]{9,12}(\.[0-9]+)?", text):  # epoch seconds, as the REST API may send them
+                seconds = float(text)
+            else:
+                seconds = parse_time(text, now, next_occurrence=True)
+        except (ValueError, OverflowError):
+            raise InvalidRequest(field, f"cannot read {text!r:.60} as a time (Invalid time specification)",
+                                 _TIME_FORMS) from None
+    else:
         raise InvalidRequest(field, f"must be a time, got {value!r:.60}", _TIME_FORMS)
-    text = value.strip()
-    if re.fullmatch(r"[0-9]{9,12}(\.[0-9]+)?", text):  # epoch seconds, as the REST API may send them
-        return float(text)
-    try:
-        return parse_time(text, now, next_occurrence=True)
-    except (ValueError, OverflowError):
-        raise InvalidRequest(field, f"cannot read {text!r:.60} as a time (Invalid time specification)",
-                             _TIME_FORMS) from None
+    if not math.isfinite(seconds) or not -MAX_MOMENT <= seconds <= MAX_MOMENT:
+        raise InvalidRequest(field, f"{value!r:.60} is not a time before the year 10000", _TIME_FORMS)
+    return max(seconds, 0.0)  # long past is as past as 1970 (a --deadline in the past is refused by its check)
 
 
 def check_window(begin: float | None, deadline: float | None, time_limit_s: int | None,
@@ -124,6 +129,8 @@ def time_min(value: Any, time_limit_s: int | None) -> int | None:
     seconds = parse_duration_s(value, field="time_min")
     if seconds is None:
         return None
+    if seconds > MAX_TIME_S:
+        raise InvalidRequest("time_min", f"must be at most 365 days, got {seconds} s")
     if time_limit_s is not None and seconds > time_limit_s:
         raise InvalidRequest("time_min", f"{seconds} s is longer than the time limit ({time_limit_s} s)",
                              "give a --time-min no longer than --time")
