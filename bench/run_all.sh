@@ -19,6 +19,7 @@ mkdir -p "$results"
 throughput_args=()
 latency_args=()
 cli_args=()
+calls_args=()
 pass_args=()
 ingest_args=()
 series_args=()
@@ -29,6 +30,7 @@ if [[ "${1:-}" == "--quick" ]]; then
     throughput_args=(--jobs 2000)
     latency_args=(--samples 10)
     cli_args=(--samples 10 --baseline-samples 5)
+    calls_args=(--samples 8)
     pass_args=(--runs 2)
     dashboard_args=(--metrics 5 --points 200000 --jobs 2000 --loads 3)
 elif [[ $# -gt 0 ]]; then
@@ -51,6 +53,7 @@ run() {
 run submit_throughput ${throughput_args[@]+"${throughput_args[@]}"}
 run submit_latency ${latency_args[@]+"${latency_args[@]}"}
 run cli_submit ${cli_args[@]+"${cli_args[@]}"}
+run cli_calls ${calls_args[@]+"${calls_args[@]}"}
 run schedule_pass ${pass_args[@]+"${pass_args[@]}"}
 run array_submit
 run metrics_ingest ${ingest_args[@]+"${ingest_args[@]}"}
@@ -96,6 +99,18 @@ if c:
                  f"corral --version {c['corral_version_ms']['median']:.1f} ms"))
 else:
     rows.append(("corral submit (CLI)", "-", "<= 100 ms", "FAILED", ""))
+k = load("cli_calls")
+if k:
+    real = {r["command"]: r for r in k["real_slurm"]}
+    def short(command):
+        return command.replace(" ID", "").replace(" --parsable --hold -- true", "").replace(" --parsable -H --wrap true", "")
+    detail = ", ".join(f"{short(r['command'])} {r['ratio_median']:.2f}x" for r in k["commands"])
+    if real:
+        detail += "; real Slurm: " + ", ".join(f"{name.split()[1]} {r['median_ms']:.1f} ms" for name, r in real.items())
+    rows.append(("CLI calls vs python -c pass", f"{k['worst']['ratio_median']:.2f}x worst median",
+                 f"<= {k['floor_ratio']:.1f}x", k["verdict"], detail))
+else:
+    rows.append(("CLI calls vs python -c pass", "-", "<= 2.0x", "FAILED", ""))
 p = load("schedule_pass")
 if p:
     for sc in p["scenarios"]:

@@ -77,6 +77,15 @@ class Client:
             body["script"] = script
         return self._request("POST", "/api/v1/jobs", body)
 
+    def forecast(self, command: Sequence[str] | None = None, *, script: str | None = None, **fields: Any) -> dict[str, Any]:
+        """When a job would start if submitted now (`submit`'s arguments); nothing is submitted."""
+        body = {k: v for k, v in fields.items() if v is not None}
+        if command is not None:
+            body["command"] = list(command)
+        if script is not None:
+            body["script"] = script
+        return self._request("POST", "/api/v1/forecast", body)
+
     def efficiency(self, job_id: int | str) -> dict[str, Any]:
         """How well a job used its CPUs, memory and GPUs, with advice (sacct on Slurm, samples locally)."""
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}/efficiency")

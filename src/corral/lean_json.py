@@ -82,3 +82,42 @@ def _write(value: Any, parts: list[str]) -> None:
         parts.append("]")
     else:
         raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def pretty(value: Any) -> str:
+    """`json.dumps(value, indent=2)`, byte for byte (what `--json` prints), without the `json` package."""
+    parts: list[str] = []
+    _pretty(value, parts, "\n")
+    return "".join(parts)
+
+
+def _pretty(value: Any, parts: list[str], newline: str) -> None:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        parts.append("NaN" if value != value else ("Infinity" if value > 0 else "-Infinity"))  # as json.dumps
+    elif isinstance(value, dict) and value:
+        inner = newline + "  "
+        parts.append("{")
+        for i, (key, item) in enumerate(value.items()):
+            parts.append(("," if i else "") + inner + _json.encode_basestring_ascii(_key(key)) + ": ")
+            _pretty(item, parts, inner)
+        parts.append(newline + "}")
+    elif isinstance(value, (list, tuple)) and value:
+        inner = newline + "  "
+        parts.append("[")
+        for i, item in enumerate(value):
+            parts.append(("," if i else "") + inner)
+            _pretty(item, parts, inner)
+        parts.append(newline + "]")
+    else:
+        _write(value, parts)
+
+
+def _key(key: object) -> str:
+    """A mapping's key as json.dumps writes it: strings as they are, numbers, booleans and None as JSON text."""
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return {True: "true", False: "false", None: "null"}[key]
+    if isinstance(key, (int, float)):
+        return repr(key) if isinstance(key, int) else float.__repr__(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")

@@ -134,4 +134,21 @@ def test_account_option_charges_that_account_where_accounts_are_kept(server_fact
     # the request's own field over the option
     assert call(server, "POST", "/api/v1/jobs", {**body, "options": ["-A", "vision"], "account": "lab"})[1]["account"] == "lab"
     status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "options": ["-A", "nosuch"]})
-    assert status == 422 and answer["error"]["field"] == "account" and "nosuch" in answer["error"]["message"]
+    assert status == 422 and answer["error"]["field"] == "account"
+    assert answer["error"]["message"] == "account: --account=nosuch: unknown account 'nosuch' (known accounts: lab, vision)"
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "account": "nosuch"})
+    assert answer["error"]["message"] == "account: unknown account 'nosuch' (known accounts: lab, vision)"
+
+
+def test_an_array_submitted_held_starts_no_task_until_released(server, short_tmp):
+    status, job, _ = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "submit_dir": short_tmp,
+                                                          "array": "0-2", "options": ["-H"]})
+    assert status == 201 and job["held"] is True, job
+    other = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "submit_dir": short_tmp})[1]
+    assert _ended(server, other["id"])["state"] == "COMPLETED"
+    tasks = call(server, "GET", f"/api/v1/jobs/{job['id']}/tasks")[1]
+    assert tasks["total"] == 0 and _job(server, job["id"])["reason"] == "JobHeldUser"
+    assert call(server, "POST", f"/api/v1/jobs/{job['id']}/release")[0] == 200
+    done = wait_for(lambda: (t := call(server, "GET", f"/api/v1/jobs/{job['id']}/tasks")[1])["total"] == 3
+                    and all(x["state"] == "COMPLETED" for x in t["tasks"]) and t, timeout=30)
+    assert not any(x["held"] for x in done["tasks"])

@@ -56,7 +56,11 @@ def test_map_array_of_20_runs_as_one_array_at_most_4_at_a_time(executor):
     assert results == [(x * x, array_id, str(x)) for x in range(20)]
     client = executor.server.client()
     assert client.get(array_id)["array"] == "0-19%4"
-    tasks = client.array_tasks(int(array_id), limit=100)["tasks"]
+    deadline = time.monotonic() + 30
+    while (answer := client.array_tasks(int(array_id), limit=100))["summary"]["ended"] < 20:
+        assert time.monotonic() < deadline  # a result file comes a moment before its task's end is recorded
+        time.sleep(0.2)
+    tasks = answer["tasks"]
     spans = [(t["start_time"], t["end_time"]) for t in tasks]
     assert len(spans) == 20 and all(state == "COMPLETED" for state in (t["state"] for t in tasks))
     most = max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)

@@ -26,10 +26,10 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.helpers import wait_for
 
 FAST = ["--sample-interval", "0.3"]
-TOOLS = {"create_gpu_job", "view_gpu_job", "stop_gpu_job", "workload_submit", "workload_get", "workload_logs",
+TOOLS = {"create_gpu_job", "forecast_gpu_job", "view_gpu_job", "stop_gpu_job", "workload_submit", "workload_get", "workload_logs",
          "metrics_query", "alert_create", "list_gpus", "queue", "list_runs", "run_metrics", "recommend_resources",
          "diagnose_job", "job_efficiency"}
-READ_ONLY = {"view_gpu_job", "workload_get", "workload_logs", "metrics_query", "list_gpus", "queue", "list_runs",
+READ_ONLY = {"forecast_gpu_job", "view_gpu_job", "workload_get", "workload_logs", "metrics_query", "list_gpus", "queue", "list_runs",
              "run_metrics", "recommend_resources", "diagnose_job", "job_efficiency"}
 
 

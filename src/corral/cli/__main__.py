@@ -1,3 +1,3 @@
-from corral.cli.main import main
+from corral.cli.entry import main
 
 main()

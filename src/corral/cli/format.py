@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import time
-from collections.abc import Sequence
-from typing import Any
 
+from corral.cli.slurm.values import parse_iso as parse_utc
 from corral.cli.terminal import escaped
 from corral.core.units import format_duration, format_memory
+
+TYPE_CHECKING = False  # `corral queue` and `corral show` format here: typing and datetime cost more than the call
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 
 def parse_iso(text: str | None) -> float | None:
     if not text:
         return None
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    clock = text.partition("T")[2]
+    if clock.endswith("Z") or "+" in clock or "-" in clock:  # the API's UTC times
+        return parse_utc(text)
+    import datetime as dt  # no offset: local time, as datetime reads it
+
+    return dt.datetime.fromisoformat(text).timestamp()
 
 
 def local_time(text: str | None) -> str:
     ts = parse_iso(text)
-    return "-" if ts is None else dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%S")
+    return "-" if ts is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
 
 
 def elapsed(job: dict[str, Any], now: float | None = None) -> str:

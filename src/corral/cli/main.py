@@ -1,22 +1,25 @@
 """`corral`: the command line, shaped after Slurm's (sbatch, squeue, scontrol show job, scancel, sacct).
 
-Each command parses its options and makes one call to the client or the server;
-heavy modules are imported inside the commands that need them.
+The click group of every command. The quick ones (submit, queue, show, cancel, hold, release, logs) are
+corral.cli.jobs': the `corral` program (corral.cli.entry) runs them without loading this module, and they
+appear here as `QuickCommand`s, for `corral --help`, their own help and callers of the group. Each other
+command parses its options and makes one call to the client or the server; heavy modules are imported
+inside the commands that need them.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import click
 
 from corral.cli.connect import client_for
+from corral.cli.jobs import COMMANDS as QUICK_COMMANDS
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
+from corral.cli.options import CHOICE, FLAG, INT, Command, HelpRequested, Opt
 from corral.cli.sizing import recommend
-from corral.cli.terminal import escape, json_text, print_json
+from corral.cli.terminal import json_text, print_error, print_json
 from corral.cli.tokens import token
 from corral.cli.tracking import COMMANDS as TRACKING_COMMANDS
 from corral.errors import CorralError
@@ -29,13 +32,7 @@ class CorralGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CorralError as exc:
-            problems = getattr(exc, "problems", ())
-            if len(problems) > 1:  # each on a line of its own; escape() would show the message's newlines as \n
-                click.echo(f"corral: error: {escape(exc.message.partition(chr(10))[0])}", err=True)
-                for problem in problems:
-                    click.echo(f"  {escape(problem)}", err=True)
-            else:
-                click.echo(f"corral: error: {escape(exc.message)}", err=True)
+            print_error(exc)
             ctx.exit(1)
 
 
@@ -47,16 +44,6 @@ class CorralGroup(click.Group):
 def cli(ctx: click.Context, home: str | None, url: str | None) -> None:
     """Run GPU training jobs: submit, queue, run on the right GPUs, watch, stop."""
     ctx.obj = {"home": home, "url": url}
-
-
-def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
-        out[key] = value
-    return out
 
 
 # -- the server ----------------------------------------------------------------------------------
@@ -144,135 +131,46 @@ def down(ctx: click.Context, timeout: float) -> None:
 # -- jobs ----------------------------------------------------------------------------------------
 
 
-class SubmitCommand(click.Command):
-    """Everything after `--` is the job's command, untouched by option parsing."""
+class QuickCommand(click.Command):
+    """A command of corral.cli.jobs on this group: its options are declared there and read there (the
+    `corral` program runs it without click, through corral.cli.entry); click writes its help, from the
+    same declarations, and runs it for callers of the group itself (CliRunner)."""
+
+    def __init__(self, spec: Command) -> None:
+        params: list[click.Parameter] = [_click_option(option) for option in spec.options]
+        if spec.operand:
+            params.append(click.Argument([spec.operand], nargs=-1 if spec.many else 1, required=spec.required))
+        super().__init__(spec.name, params=params, help=spec.help)
+        self.spec = spec
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if "--" in args:
-            cut = args.index("--")
-            ctx.meta["corral.command"] = args[cut + 1:]
-            args = args[:cut]
-        return super().parse_args(ctx, args)
+        ctx.meta["corral.argv"] = list(args)
+        return []
 
+    def invoke(self, ctx: click.Context) -> Any:
+        from corral.cli.jobs import run
 
-@cli.command(cls=SubmitCommand, context_settings={"allow_interspersed_args": False})
-@click.option("-J", "--job-name", "name", help="Job name [default: the script's or program's name].")
-@click.option("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT.")
-@click.option("--gpus-per-node", "gpus_per_node", help="GPUs on each node of a multi-node job (with --nodes).")
-@click.option("-N", "--nodes", type=int, help="Nodes (more than 1: srun torchrun with a rendezvous; Slurm backend).")
-@click.option("--gres", help="Slurm style GPU request: gpu:N or gpu:TYPE:N.")
-@click.option("--gpu-type", help="GPU type, e.g. A100.")
-@click.option("--gpu-mem", help="Minimum memory of each GPU, e.g. 40G.")
-@click.option("-c", "--cpus-per-task", "--cpus", "cpus", type=int, help="CPUs [default: 1].")
-@click.option("--mem", help="Host memory, e.g. 16G; the job is killed past it [default: no limit].")
-@click.option("--mem-per-cpu", help="Host memory per CPU.")
-@click.option("--mem-per-gpu", help="Host memory per GPU.")
-@click.option("-t", "--time", help="Time limit: minutes, HH:MM:SS, D-HH:MM:SS, 30m, 2h.")
-@click.option("-o", "--output", "stdout", help="Stdout file pattern (%j id, %x name, %A/%a array job/task).")
-@click.option("-e", "--error", "stderr", help="Stderr file pattern [default: with --output, the same file].")
-@click.option("-D", "--chdir", "workdir", help="Working directory [default: the current one].")
-@click.option("--export", help="Environment to pass: ALL (default), NONE, or NAMES / ALL,VAR=value.")
-@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Set a variable (repeatable).")
-@click.option("--label", "label_pairs", multiple=True, metavar="KEY=VALUE", help="Attach a label (repeatable).")
-@click.option("--nice", type=int, help="Lower the job's priority by this much.")
-@click.option("-p", "--partition", help="Partition [default: the configured default].")
-@click.option("-q", "--qos", help="Quality of service [default: the configured default].")
-@click.option("-A", "--account", help="Account to charge [default: the first you are in]; its coordinators may "
-              "manage the job.")
-@click.option("-H", "--hold", is_flag=True, default=None, help="Submit it held: it waits until `corral release`.")
-@click.option("-d", "--dependency", help="Start after other jobs: afterok:ID[:ID], afterany:ID, after:ID, afternotok:ID, "
-              "singleton; join with , (all) or ? (any).")
-@click.option("-a", "--array", help="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 tasks at once.")
-@click.option("--signal", help="Warn the job before its time limit (and on preemption): SIG@SECONDS, e.g. USR1@90.")
-@click.option("--preemptible", is_flag=True, default=None, help="Let jobs of higher priority preempt (and requeue) it.")
-@click.option("--kill-on-invalid-dep", "kill_on_invalid_dep", type=click.Choice(["yes", "no"]),
-              help="Cancel the job if its dependency can never be satisfied.")
-@click.option("--wrap", help="Run this shell command line, as a one-line batch script (like sbatch --wrap).")
-@click.option("--condor", "condor", is_flag=True, help="SCRIPT is an HTCondor submit description file.")
-@click.option("--parsable", is_flag=True, help="Print only the job id.")
-@click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")
-@click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
-@click.pass_context
-def submit(ctx: click.Context, script_and_args: tuple[str, ...], env_pairs: tuple[str, ...],
-           label_pairs: tuple[str, ...], wrap: str | None, condor: bool, parsable: bool, as_json: bool,
-           **fields: Any) -> None:
-    """Submit a job: `submit [options] SCRIPT [ARGS]`, `submit [options] -- CMD [ARGS]`, or `--wrap "CMD"`."""
-    command = ctx.meta.get("corral.command")
-    body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
-    if wrap is not None:
-        if command is not None or script_and_args:
-            raise click.UsageError("give --wrap, a script, or a command after --, not two of them")
-        # as sbatch does: a one-line batch script, so it sees SLURM_JOB_ID, SLURM_ARRAY_TASK_ID, ...
-        body["script"] = f"#!/bin/sh\n{wrap}\n"
-        body["script_name"] = "wrap"
-    elif command is not None:
-        if script_and_args:
-            raise click.UsageError("give a script or a command after --, not both")
-        if not command:
-            raise click.UsageError("nothing after --: give the command to run, e.g. -- python train.py")
-        body["command"] = command
-    elif script_and_args:
-        path = script_and_args[0]
         try:
-            with open(path) as f:
-                body["script"] = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "it is not a text file"
-            raise CorralError(f"cannot read script {path}: {reason}") from None
-        if condor:
-            if len(script_and_args) > 1:
-                raise click.UsageError("an HTCondor submit file takes no arguments here; use its `arguments`")
-            from corral.cli.condor import resolve_items
-
-            body["condor"] = resolve_items(body.pop("script"), os.getcwd())
-        else:
-            body["script_name"] = os.path.basename(path)
-            body["script_args"] = list(script_and_args[1:])
-    elif not sys.stdin.isatty():
-        body["script"] = sys.stdin.read()
-    else:
-        raise click.UsageError("give a batch script, a command after --, or --wrap")
-    body["submit_dir"] = os.getcwd()  # the default working directory; a script's --chdir may override it
-    body["environment"] = dict(os.environ)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    body["umask"] = f"{mask:04o}"  # the job's files get the submitter's permissions, as in Slurm
-    if env_pairs:
-        body["env"] = _key_values(env_pairs, "--env")
-    if label_pairs:
-        body["labels"] = _key_values(label_pairs, "--label")
-    job = client_for(ctx).submit(**body)
-    for warning in job.get("warnings", []):
-        click.echo(f"corral: warning: {escape(warning)}", err=True)
-    if condor and job.get("user_log"):
-        from corral.cli.condor import write_submitted
-
-        problem = write_submitted(job)
-        if problem:
-            click.echo(f"corral: warning: {escape(problem)}", err=True)
-    if as_json:
-        print_json(job)
-    elif parsable:
-        click.echo(job["id"])
-    else:
-        click.echo(f"Submitted batch job {job['id']}")
+            status = run(self.spec, ctx.meta["corral.argv"], ctx.obj["home"], ctx.obj["url"])
+        except HelpRequested:
+            click.echo(ctx.get_help())
+            status = 0
+        ctx.exit(status)
 
 
-@cli.command()
-@click.option("-t", "--state", "states", multiple=True, help="Only jobs in this state (repeatable).")
-@click.option("--start", "starts", is_flag=True, help="Pending jobs with their estimated start (like squeue --start).")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def queue(ctx: click.Context, states: tuple[str, ...], starts: bool, as_json: bool) -> None:
-    """Pending and running jobs, with the reason each pending one waits."""
-    from corral.cli.format import queue_table, start_table
+def _click_option(option: Opt) -> click.Option:
+    """The click declaration of an option, for the help click writes."""
+    settings: dict[str, Any] = {"help": option.help or None, "multiple": option.many}
+    if option.kind == FLAG:
+        settings.update(is_flag=True, default=option.default)
+    elif option.kind == INT:
+        settings["type"] = int
+    elif option.kind == CHOICE:
+        settings["type"] = click.Choice(list(option.choices))
+    if option.metavar:
+        settings["metavar"] = option.metavar
+    return click.Option([*option.names, option.key], **settings)
 
-    wanted = ["PENDING"] if starts else [s.upper() for s in states]
-    jobs = client_for(ctx).queue(states=wanted)
-    if as_json:
-        print_json(jobs)
-    else:
-        click.echo(start_table(jobs) if starts else queue_table(jobs))
 
 
 @cli.command()
@@ -283,64 +181,6 @@ def attach(ctx: click.Context, slurm_job_id: str, as_json: bool) -> None:
     """Track a job submitted with plain sbatch: its state, logs and runs (Slurm backend)."""
     job = client_for(ctx).attach(slurm_job_id)
     click.echo(json_text(job) if as_json else f"Slurm job {slurm_job_id} is corral job {job['id']}")
-
-
-@cli.command()
-@click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def show(ctx: click.Context, job_id: str, as_json: bool) -> None:
-    """Everything about one job."""
-    from corral.cli.format import job_view
-
-    job = client_for(ctx).get(job_id)
-    click.echo(json_text(job) if as_json else job_view(job))
-
-
-@cli.command()
-@click.argument("job_ids", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def cancel(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
-    """Cancel jobs: pending ones leave the queue, running ones get SIGTERM, a grace period, then SIGKILL."""
-    _each_job(ctx, job_ids, "cancel", as_json)
-
-
-def _each_job(ctx: click.Context, job_ids: tuple[str, ...], action: str, as_json: bool) -> None:
-    client = client_for(ctx)
-    results, failed = [], False
-    for job_id in job_ids:
-        try:
-            job = getattr(client, action)(job_id)
-        except CorralError as exc:
-            click.echo(f"corral: error: {escape(exc.message)}", err=True)
-            failed = True
-            continue
-        results.append(job)
-        if not as_json:
-            click.echo(f"job {job_id}: {job['state']}" + (f" ({escape(job['reason'])})" if job.get("reason") else ""))
-    if as_json:
-        print_json(results)
-    if failed:
-        ctx.exit(1)
-
-
-@cli.command()
-@click.argument("job_ids", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def hold(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
-    """Keep pending jobs from starting (reason JobHeldUser) until released."""
-    _each_job(ctx, job_ids, "hold", as_json)
-
-
-@cli.command()
-@click.argument("job_ids", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def release(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
-    """Let held jobs run again."""
-    _each_job(ctx, job_ids, "release", as_json)
 
 
 @cli.command()
@@ -370,40 +210,6 @@ def priority(ctx: click.Context, as_json: bool) -> None:
 
     rows = client_for(ctx).priorities()
     click.echo(json_text(rows) if as_json else priority_table(rows))
-
-
-@cli.command()
-@click.argument("job_id")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing as the job writes, until it ends.")
-@click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr instead of stdout.")
-@click.option("-n", "--tail", type=int, help="Only the last N lines.")
-@click.pass_context
-def logs(ctx: click.Context, job_id: str, follow: bool, use_stderr: bool, tail: int | None) -> None:
-    """A job's output."""
-    client = client_for(ctx)
-    stream = "stderr" if use_stderr else "stdout"
-    out = sys.stdout.buffer
-    if tail is not None:
-        data, offset, state = client.logs(job_id, stream=stream, tail=tail)
-        out.write(data)
-        out.flush()
-        if not follow:
-            return
-    else:
-        offset = 0
-    import time
-
-    from corral.client import TERMINAL
-
-    while True:
-        data, offset, state = client.logs(job_id, stream=stream, offset=offset)
-        if data:
-            out.write(data)
-            out.flush()
-            continue
-        if not follow or state in TERMINAL:
-            return
-        time.sleep(0.25)
 
 
 @cli.command()
@@ -508,5 +314,6 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token):
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token,
+                 *(QuickCommand(spec) for spec in QUICK_COMMANDS.values())):
     cli.add_command(_command)

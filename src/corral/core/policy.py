@@ -34,10 +34,13 @@ class Decisions:
     starts: list[Allocation] = field(default_factory=list)
     reasons: dict[int, PendingReason] = field(default_factory=dict)
     estimates: dict[int, float] = field(default_factory=dict)
+    """Expected start of each waiting job that holds a reservation."""
     preempt: list[int] = field(default_factory=list)
     """Running preemptible jobs to stop (and requeue) so the first waiting job can start."""
     preempt_for: int | None = None
     """The waiting job that `preempt` makes room for."""
+    reserved: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    """Where each reservation in `estimates` is held: its node and GPUs (what a forecast and a plan draw)."""
     limits: dict[int, int] = field(default_factory=dict)
     """Jobs started with less than their time limit (sbatch's --time-min): the limit each starts with."""
 
@@ -132,6 +135,7 @@ def schedule(
         cpus, mem = _held(request, nodes[k])
         index.reserve(k, start, start + duration, cpus, mem, gpu_ids)
         estimates[job.job_id] = start
+        decisions.reserved[job.job_id] = (nodes[k].name, gpu_ids)
     return decisions
 
 

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import math
-import re
 
 from corral.errors import InvalidRequest
 
-_MEMORY = re.compile(r"^\s*([0-9]{1,18}(?:\.[0-9]{1,18})?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+
+# compiled on first use: `corral queue` formats with this module and must not pay for `re` (a few ms)
+_MEMORY_PATTERN = r"^\s*([0-9]{1,18}(?:\.[0-9]{1,18})?)\s*([KMGTP]?)(?:I?B)?\s*$"
 _MB_PER_UNIT = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
-_SUFFIX_DURATION = re.compile(r"^\s*([0-9]{1,18}(?:\.[0-9]{1,18})?)\s*(s|sec|m|min|h|hr|d|day|days)\s*$", re.IGNORECASE)
+_SUFFIX_DURATION_PATTERN = r"^\s*([0-9]{1,18}(?:\.[0-9]{1,18})?)\s*(s|sec|m|min|h|hr|d|day|days)\s*$"
 _SECONDS_PER_SUFFIX = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400}
 UNLIMITED = ("unlimited", "infinite", "inf")
 
 
 MAX_DIGITS = 18  # what a 64-bit integer holds; Python's int() refuses more than 4,300 (a 500)
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    import re
+
+    return re.compile(pattern, re.IGNORECASE)  # re caches what it compiled
 
 
 def is_number(text: str) -> bool:
@@ -33,7 +43,7 @@ def parse_memory_mb(value: str | int, *, field: str = "mem") -> int:
     if isinstance(value, int):
         mb = value
     else:
-        match = _MEMORY.match(str(value))
+        match = _compiled(_MEMORY_PATTERN).match(str(value))
         if not match:
             raise InvalidRequest(field, f"cannot read {value!r:.60} as a size", "write it like 16G, 512M or 1T")
         # rounded up, as Slurm does: --mem=100K must not become 0, which means "no limit"
@@ -68,7 +78,7 @@ def parse_duration_s(value: str | int, *, field: str = "time") -> int | None:
 
 
 def _parse_duration_text(text: str, field: str) -> int:
-    suffixed = _SUFFIX_DURATION.match(text)
+    suffixed = _compiled(_SUFFIX_DURATION_PATTERN).match(text)
     if suffixed:
         return round(float(suffixed.group(1)) * _SECONDS_PER_SUFFIX[suffixed.group(2).lower()])
     bad = InvalidRequest(

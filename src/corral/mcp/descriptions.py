@@ -10,7 +10,8 @@ corral runs GPU jobs on a shared GPU machine or a Slurm cluster, as your user: w
 server, or over HTTP the user of your API token. Everybody sees the queue and every job's state; only a
 job's owner (or an admin) may stop it or read its logs, and corral says so when you may not.
 
-A typical session: list_gpus (what is free) and recommend_resources (what a model needs) -> create_gpu_job
+A typical session: list_gpus (what is free) and recommend_resources (what a model needs) -> forecast_gpu_job
+(when it would start, and whether less time or fewer GPUs would start it sooner) -> create_gpu_job
 -> view_gpu_job until the job ends -> workload_logs for more output -> metrics_query (GPU and CPU use)
 -> diagnose_job when a job failed or runs badly. alert_create watches a job for you.
 
@@ -40,6 +41,17 @@ for what the job needs: more GPUs, memory or time than free now means a longer w
 (list_gpus shows what is free; recommend_resources sizes a model). A request no machine could ever
 satisfy is refused at once, naming the field. The command runs as your user (whoever started corral mcp,
 or your API token's user), with their files: submit only what you would run in their shell.
+"""
+
+FORECAST_GPU_JOB = """\
+When a job would start if you created it now, without creating it: takes exactly create_gpu_job's arguments
+and answers would_start (ISO 8601 UTC, or null: never as things stand), starts_in, the GPUs it would get, the
+reason it would wait, the jobs that hold what it needs (blockers: running jobs to their time limits, jobs
+ahead of it in the queue) and alternatives: a shorter time_limit that lets it start now between other jobs
+(backfill), or fewer GPUs, each with the create_gpu_job arguments to change and when it would then start.
+Call it before create_gpu_job when the GPUs may be busy; nothing is queued and nothing runs. Bad arguments are
+refused as create_gpu_job would refuse them; a request no machine could ever run is answered with code
+Unsatisfiable and, where fewer GPUs would run, that alternative.
 """
 
 VIEW_GPU_JOB = """\
@@ -150,7 +162,7 @@ start sooner).
 """
 
 TOOLS = {
-    "create_gpu_job": CREATE_GPU_JOB, "view_gpu_job": VIEW_GPU_JOB, "stop_gpu_job": STOP_GPU_JOB,
+    "create_gpu_job": CREATE_GPU_JOB, "forecast_gpu_job": FORECAST_GPU_JOB, "view_gpu_job": VIEW_GPU_JOB, "stop_gpu_job": STOP_GPU_JOB,
     "workload_submit": WORKLOAD_SUBMIT, "workload_get": WORKLOAD_GET, "workload_logs": WORKLOAD_LOGS,
     "metrics_query": METRICS_QUERY, "alert_create": ALERT_CREATE, "list_gpus": LIST_GPUS, "queue": QUEUE,
     "list_runs": LIST_RUNS, "run_metrics": RUN_METRICS, "recommend_resources": RECOMMEND_RESOURCES,

@@ -159,3 +159,46 @@ class RunMetrics(TypedDict):
     run: str
     series: list[dict[str, Any]]
     available_keys: list[str]
+
+
+class ForecastBlocker(TypedDict):
+    """A job that holds what the forecast job needs until it starts."""
+
+    job_id: int
+    user: str
+    kind: str
+    """running; starting (starts now, ahead of it); reserved (a waiting job ahead); waiting (ahead, with no start)."""
+    gpu_ids: list[int]
+    until: str | None
+    """When it gives them back (its time limit's end); None: no time limit, or not known."""
+
+
+class ForecastAlternative(TypedDict):
+    """The same job changed one way, where that starts it sooner: pass these arguments to create_gpu_job."""
+
+    change: str
+    """time_limit (shorter) or gpus (fewer)."""
+    create_gpu_job_arguments: dict[str, Any]
+    starts: str
+    """"now", or the time (ISO 8601 UTC)."""
+    starts_in: str
+
+
+class ForecastView(TypedDict):
+    """When a job would start if created now (nothing is created), and why."""
+
+    would_start: str | None
+    """ISO 8601 UTC; None: never, as things stand (reason says why)."""
+    starts_in: str | None
+    """"now", or how long from now (H:MM:SS)."""
+    node: str | None
+    gpu_ids: list[int]
+    reason: str
+    code: str
+    """Slurm's reason it would wait (Resources, Priority, ...), Unsatisfiable, or None (starts now)."""
+    jobs_ahead: int
+    time_limit: str
+    blockers: list[ForecastBlocker]
+    alternatives: list[ForecastAlternative]
+    notes: list[str]
+    next_step: str

@@ -46,6 +46,7 @@ ADDS_RULE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempo
 
 TOOL_TABLE: tuple[tuple[str, str, ToolAnnotations], ...] = (
     ("create_gpu_job", "Create a GPU job", RUNS_CODE),
+    ("forecast_gpu_job", "Forecast a GPU job's start", READS),
     ("view_gpu_job", "View a GPU job", READS),
     ("stop_gpu_job", "Stop a GPU job", STOPS),
     ("workload_submit", "Submit a workload", RUNS_CODE),

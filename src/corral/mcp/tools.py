@@ -27,11 +27,11 @@ from corral.mcp.field_names import JOB_FIELDS, WORKLOAD_FIELDS, fields_named
 from corral.mcp.inputs import given_id, job_name_of, job_ref, log_file_place
 from corral.mcp.lookups import get_json, public_ids, tracked_values
 from corral.mcp.results import (
-    AlertRule, GpuList, JobView, LogTail, MetricSeries, QueueView, RunList, RunMetrics, StopResult, Workload,
-    WorkloadLogs,
+    AlertRule, ForecastView, GpuList, JobView, LogTail, MetricSeries, QueueView, RunList, RunMetrics, StopResult,
+    Workload, WorkloadLogs,
 )
 from corral.mcp.views import (
-    evidence, gpu_list, job_view, number, queue_view, run_view, series_summary, workload_view,
+    evidence, forecast_view, gpu_list, job_view, number, queue_view, run_view, series_summary, workload_view,
 )
 from corral.mcp.workload import EnvValue, EnvVar, workload_request
 
@@ -55,6 +55,56 @@ WorkloadId = Annotated[StrictInt | StrictStr, Field(description=(
 Size = Annotated[StrictInt | StrictStr | None, Field(
     description="A size such as \"40G\" or \"512M\"; a bare number is megabytes.")]
 
+
+
+GpuCommand = Annotated[str | None, Field(
+    description="Shell command line run with bash in working_directory, e.g. \"python train.py --epochs 10\". "
+                "Give this or script.", max_length=100_000)]
+GpuScript = Annotated[str | None, Field(
+    description="Instead of command: the text of a batch script starting with #! (#SBATCH lines are "
+                "honoured; the arguments below override them).", max_length=1_000_000)]
+WorkingDirectory = Annotated[str | None, Field(
+    description="Directory the job runs in (absolute, or relative to where corral mcp runs). Use shared "
+                "storage on a cluster.", max_length=4096)]
+GpuCount = Annotated[StrictInt, Field(ge=0, le=MAX_GPUS, description="Number of GPUs (0 for a CPU-only job).")]
+GpuMemory = Annotated[StrictInt | StrictStr | None, Field(
+    description="Each GPU must have at least this much memory, e.g. \"40G\".")]
+GpuType = Annotated[str | None, Field(description="Only GPUs of this type, e.g. \"A100\" (see list_gpus).", max_length=64)]
+Cpus = Annotated[StrictInt | None, Field(ge=1, le=MAX_CPUS, description="CPU cores (default 1).")]
+TimeLimit = Annotated[StrictInt | StrictStr | None, Field(
+    description="Time limit: \"30m\", \"2h\", \"1d\", \"1:30:00\", \"2-00:00:00\"; a bare number is minutes. "
+                "At the limit the job gets SIGTERM, then SIGKILL (state TIMEOUT).")]
+JobEnv = Annotated[dict[str, EnvValue] | None, Field(
+    description="Extra environment variables, e.g. {\"EPOCHS\": \"10\"}; the job also inherits the "
+                "server's environment.")]
+JobName = Annotated[str | None, Field(description="A name to find the job by.", max_length=200)]
+LogFile = Annotated[str | None, Field(
+    description="Write stdout and stderr to this file: relative to working_directory, and inside it (or "
+                "corral's home); %j is the job id, %x the name. Default: separate files in corral's log "
+                "directory, shown in the result.",
+                max_length=4096)]
+Labels = Annotated[dict[str, StrictStr] | None, Field(
+    description="Labels, e.g. {\"params\": \"7B\", \"mode\": \"lora\"}: with params, corral warns when "
+                "the GPUs asked for cannot hold the model.")]
+
+
+def _gpu_job_request(command: str | None, script: str | None, *, cwd: str, working_directory: str | None,
+                     **fields: Any) -> tuple[list[str] | None, dict[str, Any]]:
+    """create_gpu_job's arguments as a submit's: the argv (None for a script) and the other fields."""
+    if (command is None) == (script is None):
+        raise InvalidRequest("command", "give exactly one of command (a shell command line) or script "
+                             "(a batch script's text)", 'e.g. command="python train.py"')
+    if command is not None and not command.strip():
+        raise InvalidRequest("command", "must not be empty", 'e.g. command="python train.py"')
+    env = fields["env"]
+    request: dict[str, Any] = {
+        "gpus": fields["gpus"], "gpu_mem": fields["gpu_memory"], "gpu_type": fields["gpu_type"], "cpus": fields["cpus"],
+        "mem": fields["memory"], "time": fields["time_limit"],
+        "env": None if env is None else {k: str(v) for k, v in env.items()}, "labels": fields["labels"],
+        "name": fields["name"] or (job_name_of(command) if command is not None else None), "stdout": fields["log_file"],
+        "submit_dir": cwd, "workdir": working_directory,
+    }
+    return (["bash", "-c", command] if command is not None else None), request
 
 
 class CorralTools:
@@ -83,63 +133,46 @@ class CorralTools:
     # -- GPU jobs ----------------------------------------------------------------------------------
 
     def create_gpu_job(
-        self,
-        command: Annotated[str | None, Field(
-            description="Shell command line run with bash in working_directory, e.g. \"python train.py --epochs 10\". "
-                        "Give this or script.", max_length=100_000)] = None,
-        script: Annotated[str | None, Field(
-            description="Instead of command: the text of a batch script starting with #! (#SBATCH lines are "
-                        "honoured; the arguments below override them).", max_length=1_000_000)] = None,
-        working_directory: Annotated[str | None, Field(
-            description="Directory the job runs in (absolute, or relative to where corral mcp runs). Use shared "
-                        "storage on a cluster.", max_length=4096)] = None,
-        gpus: Annotated[StrictInt, Field(ge=0, le=MAX_GPUS, description="Number of GPUs (0 for a CPU-only job).")] = 1,
-        gpu_memory: Annotated[StrictInt | StrictStr | None, Field(
-            description="Each GPU must have at least this much memory, e.g. \"40G\".")] = None,
-        gpu_type: Annotated[str | None, Field(
-            description="Only GPUs of this type, e.g. \"A100\" (see list_gpus).", max_length=64)] = None,
-        cpus: Annotated[StrictInt | None, Field(ge=1, le=MAX_CPUS, description="CPU cores (default 1).")] = None,
-        memory: Size = None,
-        time_limit: Annotated[StrictInt | StrictStr | None, Field(
-            description="Time limit: \"30m\", \"2h\", \"1d\", \"1:30:00\", \"2-00:00:00\"; a bare number is minutes. "
-                        "At the limit the job gets SIGTERM, then SIGKILL (state TIMEOUT).")] = None,
-        env: Annotated[dict[str, EnvValue] | None, Field(
-            description="Extra environment variables, e.g. {\"EPOCHS\": \"10\"}; the job also inherits the "
-                        "server's environment.")] = None,
-        name: Annotated[str | None, Field(description="A name to find the job by.", max_length=200)] = None,
-        log_file: Annotated[str | None, Field(
-            description="Write stdout and stderr to this file: relative to working_directory, and inside it (or "
-                        "corral's home); %j is the job id, %x the name. Default: separate files in corral's log "
-                        "directory, shown in the result.",
-                        max_length=4096)] = None,
-        labels: Annotated[dict[str, StrictStr] | None, Field(
-            description="Labels, e.g. {\"params\": \"7B\", \"mode\": \"lora\"}: with params, corral warns when "
-                        "the GPUs asked for cannot hold the model.")] = None,
+        self, command: GpuCommand = None, script: GpuScript = None, working_directory: WorkingDirectory = None,
+        gpus: GpuCount = 1, gpu_memory: GpuMemory = None, gpu_type: GpuType = None, cpus: Cpus = None,
+        memory: Size = None, time_limit: TimeLimit = None, env: JobEnv = None, name: JobName = None,
+        log_file: LogFile = None, labels: Labels = None,
     ) -> JobView:
         """Submit a GPU job; returns its id, state, reason and log paths."""
-        if (command is None) == (script is None):
-            raise InvalidRequest("command", "give exactly one of command (a shell command line) or script "
-                                 "(a batch script's text)", 'e.g. command="python train.py"')
-        if command is not None and not command.strip():
-            raise InvalidRequest("command", "must not be empty", 'e.g. command="python train.py"')
-        job_name = name or (job_name_of(command) if command is not None else None)
-        request: dict[str, Any] = {
-            "gpus": gpus, "gpu_mem": gpu_memory, "gpu_type": gpu_type, "cpus": cpus, "mem": memory, "time": time_limit,
-            "env": None if env is None else {k: str(v) for k, v in env.items()}, "labels": labels,
-            "name": job_name, "stdout": log_file, "submit_dir": self._cwd, "workdir": working_directory,
-        }
+        argv, request = _gpu_job_request(command, script, gpus=gpus, gpu_memory=gpu_memory, gpu_type=gpu_type,
+                                         cpus=cpus, memory=memory, time_limit=time_limit, env=env, name=name,
+                                         log_file=log_file, labels=labels, cwd=self._cwd,
+                                         working_directory=working_directory)
         with self._client() as client, fields_named(JOB_FIELDS):
-            health = client.health()
-            home = health.get("home")
-            if log_file is not None:
-                # %u is the job's user: the caller, not whoever runs the corral server
-                log_file_place(log_file, workdir=os.path.join(self._cwd, working_directory or ""), home=home,
-                               name=job_name or "job", user=str(client.whoami().get("user") or "user"))
-            if command is not None:
-                job = client.submit(["bash", "-c", command], **request)
-            else:
-                job = client.submit(script=script, **request)
+            home = self._check_log_file(client, request, log_file, working_directory)
+            job = client.submit(argv, script=script, **request)
         return job_view(job, home=home)
+
+    def forecast_gpu_job(
+        self, command: GpuCommand = None, script: GpuScript = None, working_directory: WorkingDirectory = None,
+        gpus: GpuCount = 1, gpu_memory: GpuMemory = None, gpu_type: GpuType = None, cpus: Cpus = None,
+        memory: Size = None, time_limit: TimeLimit = None, env: JobEnv = None, name: JobName = None,
+        log_file: LogFile = None, labels: Labels = None,
+    ) -> ForecastView:
+        """When a job would start if created now, what holds it back, and what would start it sooner; creates nothing."""
+        argv, request = _gpu_job_request(command, script, gpus=gpus, gpu_memory=gpu_memory, gpu_type=gpu_type,
+                                         cpus=cpus, memory=memory, time_limit=time_limit, env=env, name=name,
+                                         log_file=log_file, labels=labels, cwd=self._cwd,
+                                         working_directory=working_directory)
+        with self._client() as client, fields_named(JOB_FIELDS):
+            self._check_log_file(client, request, log_file, working_directory)
+            answer = client.forecast(argv, script=script, **request)
+        return forecast_view(answer, gpu_type=gpu_type)
+
+    def _check_log_file(self, client: Client, request: Mapping[str, Any], log_file: str | None,
+                        working_directory: str | None) -> str | None:
+        """The server's home; refuses a log file that would be written outside the working directory and the home."""
+        home = client.health().get("home")
+        if log_file is not None:
+            # %u is the job's user: the caller, not whoever runs the corral server
+            log_file_place(log_file, workdir=os.path.join(self._cwd, working_directory or ""), home=home,
+                           name=request.get("name") or "job", user=str(client.whoami().get("user") or "user"))
+        return home
 
     def view_gpu_job(self, job_id: JobId) -> JobView:
         """A job's state, reason, times, exit code, log paths and the last lines of its logs."""

@@ -14,7 +14,9 @@ from corral.core.units import format_duration, format_memory
 from corral.mcp.bounds import (
     MAX_LIST, MAX_TAGS, NAME_CHARS, RESULT_BYTES, TEXT_CHARS, capped, fit_items, json_size, short_text,
 )
-from corral.mcp.results import GpuList, JobView, QueueView, Workload
+from corral.mcp.results import (
+    ForecastAlternative, ForecastBlocker, ForecastView, GpuList, JobView, QueueView, Workload,
+)
 
 _REASONS = {
     "Resources": "it is first in line, waiting for GPUs, CPUs or memory to free up",
@@ -278,3 +280,53 @@ def _trim(data: Any, items: int, chars: int, depth: int) -> Any:
     if isinstance(data, dict) and depth < 6:
         return {key: _trim(value, items, chars, depth + 1) for key, value in list(data.items())[:items * 5]}
     return data if depth < 6 or not isinstance(data, dict | list) else "…"
+
+
+MAX_BLOCKERS = 20
+
+
+def forecast_view(answer: Mapping[str, Any], *, gpu_type: str | None) -> ForecastView:
+    """The forecast as forecast_gpu_job describes it, from the API's answer; alternatives as create_gpu_job's arguments."""
+    alternatives: list[ForecastAlternative] = []
+    for alt in answer.get("alternatives") or []:
+        if alt["change"] == "time":
+            change, arguments = "time_limit", {"time_limit": format_duration(alt["time_limit_s"])}
+        else:
+            change, arguments = "gpus", {"gpus": alt["gpus"]}
+        alternatives.append({"change": change, "create_gpu_job_arguments": arguments,
+                             "starts": "now" if not alt["start_in_s"] else alt["start"],
+                             "starts_in": _starts_in(alt["start_in_s"]) or "now"})
+    blockers: list[ForecastBlocker] = [
+        {"job_id": b["job_id"], "user": short_text(b["user"]), "kind": b["kind"], "gpu_ids": list(b.get("gpus") or []),
+         "until": b.get("end")} for b in (answer.get("blockers") or [])[:MAX_BLOCKERS]]
+    start_in = answer.get("start_in_s")
+    return {
+        "would_start": answer.get("start"), "starts_in": _starts_in(start_in), "node": answer.get("node"),
+        "gpu_ids": list(answer.get("gpus") or []), "reason": short_text(answer["reason"]), "code": answer["code"],
+        "jobs_ahead": int(answer.get("ahead") or 0), "time_limit": format_duration(answer.get("time_limit_s")),
+        "blockers": blockers, "alternatives": alternatives,
+        "notes": [short_text(n) for n in (answer.get("notes") or [])[:MAX_WARNINGS]],
+        "next_step": _forecast_step(answer, alternatives),
+    }
+
+
+def _starts_in(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return "now" if seconds <= 0 else format_duration(seconds)
+
+
+def _forecast_step(answer: Mapping[str, Any], alternatives: Sequence[ForecastAlternative]) -> str:
+    sooner = "; ".join(f"{a['create_gpu_job_arguments']} starts it "
+                       + ("now" if a["starts"] == "now" else f"in {a['starts_in']}") for a in alternatives)
+    if answer["code"] == "Unsatisfiable":
+        return ("No machine here could ever run it as asked: change what the reason names"
+                + (f" ({sooner})." if sooner else "."))
+    if answer.get("start_in_s") == 0:
+        return "create_gpu_job with the same arguments starts it now (unless someone else submits first)."
+    if sooner:
+        return (f"Starting sooner: {sooner}. If the job fits in that, create it so; else create it as asked and "
+                "poll view_gpu_job patiently.")
+    if answer.get("start") is None:
+        return "It would wait with no foreseeable start: see the reason and blockers before creating it."
+    return "create_gpu_job queues it; it should start around would_start. Poll view_gpu_job every minute or two."

@@ -32,6 +32,7 @@ class JobTable:
         self.reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
         self.backend_reasons: dict[int, str] = {}  # what a backend that schedules itself says a job waits for
         self.estimates: dict[int, float] = {}  # expected starts, from the last pass
+        self.reserved: dict[int, tuple[str, tuple[int, ...]]] = {}  # where each of those starts: node, GPUs
         self.per_user: Counter[tuple[str, str | None]] = Counter()  # unfinished jobs by (user, QoS)
         self._ended_states: dict[int, tuple[JobState, bool]] = {}
 

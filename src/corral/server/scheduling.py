@@ -139,16 +139,19 @@ class SchedulingPass:
     def _rate_preemptible(self, now: float) -> None:
         """Give running preemptible jobs their priority as of now, as if they were waiting: a job
         may preempt one only if it would be ahead of it in the queue."""
+        self.running.allocations.update(self.rated(now))
+
+    def rated(self, now: float) -> dict[int, Allocation]:
+        """Running preemptible jobs' allocations with their priority as of now (changing nothing)."""
         allocations, active = self.running.allocations, self.table.active
         rated = [active[i] for i, a in allocations.items() if a.preemptible and i in active]
         if not rated:
-            return
+            return {}
         _, factors = prioritize(
             [pending(job) for job in rated], usage=self.usage(now), config=self.config, now=now,
             total_gpus=self.total_gpus, total_cpus=self.total_cpus,
         )
-        for job in rated:
-            allocations[job.id] = replace(allocations[job.id], priority=factors[job.id].priority)
+        return {job.id: replace(allocations[job.id], priority=factors[job.id].priority) for job in rated}
 
     def _by_priority(self, now: float, excluded: Mapping[int, object]) -> list[PendingJob]:
         queue = self.table.queue

@@ -33,6 +33,7 @@ from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest
 from corral.server import cancelling, recovery, self_scheduled
 from corral.server.accounts import uid_of
+from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
 from corral.server.job_mail import JobMail
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, pending
@@ -40,6 +41,7 @@ from corral.server.job_watchers import JobWatchers
 from corral.server.log_window import read_log_window
 from corral.server.loop import SchedulingLoop
 from corral.server.nodes_view import nodes_view
+from corral.server.plan_view import plan_view
 from corral.server.placed import PlacedJobs
 from corral.server.queries import JobQueries
 from corral.server.scheduling import RunningJobs, SchedulingPass
@@ -140,6 +142,12 @@ class JobService:
         an admin, who may raise a job above others with a negative nice (as in Slurm).
         """
         return await self.submissions.submit(request, user or self.user, privileged)
+
+    async def forecast(self, request: Mapping[str, Any], user: str | None = None,
+                       privileged: bool = True) -> SubmitForecast:
+        """When the job `request` describes would start if submitted now, without submitting it
+        (`corral.server.forecasting`): built and admitted as `submit` would, refused the same way."""
+        return await forecast_submit(self, request, user or self.user, privileged)
 
     def update(self, ref: str, changes: Mapping[str, Any], privileged: bool = True) -> Job:
         """Change a pending job's limits, priority or resources (`corral update`).
@@ -291,6 +299,11 @@ class JobService:
         data, end = read_log_window(job, stream, offset, limit, tail, self.log_owner_uid(job), ref)
         return data, end, job
 
+    def plan_view(self) -> dict[str, Any]:
+        """Each GPU's timeline: running jobs to their time limits, reservations of pending ones (`corral.server.plan_view`)."""
+        return plan_view(self.nodes, self.allocations, self.active, self.table.estimates, self.table.reserved,
+                         self.clock())
+
     def nodes_view(self) -> list[dict[str, Any]]:
         """Each node, its GPUs and who holds them (`corral.server.nodes_view`)."""
         return nodes_view(self.nodes, self.allocations.values(), self.active, isolation=self.settings.isolation,
@@ -339,6 +352,7 @@ class JobService:
         self.placed.preempt(decisions.preempt, decisions.preempt_for, now)
         self.table.reasons = decisions.reasons
         self.table.estimates = decisions.estimates
+        self.table.reserved = decisions.reserved
         if not decisions.starts:
             return
         started, events = self.scheduling.start(decisions.starts, now, decisions.limits)

@@ -21,7 +21,7 @@ from corral.core.resources import Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.spec import JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict
+from corral.errors import Conflict, InvalidRequest
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.server.accounts import home_of, may_use
 from corral.server.inserts import GroupCommit
@@ -56,6 +56,20 @@ class Submissions:
 
     async def submit(self, request: Mapping[str, Any], user: str, privileged: bool) -> Job:
         """Validate, refuse what could never run, persist; the job is acknowledged once committed."""
+        spec = self.prepare(request, user, privileged)
+        self.check_request(spec)
+        spec = self.place(spec)
+        key = (spec.user, spec.qos)
+        self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
+        try:
+            return await self.inserts.insert(spec)
+        except BaseException:
+            self.table.per_user[key] -= 1
+            raise
+
+    def prepare(self, request: Mapping[str, Any], user: str, privileged: bool) -> JobSpec:
+        """A submit's spec, built as its submitter and checked, before it is refused or admitted (a forecast
+        builds it the same way)."""
         own = user == self.settings.user
         check_script_size(request, self.settings.max_script_mb)
         spec = build_spec(
@@ -76,16 +90,15 @@ class Submissions:
             spec = replace(spec, account=None, warnings=(*spec.warnings, f"--account={spec.account}: this server "
                                                          "keeps no accounts; ignored"))
         if spec.account is not None or access.accounts:
-            spec = replace(spec, account=access.account_for(user, spec.account))
-        self._check_request(spec)
-        spec = self._place(spec)
-        key = (spec.user, spec.qos)
-        self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
-        try:
-            return await self.inserts.insert(spec)
-        except BaseException:
-            self.table.per_user[key] -= 1
-            raise
+            try:
+                spec = replace(spec, account=access.account_for(user, spec.account))
+            except InvalidRequest as exc:
+                if "account" in request or spec.account is None:
+                    raise
+                # asked for by an #SBATCH line or sbatch's -A: named as it was written
+                reason = exc.message[len("account: "):len(exc.message) - (len(exc.hint) + 3 if exc.hint else 0)]
+                raise InvalidRequest("account", f"--account={spec.account}: {reason}", exc.hint) from None
+        return spec
 
     def update(self, job: Job, ref: str, changes: Mapping[str, Any], privileged: bool) -> Job:
         """Change pending `job` (which `ref` named): its limits, priority or resources.
@@ -106,10 +119,10 @@ class Submissions:
             spec = update_spec(target.spec, changes)
             if spec.nice < target.spec.nice:
                 check_nice(spec, privileged)
-            self._check_request(spec)
+            self.check_request(spec)
             old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
             counts = target.array_job_id is None
-            specs.append((target, self._place(spec, counted=not counts or old_key == new_key), old_key, counts))
+            specs.append((target, self.place(spec, counted=not counts or old_key == new_key), old_key, counts))
         for target, spec, old_key, counts in specs:
             target.spec = spec
             self.store.save_spec(target)
@@ -135,11 +148,11 @@ class Submissions:
         if not self.backend.capabilities.schedules_itself:  # there, partitions and QoS are the cluster's
             refuse_unconfigured(changes, self.config)
 
-    def _check_request(self, spec: JobSpec) -> None:
+    def check_request(self, spec: JobSpec) -> None:
         if not self.backend.capabilities.schedules_itself:  # there, the cluster refuses what its nodes cannot run, at submission
             check_runnable(spec, self.nodes)
 
-    def _place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
+    def place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
         """Fill in the partition, QoS and default time limit (`corral.core.admission.admit`)."""
         queue = self.backend.queue
         if queue is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, func, select, update
+from sqlalchemy import Connection, Engine, bindparam, func, select, text, update
 
 from corral.core.arrays import format_ranges, parse_array, parse_ranges
 from corral.core.events import JobEvent
@@ -142,6 +142,16 @@ class JobStore:
         with self.engine.connect() as conn:
             newest = {row.array_task_id: _job(row._mapping) for row in conn.execute(stmt)}
         return list(newest.values())
+
+    def next_id(self) -> int:
+        """The id the next job submitted would get (as things stand: another submit may take it first)."""
+        with self.engine.connect() as conn:
+            if self.engine.dialect.name == "sqlite":  # AUTOINCREMENT never reuses an id, even a deleted job's
+                seq = conn.execute(text("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'")).scalar()
+                if seq is not None:
+                    return int(seq) + 1
+            last = conn.execute(select(func.max(jobs.c.id))).scalar()
+        return int(last or 0) + 1
 
     def get(self, job_id: int) -> Job | None:
         with self.engine.connect() as conn:

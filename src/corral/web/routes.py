@@ -10,7 +10,7 @@ from starlette.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
-PAGES = ("/", "/queue", "/jobs/{job_id}", "/runs", "/runs/{run_id}", "/compare", "/alerts", "/login")
+PAGES = ("/", "/queue", "/jobs/{job_id}", "/runs", "/runs/{run_id}", "/compare", "/alerts", "/plan", "/login")
 
 router = APIRouter(include_in_schema=False)
 

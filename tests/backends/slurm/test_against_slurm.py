@@ -198,3 +198,10 @@ def test_holding_a_job_waiting_at_slurm_holds_it_there(slurm):
     assert client.get(waiting["id"])["state"] == "PENDING"  # room now, but held
     client.release(waiting["id"])
     assert finished(client, waiting["id"])["state"] == "COMPLETED"
+
+
+def test_slurm_path_sends_users_to_slurms_own_commands_in_front_of_a_real_slurm(slurm):
+    out = subprocess.run([sys.executable, "-m", "corral.cli", "--home", slurm.home, "slurm-path"], capture_output=True,
+                         text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert "runs its jobs on slurm: use slurm's own commands" in out.stderr

@@ -212,6 +212,11 @@ def test_requeue_and_export_follow_the_arguments_and_the_spec():
     assert "--export=NONE" in build(make_job(inherit_env=False)).argv
 
 
+def test_a_comment_goes_to_slurm_as_one_option():
+    assert "--comment=warm start; $(x)" in build(make_job(comment="warm start; $(x)")).argv
+    assert not any(a.startswith("--comment") for a in build(make_job()).argv)
+
+
 # --- the script runs, and hostile text stays text ----------------------------------------------------
 
 

@@ -29,7 +29,7 @@ def test_slurm_path_refuses_a_directory_others_may_write(tmp_path):
     shared.mkdir()
     shared.chmod(0o777)
     with pytest.raises(PermissionError, match="only its owner"):
-        install._write(str(shared))
+        install.write_scripts(str(shared))
     assert not os.listdir(shared)
 
 
@@ -126,3 +126,24 @@ def _src() -> str:
     import corral
 
     return os.path.dirname(os.path.dirname(corral.__file__))
+
+
+def test_sbatch_reads_the_script_then_sbatch_variables_then_its_command_line(server_factory, slurm_shell, tmp_path):
+    server = server_factory()
+    (tmp_path / "job.sh").write_text("#!/bin/bash\n#SBATCH -J from-script\n#SBATCH --mem=1G\n#SBATCH -t 10\ntrue\n")
+    shell = slurm_shell(server.home)
+    ids = shell("sbatch --parsable job.sh; SBATCH_JOB_NAME=from-env SBATCH_TIMELIMIT=20 sbatch --parsable job.sh; "
+                "SBATCH_JOB_NAME=from-env sbatch --parsable -J from-cli --mem=2G job.sh", cwd=str(tmp_path))
+    assert ids.returncode == 0, ids.stderr
+    client = server.client()
+    jobs = [client.get(job_id) for job_id in ids.stdout.split()]
+    assert [(j["name"], j["mem_mb"], j["time_limit_s"]) for j in jobs] == [
+        ("from-script", 1024, 600), ("from-env", 1024, 1200), ("from-cli", 2048, 600)]
+
+
+def test_sbatch_refuses_an_option_corral_cannot_honour_by_name_and_submits_nothing(server_factory, slurm_shell):
+    server = server_factory()
+    out = slurm_shell(server.home)('sbatch --ntasks=4 --wrap "true"')
+    assert out.returncode == 1
+    assert out.stderr.startswith("sbatch: error: Batch job submission failed: ") and "--ntasks=4" in out.stderr
+    assert server.client().queue() == [] and server.client().history() == []

@@ -8,7 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from corral.cli.slurm.wire import Server
+    from corral.cli.wire import Server
 
 
 def nodes(service: Server) -> list[dict[str, Any]]:

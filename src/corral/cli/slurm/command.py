@@ -7,7 +7,7 @@ import os
 import sys
 
 from corral.cli.slurm.argv import UsageError
-from corral.cli.slurm.wire import Server, ServerError
+from corral.cli.wire import Server, ServerError
 from corral.errors import CorralError
 
 TYPE_CHECKING = False

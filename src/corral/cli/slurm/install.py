@@ -29,16 +29,18 @@ def slurm_bin_dir() -> str:
     runs this (or someone did before), else in the caller's own data directory."""
     shared = os.path.join(sys.prefix, "libexec", "corral-slurm")
     if _current(shared) or _writable(sys.prefix):
-        _write(shared)
+        write_scripts(shared)
         return shared
     own = os.path.join(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "corral", "slurm-bin")
-    _write(own)
+    write_scripts(own)
     return own
 
 
-def scripts() -> dict[str, str]:
+def scripts(python: str | None = None) -> dict[str, str]:
+    """Each command's script, run by `python` (default: this interpreter; any Python >= 3.11 will do)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(corral.__file__)))
-    return {name: SCRIPT.format(python=sys.executable, name=name, module=name, root=root) for name in COMMANDS}
+    return {name: SCRIPT.format(python=python or sys.executable, name=name, module=name, root=root)
+            for name in COMMANDS}
 
 
 def _current(directory: str) -> bool:
@@ -50,10 +52,11 @@ def _current(directory: str) -> bool:
         return False
 
 
-def _write(directory: str) -> None:
+def write_scripts(directory: str, python: str | None = None) -> None:
+    """The commands' scripts written into `directory` (made if need be), each replaced atomically."""
     os.makedirs(directory, mode=0o755, exist_ok=True)
     _check_owner(directory)
-    for name, text in scripts().items():
+    for name, text in scripts(python).items():
         path = os.path.join(directory, name)
         if _read(path) == text:
             continue

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any
 
-    from corral.cli.slurm.wire import Server
+    from corral.cli.wire import Server
 
 PAGE = 10000
 

@@ -20,14 +20,14 @@ from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.sacct_format import format_sacct
 from corral.cli.slurm.time_args import parse_time
 from corral.cli.slurm.values import CODE_STATES, STATE_CODES, parse_iso
-from corral.cli.slurm.wire import ServerError
+from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from corral.cli.slurm.wire import Server
+    from corral.cli.wire import Server
 
 OPTIONS = [
     Option("jobs", "j", value=True, many=True), Option("user", "u", value=True, many=True), Option("uid", value=True),

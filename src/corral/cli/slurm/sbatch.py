@@ -14,14 +14,14 @@ import time
 
 from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import Refused, run, server
-from corral.cli.slurm.wire import ServerError
+from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from corral.cli.slurm.wire import Server
+    from corral.cli.wire import Server
 
 # sbatch's own options (handled here); every other option goes to the server as written
 LOCAL = ("parsable", "wait", "test_only", "wrap", "quiet", "help", "usage", "version")
@@ -89,12 +89,12 @@ def main(argv: Sequence[str]) -> int:
     tokens = [token for key, value in environment.items() for token in _tokens(key, value)]
     tokens += [token for key, value in given.items() if key not in LOCAL for token in _tokens(key, value)]
     body = _script(given.get("wrap"), operands)
-    if given.get("test_only"):
-        raise Refused("--test-only is not supported by corral yet (submit, then `squeue --start -j ID`)")
     if tokens:
         body["options"] = tokens
     body.update(submit_dir=os.getcwd(), environment=dict(os.environ), umask=_umask())
     service = server()
+    if given.get("test_only"):
+        return _test_only(service, body, quiet=bool(given.get("quiet")))
     try:
         job = service.call("POST", "/api/v1/jobs", body)
     except ServerError as exc:
@@ -104,6 +104,33 @@ def main(argv: Sequence[str]) -> int:
             print(f"sbatch: warning: {warning}", file=sys.stderr)
     print(job["id"] if given.get("parsable") else f"Submitted batch job {job['id']}", flush=True)
     return _wait(service, job) if wait else 0
+
+
+def _test_only(service: Server, body: dict[str, object], quiet: bool) -> int:
+    """As `sbatch --test-only`: when the job would start, in Slurm's words on stderr; nothing is submitted.
+
+    The id is the one the job would get now. Where no start can be foreseen (what it needs is held without a
+    time limit), Slurm counts such jobs as running for a year, and so does this line.
+    """
+    try:
+        answer = service.call("POST", "/api/v1/forecast", body)
+    except ServerError as exc:
+        raise Refused(f"Batch job submission failed: {exc.message}") from None
+    if answer["code"] == "Unsatisfiable":
+        print(f"allocation failure: {answer['reason']}", file=sys.stderr)
+        return 1
+    if not quiet:
+        for warning in answer.get("warnings", []):
+            print(f"sbatch: warning: {warning}", file=sys.stderr)
+    from corral.cli.slurm.values import local_time, parse_iso
+
+    start = parse_iso(answer["start"])
+    if start is None:
+        start = (parse_iso(answer["now"]) or time.time()) + 365 * 86400
+    node = answer["node"] or next((b["node"] for b in answer["blockers"] if b.get("node")), None) or "(null)"
+    print(f"sbatch: Job {answer['job_id']} to start at {local_time(start)} using {answer['cpus']} processors on "
+          f"nodes {node} in partition {answer['partition']}", file=sys.stderr, flush=True)
+    return 0
 
 
 def _from_environment(environ: dict[str, str] | os._Environ[str]) -> dict[str, object]:

@@ -14,7 +14,7 @@ from corral.cli.slurm.argv import Option, parse
 from corral.cli.slurm.command import Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.values import CODE_STATES
-from corral.cli.slurm.wire import ServerError
+from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,14 +18,14 @@ from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.scontrol_format import (
     INVALID_JOB, hostnames, show_config, show_jobs, show_nodes, show_partitions,
 )
-from corral.cli.slurm.wire import ServerError
+from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from corral.cli.slurm.wire import Server
+    from corral.cli.wire import Server
 
 OPTIONS = [Option("oneliner", "o"), Option("details", "d"), Option("quiet", "Q"), Option("verbose", "v"),
            Option("version", "V"), Option("help", "h"), Option("usage"), Option("all", "a"),

@@ -7,7 +7,7 @@ import time
 
 from corral.cli.slurm.command import Refused, server
 from corral.cli.slurm.seff_format import format_seff
-from corral.cli.slurm.wire import ServerError
+from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

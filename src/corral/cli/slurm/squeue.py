@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from corral.cli.slurm.wire import Server
+    from corral.cli.wire import Server
 
 MIN_JOB_AGE_S = 300  # Slurm's default MinJobAge: how long an ended job stays in squeue
 ACTIVE = frozenset({"PENDING", "RUNNING"})

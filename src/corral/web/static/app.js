@@ -1,7 +1,7 @@
 // corral's dashboard: routes on location.pathname (History API), keeps the live connection,
 // and mounts one page module from ./pages/ at a time. Plain ES modules, no build step.
 //
-// Pages: /  (cluster)  /queue  /jobs/ID  /runs  /runs/ID  /compare?runs=1,2,3  /alerts  /login
+// Pages: /  (cluster)  /queue  /jobs/ID  /runs  /runs/ID  /compare?runs=1,2,3  /alerts  /plan  /login
 // The server answers each of these paths with index.html; links are real <a href>s that we
 // intercept for client-side navigation, so back/forward and opening in a new tab both work.
 //
@@ -13,6 +13,7 @@
 //   data-testid              where                                         extra attributes / text
 //   nav-cluster nav-queue    top navigation links                           aria-current="page" on the active one
 //   nav-runs nav-alerts
+//   nav-plan
 //   live-status              live indicator                                 text "connecting" | "live" | "reconnecting"
 //                                                                           | "paused" (a tab hidden for 10 s)
 //                                                                           | "offline" (logged out)
@@ -72,6 +73,14 @@
 //   ack-button               alerts: acknowledge that firing (not for a read-only credential)
 //   rule-row                 alerts: one per rule (<tr>)                    data-rule
 //   show-acknowledged        alerts: checkbox including acknowledged firings
+//   plan-gpu                 plan: one timeline row per GPU                 data-node, data-index
+//   plan-bar                 plan: a bar on a row                           data-kind (running | reserved | whatif),
+//                                                                           data-job-id ("" for the what-if)
+//   plan-gpus plan-time      plan: the what-if form's fields and button
+//   plan-cpus plan-submit
+//   plan-forecast            plan: the what-if's answer                     .plan-when carries data-start (ISO; "" never)
+//   plan-blocker             plan: a job holding what the what-if needs     data-job-id, data-kind
+//   plan-alternative         plan: a sooner what-if                         data-change (time | gpus)
 // document.body.dataset.chartsReady === "true" once every chart of the current page has drawn
 // (run, compare and job pages); it is removed whenever the page changes.
 
@@ -88,6 +97,7 @@ const ROUTES = [
   {pattern: /^\/runs\/([A-Za-z0-9_-]+)\/?$/, page: "run", nav: "runs", title: "Run"},
   {pattern: /^\/compare\/?$/, page: "compare", nav: "runs", title: "Compare runs"},
   {pattern: /^\/alerts\/?$/, page: "alerts", nav: "alerts", title: "Alerts"},
+  {pattern: /^\/plan\/?$/, page: "plan", nav: "plan", title: "Plan"},
   {pattern: /^\/login\/?$/, page: "login", nav: null, title: "Log in"},
 ];
 

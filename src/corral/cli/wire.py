@@ -1,6 +1,7 @@
-"""One HTTP request to the corral server, on a bare socket: Slurm's commands make one or two calls and
-exit, so they skip http.client, ssl and even the `socket` module's Python layer (their imports alone
-cost more than the call).
+"""One HTTP request to the corral server, on a bare socket: `corral submit/queue/show/cancel/logs` and
+Slurm's commands make one or two calls and exit, so they skip http.client, ssl and even the `socket`
+module's Python layer (their imports alone cost more than the call). `corral.client.Client`, which keeps
+a connection open for many calls, is the SDK's and the MCP server's.
 
 Over the home's Unix socket the server learns the caller from the kernel (SO_PEERCRED); over TCP,
 `$CORRAL_TOKEN` says who the caller is, as for `corral`.
@@ -12,7 +13,8 @@ import _socket
 import os
 
 from corral import lean_json as json
-from corral.errors import ServerUnavailable
+from corral.errors import ERROR_TYPES, CorralError, InvalidRequest, ServerUnavailable
+from corral.home import resolve_home
 from corral.server_address import chosen_url, locate, no_server_message
 
 TYPE_CHECKING = False
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 TIMEOUT_S = 60.0
+MAX_RATE_WAIT_S = 30.0  # as corral.client: a rate-limited call waits this long in all before it reports the 429
 
 
 class ServerError(Exception):
@@ -47,6 +50,12 @@ class Server:
         self.address = (host.strip("[]"), int(port or 80))
         self.token = os.environ.get("CORRAL_TOKEN") or None
 
+    def require_http(self) -> Server:
+        """This server, if its URL is one corral can speak to (what `corral.client.Client` checks first)."""
+        if self.url.partition("://")[0] != "http" or not self.address[0]:
+            raise InvalidRequest("url", f"cannot use {self.url!r}", "give http://HOST:PORT; for https, put a TLS proxy in front")
+        return self
+
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """The JSON answer to one request; raises ServerError for a 4xx/5xx, ServerUnavailable when unreachable."""
         status, data = self.raw(method, path, body)
@@ -54,7 +63,33 @@ class Server:
             raise _error(status, data)
         return json.loads(data) if data else None
 
+    def ask(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON answer to one request, as `corral.client.Client` makes it: a 429 is sent again after the
+        server's Retry-After, and a refusal raises the CorralError the server named (NotFound, InvalidRequest
+        with its problems, ...), so `corral` prints what it printed through Client."""
+        status, _, data = self.answer(method, path, body)
+        if status >= 400:
+            raise corral_error(status, data)
+        return json.loads(data) if data else None
+
+    def answer(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers, body); a 429 (not processed) is sent again after the server's Retry-After."""
+        waited = 0.0
+        while True:
+            status, headers, data = self._exchange(method, path, body)
+            if status != 429 or waited >= MAX_RATE_WAIT_S:
+                return status, headers, data
+            import time
+
+            pause = max(min(float(headers.get("retry-after") or 1), MAX_RATE_WAIT_S - waited), 0.05)
+            time.sleep(pause)
+            waited += pause
+
     def raw(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        status, _, data = self._exchange(method, path, body)
+        return status, data
+
+    def _exchange(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         payload = json.dumps(body).encode() if body is not None else b""
         head = [f"{method} {path} HTTP/1.1", "Host: localhost", "Connection: close", "Accept: application/json",
                 f"Content-Length: {len(payload)}"]
@@ -77,7 +112,7 @@ class Server:
                 sock.close()
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
-            advice = "check the URL" if self.explicit else no_server_message(self.home or "~/.corral")
+            advice = "check the URL" if self.explicit else no_server_message(resolve_home(self.home))
             raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {reason}; {advice}") from None
         return _parse_response(b"".join(chunks), self.url)
 
@@ -104,7 +139,7 @@ class Server:
         raise error
 
 
-def _parse_response(response: bytes, url: str) -> tuple[int, bytes]:
+def _parse_response(response: bytes, url: str) -> tuple[int, dict[str, str], bytes]:
     head, separator, body = response.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
@@ -118,7 +153,7 @@ def _parse_response(response: bytes, url: str) -> tuple[int, bytes]:
         body = _unchunk(body)
     elif "content-length" in headers:
         body = body[:int(headers["content-length"])]
-    return int(parts[1]), body
+    return int(parts[1]), headers, body
 
 
 def _unchunk(body: bytes) -> bytes:
@@ -142,3 +177,26 @@ def _error(status: int, data: bytes) -> ServerError:
         return ServerError(status, str(error.get("message") or f"HTTP {status}"), error.get("field"), error.get("code"))
     except (ValueError, KeyError, TypeError, AttributeError):
         return ServerError(status, f"the server answered HTTP {status}: {data[:200]!r}")
+
+
+def corral_error(status: int, data: bytes) -> CorralError:
+    """The CorralError a refusal names (its `code`), with the server's message and, for InvalidRequest, its
+    problems: what `corral.client` raises for the same answer."""
+    try:
+        body = json.loads(data)["error"]
+        code = body.get("code", "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        error = CorralError(f"the server answered HTTP {status}: {data[:200]!r}")
+        error.status = status
+        return error
+    cls = ERROR_TYPES.get(code, CorralError)
+    if issubclass(cls, InvalidRequest):
+        problems = body.get("problems")
+        error = cls(body.get("field") or "", "", None,
+                    tuple(str(p) for p in problems) if isinstance(problems, list) else ())
+    else:
+        error = cls("")
+    error.message = body.get("message", "")
+    error.args = (error.message,)
+    error.status = status
+    return error

@@ -1,0 +1,369 @@
+"""`corral submit`, `queue`, `show`, `cancel`, `hold`, `release` and `logs`: the commands people and scripts call most, each one
+or two requests and an exit. They start within twice the interpreter's own start: one request on a bare
+socket (corral.cli.wire), options read by corral.cli.options, nothing from click, typing, dataclasses, re,
+enum or http.client on the way (tests/cli/test_quick_commands.py checks). `corral.cli.entry` runs them
+straight from the command line; `corral.cli.main` registers them on the click group too (for
+`corral --help`, and for CliRunner), where they run the same code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from corral.cli.options import CHOICE, FLAG, INT, Command, Opt, UsageError, parse
+from corral.cli.terminal import escape, flush_stdout, json_text, print_error, print_json
+from corral.errors import CorralError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from corral.cli.wire import Server
+
+# what a job asks for: `corral submit`'s options, and `corral plan`'s
+JOB_OPTIONS = [
+    Opt("-J", "--job-name", key="name", help="Job name [default: the script's or program's name]."),
+    Opt("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT."),
+    Opt("--gpus-per-node", help="GPUs on each node of a multi-node job (with --nodes)."),
+    Opt("-N", "--nodes", kind=INT, help="Nodes (more than 1: srun torchrun with a rendezvous; Slurm backend)."),
+    Opt("--gres", help="Slurm style GPU request: gpu:N or gpu:TYPE:N."),
+    Opt("--gpu-type", help="GPU type, e.g. A100."),
+    Opt("--gpu-mem", help="Minimum memory of each GPU, e.g. 40G."),
+    Opt("-c", "--cpus-per-task", "--cpus", key="cpus", kind=INT, help="CPUs [default: 1]."),
+    Opt("--mem", help="Host memory, e.g. 16G; the job is killed past it [default: no limit]."),
+    Opt("--mem-per-cpu", help="Host memory per CPU."),
+    Opt("--mem-per-gpu", help="Host memory per GPU."),
+    Opt("-t", "--time", help="Time limit: minutes, HH:MM:SS, D-HH:MM:SS, 30m, 2h."),
+    Opt("-o", "--output", key="stdout", help="Stdout file pattern (%j id, %x name, %A/%a array job/task)."),
+    Opt("-e", "--error", key="stderr", help="Stderr file pattern [default: with --output, the same file]."),
+    Opt("-D", "--chdir", key="workdir", help="Working directory [default: the current one]."),
+    Opt("--export", help="Environment to pass: ALL (default), NONE, or NAMES / ALL,VAR=value."),
+    Opt("--env", key="env_pairs", many=True, metavar="KEY=VALUE", help="Set a variable (repeatable)."),
+    Opt("--label", key="label_pairs", many=True, metavar="KEY=VALUE", help="Attach a label (repeatable)."),
+    Opt("--nice", kind=INT, help="Lower the job's priority by this much."),
+    Opt("-p", "--partition", help="Partition [default: the configured default]."),
+    Opt("-q", "--qos", help="Quality of service [default: the configured default]."),
+    Opt("-A", "--account", help="Account to charge [default: the first you are in]; its coordinators may "
+        "manage the job."),
+    Opt("-H", "--hold", kind=FLAG, default=None, help="Submit it held: it waits until `corral release`."),
+    Opt("-d", "--dependency", help="Start after other jobs: afterok:ID[:ID], afterany:ID, after:ID, afternotok:ID, "
+        "singleton; join with , (all) or ? (any)."),
+    Opt("-a", "--array", help="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 tasks at once."),
+    Opt("--signal", help="Warn the job before its time limit (and on preemption): SIG@SECONDS, e.g. USR1@90."),
+    Opt("--preemptible", kind=FLAG, default=None, help="Let jobs of higher priority preempt (and requeue) it."),
+    Opt("--kill-on-invalid-dep", kind=CHOICE, choices=("yes", "no"),
+        help="Cancel the job if its dependency can never be satisfied."),
+    Opt("--wrap", help="Run this shell command line, as a one-line batch script (like sbatch --wrap)."),
+    Opt("--condor", kind=FLAG, help="SCRIPT is an HTCondor submit description file."),
+]
+SUBMIT = Command("submit", "Submit a job: `submit [options] SCRIPT [ARGS]`, `submit [options] -- CMD [ARGS]`, or "
+                 "`--wrap \"CMD\"`.", [
+    *JOB_OPTIONS,
+    Opt("--parsable", kind=FLAG, help="Print only the job id."),
+    Opt("--json", key="as_json", kind=FLAG, help="Print the submitted job as JSON."),
+], "script_and_args", many=True, required=False, interspersed=False, takes_command=True)
+
+PLAN = Command("plan", "When a job would start if submitted now, what holds it back, and whether a shorter --time "
+               "or fewer GPUs would start it sooner. Takes `corral submit`'s options; submits nothing.", [
+    *JOB_OPTIONS,
+    Opt("--json", key="as_json", kind=FLAG, help="Print the forecast as JSON."),
+], "script_and_args", many=True, required=False, interspersed=False, takes_command=True)
+
+QUEUE = Command("queue", "Pending and running jobs, with the reason each pending one waits.", [
+    Opt("-t", "--state", key="states", many=True, help="Only jobs in this state (repeatable)."),
+    Opt("--start", key="starts", kind=FLAG, help="Pending jobs with their estimated start (like squeue --start)."),
+    Opt("--json", key="as_json", kind=FLAG),
+])
+
+SHOW = Command("show", "Everything about one job.", [Opt("--json", key="as_json", kind=FLAG)], "job_id")
+
+CANCEL = Command("cancel", "Cancel jobs: pending ones leave the queue, running ones get SIGTERM, a grace period, "
+                 "then SIGKILL.", [Opt("--json", key="as_json", kind=FLAG)], "job_ids", many=True)
+
+HOLD = Command("hold", "Keep pending jobs from starting (reason JobHeldUser) until released.",
+               [Opt("--json", key="as_json", kind=FLAG)], "job_ids", many=True)
+
+RELEASE = Command("release", "Let held jobs run again.", [Opt("--json", key="as_json", kind=FLAG)], "job_ids",
+                  many=True)
+
+LOGS = Command("logs", "A job's output.", [
+    Opt("-f", "--follow", kind=FLAG, help="Keep printing as the job writes, until it ends."),
+    Opt("--stderr", key="use_stderr", kind=FLAG, help="Show stderr instead of stdout."),
+    Opt("-n", "--tail", kind=INT, help="Only the last N lines."),
+], "job_id")
+
+
+class Call:
+    """One command's call: its options, its operands, and the server of the global --home/--url."""
+
+    def __init__(self, command: Command, argv: Sequence[str], home: str | None, url: str | None) -> None:
+        self.command = command
+        self.command_after_dashes: list[str] | None = None  # submit's `-- CMD ARGS`, untouched by option parsing
+        if command.takes_command and "--" in argv:
+            cut = list(argv).index("--")
+            argv, self.command_after_dashes = argv[:cut], list(argv[cut + 1:])
+        self.options, self.operands = parse(command, argv)
+        self.home = home
+        self.url = url
+
+    def __getitem__(self, key: str) -> Any:
+        return self.options[key]
+
+    def server(self) -> Server:
+        from corral.cli.wire import Server
+
+        return Server(self.url, self.home).require_http()
+
+
+def run(command: Command, argv: Sequence[str], home: str | None, url: str | None) -> int:
+    """The command's exit status, its errors printed as `corral` prints them (`corral: error: ...`, 1;
+    a command line it cannot read: click's usage and message, 2).
+
+    Raises:
+        HelpRequested: for the caller to print the command's help.
+    """
+    try:
+        call = Call(command, argv, home, url)
+        return _RUN[command.name](call)
+    except UsageError as exc:
+        _usage_error(command, exc)
+        return 2
+    except CorralError as exc:
+        print_error(exc)
+        return 1
+
+
+def _usage_error(command: Command, exc: UsageError) -> None:
+    head = f"{command.usage()}\nTry 'corral {command.name} --help' for help.\n\n" if exc.usage else ""
+    flush_stdout()
+    print(f"{head}Error: {exc.message}", file=sys.stderr, flush=True)
+
+
+def _warn(text: str) -> None:
+    flush_stdout()
+    print(f"corral: warning: {escape(text)}", file=sys.stderr, flush=True)
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")  # as click.echo: one write, flushed (`corral queue | head -1` reads it whole)
+    sys.stdout.flush()
+
+
+def _key_values(pairs: Sequence[str], option: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"Invalid value for {option}: {pair!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+_NOT_FIELDS = frozenset({"env_pairs", "label_pairs", "wrap", "condor", "parsable", "as_json"})
+
+
+def submit(call: Call) -> int:
+    body = job_request(call)
+    job = call.server().ask("POST", "/api/v1/jobs", body)
+    for warning in job.get("warnings", []):
+        _warn(warning)
+    if call["condor"] and job.get("user_log"):
+        from corral.cli.condor import write_submitted
+
+        problem = write_submitted(job)
+        if problem:
+            _warn(problem)
+    if call["as_json"]:
+        print_json(job)
+    elif call["parsable"]:
+        _out(str(job["id"]))
+    else:
+        _out(f"Submitted batch job {job['id']}")
+    return 0
+
+
+def plan(call: Call) -> int:
+    answer = call.server().ask("POST", "/api/v1/forecast", job_request(call))
+    if call["as_json"]:
+        print_json(answer)
+        return 0
+    for warning in answer.get("warnings", []):
+        _warn(warning)
+    from corral.cli.format_plan import forecast_text
+
+    _out(forecast_text(answer))
+    return 0
+
+
+def job_request(call: Call) -> dict[str, Any]:
+    """The request a submit (or a forecast) sends for these options: the command, script or --wrap, and the
+    submitter's directory, environment and umask."""
+    body: dict[str, Any] = {k: v for k, v in call.options.items() if k not in _NOT_FIELDS and v is not None}
+    wrap, condor, args = call["wrap"], call["condor"], call.operands
+    if wrap is not None:
+        if call.command_after_dashes is not None or args:
+            raise UsageError("give --wrap, a script, or a command after --, not two of them")
+        # as sbatch does: a one-line batch script, so it sees SLURM_JOB_ID, SLURM_ARRAY_TASK_ID, ...
+        body["script"] = f"#!/bin/sh\n{wrap}\n"
+        body["script_name"] = "wrap"
+    elif call.command_after_dashes is not None:
+        if args:
+            raise UsageError("give a script or a command after --, not both")
+        if not call.command_after_dashes:
+            raise UsageError("nothing after --: give the command to run, e.g. -- python train.py")
+        body["command"] = call.command_after_dashes
+    elif args:
+        path = args[0]
+        try:
+            with open(path) as f:
+                body["script"] = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not a text file"
+            raise CorralError(f"cannot read script {path}: {reason}") from None
+        if condor:
+            if len(args) > 1:
+                raise UsageError("an HTCondor submit file takes no arguments here; use its `arguments`")
+            from corral.cli.condor import resolve_items
+
+            body["condor"] = resolve_items(body.pop("script"), os.getcwd())
+        else:
+            body["script_name"] = os.path.basename(path)
+            body["script_args"] = list(args[1:])
+    elif not sys.stdin.isatty():
+        body["script"] = sys.stdin.read()
+    else:
+        raise UsageError("give a batch script, a command after --, or --wrap")
+    body["submit_dir"] = os.getcwd()  # the default working directory; a script's --chdir may override it
+    body["environment"] = dict(os.environ)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    body["umask"] = f"{mask:04o}"  # the job's files get the submitter's permissions, as in Slurm
+    if call["env_pairs"]:
+        body["env"] = _key_values(call["env_pairs"], "--env")
+    if call["label_pairs"]:
+        body["labels"] = _key_values(call["label_pairs"], "--label")
+    return body
+
+
+def queue(call: Call) -> int:
+    starts = call["starts"]
+    wanted = ["PENDING"] if starts else [s.upper() for s in call["states"]]
+    query = _query([("scope", "active"), ("limit", 10_000), *[("state", s) for s in wanted]])
+    jobs = call.server().ask("GET", f"/api/v1/jobs?{query}")["jobs"]
+    if call["as_json"]:
+        print_json(jobs)
+        return 0
+    from corral.cli.format import queue_table, start_table
+
+    _out(start_table(jobs) if starts else queue_table(jobs))
+    return 0
+
+
+def show(call: Call) -> int:
+    job = call.server().ask("GET", f"/api/v1/jobs/{job_ref(call.operands[0])}")
+    if call["as_json"]:
+        _out(json_text(job))
+        return 0
+    from corral.cli.format import job_view
+
+    _out(job_view(job))
+    return 0
+
+
+def cancel(call: Call) -> int:
+    return each_job(call, "cancel")
+
+
+def each_job(call: Call, action: str) -> int:
+    """`action` (cancel, hold, release) on each job: an error is printed for its job and the rest go on."""
+    server = call.server()
+    results, failed = [], False
+    for job_id in call.operands:
+        try:
+            job = server.ask("POST", f"/api/v1/jobs/{job_ref(job_id)}/{action}")
+        except CorralError as exc:
+            flush_stdout()
+            print(f"corral: error: {escape(exc.message)}", file=sys.stderr, flush=True)
+            failed = True
+            continue
+        results.append(job)
+        if not call["as_json"]:
+            _out(f"job {job_id}: {job['state']}" + (f" ({escape(job['reason'])})" if job.get("reason") else ""))
+    if call["as_json"]:
+        print_json(results)
+    return 1 if failed else 0
+
+
+def logs(call: Call) -> int:
+    server = call.server()
+    ref = job_ref(call.operands[0])
+    stream = "stderr" if call["use_stderr"] else "stdout"
+    follow, tail = call["follow"], call["tail"]
+    out = sys.stdout.buffer
+
+    def chunk(offset: int, tail: int | None = None) -> tuple[bytes, int, str]:
+        query: list[tuple[str, object]] = [("stream", stream), ("offset", offset)]
+        if tail is not None:
+            query.append(("tail", tail))
+        status, headers, data = server.answer("GET", f"/api/v1/jobs/{ref}/logs?{_query(query)}")
+        if status >= 400:
+            from corral.cli.wire import corral_error
+
+            raise corral_error(status, data)
+        return data, int(headers["x-corral-offset"]), headers["x-corral-state"]
+
+    offset = 0
+    if tail is not None:
+        data, offset, state = chunk(0, tail)
+        out.write(data)
+        out.flush()
+        if not follow:
+            return 0
+    while True:
+        data, offset, state = chunk(offset)
+        if data:
+            out.write(data)
+            out.flush()
+            continue
+        if not follow or state in _terminal_states():
+            return 0
+        import time
+
+        time.sleep(0.25)
+
+
+def _terminal_states() -> frozenset[str]:
+    from corral.core.states import TERMINAL_STATES  # enum: only for `logs -f`, which waits anyway
+
+    return frozenset(state.value for state in TERMINAL_STATES)
+
+
+def job_ref(job_id: str) -> str:
+    """A job id or ID_TASK, checked before it goes into a URL (as corral.client checks it)."""
+    head, _, task = job_id.partition("_")
+    if not head.isdigit() or not head.isascii() or (task and not (task.isdigit() and task.isascii())):
+        from corral.errors import InvalidRequest
+
+        raise InvalidRequest("job_id", f"{job_id!r} is not a job id", "write 12, or 12_3 for task 3 of array 12")
+    return job_id
+
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _query(pairs: Sequence[tuple[str, object]]) -> str:
+    """urllib.parse.urlencode(pairs), without urllib (and the re it imports)."""
+    return "&".join(f"{_quote(str(k))}={_quote(str(v))}" for k, v in pairs)
+
+
+def _quote(text: str) -> str:
+    return "".join(chr(b) if b in _SAFE else "+" if b == 0x20 else f"%{b:02X}" for b in text.encode("utf-8"))
+
+
+_RUN: dict[str, Callable[[Call], int]] = {
+    "submit": submit, "plan": plan, "queue": queue, "show": show, "cancel": cancel, "logs": logs,
+    "hold": lambda call: each_job(call, "hold"), "release": lambda call: each_job(call, "release"),
+}
+COMMANDS = {command.name: command for command in (SUBMIT, PLAN, QUEUE, SHOW, CANCEL, HOLD, RELEASE, LOGS)}
