@@ -156,7 +156,8 @@ def test_hostile_values_in_each_field_get_a_clear_4xx_never_a_server_error(fuzz_
             "gpu_mem_mb", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export",
             "environment", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "partition", "qos",
             "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "options", "hold", "open_mode",
-            "comment"]),
+            "comment", "begin", "deadline", "exclusive", "constraint", "nodelist", "exclude", "cpus_per_gpu",
+            "mail_type", "mail_user", "time_min", "priority"]),
         ("PATCH", f"/api/v1/jobs/{target}", {}, [
             "name", "gpus", "gres", "gpu_type", "gpu_mem", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time",
             "time_limit_s", "nice", "partition", "qos", "preemptible"]),

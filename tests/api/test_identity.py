@@ -335,6 +335,16 @@ def test_only_an_admin_may_put_a_job_ahead_with_a_negative_nice(shared):
         assert root.update(job["id"], nice=-50)["nice"] == -50
 
 
+def test_only_an_admin_may_set_a_jobs_priority(shared):
+    server, sock, alice, _ = shared
+    status, error = as_user(alice, sock, "POST", "/api/v1/jobs", {"command": ["true"], "options": ["--priority=99"]})
+    assert status == 403 and "only an admin may set a job's priority" in error["error"]["message"]
+    with Client(home=server.home) as root:
+        job = root.submit(["true"], options=["--priority=99", "-H"])
+        assert job["fixed_priority"] == 99
+        root.cancel(job["id"])
+
+
 def test_a_run_of_anothers_job_or_anothers_run_cannot_be_taken(shared):
     server, sock, alice, bob = shared
     job = submit_as(alice, sock)

@@ -25,14 +25,14 @@ def test_options_come_over_the_scripts_lines_and_under_the_requests_fields(serve
     status, job, _ = call(server, "POST", "/api/v1/jobs", {
         "script": SCRIPT, "script_name": "prep.sh", "submit_dir": short_tmp, "time": "5",
         "options": ["-J", "fromoptions", "--mem=1G", "--comment", "from the command line", "-A", "lab",
-                    "--requeue", "--mail-type=END"],
+                    "--requeue", "--wckey=ml"],
     })
     assert status == 201, job
     assert (job["name"], job["mem_mb"], job["time_limit_s"]) == ("fromoptions", 1024, 300)
     assert job["comment"] == "from the command line"
     assert job["account"] is None  # this server keeps no accounts: taken, and charges nothing
     assert any("--account=lab" in w for w in job["warnings"])
-    assert any("--mail-type=END" in w for w in job["warnings"]) and any("--requeue" in w for w in job["warnings"])
+    assert any("--wckey=ml" in w for w in job["warnings"]) and any("--requeue" in w for w in job["warnings"])
     done = _ended(server, job["id"])
     assert done["state"] == "COMPLETED" and done["comment"] == "from the command line"
 
@@ -77,14 +77,15 @@ def test_open_mode_append_keeps_what_the_file_holds_and_truncate_empties_it(serv
 
 
 @pytest.mark.parametrize("options, field, words", [
-    (["--begin=now+1hour"], "options", "sbatch option --begin is not supported by corral yet (remove it; "),
-    (["--exclusive"], "options", "sbatch option --exclusive is not supported by corral yet (remove it; "),
-    (["-C", "a100"], "options", "sbatch option -C is not supported by corral yet (remove it; "),
-    (["--nodelist=vm"], "options", "sbatch option --nodelist is not supported by corral yet"),
-    (["--cpus-per-gpu=2"], "options", "sbatch option --cpus-per-gpu is not supported by corral yet"),
-    (["--priority=10"], "options", "sbatch option --priority is not supported by corral yet"),
-    (["--deadline=now+1day"], "options", "sbatch option --deadline is not supported by corral yet"),
-    (["--time-min=10"], "options", "sbatch option --time-min is not supported by corral yet"),
+    (["--begin=soon"], "begin", "cannot read 'soon' as a time"),
+    (["--exclusive=user"], "options", "sbatch --exclusive=user: sharing a node"),
+    (["-C", "a100"], "constraint", "no node here has the features a100"),
+    (["--nodelist=nosuch"], "nodelist", "nosuch: no such node here"),
+    (["-x", "nosuch"], "exclude", "nosuch: no such node here"),
+    (["--cpus-per-gpu=2"], "cpus_per_gpu", "needs a GPU request"),
+    (["--deadline=now-1hour"], "deadline", "is already past"),
+    (["--time-min=soon"], "time_min", "cannot read 'soon'"),
+    (["--mail-type=SOMETIMES"], "mail_type", "'SOMETIMES' is not a mail type"),
     (["--open-mode=sometimes"], "options", "sbatch --open-mode=sometimes: give --open-mode=append"),
     (["--frobnicate=1"], "options", "sbatch option --frobnicate is not supported by corral"),
     (["--mem"], "options", "sbatch option --mem needs a value"),
@@ -105,16 +106,16 @@ def test_a_bad_option_is_refused_naming_it_as_typed_and_nothing_is_created(refus
 
 def test_every_bad_option_and_directive_is_listed(refusing_server):
     status, answer, _ = call(refusing_server, "POST", "/api/v1/jobs", {
-        "script": "#!/bin/sh\n#SBATCH --exclusive\ntrue\n", "options": ["--begin=now", "-w", "vm", "--time=x"]})
+        "script": "#!/bin/sh\n#SBATCH --overcommit\ntrue\n", "options": ["--reservation=now", "--contiguous", "--time=x"]})
     assert status == 422, answer
     # the script's lines first, as sbatch reads them; then, once they are right, its command line
     assert answer["error"]["field"] == "script"
     status, answer, _ = call(refusing_server, "POST", "/api/v1/jobs", {
-        "script": "#!/bin/sh\ntrue\n", "options": ["--begin=now", "-w", "vm", "--time=x"]})
+        "script": "#!/bin/sh\ntrue\n", "options": ["--reservation=now", "--contiguous", "--time=x"]})
     assert answer["error"]["field"] == "options"
     assert answer["error"]["message"].startswith("options: 3 problems in the sbatch options, all listed here:")
     assert [p.split(" ")[:3] for p in answer["error"]["problems"]] == [
-        ["sbatch", "option", "--begin"], ["sbatch", "option", "-w"], ["sbatch", "--time=x:", "cannot"]]
+        ["sbatch", "option", "--reservation"], ["sbatch", "option", "--contiguous"], ["sbatch", "--time=x:", "cannot"]]
 
 
 def test_account_option_charges_that_account_where_accounts_are_kept(server_factory, short_tmp):

@@ -124,8 +124,7 @@ def test_parse_script_indented_directive_is_read():
     assert parse_script(script("   #SBATCH --mem=2G")).fields == {"mem": "2G"}
 
 
-@pytest.mark.parametrize("option", ["--wckey=ml", "--mail-type=END",
-                                    "--mail-user=a@b.c", "--requeue", "--get-user-env"])
+@pytest.mark.parametrize("option", ["--wckey=ml", "--hint=nomultithread", "--requeue", "--get-user-env"])
 def test_parse_script_warns_about_harmless_options_and_goes_on(option):
     directives = parse_script(script(f"#SBATCH {option}", "#SBATCH --mem=1G"))
     assert directives.fields == {"mem": "1G"}
@@ -147,10 +146,10 @@ def test_parse_script_reads_partition_and_qos(option, fields):
 @pytest.mark.parametrize(
     ("option", "name"),
     [
-        ("--exclusive", "--exclusive"),
-        ("--nodelist=vm", "--nodelist"),
-        ("--constraint=a100", "--constraint"),
-        ("--begin=now+1hour", "--begin"),
+        ("--overcommit", "--overcommit"),
+        ("--contiguous", "--contiguous"),
+        ("--reservation=maint", "--reservation"),
+        ("--exclusive=user", "--exclusive"),
         ("--mem-per-cpu-typo=1", "--mem-per-cpu-typo"),
     ],
 )
@@ -209,15 +208,15 @@ def test_parse_script_refuses_an_unreadable_directive_line():
 
 
 def test_parse_options_reads_a_command_line_style_token_list():
-    directives = parse_options(["--gres=gpu:2", "-c", "4", "--mail-type", "END"], source="--sbatch")
+    directives = parse_options(["--gres=gpu:2", "-c", "4", "--wckey", "ml"], source="--sbatch")
     assert directives.fields == {"gres": "gpu:2", "cpus": "4"}
-    assert directives.warnings == ["--sbatch --mail-type=END has no effect on corral's local backend; ignored"]
+    assert directives.warnings == ["--sbatch --wckey=ml has no effect on corral's local backend; ignored"]
 
 
 def test_parse_options_error_names_the_source():
     with pytest.raises(InvalidRequest) as err:
-        parse_options(["--constraint=a100"], source="--sbatch")
-    assert "--sbatch option --constraint" in str(err.value)
+        parse_options(["--reservation=maint"], source="--sbatch")
+    assert "--sbatch option --reservation" in str(err.value)
 
 
 def test_parse_options_empty_gives_nothing():
@@ -231,8 +230,8 @@ MULTI_NODE_SCRIPT = """\
 #SBATCH --nodes=4
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=4
-#SBATCH --exclusive
-#SBATCH --constraint=a100
+#SBATCH --overcommit
+#SBATCH --reservation=big
 #SBATCH --time=2-00:00:00x
 srun python train.py
 """
@@ -245,11 +244,10 @@ def test_parse_script_names_every_unsupported_directive_at_once_with_its_line():
     assert err.value.problems == (
         "line 4: #SBATCH --ntasks-per-node=4: corral runs a job as one task on one node (use --nodes=1 --ntasks=1; "
         "multi-node jobs need the Slurm backend, which runs the script under srun)",
-        "line 6: #SBATCH option --exclusive is not supported by corral yet (remove it; ask for the resources it "
-        "needs (--gpus, --cpus-per-task, --mem); other jobs may share the node)",
+        "line 6: #SBATCH option --overcommit is not supported by corral (remove it)",
         err.value.problems[2],
     )
-    assert err.value.problems[2].startswith("line 7: #SBATCH option --constraint is not supported by corral yet "
+    assert err.value.problems[2].startswith("line 7: #SBATCH option --reservation is not supported by corral "
                                             "(remove it")
     assert "3 problems" in err.value.message
     for problem in err.value.problems:
@@ -259,10 +257,10 @@ def test_parse_script_names_every_unsupported_directive_at_once_with_its_line():
 
 def test_parse_script_reads_past_an_unreadable_line_to_the_next_problem():
     with pytest.raises(InvalidRequest) as err:
-        parse_script(script('#SBATCH --job-name="unclosed', "#SBATCH --exclusive", "#SBATCH mem=1G"))
+        parse_script(script('#SBATCH --job-name="unclosed', "#SBATCH --overcommit", "#SBATCH mem=1G"))
     lines = [p.split(":")[0] for p in err.value.problems]
     assert lines == ["line 2", "line 3", "line 4"]
-    assert "unclosed" in err.value.problems[0] and "--exclusive" in err.value.problems[1]
+    assert "unclosed" in err.value.problems[0] and "--overcommit" in err.value.problems[1]
     assert "'mem=1G' is not an option" in err.value.problems[2]
 
 
@@ -330,28 +328,27 @@ def test_a_bad_open_mode_names_both_modes():
                                   "or --open-mode=truncate (the default)",)
 
 
-@pytest.mark.parametrize("tokens, named, fix", [
-    (["--begin=now+1hour"], "--begin", "-H"),
-    (["--begin", "16:00"], "--begin", "release"),
-    (["--deadline=2030-01-01"], "--deadline", "--time"),
-    (["--exclusive"], "--exclusive", "--gpus"),
-    (["--exclusive=user"], "--exclusive", "--gpus"),
-    (["--constraint=a100"], "--constraint", "--gpus=TYPE:N"),
-    (["-C", "a100"], "-C", "--gres=gpu:TYPE:N"),
-    (["--nodelist=vm"], "--nodelist", "places jobs itself"),
-    (["-w", "vm"], "-w", "places jobs itself"),
-    (["--exclude=vm"], "--exclude", "places jobs itself"),
-    (["-x", "vm"], "-x", "places jobs itself"),
-    (["--cpus-per-gpu=4"], "--cpus-per-gpu", "--cpus-per-task"),
-    (["--time-min=10"], "--time-min", "--time"),
-    (["--priority=TOP"], "--priority", "--nice"),
+@pytest.mark.parametrize("tokens, fields", [
+    (["--begin=now+1hour"], {"begin": "now+1hour"}),
+    (["-b", "16:00"], {"begin": "16:00"}),
+    (["--deadline=2030-01-01"], {"deadline": "2030-01-01"}),
+    (["--exclusive"], {"exclusive": "yes"}),
+    (["--constraint=a100"], {"constraint": "a100"}),
+    (["-C", "a100&nvlink"], {"constraint": "a100&nvlink"}),
+    (["--nodelist=vm"], {"nodelist": "vm"}),
+    (["-w", "vm"], {"nodelist": "vm"}),
+    (["--exclude=vm"], {"exclude": "vm"}),
+    (["-x", "vm"], {"exclude": "vm"}),
+    (["--cpus-per-gpu=4"], {"cpus_per_gpu": "4"}),
+    (["--gpus-per-task=2"], {"gpus": "2"}),
+    (["--time-min=10"], {"time_min": "10"}),
+    (["--priority=5"], {"priority": "5"}),
+    (["--mail-type=END,FAIL"], {"mail_type": "END,FAIL"}),
+    (["--mail-user", "a@b.c"], {"mail_user": "a@b.c"}),
 ])
-def test_options_corral_cannot_honour_yet_are_refused_by_name_with_what_to_do(tokens, named, fix):
-    with pytest.raises(InvalidRequest) as err:
-        parse_options([*tokens, "--mem=1G"], source="sbatch")
-    (problem,) = err.value.problems  # the option's value is not read as an option of its own
-    assert problem.startswith(f"sbatch option {named} is not supported by corral yet (remove it; ")
-    assert fix in problem
+def test_slurms_placement_time_and_mail_options_become_request_fields(tokens, fields):
+    directives = parse_options([*tokens, "--mem=1G"], source="sbatch")
+    assert directives.fields == {**fields, "mem": "1G"} and directives.warnings == []
 
 
 def test_read_options_refuses_what_is_not_a_token_list():

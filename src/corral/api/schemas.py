@@ -70,6 +70,25 @@ class JobRequest(BaseModel):
     open_mode: str | None = Field(None, description="sbatch --open-mode: append keeps what the log files hold; "
                                   "truncate (the default) empties them when the job starts.")
     comment: str | None = Field(None, description="sbatch --comment: a note shown with the job.")
+    begin: str | float | None = Field(None, description="sbatch --begin: not before then (reason BeginTime); "
+                                      "16:00, now+1hour, 2026-12-01T08:00 (the server's local time) or epoch seconds.")
+    deadline: str | float | None = Field(None, description="sbatch --deadline: removed (state DEADLINE) once it could "
+                                         "no longer end (start + time limit) by then; refused if it cannot already.")
+    exclusive: bool | str | None = Field(None, description="sbatch --exclusive: it takes its whole node (every GPU, "
+                                         "CPU and all memory); nothing runs beside it.")
+    constraint: str | None = Field(None, description="sbatch --constraint: node features (config.toml [node] "
+                                   "features), joined by & (all) or | (any): nvlink, a100&nvlink, a100|h100.")
+    nodelist: str | list[str] | None = Field(None, description="sbatch --nodelist: the node to run on.")
+    exclude: str | list[str] | None = Field(None, description="sbatch --exclude: nodes not to run on.")
+    cpus_per_gpu: int | str | None = Field(None, description="sbatch --cpus-per-gpu: CPUs = this x GPUs.")
+    mail_type: str | None = Field(None, description="sbatch --mail-type: NONE, ALL, or BEGIN, END, FAIL, REQUEUE, "
+                                  "TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50, comma-separated.")
+    mail_user: str | None = Field(None, description="sbatch --mail-user: where those mails go (default: the job's "
+                                  "user at the server's mail domain).")
+    time_min: int | str | None = Field(None, description="sbatch --time-min: the shortest limit it takes; backfill "
+                                       "may start it sooner with a limit between this and its time limit.")
+    priority: int | str | None = Field(None, description="sbatch --priority (admins only): the job's priority, "
+                                       "fixed; 0 holds it.")
 
 
 class JobEventOut(BaseModel, extra="allow"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from corral.api.identity import AuthSettings
+from corral.core.features import FEATURE_PATTERN
 from corral.core.identity import AccessPolicy, Account, parse_accounts
 from corral.core.resources import DeclaredInventory
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
@@ -27,6 +28,7 @@ from corral.home import CONFIG_FILE, HomeLayout, read_server_info, remove_server
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from corral.monitor.channels.notification import SmtpSettings
     from corral.monitor.jobs import JobReader
     from corral.monitor.service import MonitorService
     from corral.store.runs import RunStore
@@ -96,10 +98,11 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     server_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
                    "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
                    "max_script_mb": int}
-    node_keys: dict[str, type | tuple[type, ...]] = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str}
+    node_keys: dict[str, type | tuple[type, ...]] = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str,
+                                                     "features": list}
     monitor_keys: dict[str, type | tuple[type, ...]] = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
-                 "timeout_s": (int, float)}
+                 "timeout_s": (int, float), "domain": str}
     auth_keys: dict[str, type | tuple[type, ...]] = {"admins": list, "trust_local": bool, "rate_per_s": (int, float), "burst": (int, float), "host_names": list,
                  "session_hours": (int, float), "unauthenticated_per_s": (int, float),
                  "unauthenticated_burst": (int, float), "max_connections_per_user": int, "max_streams_per_user": int}
@@ -156,6 +159,12 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     interval = updates.get("sample_interval_s", options.sample_interval_s)
     if not 0.1 <= float(interval) <= 3600:
         raise InvalidRequest("monitor.sample_interval_s", f"must be between 0.1 and 3600 seconds in {path}, got {interval}")
+    if "features" in updates:
+        features = updates["features"]
+        if not all(isinstance(f, str) and FEATURE_PATTERN.match(f) for f in features):
+            raise InvalidRequest("node.features", f"must be a list of feature names in {path}",
+                                 'e.g. features = ["a100", "nvlink"] (letters, digits, _ . -)')
+        updates["features"] = tuple(features)
     inventory = replace(options.inventory, **{k: v for k, v in updates.items() if k in node_keys})
     auth_settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"}
     settings = AuthSettings(**auth_settings)
@@ -268,6 +277,13 @@ def job_token(tokens: Any, job: Any) -> str:
     return tokens.create(job.spec.user, f"job-{job.id}", "submit", min(now + lifetime, now + 365 * 86400), "corral", now)[1]
 
 
+def job_mail_relay(options: ServerOptions) -> SmtpSettings:
+    """The relay sbatch --mail-type mails go through: `[smtp]`, or the defaults (a relay on this machine)."""
+    from corral.monitor.channels import SmtpSettings
+
+    return SmtpSettings(**options.smtp)
+
+
 def build_monitor(options: ServerOptions, service: JobReader, engine: Engine, tracking: TrackingService,
                   run_store: RunStore, sample: bool) -> MonitorService:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
@@ -358,7 +374,7 @@ def serve(options: ServerOptions) -> None:
     settings = ServiceSettings(
         home=home, user=getpass.getuser(), server_env=server_env, access=policy,
         user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
-        max_script_mb=options.max_script_mb,
+        max_script_mb=options.max_script_mb, smtp=job_mail_relay(options),
     )
     service = JobService(store=JobStore(engine), backend=backend, nodes=nodes, settings=settings, config=options.scheduler)
     run_store = RunStore(engine)

@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from corral.core.resources import Node, check_satisfiable
+from corral.core.resources import Node, check_node_names, check_satisfiable
 from corral.core.schedconfig import Partition, SchedulerConfig
 from corral.core.spec import JobSpec
-from corral.errors import Conflict, InvalidRequest, Unsatisfiable
+from corral.errors import Conflict, Forbidden, InvalidRequest, Unsatisfiable
 
 
 def check_nice(spec: JobSpec, privileged: bool) -> None:
@@ -25,11 +25,19 @@ def check_nice(spec: JobSpec, privileged: bool) -> None:
                              "admin may set a negative nice", "use 0 or more (more is kinder)")
 
 
+def check_priority(spec: JobSpec, privileged: bool) -> None:
+    """Only an admin may set a job's priority (sbatch --priority), as in Slurm."""
+    if spec.priority is not None and not privileged:
+        raise Forbidden(f"--priority={spec.priority}: only an admin may set a job's priority "
+                        "(Access/permission denied); use --nice to lower your own job's")
+
+
 def check_runnable(spec: JobSpec, nodes: Sequence[Node]) -> None:
     """Refuse what no node could ever run (raises Unsatisfiable, naming the limit)."""
     if spec.nodes > 1:
         raise Unsatisfiable("nodes", f"asks for {spec.nodes} nodes; this server runs each job on one machine",
                             "run multi-node jobs on a Slurm cluster (corral up --backend slurm)")
+    check_node_names(spec.request, nodes)
     check_satisfiable(spec.request, nodes)
 
 

@@ -74,7 +74,7 @@ class NodeProfile:
         """
         need = request.gpus
         matching: tuple[int, ...] = ()
-        if request.requirements is not None and not node_matches(self.node, request):
+        if request.picks_nodes and not node_matches(self.node, request):
             return None
         if need:
             key = (request.gpu_type, request.gpu_mem_mb, request.requirements)
@@ -86,6 +86,11 @@ class NodeProfile:
             if len(matching) < need:
                 return None
         want_cpus, want_mem = request.cpus, request.mem_mb
+        if request.exclusive:  # the whole node, free throughout: every GPU, CPU and all the memory
+            if request.cpus > self.node.cpus or request.mem_mb > self.node.mem_mb:
+                return None
+            need, matching = len(self.node.gpus), tuple(g.index for g in self.node.gpus)
+            want_cpus, want_mem = self.node.cpus, self.node.mem_mb
         times, cpus, mem, gpus = self.times, self.cpus, self.mem, self.gpus
         n = len(times)
         for k in range(n):

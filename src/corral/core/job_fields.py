@@ -65,6 +65,26 @@ class JobFields(TypedDict):
     labels: dict[str, str]
     comment: str | None
     """sbatch's --comment."""
+    begin_time: str | None
+    """sbatch's --begin: not started before then (ISO 8601, UTC)."""
+    deadline: str | None
+    """sbatch's --deadline (ISO 8601, UTC)."""
+    exclusive: bool
+    """sbatch's --exclusive: it holds its whole node (Slurm's OverSubscribe=NO)."""
+    features: str | None
+    """sbatch's --constraint over node features."""
+    nodelist: list[str]
+    """sbatch's --nodelist (Slurm's ReqNodeList)."""
+    exclude: list[str]
+    """sbatch's --exclude (Slurm's ExcNodeList)."""
+    mail_type: list[str]
+    """sbatch's --mail-type, ALL spelled out; empty: no mail."""
+    mail_user: str | None
+    """sbatch's --mail-user (None: the job's user at the server's mail domain)."""
+    time_min_s: int | None
+    """sbatch's --time-min in seconds."""
+    fixed_priority: int | None
+    """sbatch's --priority, set by an admin; None: computed."""
     submit_time: str
     start_time: str | None
     estimated_start: str | None
@@ -124,6 +144,16 @@ def job_fields(job: Job, detail: bool = True) -> JobFields:
         "submit_dir": s.submit_dir,
         "labels": dict(s.labels),
         "comment": s.comment,
+        "begin_time": iso_utc(s.begin_time, milliseconds=True),
+        "deadline": iso_utc(s.deadline, milliseconds=True),
+        "exclusive": s.exclusive,
+        "features": s.features,
+        "nodelist": list(s.nodelist),
+        "exclude": list(s.exclude),
+        "mail_type": list(s.mail_type),
+        "mail_user": s.mail_user,
+        "time_min_s": s.time_min_s,
+        "fixed_priority": s.priority,
         "submit_time": iso_utc(job.submit_time, milliseconds=True),
         "start_time": iso_utc(job.start_time, milliseconds=True),
         "estimated_start": (iso_utc(job.estimated_start, milliseconds=True)

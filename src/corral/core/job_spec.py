@@ -35,7 +35,8 @@ REQUEST_FIELDS = frozenset({
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
-    "requirements", "user_log", "options", "hold", "open_mode", "comment",
+    "requirements", "user_log", "options", "hold", "open_mode", "comment", "begin", "deadline", "exclusive",
+    "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
 })
 
 # What `corral update` may change on a pending job.
@@ -101,6 +102,26 @@ class JobSpec:
     """sbatch's --open-mode: `append` keeps what the log files hold; `truncate` empties them at the start."""
     comment: str | None = None
     """sbatch's --comment: the submitter's note, shown with the job."""
+    begin_time: float | None = None
+    """sbatch's --begin (epoch seconds): it waits, reason BeginTime, until then."""
+    deadline: float | None = None
+    """sbatch's --deadline (epoch seconds): removed (state DEADLINE) once it could not end by then."""
+    exclusive: bool = False
+    """sbatch's --exclusive: it holds its whole node (every GPU, CPU and all memory) while it runs."""
+    features: str | None = None
+    """sbatch's --constraint: node features joined by & and | (`corral.core.features`)."""
+    nodelist: tuple[str, ...] = ()
+    """sbatch's --nodelist: the node it must run on."""
+    exclude: tuple[str, ...] = ()
+    """sbatch's --exclude: nodes it must not run on."""
+    mail_type: tuple[str, ...] = ()
+    """sbatch's --mail-type: the events mailed about (BEGIN, END, FAIL, REQUEUE, TIME_LIMIT_90...)."""
+    mail_user: str | None = None
+    """sbatch's --mail-user (None: its user, at the server's mail domain)."""
+    time_min_s: int | None = None
+    """sbatch's --time-min: the shortest limit it accepts, so that backfill may start it sooner with less."""
+    priority: int | None = None
+    """sbatch's --priority (admins): its priority, fixed, in place of the computed one."""
     hold: bool = field(default=False, compare=False)
     """Submitted held (sbatch -H): the job's `held` starts so; not stored, since the job's `held` is."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
@@ -117,4 +138,5 @@ class JobSpec:
     @property
     def request(self) -> Request:
         """The resources it needs, as the scheduler sees them."""
-        return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb, self.requirements)
+        return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb, self.requirements,
+                       self.exclusive, self.features, self.nodelist, self.exclude)

@@ -20,3 +20,18 @@ class PendingJob:
     submit_time: float = 0.0
     nice: int = 0
     preemptible: bool = False
+    begin_time: float | None = None
+    """Not eligible before then (sbatch's --begin): it waits with reason BeginTime and holds no reservation."""
+    priority: int | None = None
+    """A priority set by an admin (sbatch's --priority), in place of the computed one."""
+    time_min_s: int | None = None
+    """The shortest time limit it accepts (sbatch's --time-min): backfill may start it with less than its own."""
+    deadline: float | None = None
+    """It must end by then (sbatch's --deadline)."""
+
+    def misses_deadline(self, now: float) -> bool:
+        """Whether, started now, it could no longer end by its deadline (Slurm removes it then, state DEADLINE)."""
+        if self.deadline is None:
+            return False
+        shortest = self.time_min_s or self.time_limit_s or 0
+        return now + shortest > self.deadline

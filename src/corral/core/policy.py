@@ -41,6 +41,8 @@ class Decisions:
     """The waiting job that `preempt` makes room for."""
     reserved: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     """Where each reservation in `estimates` is held: its node and GPUs (what a forecast and a plan draw)."""
+    limits: dict[int, int] = field(default_factory=dict)
+    """Jobs started with less than their time limit (sbatch's --time-min): the limit each starts with."""
 
 
 def schedule(
@@ -69,7 +71,7 @@ def schedule(
         jobs_of[key] = jobs_of.get(key, 0) + 1
         gpus_of[key] = gpus_of.get(key, 0) + len(alloc.gpu_ids)
     index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now) for node in nodes])
-    limits = _Limits(nodes, config, jobs_of, gpus_of)
+    limits = _Limits(nodes, config, jobs_of, gpus_of, now)
     held_back = limits.reason
     decisions = Decisions()
     reasons = decisions.reasons
@@ -87,13 +89,27 @@ def schedule(
             continue
         request = job.request
         duration = job.time_limit_s if job.time_limit_s is not None else INFINITY
+        if job.deadline is not None and job.time_min_s is not None and now + duration > job.deadline:
+            # as Slurm: a flexible job started now gets what is left until its deadline (time-min at least)
+            capped = max(job.time_min_s, int(job.deadline - now) // _MINUTE * _MINUTE)
+            if capped < duration:
+                duration = capped
+                decisions.limits[job.job_id] = capped
         best = index.earliest(request, duration)
+        if (best is None or best[1] > now) and job.time_min_s is not None and job.time_min_s < duration:
+            shorter = _flexible(index, request, job.time_min_s, duration, now)
+            if shorter is not None:
+                best, duration = shorter
+                decisions.limits[job.job_id] = int(duration)
+        if (best is None or best[1] > now) and job.job_id in decisions.limits:
+            del decisions.limits[job.job_id]  # it waits: its limit is set when it starts
         if best is not None and best[1] <= now:
             k, _, gpu_ids = best
-            index.reserve(k, now, now + duration, request.cpus, request.mem_mb, gpu_ids)
+            cpus, mem = _held(request, nodes[k])
+            index.reserve(k, now, now + duration, cpus, mem, gpu_ids)
             factors = priorities.get(job.job_id)
             decisions.starts.append(Allocation(
-                job.job_id, nodes[k].name, gpu_ids, request.cpus, request.mem_mb, job.user, job.qos,
+                job.job_id, nodes[k].name, gpu_ids, cpus, mem, job.user, job.qos,
                 now + duration if duration < INFINITY else None, job.preemptible,
                 factors.priority if factors is not None else 0,
             ))
@@ -116,10 +132,47 @@ def schedule(
             stopped = True
             continue
         k, start, gpu_ids = best
-        index.reserve(k, start, start + duration, request.cpus, request.mem_mb, gpu_ids)
+        cpus, mem = _held(request, nodes[k])
+        index.reserve(k, start, start + duration, cpus, mem, gpu_ids)
         estimates[job.job_id] = start
         decisions.reserved[job.job_id] = (nodes[k].name, gpu_ids)
     return decisions
+
+
+def _held(request: Request, node: Node) -> tuple[int, int]:
+    """The CPUs and memory a job holds on `node`: all of them for an exclusive one."""
+    return (node.cpus, node.mem_mb) if request.exclusive else (request.cpus, request.mem_mb)
+
+
+_MINUTE = 60
+
+
+def _flexible(index: ProfileIndex, request: Request, shortest: int, longest: float,
+              now: float) -> tuple[tuple[int, float, tuple[int, ...]], float] | None:
+    """Slurm's --time-min: the longest limit from `shortest` up to (not including) `longest`, in whole
+    minutes past `shortest`, with which the request starts now; None if even `shortest` must wait.
+    Fitting is monotone in the limit (what fits longer fits shorter), so a binary search finds it."""
+    found = index.earliest(request, shortest)
+    if found is None or found[1] > now:
+        return None
+    best: tuple[tuple[int, float, tuple[int, ...]], float] = (found, float(shortest))
+    top = (min(longest, MAX_FLEXIBLE_S) - shortest) // _MINUTE
+    low, high = 1, int(top)
+    while low <= high:
+        middle = (low + high) // 2
+        limit = shortest + middle * _MINUTE
+        if limit >= longest:
+            high = middle - 1
+            continue
+        fit = index.earliest(request, limit)
+        if fit is not None and fit[1] <= now:
+            best, low = (fit, float(limit)), middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+MAX_FLEXIBLE_S = 365 * 86400  # an unlimited job with --time-min gets at most a year (Slurm's cap on a limit)
 
 
 def _victims(
@@ -141,6 +194,8 @@ def _victims(
         matching = [g.index for g in node.gpus if gpu_matches(g, request, node)]
 
         def fits() -> bool:
+            if request.exclusive:  # nothing may stay beside it
+                return cpus == node.cpus and mem == node.mem_mb and not busy and len(matching) >= request.gpus
             return (cpus >= request.cpus and mem >= request.mem_mb
                     and sum(1 for i in matching if i not in busy) >= request.gpus)
 
@@ -164,12 +219,14 @@ class _Limits:
     remembered per request.
     """
 
-    __slots__ = ("nodes", "partitions", "default_partition", "qoses", "default_qos", "jobs_of", "gpus_of", "fits")
+    __slots__ = ("nodes", "partitions", "default_partition", "qoses", "default_qos", "jobs_of", "gpus_of", "fits",
+                 "now")
 
     def __init__(
         self, nodes: Sequence[Node], config: SchedulerConfig,
-        jobs_of: dict[tuple[str, str | None], int], gpus_of: dict[tuple[str, str | None], int],
+        jobs_of: dict[tuple[str, str | None], int], gpus_of: dict[tuple[str, str | None], int], now: float,
     ) -> None:
+        self.now = now
         self.nodes = nodes
         self.partitions = config.partitions
         self.default_partition = config.default_partition
@@ -177,17 +234,18 @@ class _Limits:
         self.default_qos = config.default_qos
         self.jobs_of = jobs_of
         self.gpus_of = gpus_of
-        self.fits: dict[tuple[int, int, int, str | None, int | None, str | None], bool] = {}  # by request shape
+        self.fits: dict[Request, bool] = {}  # by request shape
 
     def reason(self, job: PendingJob) -> PendingReason | None:
         """The reason a job may not start whatever is free, or None."""
         if job.held:
             return PendingReason.HELD
+        if job.begin_time is not None and job.begin_time > self.now:
+            return PendingReason.BEGIN_TIME
         request = job.request
-        shape = (request.gpus, request.cpus, request.mem_mb, request.gpu_type, request.gpu_mem_mb, request.requirements)
-        fits = self.fits.get(shape)
+        fits = self.fits.get(request)
         if fits is None:
-            fits = self.fits[shape] = _fits_some_node(request, self.nodes)
+            fits = self.fits[request] = _fits_some_node(request, self.nodes)
         if not fits:
             return PendingReason.BAD_CONSTRAINTS
         partition = self.partitions.get(job.partition or self.default_partition)
@@ -216,7 +274,7 @@ def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
     for node in nodes:
         if request.cpus > node.cpus or request.mem_mb > node.mem_mb or request.gpus > len(node.gpus):
             continue
-        if not node_matches(node, request):
+        if request.picks_nodes and not node_matches(node, request):
             continue
         if request.gpus == 0 or (request.gpu_type is None and request.gpu_mem_mb is None and request.requirements is None):
             return True

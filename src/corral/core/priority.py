@@ -132,6 +132,8 @@ def prioritize(
             size = min(1.0, request.cpus / total_cpus) if total_cpus else 0.0
         nice = job.nice
         priority = int(w_age * age + fair[1] + w_size * size + part[2] + qos[1] - nice)
+        if job.priority is not None:  # set by an admin (sbatch --priority): it stands for every factor
+            priority = job.priority
         factors[job.job_id] = new_factors(priority, age, fair[0], size, part[1], qos[0], nice)
         add_priority(priority)
         add_tier(part[0])

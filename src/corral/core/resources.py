@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corral.core import classad
+from corral.core.features import named, satisfies
 from corral.core.units import format_memory
 from corral.errors import Unsatisfiable
 
@@ -38,6 +39,8 @@ class DeclaredInventory:
     gpu_mem: str | None = None
     cpus: int | None = None
     mem: str | None = None
+    features: tuple[str, ...] = ()
+    """Node features (`[node] features`), for sbatch's --constraint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,8 @@ class Node:
     arch: str = "X86_64"
     """HTCondor's Arch for its processors: X86_64 or aarch64."""
     opsys: str = "LINUX"
+    features: tuple[str, ...] = ()
+    """What its admin declares it has (`nvlink`, `a100`, `ib`), for sbatch's --constraint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,19 @@ class Request:
     mem_mb: int = 0
     requirements: str | None = None
     """A ClassAd expression (HTCondor's requirements) each of its GPUs (or, without GPU terms, its node) meets."""
+    exclusive: bool = False
+    """It takes its whole node: every GPU, CPU and all the memory, nothing beside it."""
+    features: str | None = None
+    """A --constraint over the node's features (`corral.core.features`)."""
+    nodelist: tuple[str, ...] = ()
+    """The node it must run on (empty: any)."""
+    exclude: tuple[str, ...] = ()
+    """Nodes it must not run on."""
+
+    @property
+    def picks_nodes(self) -> bool:
+        """Whether only some nodes may run it, whatever their GPUs (see `node_matches`)."""
+        return self.requirements is not None or self.features is not None or bool(self.nodelist or self.exclude)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +126,12 @@ def gpu_matches(gpu: Gpu, request: Request, node: Node | None = None) -> bool:
 
 
 def node_matches(node: Node, request: Request) -> bool:
-    """Whether the node meets requirements that name no GPU property (those are checked per GPU)."""
+    """Whether the node may run the request: named (or not excluded), with the features asked for, and
+    meeting requirements that name no GPU property (those are checked per GPU)."""
+    if request.nodelist and node.name not in request.nodelist:
+        return False
+    if node.name in request.exclude or not satisfies(request.features, node.features):
+        return False
     if request.requirements is None:
         return True
     expr = classad.compiled(request.requirements)
@@ -136,6 +159,7 @@ def check_satisfiable(request: Request, nodes: Sequence[Node]) -> None:
         raise Unsatisfiable("gpus", "the server has no nodes")
     if any(_fits_empty(request, node) for node in nodes):
         return
+    _check_nodes(request, nodes)
     if request.requirements is not None:
         _check_requirements(request, nodes)
     if request.gpus:
@@ -163,6 +187,40 @@ def check_satisfiable(request: Request, nodes: Sequence[Node]) -> None:
             "mem", f"requested {format_memory(request.mem_mb)} of memory; the largest node has {format_memory(most_mem)}"
         )
     raise Unsatisfiable("gpus", "no single node has all of the requested GPUs, CPUs and memory together")
+
+
+def check_node_names(request: Request, nodes: Sequence[Node]) -> None:
+    """Refuse --nodelist or --exclude names that are no node here, and more than one node for a one-node job.
+
+    Raises:
+        Unsatisfiable: naming the nodes there are.
+    """
+    names = [node.name for node in nodes]
+    for field, listed in (("nodelist", request.nodelist), ("exclude", request.exclude)):
+        unknown = [name for name in listed if name not in names]
+        if unknown:
+            raise Unsatisfiable(field, f"{', '.join(unknown)}: no such node here (Invalid node name specified)",
+                                f"nodes here: {', '.join(names) or 'none'}")
+    if len(request.nodelist) > 1:
+        raise Unsatisfiable("nodelist", f"names {len(request.nodelist)} nodes; a job here runs on one",
+                            f"name one of {', '.join(names)}")
+
+
+def _check_nodes(request: Request, nodes: Sequence[Node]) -> None:
+    """Name the node choice (--nodelist, --exclude, --constraint) that leaves no node, if it is to blame."""
+    allowed = [node for node in nodes if (not request.nodelist or node.name in request.nodelist)
+               and node.name not in request.exclude]
+    if not allowed:
+        field = "exclude" if not request.nodelist else "nodelist"
+        raise Unsatisfiable(field, "leaves no node to run on (Requested node configuration is not available)",
+                            f"nodes here: {', '.join(node.name for node in nodes)}")
+    if request.features is not None and not any(satisfies(request.features, node.features) for node in allowed):
+        have = sorted({f for node in allowed for f in node.features})
+        missing = sorted(named(request.features) - set(have))
+        raise Unsatisfiable(
+            "constraint", f"no node here has the features {request.features}"
+            + (f" ({', '.join(missing)}: on no node)" if missing else "") + " (Invalid feature specification)",
+            f"features here: {', '.join(have) or 'none'} (an admin declares them: [node] features in config.toml)")
 
 
 def _fits_empty(request: Request, node: Node) -> bool:

@@ -32,33 +32,24 @@ _VALUED: dict[str, str] = {
     "qos": "qos", "q": "qos",
     "account": "account", "A": "account",
     "comment": "comment",
+    "begin": "begin", "b": "begin", "deadline": "deadline",
+    "constraint": "constraint", "C": "constraint",
+    "nodelist": "nodelist", "w": "nodelist", "exclude": "exclude", "x": "exclude",
+    "cpus-per-gpu": "cpus_per_gpu", "time-min": "time_min", "priority": "priority",
+    "mail-type": "mail_type", "mail-user": "mail_user",
 }
 # options that must say "one": corral runs one task on one node
 _ONE: dict[str, str] = {"nodes": "nodes", "N": "nodes", "ntasks": "ntasks", "n": "ntasks",
                         "ntasks-per-node": "ntasks-per-node"}
 # accepted and ignored with a warning: they change nothing about where or how the job runs here
 _HARMLESS_VALUED = {
-    "mail-type", "mail-user",
     "hint", "distribution", "m", "tmp", "mem-bind", "cpu-bind", "propagate", "wckey", "licenses", "L",
 }
 _HARMLESS_FLAGS = {"requeue", "no-requeue", "parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
 # flags that set a field to yes: corral's own (in #CORRAL lines as in #SBATCH ones), and sbatch's --hold
 _YES_FLAGS = {"preemptible": "preemptible", "hold": "hold", "H": "hold"}
-_FLAGS = _HARMLESS_FLAGS | {"exclusive", "overcommit", "O", "contiguous", "wait", "W", "no-kill", "k"}
+_FLAGS = _HARMLESS_FLAGS | {"overcommit", "O", "contiguous", "wait", "W", "no-kill", "k"}
 _OPEN_MODES = ("append", "truncate")
-# what corral cannot honour yet, each with what to do instead (refused by name, never silently dropped)
-_NOT_YET: dict[str, str] = {
-    "begin": "submit it later, or submit it held (-H) and release it (corral release ID) when it may start",
-    "deadline": "set --time so that it ends in time",
-    "exclusive": "ask for the resources it needs (--gpus, --cpus-per-task, --mem); other jobs may share the node",
-    "constraint": "ask for a GPU type with --gpus=TYPE:N or --gres=gpu:TYPE:N",
-    "nodelist": "this server places jobs itself; ask for the resources the job needs",
-    "exclude": "this server places jobs itself; ask for the resources the job needs",
-    "cpus-per-gpu": "give the job's CPUs in all with --cpus-per-task=N",
-    "time-min": "give one time limit with --time",
-    "priority": "an admin may raise a job with a negative --nice",
-}
-_NOT_YET_SHORT = {"C": "constraint", "w": "nodelist", "x": "exclude"}
 _DEFAULT_NICE = "100"  # what sbatch's bare --nice means
 
 
@@ -172,16 +163,15 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
             out.fields["nice"] = value if has_value else _DEFAULT_NICE
             out.places["nice"] = f"{at}{source} {token}"
             continue
+        if name == "exclusive" and token.startswith("--"):
+            if has_value:  # --exclusive=user|mcs share the node among one user's (or group's) jobs
+                out.problems.append(f"{at}{source} --exclusive={value}: sharing a node among one user's or group's "
+                                    "jobs is not supported (remove the value: --exclusive takes the whole node)")
+            else:
+                out.fields["exclusive"] = "yes"
+            continue
         if name in _YES_FLAGS:
             out.fields[_YES_FLAGS[name]] = "yes"
-            continue
-        if name in _NOT_YET or (name in _NOT_YET_SHORT and not token.startswith("--")):
-            if name not in ("exclusive",) and not has_value and i < len(tokens) and tokens[i][1] == line \
-                    and not tokens[i][0].startswith("-"):
-                i += 1  # its value: not read as an option of its own
-            full = _NOT_YET_SHORT.get(name, name) if not token.startswith("--") else name
-            out.problems.append(f"{at}{source} option {_spelled(token, name)} is not supported by corral yet "
-                                f"(remove it; {_NOT_YET[full]})")
             continue
         if name in _FLAGS:
             if name in _HARMLESS_FLAGS:
@@ -226,7 +216,8 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 f"{at}{source} option {_spelled(token, name)} is not supported by corral (remove it; supported: "
                 "--job-name --gres --gpus --cpus-per-task --mem --time --output --error --chdir --export --nice "
                 "--partition --qos --account --dependency --kill-on-invalid-dep --array --signal --preemptible "
-                "--hold --open-mode --comment --nodes --ntasks=1)")
+                "--hold --open-mode --comment --begin --deadline --exclusive --constraint --nodelist --exclude "
+                "--cpus-per-gpu --gpus-per-task --time-min --priority --mail-type --mail-user --nodes --ntasks=1)")
     return out
 
 

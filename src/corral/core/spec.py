@@ -36,6 +36,7 @@ from corral.core.job_spec import (
     JobSpec,
 )
 from corral.core.spec_command import job_comment, job_name, split_command
+from corral.core.features import parse_constraint
 from corral.core.spec_env import parse_labels, resolve_environment
 from corral.core.spec_paths import check_directory, log_patterns, open_mode, parse_umask, parse_user_log
 from corral.core.spec_queue import array_field, config_name, dependency_field, yes_no
@@ -49,6 +50,7 @@ from corral.core.spec_resources import (
     size_or_none,
 )
 from corral.core.spec_signals import parse_signal, signal_text
+from corral.core.spec_slurm import check_window, mail_types, mail_user, moment, node_names, priority, time_min
 from corral.errors import InvalidRequest, several_problems
 
 __all__ = [
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 # Spellings of one setting: a request that uses any of them replaces what the script said in any other.
-_ALTERNATIVES = (("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"), ("time", "time_limit_s"))
+_ALTERNATIVES = (("mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"), ("time", "time_limit_s"), ("cpus", "cpus_per_gpu"))
 
 
 def check_script_size(request: Mapping[str, Any], max_mb: int) -> None:
@@ -79,7 +81,7 @@ def check_script_size(request: Mapping[str, Any], max_mb: int) -> None:
 
 def build_spec(
     request: Mapping[str, Any], *, user: str, log_dir: str, default_workdir: str, server_env: Mapping[str, str],
-    can_enter: Callable[[str], bool] | None = None, max_nodes: int = MAX_NODES,
+    can_enter: Callable[[str], bool] | None = None, max_nodes: int = MAX_NODES, now: float = 0.0,
 ) -> JobSpec:
     """Validate a submit request and turn it into a JobSpec.
 
@@ -88,7 +90,8 @@ def build_spec(
     `can_enter`: whether `user` can enter a directory (asked as them on a shared server, so that
     nobody learns what lies where they may not look); the service layer passes it, since looking is
     I/O; None checks only that the paths are absolute. `max_nodes`: the most nodes this server's
-    backend runs a job on, for a script's `--nodes`.
+    backend runs a job on, for a script's `--nodes`. `now`: the server's clock, which `--begin`'s and
+    `--deadline`'s times (`16:00`, `now+1hour`) are read against.
 
     Raises:
         InvalidRequest: naming the first bad field and how to fix it; for a script's directives,
@@ -127,7 +130,7 @@ def build_spec(
     nodes = int_in(fields.get("nodes", 1), "nodes", 1, MAX_NODES)
 
     gpu_type, gpus = parse_gpus(fields)
-    cpus = int_in(fields.get("cpus", 1), "cpus", 1, MAX_CPUS)
+    cpus = _cpus(fields, gpus)
     mem_mb = parse_mem(fields, cpus, gpus)
     gpu_mem_mb = size_or_none(fields, "gpu_mem", "gpu_mem_mb")
     if gpu_mem_mb is not None and gpus == 0:
@@ -144,6 +147,10 @@ def build_spec(
     requirements = parse_requirements(fields.get("requirements"), gpus)
     user_log = parse_user_log(fields.get("user_log"), workdir)
     dependency = dependency_field(fields.get("dependency"))
+    begin, deadline = moment(fields.get("begin"), "begin", now), moment(fields.get("deadline"), "deadline", now)
+    shortest = time_min(fields.get("time_min"), time_limit_s)
+    check_window(begin, deadline, time_limit_s, shortest, now)
+    fixed_priority = priority(fields.get("priority"))
     return JobSpec(
         name=job_name(fields.get("name"), command, fields.get("script_name") if script is not None else None),
         user=user,
@@ -179,9 +186,33 @@ def build_spec(
         user_log=user_log,
         open_mode=open_mode(fields.get("open_mode")),
         comment=job_comment(fields.get("comment")),
-        hold=yes_no(fields.get("hold", False), "hold"),
+        begin_time=begin,
+        deadline=deadline,
+        exclusive=yes_no(fields.get("exclusive", False), "exclusive"),
+        features=parse_constraint(fields.get("constraint")),
+        nodelist=node_names(fields.get("nodelist"), "nodelist"),
+        exclude=node_names(fields.get("exclude"), "exclude"),
+        mail_type=mail_types(fields.get("mail_type")),
+        mail_user=mail_user(fields.get("mail_user")),
+        time_min_s=shortest,
+        priority=fixed_priority,
+        # Slurm's priority 0 is a held job (released by giving it a priority again, or corral release)
+        hold=yes_no(fields.get("hold", False), "hold") or fixed_priority == 0,
         warnings=tuple(warnings),
     )
+
+
+def _cpus(fields: Mapping[str, Any], gpus: int) -> int:
+    """The job's CPUs: --cpus-per-task, or --cpus-per-gpu times its GPUs (not both, as sbatch says)."""
+    if "cpus_per_gpu" not in fields:
+        return int_in(fields.get("cpus", 1), "cpus", 1, MAX_CPUS)
+    if "cpus" in fields:
+        raise InvalidRequest("cpus_per_gpu", "given together with cpus (--cpus-per-task)",
+                             "give one: --cpus-per-gpu=N or --cpus-per-task=N")
+    per_gpu = int_in(fields["cpus_per_gpu"], "cpus_per_gpu", 1, MAX_CPUS)
+    if gpus == 0:
+        raise InvalidRequest("cpus_per_gpu", "needs a GPU request", "add --gpus N, or use --cpus-per-task")
+    return int_in(per_gpu * gpus, "cpus_per_gpu", 1, MAX_CPUS)
 
 
 def _override(fields: dict[str, Any], over: Mapping[str, Any]) -> None:
@@ -207,6 +238,11 @@ _DIRECTIVE_CHECKS: dict[str, Callable[[Any], object]] = {
     "dependency": lambda v: dependency_field(v), "kill_on_invalid_dep": lambda v: yes_no(v, "kill_on_invalid_dep"),
     "array": lambda v: array_field(v), "signal": lambda v: signal_text(v),
     "account": lambda v: config_name(v, "account"), "comment": job_comment, "open_mode": open_mode,
+    "cpus_per_gpu": lambda v: int_in(v, "cpus_per_gpu", 1, MAX_CPUS), "exclusive": lambda v: yes_no(v, "exclusive"),
+    "begin": lambda v: moment(v, "begin", 0.0), "deadline": lambda v: moment(v, "deadline", 0.0),
+    "constraint": parse_constraint, "nodelist": lambda v: node_names(v, "nodelist"),
+    "exclude": lambda v: node_names(v, "exclude"), "mail_type": mail_types, "mail_user": mail_user,
+    "time_min": lambda v: time_min(v, None), "priority": priority,
 }
 _OVERRIDDEN_BY = {key: group for group in _ALTERNATIVES for key in group} | {"gpus": ("gpus", "gres", "gpus_per_node")}
 

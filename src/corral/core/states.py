@@ -24,6 +24,8 @@ class JobState(str, enum.Enum):
     """Its supervisor died without recording an outcome (killed, or the machine rebooted)."""
     PREEMPTED = "PREEMPTED"
     """Stopped for a job of higher priority; queued again at once (so never seen for long)."""
+    DEADLINE = "DEADLINE"
+    """Removed unstarted: it could no longer end (start + time limit) by its --deadline."""
 
     def is_terminal(self) -> bool:
         return self not in (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED)
@@ -54,5 +56,9 @@ class PendingReason(str, enum.Enum):
     """Starting it would give its user more GPUs than the QoS allows."""
     DEPENDENCY = "Dependency"
     """Waits for the jobs it depends on."""
+    BEGIN_TIME = "BeginTime"
+    """Its --begin time has not come yet."""
+    DEADLINE = "DeadLine"
+    """It could no longer end by its --deadline (the reason a job removed for it shows)."""
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"
     """What it depends on can no longer happen (cancelled if it asked for --kill-on-invalid-dep)."""

@@ -109,7 +109,8 @@ def build_node(declared: DeclaredInventory) -> Node:
     if cpus < 1:
         raise InvalidRequest("cpus", f"must be at least 1, got {cpus}")
     mem_mb = parse_memory_mb(declared.mem, field="mem") if declared.mem else machine_memory_mb()
-    return Node(name=socket.gethostname(), cpus=cpus, mem_mb=mem_mb, gpus=tuple(gpus), arch=condor_arch())
+    return Node(name=socket.gethostname(), cpus=cpus, mem_mb=mem_mb, gpus=tuple(gpus), arch=condor_arch(),
+                features=declared.features)
 
 
 def condor_arch(machine: str | None = None) -> str:

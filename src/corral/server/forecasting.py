@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.core.dependency import Verdict, evaluate
 from corral.core.forecast import Forecast, forecast
+from corral.core.iso_times import iso_utc
 from corral.core.pending import PendingJob
 from corral.core.spec import JobSpec
 from corral.errors import Conflict, Unsatisfiable
@@ -56,8 +57,9 @@ async def forecast_submit(service: JobService, request: Mapping[str, Any], user:
     queue = [job for job in table.queue.values() if job.job_id not in waiting]
     running = list({**scheduling.running.allocations, **scheduling.rated(now)}.values())
     usage = scheduling.usage(now)
+    # its --begin is a note (below), not a wait: the forecast says when it could start once eligible
     job = PendingJob(job_id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, False, now,
-                     spec.nice, spec.preemptible)
+                     spec.nice, spec.preemptible, None, spec.priority, spec.time_min_s, spec.deadline)
     notes = _conditions(service, spec)
     # the pass is pure and reads only this snapshot: off the event loop, which a long queue would hold up
     result = await asyncio.to_thread(forecast, job, nodes=service.nodes, running=running, queue=queue, usage=usage,
@@ -70,6 +72,9 @@ async def forecast_submit(service: JobService, request: Mapping[str, Any], user:
 def _conditions(service: JobService, spec: JobSpec) -> tuple[str, ...]:
     """What would keep the job waiting besides the machine: the forecast assumes them met."""
     notes = []
+    if spec.begin_time is not None and spec.begin_time > service.clock():
+        notes.append(f"--begin: it would not start before {iso_utc(spec.begin_time)}, waiting with reason BeginTime "
+                     "until then: this is when it could start once that time has come")
     if spec.hold:
         notes.append("submitted held (--hold), it would wait until released: this is when it would start if "
                      "released now")

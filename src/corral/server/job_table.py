@@ -78,6 +78,8 @@ class JobTable:
         elif job.state is JobState.PENDING:
             job.reason = self.reasons.get(job.id, PendingReason.NONE)
             job.estimated_start = self.estimates.get(job.id)
+            if job.estimated_start is None and job.reason == PendingReason.BEGIN_TIME:
+                job.estimated_start = job.spec.begin_time  # not before then, as squeue --start shows
             if job.is_array and job.id not in self.reasons:
                 job.reason = self._array_reason(job)
         return job
@@ -146,7 +148,8 @@ def pending(job: Job) -> PendingJob:
     """A pending job as the scheduler reads it."""
     spec = job.spec
     return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
-                      job.submit_time, spec.nice, spec.preemptible)
+                      job.submit_time, spec.nice, spec.preemptible, spec.begin_time, spec.priority, spec.time_min_s,
+                      spec.deadline)
 
 
 def apply_outcome(job: Job, outcome: Outcome) -> None:

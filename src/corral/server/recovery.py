@@ -7,11 +7,12 @@ The backend says what became of each running job (`Backend.recover`): still runn
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from corral.backends.base import Recovered
 from corral.core.job import Job
-from corral.core.resources import Allocation
+from corral.core.resources import Allocation, Node
 from corral.core.states import JobState
 from corral.server.job_table import apply_outcome
 
@@ -30,12 +31,12 @@ def recover(service: JobService) -> None:
         if job.state is JobState.RUNNING:
             recovery = service.backend.recover(job)
             if recovery.status is Recovered.RUNNING:
-                service.allocations[job.id] = _allocation_of(job)
+                service.allocations[job.id] = _allocation_of(job, service.nodes)
             elif recovery.status is Recovered.NEVER_STARTED:
                 job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
                 changed.append(job)
             elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
-                service.allocations[job.id] = _allocation_of(job)
+                service.allocations[job.id] = _allocation_of(job, service.nodes)
                 events += service.scheduling.running.ending_events(job, recovery.outcome)
                 service.scheduling.requeue(job, recovery.outcome.end_time)
                 changed.append(job)
@@ -55,8 +56,12 @@ def recover(service: JobService) -> None:
     log.info("recovered %d unfinished jobs (%d running)", len(service.active), len(service.allocations))
 
 
-def _allocation_of(job: Job) -> Allocation:
+def _allocation_of(job: Job, nodes: Sequence[Node]) -> Allocation:
     spec = job.spec
     end = job.start_time + spec.time_limit_s if job.start_time is not None and spec.time_limit_s else None
-    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), spec.cpus, spec.mem_mb, spec.user, spec.qos, end,
+    cpus, mem = spec.cpus, spec.mem_mb
+    node = next((n for n in nodes if n.name == job.node), None)
+    if spec.exclusive and node is not None:  # it holds the whole node, as when it started
+        cpus, mem = node.cpus, node.mem_mb
+    return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), cpus, mem, spec.user, spec.qos, end,
                       spec.preemptible)

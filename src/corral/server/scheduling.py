@@ -64,6 +64,7 @@ class SchedulingPass:
         self.total_gpus = sum(len(n.gpus) for n in self.nodes)
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
+        self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
 
     def decide(self, waiting: Mapping[int, object], now: float) -> Decisions:
         """What starts and what is preempted now; `waiting`: jobs held back by their dependencies."""
@@ -72,11 +73,16 @@ class SchedulingPass:
         self._rate_preemptible(now)
         return schedule(self.nodes, self.running.allocations.values(), ordered, now, self.config, self.factors)
 
-    def start(self, starts: Sequence[Allocation], now: float) -> tuple[list[Job], list[JobEvent]]:
-        """Mark the decided starts RUNNING on their allocations (the caller records and launches them)."""
+    def start(self, starts: Sequence[Allocation], now: float,
+              limits: Mapping[int, int] | None = None) -> tuple[list[Job], list[JobEvent]]:
+        """Mark the decided starts RUNNING on their allocations (the caller records and launches them).
+        `limits`: the jobs started with a shorter time limit (--time-min), which becomes theirs, as in Slurm."""
         started, events = [], []
         for allocation in starts:
             job = self.table.active[allocation.job_id]
+            if limits and job.id in limits:
+                job.spec = replace(job.spec, time_limit_s=limits[job.id])
+                self.store.save_spec(job)
             job.state, job.reason, job.start_time = JobState.RUNNING, None, now
             job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
             self.running.allocations[job.id] = allocation
@@ -87,6 +93,8 @@ class SchedulingPass:
 
     def requeue(self, job: Job, stopped_at: float) -> None:
         """A preempted job waits again, its restart count up one; its checkpoint dir stays its own."""
+        if self.on_requeue is not None:
+            self.on_requeue(job, stopped_at)
         allocation = self.running.release(job.id)
         if allocation is not None and job.start_time is not None:
             self.ledger.charge_interrupted(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,

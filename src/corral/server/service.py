@@ -35,6 +35,7 @@ from corral.server import cancelling, recovery, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
+from corral.server.job_mail import JobMail
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, pending
 from corral.server.job_watchers import JobWatchers
 from corral.server.log_window import read_log_window
@@ -74,6 +75,10 @@ class JobService:
         self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
                                          clock=clock)
         self.watchers = JobWatchers()
+        self.mail = JobMail(settings.smtp)  # sbatch --mail-type; Slurm sends its own jobs' mail
+        if backend.placement is not None:
+            self.watchers.on_job_ended.append(self.mail.ended)
+        self.scheduling.on_requeue = self.mail.requeued
         self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
                                        store=store, clock=clock, changed=self.mark_dirty)
         self.placed = None if backend.placement is None else PlacedJobs(
@@ -160,6 +165,7 @@ class JobService:
         if self.placed is not None:
             self.placed.close()
         self.submissions.close()
+        self.mail.close()
 
     def resolve(self, ref: str) -> Job:
         """A job by its id (`12`) or an array task by `12_3` (`corral.server.queries`)."""
@@ -335,8 +341,10 @@ class JobService:
             return
         self.loop.dirty = False
         now = self.clock()
+        self.mail.time_limits(self.table.active, now)
         if not self.table.queue and not self.table.arrays:
             return
+        self._remove_past_deadline(now)
         waiting = self._check_dependencies()
         decisions = self.scheduling.decide(waiting, now)
         decisions.reasons.update(waiting)
@@ -347,12 +355,13 @@ class JobService:
         self.table.reserved = decisions.reserved
         if not decisions.starts:
             return
-        started, events = self.scheduling.start(decisions.starts, now)
+        started, events = self.scheduling.start(decisions.starts, now, decisions.limits)
         # Recorded as RUNNING before launch: after a crash in between, recovery finds
         # no supervisor and queues the job again instead of losing or doubling it.
         self.watchers.changed()
         assert self.placed is not None
         self.placed.launch(started, events)
+        self.mail.started(started, now)
 
     def finish_array_if_done(self, array_id: int) -> None:
         """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""
@@ -365,6 +374,15 @@ class JobService:
         self.store.save_state(array)
         self.table.cancelled_arrays.discard(array_id)
         self.forget(array)
+
+    def _remove_past_deadline(self, now: float) -> None:
+        """Pending jobs that could no longer end by their --deadline end so (state DEADLINE), as in Slurm."""
+        late = [job_id for job_id, waiting in self.table.queue.items() if waiting.misses_deadline(now)]
+        for job_id in late:
+            job = self.table.active[job_id]
+            job.state, job.end_time, job.reason = JobState.DEADLINE, now, PendingReason.DEADLINE.value
+            self.store.save_state(job)
+            self.forget(job)
 
     def _check_dependencies(self) -> dict[int, PendingReason]:
         """Jobs that must wait for others, with their reason (`JobTable.waiting_on_dependencies`); cancels

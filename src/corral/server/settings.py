@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from corral.core.identity import AccessPolicy
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB
 from corral.home import HomeLayout
+from corral.monitor.channels.notification import SmtpSettings
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class ServiceSettings:
     user_log_dir: Callable[[str], str] | None = None
     isolation: tuple[str, str] = ("none", "")
     max_script_mb: int = DEFAULT_MAX_SCRIPT_MB
+    smtp: SmtpSettings | None = None
+    """The mail relay jobs' --mail-type mails go through (`[smtp]`); None: no mail is sent."""
 
     @property
     def log_dir(self) -> str:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from corral.backends.base import Backend
-from corral.core.admission import admit, check_nice, check_runnable, refuse_unconfigured
+from corral.core.admission import admit, check_nice, check_priority, check_runnable, refuse_unconfigured
 from corral.core.job import Job
 from corral.core.resources import Node
 from corral.core.schedconfig import SchedulerConfig
@@ -47,6 +47,7 @@ class Submissions:
         self.table = table
         self.store = store
         self._changed = changed
+        self.clock = clock
         self.directories = DirectoryAccess()  # submitters' directories, checked as them
         # the one thread that writes to the database off the event loop: submits' group commits here,
         # and the starts and ends `PlacedJobs` records; one, so that those writes never interleave
@@ -75,9 +76,10 @@ class Submissions:
             request, user=user, log_dir=self.settings.log_dir_of(user),
             default_workdir=os.path.expanduser("~") if own else home_of(user), server_env=self.settings.server_env if own else {},
             can_enter=can_enter if own else self.directories.checker(user),  # as the user: root sees into every home
-            max_nodes=self.max_nodes,
+            max_nodes=self.max_nodes, now=self.clock(),
         )
         check_nice(spec, privileged)
+        check_priority(spec, privileged)
         if not own and spec.inherit_env:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})

@@ -18,7 +18,8 @@ _SPEC_COLUMNS = (
     "name", "user", "command", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
-    "account", "umask", "requirements", "user_log", "open_mode", "comment",
+    "account", "umask", "requirements", "user_log", "open_mode", "comment", "begin_time", "deadline", "exclusive",
+    "features", "nodelist", "exclude", "mail_type", "mail_user", "time_min_s", "priority",
 )
 _IDS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 
@@ -196,7 +197,13 @@ def _spec_row(spec: JobSpec) -> dict[str, Any]:
     row["script_args"] = list(spec.script_args)
     row["env"] = dict(spec.env)
     row["labels"] = dict(spec.labels)
+    for name in ("nodelist", "exclude", "mail_type"):  # names, comma-separated
+        row[name] = ",".join(getattr(spec, name)) or None
     return row
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(text.split(",")) if text else ()
 
 
 def _state_row(job: Job) -> dict[str, Any]:
@@ -227,6 +234,9 @@ def _job(row: Mapping[Any, Any]) -> Job:  # a RowMapping: keyed by names (and by
         kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"], preemptible=row["preemptible"],
         warn_signal=row["warn_signal"], nodes=row["nodes"], account=row["account"], umask=row["umask"],
         requirements=row["requirements"], user_log=row["user_log"], open_mode=row["open_mode"], comment=row["comment"],
+        begin_time=row["begin_time"], deadline=row["deadline"], exclusive=row["exclusive"], features=row["features"],
+        nodelist=_names(row["nodelist"]), exclude=_names(row["exclude"]), mail_type=_names(row["mail_type"]),
+        mail_user=row["mail_user"], time_min_s=row["time_min_s"], priority=row["priority"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     DDL, JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, LargeBinary, MetaData,
-    PrimaryKeyConstraint, String, Table, Text, UniqueConstraint, event,
+    PrimaryKeyConstraint, String, Table, Text, UniqueConstraint, event, false,
 )
 
 metadata = MetaData()
@@ -60,6 +60,16 @@ jobs = Table(
     Column("user_log", Text),
     Column("open_mode", String(8), nullable=False, server_default="truncate"),
     Column("comment", Text),
+    Column("begin_time", Float),
+    Column("deadline", Float),
+    Column("exclusive", Boolean, nullable=False, server_default=false()),
+    Column("features", Text),
+    Column("nodelist", Text),
+    Column("exclude", Text),
+    Column("mail_type", String(200)),
+    Column("mail_user", Text),
+    Column("time_min_s", Integer),
+    Column("priority", BigInteger),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,

@@ -329,3 +329,19 @@ def test_a_multi_node_job_runs_srun_torchrun_with_a_rendezvous_on_its_first_node
         "--rdzv_backend=c10d", "--rdzv_endpoint=node17:29500", "train.py", "--lr", "$(touch pwned)",
     ]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_placement_time_and_mail_options_pass_to_slurm_which_honours_them_itself():
+    import time
+
+    begin = time.mktime((2026, 12, 1, 8, 0, 0, 0, 0, -1))
+    job = make_job(begin_time=begin, deadline=begin + 7200, exclusive=True, features="a100&nvlink",
+                   nodelist=("gpu01",), exclude=("gpu02", "gpu03"), time_min_s=1800, time_limit_s=3600, priority=50,
+                   mail_type=("END", "FAIL"), mail_user="me@lab.org")
+    argv = build(job).argv
+    for option in ("--begin=2026-12-01T08:00:00", "--deadline=2026-12-01T10:00:00", "--exclusive",
+                   "--constraint=a100&nvlink", "--nodelist=gpu01", "--exclude=gpu02,gpu03", "--time-min=0-00:30:00",
+                   "--priority=50", "--mail-type=END,FAIL", "--mail-user=me@lab.org"):
+        assert option in argv
+    plain = build(make_job()).argv
+    assert not [a for a in plain if a.startswith(("--begin", "--exclusive", "--constraint", "--mail", "--priority"))]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from corral.core.job import Job
+    from corral.core.job_spec import JobSpec
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -78,6 +80,7 @@ def build_sbatch(
             argv.append("--kill-on-invalid-dep=yes")
     if spec.warn_signal:
         argv.append(f"--signal={warn_signal_option(spec.warn_signal)}")
+    argv += placement_options(spec)
     if spec.comment:
         argv.append(f"--comment={spec.comment}")
     argv.append("--requeue" if requeue else "--no-requeue")
@@ -160,3 +163,29 @@ def warn_signal_option(text: str) -> str:
     while body[:2] in ("B:", "R:"):
         body = body[2:]
     return f"B:{body}"
+
+
+def placement_options(spec: JobSpec) -> list[str]:
+    """sbatch's --begin, --deadline, --exclusive, --constraint, --nodelist, --exclude, --time-min, --priority and
+    --mail-type/--mail-user, as the job asked: Slurm honours them itself (and sends its own mail)."""
+    argv = []
+    for name, moment in (("begin", spec.begin_time), ("deadline", spec.deadline)):
+        if moment is not None:  # Slurm reads a date without a zone in its own (the cluster's) local time
+            argv.append(f"--{name}={time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(moment))}")
+    if spec.exclusive:
+        argv.append("--exclusive")
+    if spec.features:
+        argv.append(f"--constraint={spec.features}")
+    if spec.nodelist:
+        argv.append(f"--nodelist={','.join(spec.nodelist)}")
+    if spec.exclude:
+        argv.append(f"--exclude={','.join(spec.exclude)}")
+    if spec.time_min_s is not None:
+        argv.append(f"--time-min={format_time_limit(spec.time_min_s)}")
+    if spec.priority is not None:
+        argv.append(f"--priority={spec.priority}")
+    if spec.mail_type:
+        argv.append(f"--mail-type={','.join(spec.mail_type)}")
+        if spec.mail_user:
+            argv.append(f"--mail-user={spec.mail_user}")
+    return argv

@@ -23,30 +23,16 @@ def send_email(channel: Channel, note: Notification, smtp: SmtpSettings, timeout
     port = config.get("smtp_port", smtp.port)
     sender = config.get("sender", smtp.sender)
     to = list(config["to"])
-    # The server's credentials (and its TLS setting) belong to the server's own relay: a channel
-    # that names another host must not be able to collect them.
-    own_relay = (host, port) == (smtp.host, smtp.port)
     message = email_message(note, sender, to)
     where = f"{host}:{port}"
     try:
-        client = smtplib.SMTP(host, port, timeout=min(timeout_s, smtp.timeout_s))
-        try:
-            if own_relay and smtp.starttls:
-                client.ehlo()
-                if not client.has_extn("starttls"):
-                    raise DeliveryError(
-                        f"channel {channel.name!r}: the mail server {where} does not offer STARTTLS, and [smtp] "
-                        "starttls = true asks for it (set starttls = false in the [smtp] section of the server's "
-                        "config.toml for a relay without TLS, such as one on this machine or this network; mail and "
-                        "any password then cross the network unencrypted)")
-                client.starttls(context=ssl.create_default_context())
-            if own_relay and smtp.username:
-                client.login(smtp.username, smtp.password or "")
-            refused = client.send_message(message, from_addr=sender, to_addrs=to)
-        except BaseException:
-            client.close()
-            raise
-        _quit(client)
+        refused = relay(host, port, smtp, message, sender, to, min(timeout_s, smtp.timeout_s))
+    except _NoStartTls:
+        raise DeliveryError(
+            f"channel {channel.name!r}: the mail server {where} does not offer STARTTLS, and [smtp] "
+            "starttls = true asks for it (set starttls = false in the [smtp] section of the server's "
+            "config.toml for a relay without TLS, such as one on this machine or this network; mail and "
+            "any password then cross the network unencrypted)") from None
     except smtplib.SMTPRecipientsRefused as exc:
         raise DeliveryError(f"channel {channel.name!r}: {where} refused every recipient: {_refusals(exc.recipients)}") from None
     except smtplib.SMTPResponseException as exc:
@@ -58,6 +44,34 @@ def send_email(channel: Channel, note: Notification, smtp: SmtpSettings, timeout
     if refused:
         # The others have the message; failing the delivery would send it to them again on every retry.
         log.warning("channel %r: %s refused some recipients: %s", channel.name, where, _refusals(refused))
+
+
+class _NoStartTls(smtplib.SMTPException):
+    """The server's relay offers no STARTTLS, and [smtp] starttls asks for it."""
+
+
+def relay(host: str, port: int, smtp: SmtpSettings, message: EmailMessage, sender: str, to: list[str],
+          timeout_s: float) -> Mapping[str, tuple[int, bytes]]:
+    """Send one message through `host`: with the server's TLS setting and credentials only when it is the
+    server's own relay (`[smtp]`). Returns the recipients refused; raises smtplib's and socket errors."""
+    # The server's credentials (and its TLS setting) belong to the server's own relay: a channel
+    # that names another host must not be able to collect them.
+    own_relay = (host, port) == (smtp.host, smtp.port)
+    client = smtplib.SMTP(host, port, timeout=timeout_s)
+    try:
+        if own_relay and smtp.starttls:
+            client.ehlo()
+            if not client.has_extn("starttls"):
+                raise _NoStartTls("the relay offers no STARTTLS")
+            client.starttls(context=ssl.create_default_context())
+        if own_relay and smtp.username:
+            client.login(smtp.username, smtp.password or "")
+        refused = client.send_message(message, from_addr=sender, to_addrs=to)
+    except BaseException:
+        client.close()
+        raise
+    _quit(client)
+    return refused
 
 
 def email_message(note: Notification, sender: str, to: list[str]) -> EmailMessage:

@@ -37,6 +37,9 @@ class SmtpSettings:
     password: str | None = None
     starttls: bool = False
     timeout_s: float = 10.0
+    domain: str | None = None
+    """Where users' mail goes by default (Slurm's MailDomain): sbatch --mail-type mails USER@domain; None: the
+    sender's domain."""
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ export function num(v) {
 // Job and run states: a symbol and the word, so they read without colour.
 const STATE_SYMBOLS = {
   RUNNING: "●", PENDING: "◌", COMPLETED: "✓", FAILED: "✗", TIMEOUT: "◷", CANCELLED: "⊘",
-  OUT_OF_MEMORY: "▲", NODE_FAIL: "⚡", PREEMPTED: "↺", HELD: "‖",
+  OUT_OF_MEMORY: "▲", NODE_FAIL: "⚡", PREEMPTED: "↺", HELD: "‖", DEADLINE: "◷",
   running: "●", finished: "✓", failed: "✗", crashed: "☠",
 };
 
