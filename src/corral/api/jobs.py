@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response

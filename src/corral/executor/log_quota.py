@@ -10,7 +10,6 @@ its stderr), one a round, until the user is under it again.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass

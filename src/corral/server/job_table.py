@@ -11,7 +11,7 @@ from collections import Counter
 from corral.core.arrays import parse_array
 from corral.core.dependency import Dependency, Verdict, evaluate
 from corral.core.job import Job, Outcome
-from corral.core.policy import PendingJob
+from corral.core.policy import Decisions, PendingJob
 from corral.core.states import JobState, PendingReason
 from corral.store.jobs import JobStore
 
@@ -31,8 +31,7 @@ class JobTable:
         self.dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
         self.reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
         self.backend_reasons: dict[int, str] = {}  # what a backend that schedules itself says a job waits for
-        self.estimates: dict[int, float] = {}  # expected starts, from the last pass
-        self.reserved: dict[int, tuple[str, tuple[int, ...]]] = {}  # where each of those starts: node, GPUs
+        self.planned = Decisions()  # the last pass's: expected starts (`estimates`) and where (`reserved`)
         self.per_user: Counter[tuple[str, str | None]] = Counter()  # unfinished jobs by (user, QoS)
         self._ended_states: dict[int, tuple[JobState, bool]] = {}
 
@@ -77,7 +76,7 @@ class JobTable:
             job.reason = self.backend_reasons[job.id]
         elif job.state is JobState.PENDING:
             job.reason = self.reasons.get(job.id, PendingReason.NONE)
-            job.estimated_start = self.estimates.get(job.id)
+            job.estimated_start = self.planned.estimates.get(job.id)
             if job.estimated_start is None and job.reason == PendingReason.BEGIN_TIME:
                 job.estimated_start = job.spec.begin_time  # not before then, as squeue --start shows
             if job.is_array and job.id not in self.reasons:

@@ -1,6 +1,6 @@
 """Who watches the jobs (`JobWatchers`): the live views, which look for a change count that goes
-up; the parts told when a job ends (tracking, the monitor); and the requests waiting for one to end
-(`corral wait`). The job service tells them; they never change a job.
+up; the parts told when a job ends (tracking, the monitor); the requests waiting for one to end
+(`corral wait`); and the mailer of sbatch's --mail-type. The job service tells them; they never change a job.
 """
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ import asyncio
 from collections.abc import Callable
 
 from corral.core.job import Job
+from corral.server.job_mail import JobMail
 
 
 class JobWatchers:
-    def __init__(self) -> None:
+    def __init__(self, mail: JobMail) -> None:
+        self.mail = mail  # started, ended, requeued and near their limits: the job's owner is told
         self.generation = 0  # goes up whenever jobs change: the dashboard's live view watches it
         self.on_job_ended: list[Callable[[Job], None]] = []  # e.g. tracking ends the job's runs
         self._waiters: dict[int, list[asyncio.Future[Job]]] = {}

@@ -74,11 +74,10 @@ class JobService:
         ledger = UsageLedger(config.half_life_s, clock(), UsageStore(store.engine))
         self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
                                          clock=clock)
-        self.watchers = JobWatchers()
-        self.mail = JobMail(settings.smtp)  # sbatch --mail-type; Slurm sends its own jobs' mail
-        if backend.placement is not None:
-            self.watchers.on_job_ended.append(self.mail.ended)
-        self.scheduling.on_requeue = self.mail.requeued
+        self.watchers = JobWatchers(JobMail(settings.smtp))
+        if backend.placement is not None:  # sbatch --mail-type; Slurm sends its own jobs' mail
+            self.watchers.on_job_ended.append(self.watchers.mail.ended)
+        self.scheduling.on_requeue = self.watchers.mail.requeued
         self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
                                        store=store, clock=clock, changed=self.mark_dirty)
         self.placed = None if backend.placement is None else PlacedJobs(
@@ -165,7 +164,7 @@ class JobService:
         if self.placed is not None:
             self.placed.close()
         self.submissions.close()
-        self.mail.close()
+        self.watchers.mail.close()
 
     def resolve(self, ref: str) -> Job:
         """A job by its id (`12`) or an array task by `12_3` (`corral.server.queries`)."""
@@ -301,7 +300,7 @@ class JobService:
 
     def plan_view(self) -> dict[str, Any]:
         """Each GPU's timeline: running jobs to their time limits, reservations of pending ones (`corral.server.plan_view`)."""
-        return plan_view(self.nodes, self.allocations, self.active, self.table.estimates, self.table.reserved,
+        return plan_view(self.nodes, self.allocations, self.active, self.table.planned.estimates, self.table.planned.reserved,
                          self.clock())
 
     def nodes_view(self) -> list[dict[str, Any]]:
@@ -341,7 +340,7 @@ class JobService:
             return
         self.loop.dirty = False
         now = self.clock()
-        self.mail.time_limits(self.table.active, now)
+        self.watchers.mail.time_limits(self.table.active, now)
         if not self.table.queue and not self.table.arrays:
             return
         self._remove_past_deadline(now)
@@ -351,8 +350,7 @@ class JobService:
         assert self.placed is not None
         self.placed.preempt(decisions.preempt, decisions.preempt_for, now)
         self.table.reasons = decisions.reasons
-        self.table.estimates = decisions.estimates
-        self.table.reserved = decisions.reserved
+        self.table.planned = decisions
         if not decisions.starts:
             return
         started, events = self.scheduling.start(decisions.starts, now, decisions.limits)
@@ -361,7 +359,7 @@ class JobService:
         self.watchers.changed()
         assert self.placed is not None
         self.placed.launch(started, events)
-        self.mail.started(started, now)
+        self.watchers.mail.started(started, now)
 
     def finish_array_if_done(self, array_id: int) -> None:
         """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from corral.cli.slurm import scontrol_format as sf
+from corral.cli.slurm.scontrol_config import show_config
 from corral.cli.slurm.values import parse_iso
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -207,7 +208,7 @@ def test_partition_limits_and_access() -> None:
 
 def test_show_config_keeps_slurms_layout() -> None:
     theirs = golden("scontrol_show_config.txt").split("\n")
-    ours = sf.show_config({"ClusterName": "corral", "PriorityWeightAge": 1000}, now=0,
+    ours = show_config({"ClusterName": "corral", "PriorityWeightAge": 1000}, now=0,
                           controller="vm").split("\n")
     assert ours[0].startswith("Configuration data as of ")
     their_keys = [line.split(" = ")[0].rstrip() for line in theirs[1:] if " = " in line or line.endswith(" =")]

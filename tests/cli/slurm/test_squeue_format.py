@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from corral.cli.slurm.squeue_fields import mem_size
 from corral.cli.slurm.squeue_format import (
     DEFAULT_FORMAT,
     LONG_FORMAT,
     format_squeue,
-    mem_size,
     parse_format,
 )
 
@@ -263,4 +263,4 @@ def test_import_stays_cheap() -> None:
     code = ("import sys, corral.cli.slurm; before = set(sys.modules); import corral.cli.slurm.squeue_format; "
             "print(sorted(set(sys.modules) - before))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['corral.cli.slurm.squeue_format', 'corral.cli.slurm.values']"
+    assert out.strip() == "['corral.cli.slurm.squeue_fields', 'corral.cli.slurm.squeue_format', 'corral.cli.slurm.values']"

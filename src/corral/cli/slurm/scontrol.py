@@ -16,8 +16,9 @@ from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.scontrol_format import (
-    INVALID_JOB, hostnames, show_config, show_jobs, show_nodes, show_partitions,
+    INVALID_JOB, hostnames, show_jobs, show_nodes, show_partitions,
 )
+from corral.cli.slurm.scontrol_config import show_config
 from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False

@@ -26,7 +26,7 @@ def main(argv: Sequence[str]) -> int:
         job = service.call("GET", f"/api/v1/jobs/{ref}")
     except ServerError as exc:
         if exc.status == 404:
-            raise Refused(f"Job not found.") from None
+            raise Refused("Job not found.") from None
         raise
     try:
         efficiency = service.call("GET", f"/api/v1/jobs/{job['ref']}/efficiency") if job.get("start_time") else None

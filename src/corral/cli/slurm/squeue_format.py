@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import time
 
-from corral.cli.slurm.values import UNLIMITED, local_time, parse_iso, state_code
+from corral.cli.slurm.squeue_fields import PENDING, as_int, as_text, end_time, field_value, node_list, start_time, used_seconds
+from corral.cli.slurm.values import parse_iso, state_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 DEFAULT_SORT = "P,t,-p"
 START_SORT = "S"
 LONG_DEFAULT_WIDTH = 20
-YEAR_SECONDS = 365 * 24 * 3600
 
 # code: header. Slurm's headers, whatever the code's value below (those it has no value for print N/A)
 HEADERS = {
@@ -86,9 +86,7 @@ LONG_NAMES = {
     "mintime": "timemin",
 }
 # Slurm truncates every value that does not fit, except times and node lists
-_UNCUT = frozenset("MlLN")
 _UNCUT_HEADERS = frozenset("NRY")
-_PENDING, _RUNNING = "PENDING", "RUNNING"
 
 
 def format_squeue(jobs: Iterable[Mapping[str, object]], *, now: float, fmt: str | None = None,
@@ -105,7 +103,7 @@ def format_squeue(jobs: Iterable[Mapping[str, object]], *, now: float, fmt: str 
     if not any("priority" in job for job in rows):
         _queue_order_priority(rows)
     if start:
-        rows = [job for job in rows if job.get("state") == _PENDING]
+        rows = [job for job in rows if job.get("state") == PENDING]
         sort = START_SORT if sort is None else sort
     rows = sort_jobs(rows, DEFAULT_SORT if sort is None else sort, now)
     out: list[str] = []
@@ -177,8 +175,8 @@ def parse_long_format(fmt_long: str, errors: list[str]) -> list[Item]:
 def sort_jobs(jobs: list[dict[str, object]], keys: str, now: float) -> list[dict[str, object]]:
     """Slurm's sort of `jobs` (in `_record_order`): first by start time, latest first (never-started last), then each `-S` key from the
     last to the first, each a stable sort, so the first key decides; `-` before a key reverses it."""
-    started = [job for job in jobs if _start(job)]
-    never = [job for job in jobs if not _start(job)]
+    started = [job for job in jobs if start_time(job)]
+    never = [job for job in jobs if not start_time(job)]
     started.sort(key=lambda job: _start_key(job, now), reverse=True)
     rows = started + never[::-1]  # Slurm's comparison puts never-started jobs last, in reverse
     i = len(keys) - 1
@@ -204,8 +202,8 @@ def sort_jobs(jobs: list[dict[str, object]], keys: str, now: float) -> list[dict
 
 
 def _sort_by_start(rows: list[dict[str, object]], reverse: bool, now: float) -> list[dict[str, object]]:
-    started = [job for job in rows if _start(job)]
-    never = [job for job in rows if not _start(job)]
+    started = [job for job in rows if start_time(job)]
+    never = [job for job in rows if not start_time(job)]
     started.sort(key=lambda job: _start_key(job, now), reverse=reverse)
     return started + never[::-1]  # as in the first sort: Slurm's merge sort turns them round each time
 
@@ -224,68 +222,63 @@ def _record_order(jobs: list[dict[str, object]]) -> list[dict[str, object]]:
     for job in jobs:
         array_job = job.get("array_job_id")
         if isinstance(array_job, int):
-            newest[array_job] = max(newest.get(array_job, 0), _int(job.get("id")))
-    return sorted(jobs, key=lambda job: max(_int(job.get("id")), newest.get(_int(job.get("id")), 0)))
+            newest[array_job] = max(newest.get(array_job, 0), as_int(job.get("id")))
+    return sorted(jobs, key=lambda job: max(as_int(job.get("id")), newest.get(as_int(job.get("id")), 0)))
 
 
-def _start(job: Mapping[str, object]) -> float | None:
-    """Slurm's start_time: when it started, or for a pending job when it is expected to."""
-    if job.get("state") == _PENDING:
-        return parse_iso(_text(job.get("estimated_start")))
-    return parse_iso(_text(job.get("start_time")))
 
 
 def _start_key(job: Mapping[str, object], now: float) -> float:
-    begin = _start(job) or 0.0
-    return max(begin, now) if job.get("state") == _PENDING else begin
+    begin = start_time(job) or 0.0
+    return max(begin, now) if job.get("state") == PENDING else begin
 
 
 def _id_key(job: Mapping[str, object], now: float) -> tuple[int, int]:
     task = job.get("array_task_id")
     if isinstance(task, int) and job.get("array_job_id") is not None:
-        return _int(job.get("array_job_id")), task
-    return _int(job.get("id")), _NO_TASK
+        return as_int(job.get("array_job_id")), task
+    return as_int(job.get("id")), _NO_TASK
 
 
 _NO_TASK = 0xFFFFFFFE  # Slurm's NO_VAL: a job that is not a task sorts after its array's tasks
 
 _SORT_KEYS: dict[str, Callable[[Mapping[str, object], float], Any]] = {
-    "C": lambda job, now: _int(job.get("cpus")),
-    "D": lambda job, now: _int(job.get("nodes")) or 1,
-    "e": lambda job, now: _end(job, now) or 0.0,
+    "C": lambda job, now: as_int(job.get("cpus")),
+    "D": lambda job, now: as_int(job.get("nodes")) or 1,
+    "e": lambda job, now: end_time(job, now) or 0.0,
     "i": _id_key,
     "j": lambda job, now: str(job.get("name") or ""),
     "l": lambda job, now: _limit_minutes(job),
     "L": lambda job, now: _time_left_key(job, now),
-    "m": lambda job, now: _int(job.get("mem_mb")),
-    "M": lambda job, now: _used(job, now),
-    "N": lambda job, now: _nodes(job, "") or "",
-    "p": lambda job, now: _int(job.get("priority")),
-    "Q": lambda job, now: _int(job.get("priority")),
+    "m": lambda job, now: as_int(job.get("mem_mb")),
+    "M": lambda job, now: used_seconds(job, now),
+    "N": lambda job, now: node_list(job, "") or "",
+    "p": lambda job, now: as_int(job.get("priority")),
+    "Q": lambda job, now: as_int(job.get("priority")),
     "P": lambda job, now: str(job.get("partition") or ""),
     "t": lambda job, now: state_code(str(job.get("state"))),
     "T": lambda job, now: str(job.get("state")),
     "u": lambda job, now: str(job.get("user") or ""),
-    "V": lambda job, now: parse_iso(_text(job.get("submit_time"))) or 0.0,
-    "y": lambda job, now: _int(job.get("nice")),
+    "V": lambda job, now: parse_iso(as_text(job.get("submit_time"))) or 0.0,
+    "y": lambda job, now: as_int(job.get("nice")),
 }
 
 
 def _limit_minutes(job: Mapping[str, object]) -> int:
     limit = job.get("time_limit_s")
-    return 0xFFFFFFFF if limit is None else _int(limit) // 60
+    return 0xFFFFFFFF if limit is None else as_int(limit) // 60
 
 
 def _time_left_key(job: Mapping[str, object], now: float) -> float:
     limit = job.get("time_limit_s")
-    return float(0xFFFFFFFF) if limit is None else (_int(limit) // 60) * 60 - _used(job, now)
+    return float(0xFFFFFFFF) if limit is None else (as_int(limit) // 60) * 60 - used_seconds(job, now)
 
 
 def _array_tasks(job: dict[str, object]) -> list[dict[str, object]]:
     """`-r`: a pending array's record (`12_[4-6%2]`) as one record per waiting task."""
     ref = str(job.get("ref") or "")
     head, bracket, rest = ref.partition("_[")
-    if not bracket or job.get("state") != _PENDING:
+    if not bracket or job.get("state") != PENDING:
         return [job]
     tasks = []
     for task in _task_ids(rest.rstrip("]").partition("%")[0]):
@@ -313,7 +306,7 @@ def _line(items: Sequence[Item], job: Mapping[str, object] | None, now: float, n
         if job is None:
             parts.append(_pad(HEADERS[code], width, right, code not in _UNCUT_HEADERS))
         else:
-            text, cut = _value(code, job, now, node_name)
+            text, cut = field_value(code, job, now, node_name)
             parts.append(_pad(text, width, right, cut))
         parts.append(suffix)
     return "".join(parts)
@@ -329,257 +322,3 @@ def _pad(text: str | None, width: int, right: bool, cut: bool) -> str:
         text = text.rjust(width)
         return text[:width] if cut else text
     return text[:width].ljust(width)
-
-
-def _value(code: str, job: Mapping[str, object], now: float, node_name: str) -> tuple[str | None, bool]:
-    """The text Slurm prints for one job's column, and whether Slurm truncates it to the width."""
-    cut = code not in _UNCUT
-    state = str(job.get("state") or "")
-    if code == "i":
-        return str(job.get("ref") or job.get("id")), cut
-    if code == "A":
-        return str(job.get("id")), cut
-    if code == "F":
-        array_job = job.get("array_job_id")
-        return str(array_job if array_job is not None else job.get("id")), cut
-    if code == "K":
-        return _array_task_text(job), cut
-    if code == "j":
-        return _text(job.get("name")), cut
-    if code == "u":
-        return _text(job.get("user")), cut
-    if code == "a":
-        return _text(job.get("account")) or _text(job.get("user")), cut
-    if code == "P":
-        return _text(job.get("partition")), cut
-    if code == "q":
-        return _text(job.get("qos")) or "normal", cut
-    if code == "T":
-        return state, cut
-    if code == "t":
-        return state_code(state), cut
-    if code == "M":
-        return _secs(_used(job, now)), cut
-    if code == "l":
-        limit = job.get("time_limit_s")
-        return (UNLIMITED if limit is None else _secs((_int(limit) // 60) * 60)), cut
-    if code == "L":
-        limit = job.get("time_limit_s")
-        return (UNLIMITED if limit is None else _secs((_int(limit) // 60) * 60 - _used(job, now))), cut
-    if code == "D":
-        return str(_int(job.get("nodes")) or 1), cut
-    if code in "Cc":
-        return str(_int(job.get("cpus")) or 1), cut
-    if code == "m":
-        return mem_size(_int(job.get("mem_mb"))), cut
-    if code == "d":
-        return "0", cut
-    if code == "b":
-        return _tres_per_node(job), cut
-    if code == "tres-alloc":
-        return _tres_alloc(job), cut
-    if code == "R":
-        if state in _REASON_STATES:
-            return f"({_reason(job)})", True
-        return _nodes(job, node_name), False
-    if code == "r":
-        return _reason(job), cut
-    if code == "N":
-        return _nodes(job, node_name) or "", False
-    if code == "S":
-        return _time(_start(job)), cut
-    if code == "e":
-        end = _end(job, now)
-        if job.get("time_limit_s") is None and end is not None and end > now:
-            return "NONE", cut
-        return _time(end), cut
-    if code == "V":
-        return _time(parse_iso(_text(job.get("submit_time")))), cut
-    if code == "eligibletime":
-        return _time(parse_iso(_text(job.get("submit_time")))), cut
-    if code == "pendingtime":
-        begin = parse_iso(_text(job.get("start_time")))
-        submit = parse_iso(_text(job.get("submit_time"))) or now
-        return str(int((begin if begin and begin < now else now) - submit)), cut
-    if code == "E":
-        return _dependency(job), cut
-    if code in "pQ":
-        priority = _int(job.get("priority"))
-        return (f"{priority / 0xFFFFFFFF:16.14f}" if code == "p" else str(priority)), cut
-    if code == "y":
-        return str(_int(job.get("nice"))), cut
-    if code == "Z":
-        return _text(job.get("workdir")), cut
-    if code == "o":
-        command = job.get("command")
-        return (" ".join(str(word) for word in command) if isinstance(command, list) and command else None), cut
-    if code == "stdout":
-        return _text(job.get("stdout_path")), cut
-    if code == "stderr":
-        return _text(job.get("stderr_path")), cut
-    if code == "Y":
-        return _sched_nodes(job, now, node_name), False
-    if code in "kfwv":
-        return _text(job.get({"k": "comment", "f": "constraint"}.get(code, ""))) or None, cut
-    if code in "nx":
-        return "", cut
-    if code == "h":
-        return "OK", cut
-    if code == "O":
-        return "0", cut
-    if code in "HIJ":
-        return "*", cut
-    if code == "z":
-        return "*:*:*", cut
-    if code == "tres-per-job":
-        return "N/A", cut
-    if code == "exit_code":
-        return str(_int(job.get("exit_code"))), cut
-    if code == "restartcnt":
-        return str(_int(job.get("restarts"))), cut
-    if code == "B":
-        return (_nodes(job, node_name) or "n/a"), cut
-    return "N/A", cut
-
-
-# the states whose NODELIST(REASON) is the reason, not the node (Slurm's _print_job_reason_list)
-_REASON_STATES = frozenset({_PENDING, "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "FAILED"})
-
-
-# what Slurm gives as the reason of a job that ended so, where corral's record names none
-_END_REASONS = {"FAILED": "NonZeroExitCode", "TIMEOUT": "TimeLimit", "OUT_OF_MEMORY": "OutOfMemory",
-                "DEADLINE": "DeadLine", "NODE_FAIL": "NodeDown"}
-
-
-def _reason(job: Mapping[str, object]) -> str:
-    reason = _text(job.get("reason"))
-    if reason and reason != "None":
-        return reason
-    return _END_REASONS.get(str(job.get("state")), "None")
-
-
-def _nodes(job: Mapping[str, object], node_name: str) -> str | None:
-    if job.get("state") == _PENDING:
-        return ""
-    node = _text(job.get("node"))
-    return node or (node_name if job.get("start_time") else "")
-
-
-def _sched_nodes(job: Mapping[str, object], now: float, node_name: str) -> str | None:
-    """Where backfill plans to start a pending job; none where it has no plan (Slurm's year-out estimate)
-    or where the start is the job's own --begin."""
-    begin = _start(job)
-    if job.get("state") != _PENDING or not begin or begin - now > YEAR_SECONDS - 86400 or job.get("reason") == "BeginTime":
-        return None
-    return node_name
-
-
-def _array_task_text(job: Mapping[str, object]) -> str:
-    ref = str(job.get("ref") or "")
-    if "_[" in ref:
-        return ref.partition("_[")[2].rstrip("]")
-    task = job.get("array_task_id")
-    return "N/A" if task is None else str(task)
-
-
-def _tres_per_node(job: Mapping[str, object]) -> str:
-    """Slurm 22.05's TresPerNode as --gres writes it: `gres:gpu:2`, `gres:gpu:a100:2`; no GPUs N/A."""
-    gpus = _int(job.get("gpus"))
-    if not gpus:
-        return "N/A"
-    nodes = _int(job.get("nodes")) or 1
-    kind = _text(job.get("gpu_type"))
-    per_node = gpus // nodes if gpus % nodes == 0 else gpus
-    return f"gres:gpu:{kind}:{per_node}" if kind else f"gres:gpu:{per_node}"
-
-
-def _tres_alloc(job: Mapping[str, object]) -> str:
-    cpus = _int(job.get("cpus")) or 1
-    parts = [f"cpu={cpus}", f"mem={mem_size(_int(job.get('mem_mb')))}", f"node={_int(job.get('nodes')) or 1}",
-             f"billing={cpus}"]
-    gpus = _int(job.get("gpus"))
-    if gpus:
-        parts.append(f"gres/gpu={gpus}")
-    return ",".join(parts)
-
-
-def _dependency(job: Mapping[str, object]) -> str | None:
-    """Slurm lists the dependencies still waited on, each with its state; met ones are dropped."""
-    spec = _text(job.get("dependency"))
-    reason = job.get("reason")
-    if not spec or job.get("state") != _PENDING or reason not in ("Dependency", "DependencyNeverSatisfied"):
-        return None
-    status = "(unfulfilled)" if reason == "Dependency" else "(failed)"
-    out = []
-    for clause in spec.replace("?", ",").split(","):
-        kind, _, ids = clause.partition(":")
-        if not ids:
-            out.append(clause + status)
-            continue
-        out.extend(f"{kind}:{one}{status}" for one in ids.split(":") if one)
-    return ",".join(out)
-
-
-def _used(job: Mapping[str, object], now: float) -> float:
-    """Slurm's job_time_used: 0 while pending; running: since start; ended: start to end."""
-    if job.get("state") == _PENDING:
-        return 0.0
-    begin = parse_iso(_text(job.get("start_time")))
-    if not begin:
-        return 0.0
-    end = parse_iso(_text(job.get("end_time"))) if job.get("state") != _RUNNING else None
-    return max((end or now) - begin, 0.0)
-
-
-def _end(job: Mapping[str, object], now: float) -> float | None:
-    """Slurm's end_time: the expected end (start + limit, or far off when unlimited) until it ends."""
-    ended = parse_iso(_text(job.get("end_time")))
-    if ended:
-        return ended
-    begin = _start(job)
-    if not begin:
-        return None
-    limit = job.get("time_limit_s")
-    return begin + (_int(limit) // 60) * 60 if limit is not None else begin + YEAR_SECONDS
-
-
-def _secs(seconds: float) -> str:
-    """Slurm's _print_secs: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`; INVALID below 0 or past a year."""
-    total = int(seconds)
-    if total < 0 or total > YEAR_SECONDS:
-        return "INVALID"
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
-
-
-def _time(epoch: float | None) -> str:
-    return local_time(epoch) if epoch else "N/A"
-
-
-def mem_size(mb: int) -> str:
-    """squeue's MIN_MEMORY (convert_num_unit, exact): divided by 1024 while it stays a multiple of 512,
-    so 1024 is `1G`, 1536 `1.50G`, 1000 `1000M`."""
-    if not mb:
-        return "0"
-    value = float(mb)
-    units = "MGTP"
-    unit = 0
-    while value >= 1024 and int(value) % 512 == 0 and unit < len(units) - 1:
-        value /= 1024
-        unit += 1
-    return f"{int(value)}{units[unit]}" if value == int(value) else f"{value:.2f}{units[unit]}"
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) else 0
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
