@@ -1,8 +1,8 @@
 """Times as Slurm's commands take them (`sacct -S/-E`, `sbatch --begin`): `2026-11-24T08:00[:00]`,
 `2026-11-24`, `08:00[:00]` (today), `MM/DD[/YY]`, `now`, `now-2hours`, `now+30`, `today`, `midnight`,
 `noon`, `tomorrow`; in the machine's local time, as epoch seconds. Pure: the clock is `now`, a parameter
-(the server's, for `--begin` and `--deadline`). `corral.cli.slurm.time_args` is its twin on the commands' side
-(sacct's -S/-E), which may not import `corral.core` so as to start as fast as Slurm's."""
+(the server's, for `--begin` and `--deadline`; the caller's, for sacct's -S/-E). It imports only `time`: Slurm's
+commands on corral read their times here too, and must start as fast as Slurm's."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.sacct_format import format_sacct
-from corral.cli.slurm.time_args import parse_time
+from corral.core.slurm_times import parse_time
 from corral.cli.slurm.values import CODE_STATES, STATE_CODES, parse_iso
 from corral.cli.wire import ServerError
 
