@@ -15,6 +15,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 
+VERSION = "slurm 22.05.8 (corral)"  # what `--version` prints: the Slurm whose formats these commands follow
+
+
+def answered(given: dict[str, object], usage: str) -> bool:
+    """`--help`/`--usage` (the usage text) or `--version` answered, as every command answers them."""
+    if given.get("help") or given.get("usage"):
+        print(usage, end="" if usage.endswith("\n") else "\n")
+        return True
+    if given.get("version"):
+        print(VERSION)
+        return True
+    return False
+
+
 class Refused(Exception):
     """What the command says before it exits 1 (`<command>: error: <message>`)."""
 

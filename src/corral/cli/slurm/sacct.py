@@ -15,7 +15,7 @@ import sys
 import time
 
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import Refused, server
+from corral.cli.slurm.command import Refused, answered, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.sacct_format import format_sacct
 from corral.core.slurm_times import parse_time
@@ -61,14 +61,10 @@ def main(argv: Sequence[str]) -> int:
     given, operands = parse(argv, OPTIONS)
     if operands:
         raise UsageError(f"unrecognized argument '{operands[0]}'")
-    if given.get("help") or given.get("usage"):
-        print(USAGE, end="")
-        return 0
     if given.get("helpformat"):
         print("".join(f"{name:<20}" + ("\n" if i % 4 == 3 else "") for i, name in enumerate(USAGE_FIELDS)).rstrip())
         return 0
-    if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+    if answered(given, USAGE):
         return 0
     now = time.time()
     fields = _text(given.get("format"))

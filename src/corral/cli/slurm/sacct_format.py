@@ -313,13 +313,9 @@ def _cpu_clock(seconds: float, *, fraction: bool) -> str:
     micros = int(round(seconds * 1_000_000))
     whole, micros = divmod(micros, 1_000_000)
     millis = micros // 1000 if fraction else 0  # Slurm truncates to milliseconds
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    if whole >= 3600:
+        return full_duration(whole)
+    minutes, secs = divmod(whole, 60)
     if millis:
         return f"{minutes:02d}:{secs:02d}.{millis:03d}"
     return f"00:{minutes:02d}:{secs:02d}"

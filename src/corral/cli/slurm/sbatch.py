@@ -13,7 +13,7 @@ import sys
 import time
 
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import Refused, run, server
+from corral.cli.slurm.command import Refused, answered, run, server
 from corral.cli.wire import ServerError
 
 TYPE_CHECKING = False
@@ -78,11 +78,7 @@ any option it cannot honour.
 
 def main(argv: Sequence[str]) -> int:
     given, operands = parse(argv, OPTIONS, stop_at_first_operand=True)
-    if given.get("help") or given.get("usage"):
-        print(USAGE, end="")
-        return 0
-    if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+    if answered(given, USAGE):
         return 0
     environment = _from_environment(os.environ)
     wait = bool(given.get("wait") or environment.pop("wait", None))

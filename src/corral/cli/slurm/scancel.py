@@ -11,7 +11,7 @@ import os
 import sys
 
 from corral.cli.slurm.argv import Option, parse
-from corral.cli.slurm.command import Refused, server
+from corral.cli.slurm.command import Refused, answered, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.values import CODE_STATES
 from corral.cli.wire import ServerError
@@ -38,11 +38,7 @@ USAGE = """Usage: scancel [OPTIONS] [job_id[_array_id][.step_id]] [job_id...]
 
 def main(argv: Sequence[str]) -> int:
     given, operands = parse(argv, OPTIONS)
-    if given.get("help") or given.get("usage"):
-        print(USAGE, end="")
-        return 0
-    if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+    if answered(given, USAGE):
         return 0
     if given.get("signal") is not None:
         raise Refused("--signal is not supported by corral yet: scancel without it cancels the job")

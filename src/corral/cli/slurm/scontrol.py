@@ -13,7 +13,7 @@ import time
 
 from corral.cli.slurm import cluster
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import Refused, server
+from corral.cli.slurm.command import VERSION, Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.scontrol_format import (
     INVALID_JOB, hostnames, show_jobs, show_nodes, show_partitions,
@@ -40,7 +40,7 @@ UPDATE_KEYS = {"timelimit": "time", "numcpus": "cpus", "mincpusnode": "cpus", "p
 def main(argv: Sequence[str]) -> int:
     given, words = parse(argv, OPTIONS)
     if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+        print(VERSION)
         return 0
     if given.get("help") or given.get("usage") or not words:
         print("Usage: scontrol [-o] show job|node|partition|config|hostnames [ID] | hold|release|requeue JOBS | "

@@ -8,7 +8,7 @@ import time
 
 from corral.cli.slurm import cluster
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import server
+from corral.cli.slurm.command import answered, server
 from corral.cli.slurm.sinfo_format import sinfo
 
 TYPE_CHECKING = False
@@ -28,11 +28,7 @@ def main(argv: Sequence[str]) -> int:
     given, operands = parse(argv, OPTIONS)
     if operands:
         raise UsageError(f"unrecognized argument '{operands[0]}'")
-    if given.get("help") or given.get("usage"):
-        print("Usage: sinfo [-N] [-l] [-s] [-h] [-p PARTITION] [-n NODES] [-o FORMAT]")
-        return 0
-    if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+    if answered(given, "Usage: sinfo [-N] [-l] [-s] [-h] [-p PARTITION] [-n NODES] [-o FORMAT]"):
         return 0
     service = server()
     nodes = cluster.nodes(service)

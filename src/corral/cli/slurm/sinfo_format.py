@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 
 from corral.cli.slurm.scontrol_format import compress_hostlist, gres, node_state, partition_nodes
-from corral.cli.slurm.values import duration
+from corral.cli.slurm.values import duration, percent_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,20 +64,7 @@ def parse_format(fmt: str) -> tuple[str, list[Field]]:
     prefix, _, rest = fmt.partition("%")
     if "%" not in fmt:
         return fmt, []
-    fields: list[Field] = []
-    for token in ("%" + rest).split("%")[1:]:
-        if not token:
-            continue
-        right = token.startswith(".")
-        i = 1 if right else 0
-        width = 0
-        while i < len(token) and token[i].isdigit():
-            width = width * 10 + int(token[i])
-            i += 1
-        if i >= len(token):
-            continue
-        fields.append((token[i], width, right, token[i + 1:]))
-    return prefix, fields
+    return prefix, percent_fields("%" + rest)
 
 
 def sinfo(nodes: Sequence[Node], partitions: Sequence[Partition], *, now: float, default: str | None = None,

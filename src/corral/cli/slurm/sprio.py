@@ -7,7 +7,7 @@ import sys
 
 from corral.cli.slurm import cluster
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import server
+from corral.cli.slurm.command import answered, server
 from corral.cli.slurm.jobs import expand_refs
 from corral.cli.slurm.sprio_format import sprio
 
@@ -27,11 +27,7 @@ def main(argv: Sequence[str]) -> int:
     given, operands = parse(argv, OPTIONS)
     if operands:
         raise UsageError(f"unrecognized argument '{operands[0]}'")
-    if given.get("help") or given.get("usage"):
-        print("Usage: sprio [-j JOBS] [-u USERS] [-l] [-n] [-w] [-h] [-o FORMAT] [-p PARTITIONS]")
-        return 0
-    if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+    if answered(given, "Usage: sprio [-j JOBS] [-u USERS] [-l] [-n] [-w] [-h] [-o FORMAT] [-p PARTITIONS]"):
         return 0
     service = server()
     rows = service.call("GET", "/api/v1/priority")

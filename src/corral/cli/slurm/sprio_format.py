@@ -20,6 +20,8 @@ and the ASSOC and TRES columns appear only in `-l`, empty or 0 as Slurm shows an
 
 from __future__ import annotations
 
+from corral.cli.slurm.values import percent_fields
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -83,18 +85,7 @@ def _parse(fmt: str) -> list[tuple[str, int, bool, str]]:
     fields = [("", 0, False, prefix)] if prefix else []
     if not rest and "%" not in fmt:
         return fields
-    for token in ("%" + rest).split("%")[1:]:
-        if not token:
-            continue
-        right = token.startswith(".")
-        i = 1 if right else 0
-        width = 0
-        while i < len(token) and token[i].isdigit():
-            width = width * 10 + int(token[i])
-            i += 1
-        if i < len(token):
-            fields.append((token[i], width, right, token[i + 1:]))
-    return fields
+    return fields + percent_fields("%" + rest)
 
 
 def _line(fields: list[tuple[str, int, bool, str]], text: Any) -> str:

@@ -14,7 +14,7 @@ import sys
 import time
 
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import Refused, server
+from corral.cli.slurm.command import Refused, answered, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.squeue_format import format_squeue
 from corral.cli.slurm.values import CODE_STATES, STATE_CODES
@@ -53,11 +53,7 @@ def main(argv: Sequence[str]) -> int:
     given, operands = parse(argv, OPTIONS)
     if operands:
         raise UsageError(f"unrecognized argument '{operands[0]}'")
-    if given.get("help") or given.get("usage"):
-        print(USAGE, end="")
-        return 0
-    if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+    if answered(given, USAGE):
         return 0
     if given.get("steps") is not None:
         raise Refused("job steps are not supported by corral: each job is one batch step")

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from corral.cli.slurm.values import UNLIMITED, local_time, parse_iso, state_code
+from corral.cli.slurm.values import UNLIMITED, duration, local_time, parse_iso, state_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -237,16 +237,7 @@ def end_time(job: Mapping[str, object], now: float) -> float | None:
 def _secs(seconds: float) -> str:
     """Slurm's _print_secs: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`; INVALID below 0 or past a year."""
     total = int(seconds)
-    if total < 0 or total > YEAR_SECONDS:
-        return "INVALID"
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
+    return "INVALID" if total < 0 or total > YEAR_SECONDS else duration(total)
 
 
 def _time(epoch: float | None) -> str:

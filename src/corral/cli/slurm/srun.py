@@ -16,7 +16,7 @@ import signal
 import sys
 
 from corral.cli.slurm.argv import Option, parse
-from corral.cli.slurm.command import Refused
+from corral.cli.slurm.command import Refused, answered
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,11 +40,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, sign
 
 def main(argv: Sequence[str]) -> int:
     given, command = parse(argv, OPTIONS, stop_at_first_operand=True)
-    if given.get("help") or given.get("usage"):
-        print("Usage: srun [--output=FILE] [--error=FILE] [--unbuffered] [-D DIR] command [args...]")
-        return 0
-    if given.get("version"):
-        print("slurm 22.05.8 (corral)")
+    if answered(given, "Usage: srun [--output=FILE] [--error=FILE] [--unbuffered] [-D DIR] command [args...]"):
         return 0
     job = os.environ.get("SLURM_JOB_ID") if os.environ.get("CORRAL_JOB_ID") else None
     if job is None:

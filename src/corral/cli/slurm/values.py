@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from corral.core.units import format_duration
+
 # corral's states are Slurm's names; these are squeue's compact codes (squeue %t, sacct has none)
 STATE_CODES = {
     "PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA",
@@ -26,17 +28,9 @@ def duration(seconds: float | None, *, limit: bool = False) -> str:
 
     `limit`: a time limit, where None is UNLIMITED; otherwise None (not started) is `0:00`.
     """
-    if seconds is None:
-        return UNLIMITED if limit else "0:00"
-    total = max(int(seconds), 0)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
+    if seconds is None and not limit:
+        return "0:00"
+    return format_duration(seconds)
 
 
 def full_duration(seconds: float | None) -> str:
@@ -105,3 +99,21 @@ def _days_from_civil(year: int, month: int, day: int) -> int:
     day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
     day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
     return era * 146097 + day_of_era - 719468
+
+
+def percent_fields(fmt: str) -> list[tuple[str, int, bool, str]]:
+    """The `%[.][width]code` fields of a sinfo or sprio format (text before the first `%` left to the
+    caller), each as (code, width, right-aligned, the text after it)."""
+    fields = []
+    for token in fmt.split("%")[1:]:
+        if not token:
+            continue
+        right = token.startswith(".")
+        i = 1 if right else 0
+        width = 0
+        while i < len(token) and token[i].isdigit():
+            width = width * 10 + int(token[i])
+            i += 1
+        if i < len(token):
+            fields.append((token[i], width, right, token[i + 1:]))
+    return fields
