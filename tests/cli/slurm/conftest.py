@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -33,3 +34,13 @@ def slurm_shell(slurm_path: str) -> Callable[[str], Shell]:
         return shell
 
     return for_home
+
+
+@pytest.fixture
+def testbed_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The testbed's local time, in which Slurm printed the captures, is UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -46,7 +45,7 @@ def test_a_user_cannot_cancel_hold_or_change_anothers_job_with_slurms_commands(s
         assert "Access/permission denied" in refused.stderr or "only its owner" in refused.stderr, refused.stderr
     assert client.get(job_id)["state"] in ("PENDING", "RUNNING")
     assert client.get(job_id)["time_limit_s"] is None
-    seen = as_user(alice, server.home, f"squeue -h -o '%i %u'; echo --; sacct -X -n -o JobID")
+    seen = as_user(alice, server.home, "squeue -h -o '%i %u'; echo --; sacct -X -n -o JobID")
     queue, history = seen.stdout.split("--\n")
     assert queue.split() == [job_id, bob]  # everybody sees the queue, as in Slurm
     assert history.strip() == ""  # sacct shows a user her own jobs

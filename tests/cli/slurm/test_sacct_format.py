@@ -9,35 +9,15 @@ for job 67's accounting record, worked through by hand from the script's source.
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from corral.cli.slurm.sacct_format import format_sacct, parse_fields
 from corral.cli.slurm.seff_format import format_seff
+from tests.cli.slurm.goldens import golden
 
-GOLDEN = Path(__file__).parent / "golden"
-
-
-@pytest.fixture(autouse=True)
-def utc() -> Any:
-    """The captures were taken in UTC; Slurm prints local time."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if before is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = before
-    time.tzset()
-
-
-def golden(name: str) -> str:
-    return (GOLDEN / name).read_text()
+pytestmark = pytest.mark.usefixtures("testbed_clock")
 
 
 def _iso(stamp: str) -> str | None:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,27 +9,11 @@ import pytest
 from corral.cli.slurm import scontrol_format as sf
 from corral.cli.slurm.scontrol_config import show_config
 from corral.cli.slurm.values import parse_iso
+from tests.cli.slurm.goldens import golden
 
-GOLDEN = Path(__file__).parent / "golden"
+pytestmark = pytest.mark.usefixtures("testbed_clock")
+
 ROOT = {"root": (0, "root", 0)}
-
-
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    """The testbed's clock, where the golden files were taken, is UTC."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
-
-
-def golden(name: str) -> str:
-    return (GOLDEN / name).read_text()
 
 
 def pairs(text: str) -> list[list[tuple[str, str]]]:

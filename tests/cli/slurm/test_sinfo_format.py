@@ -2,38 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from corral.cli.slurm.sinfo_format import parse_format, sinfo
 from corral.cli.slurm.values import parse_iso
+from tests.cli.slurm.goldens import golden
 
-GOLDEN = Path(__file__).parent / "golden"
+pytestmark = pytest.mark.usefixtures("testbed_clock")
+
 PARTS = [{"name": "debug", "default": True}, {"name": "gpu"}]
 WHEN = parse_iso("2026-11-24T23:35:55Z") or 0.0  # the -l golden files' date line
-
-
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    """The testbed's clock, where the golden files were taken, is UTC."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
-
-
-def golden(name: str) -> str:
-    return (GOLDEN / name).read_text()
 
 
 def node(name: str = "vm", alloc: int = 1, **extra: Any) -> dict[str, Any]:

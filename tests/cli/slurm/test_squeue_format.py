@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from corral.cli.slurm.squeue_format import (
     parse_format,
 )
 
+pytestmark = pytest.mark.usefixtures("testbed_clock")
 GOLDEN = Path(__file__).parent / "golden" / "squeue"
 _O_MORE = "%A %a %k %m %f %q %Q %p %Z %o %E %N %L %y %h %O %H %I %J %z %x %w %K %F"
 CASES: dict[str, dict[str, object]] = {
@@ -65,16 +65,6 @@ ENDED_CASES: dict[str, dict[str, object]] = {
 # Job 82 asked for memory per CPU (1G for each of 2): Slurm's MIN_MEMORY shows the per-CPU figure, corral
 # keeps one figure per job (2G), which is what its MIN_MEMORY shows. Everything else on that line matches.
 KNOWN = {("o_more.txt", "82 "): (" 1G ", " 2G "), ("O_more.txt", "82 "): (" 1G   ", " 2G   ")}
-
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch):
-    """Slurm printed the testbed's local time, which is UTC."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def _queue(name: str) -> tuple[list[dict[str, object]], dict[str, int]]:
