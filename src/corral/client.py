@@ -20,15 +20,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from corral.core.states import TERMINAL_STATES
-from corral.errors import ERROR_TYPES, CorralError, InvalidRequest, ServerUnavailable
+from corral.errors import InvalidRequest, ServerUnavailable, error_from_answer
 from corral.home import resolve_home
-from corral.server_address import chosen_url, find_server, locate, no_server_message  # noqa: F401 - find_server: re-exported
+from corral.server_address import (  # noqa: F401 - find_server: re-exported
+    chosen_url, find_server, locate, no_server_message, retrying_rate_limits,
+)
 
 TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 # uvicorn closes a kept-alive connection idle for 30 s; reconnect well before rather than
 # retry a POST that the server might have seen
 IDLE_RECONNECT_S = 20.0
-MAX_RATE_WAIT_S = 30.0  # a rate-limited call waits this long in all before it reports the 429
 class _UnixConnection(http.client.HTTPConnection):
     """HTTP over the server's Unix socket: the server learns the caller's uid from the kernel (SO_PEERCRED)."""
 
@@ -143,7 +144,7 @@ class Client:
             query["tail"] = tail
         status, headers, body = self._raw("GET", f"/api/v1/jobs/{_ref(job_id)}/logs?{urllib.parse.urlencode(query)}")
         if status >= 400:
-            raise _error_from(status, body)
+            raise error_from_answer(status, body)
         return body, int(headers["x-corral-offset"]), headers["x-corral-state"]
 
     def follow(self, job_id: int | str, *, stream: str = "stdout", interval: float = 0.25) -> Iterator[bytes]:
@@ -309,19 +310,12 @@ class Client:
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         status, _, data = self._raw(method, path, body)
         if status >= 400:
-            raise _error_from(status, data)
+            raise error_from_answer(status, data)
         return json.loads(data) if data else None
 
     def _raw(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         """One request; a 429 (not processed) is tried again after the server's Retry-After, a few times."""
-        waited = 0.0
-        while True:
-            status, headers, data = self._send(method, path, body)
-            if status != 429 or waited >= MAX_RATE_WAIT_S:
-                return status, headers, data
-            pause = min(float(headers.get("retry-after") or 1), MAX_RATE_WAIT_S - waited)
-            time.sleep(max(pause, 0.05))
-            waited += max(pause, 0.05)
+        return retrying_rate_limits(lambda: self._send(method, path, body))
 
     def _send(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         payload = json.dumps(body).encode() if body is not None else None
@@ -386,23 +380,3 @@ def _run_ref(ref: int | str) -> str:
     if not (0 < len(text) <= 64 and text.isascii() and all(c.isalnum() or c in "_-" for c in text)):
         raise InvalidRequest("run", f"{text!r} is not a run id", "give the run's number or its uid (letters, digits, _ and -)")
     return text
-
-
-def _error_from(status: int, data: bytes) -> CorralError:
-    try:
-        body = json.loads(data)["error"]
-    except (ValueError, KeyError, TypeError):
-        error = CorralError(f"the server answered HTTP {status}: {data[:200]!r}")
-        error.status = status
-        return error
-    cls = ERROR_TYPES.get(body.get("code", ""), CorralError)
-    if issubclass(cls, InvalidRequest):
-        problems = body.get("problems")
-        error = cls(body.get("field") or "", "", None,
-                    tuple(str(p) for p in problems) if isinstance(problems, list) else ())
-    else:
-        error = cls("")
-    error.message = body.get("message", "")
-    error.args = (error.message,)
-    error.status = status
-    return error

@@ -11,8 +11,8 @@
     ├── RateLimited              too many requests; `retry_after` says when to try again (HTTP 429)
     └── ServerUnavailable        the client found no server to talk to (CLI only)
 
-`corral.api.errors` turns these into HTTP responses and `corral.client` turns
-those responses back into the same types, so the CLI prints one message for
+`corral.api.errors` turns these into HTTP responses and `error_from_answer` (below; the
+client and the CLI call it) turns those responses back into the same types, so the CLI prints one message for
 one mistake whether it was caught locally or by the server.
 """
 
@@ -111,3 +111,28 @@ ERROR_TYPES: dict[str, type[CorralError]] = {
     cls.code: cls for cls in (CorralError, InvalidRequest, Unsatisfiable, NotFound, Conflict, Unauthenticated, Forbidden,
                               RateLimited, ServerUnavailable)
 }
+
+
+def error_from_answer(status: int, data: bytes) -> CorralError:
+    """The CorralError a server's refusal names (its `code`), with its message and, for InvalidRequest, its
+    problems: how `corral.client` and the CLI turn an HTTP answer back into what the server raised."""
+    from corral import lean_json  # the C scanner alone: the CLI's quick commands import this module
+
+    try:
+        body = lean_json.loads(data)["error"]
+        code = body.get("code", "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        error = CorralError(f"the server answered HTTP {status}: {data[:200]!r}")
+        error.status = status
+        return error
+    cls = ERROR_TYPES.get(code, CorralError)
+    if issubclass(cls, InvalidRequest):
+        problems = body.get("problems")
+        error = cls(body.get("field") or "", "", None,
+                    tuple(str(p) for p in problems) if isinstance(problems, list) else ())
+    else:
+        error = cls("")
+    error.message = body.get("message", "")
+    error.args = (error.message,)
+    error.status = status
+    return error

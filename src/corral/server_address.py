@@ -5,10 +5,16 @@ shared service. Light on purpose: every CLI call and Slurm command starts here.
 from __future__ import annotations
 
 import os
+import time
 
 from corral.errors import ServerUnavailable
 from corral.home import read_server_info, resolve_home, system_home
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MAX_RATE_WAIT_S = 30.0  # a rate-limited call waits this long in all before it reports the 429
 HOME_URL_ENV = "CORRAL_HOME_URL"
 """Set by corral in a job beside CORRAL_URL: that address is the home's server's as the job
 started, not one the user chose, so the home's address file (a restarted server's) overrides it."""
@@ -56,3 +62,16 @@ def locate(url: str | None, home: str | None) -> tuple[str, str | None]:
 
 def no_server_message(home: str) -> str:
     return f"no corral server is running for home {home}; start one with `corral up --detach --home {home}`"
+
+
+def retrying_rate_limits(send: Callable[[], tuple[int, dict[str, str], bytes]]) -> tuple[int, dict[str, str], bytes]:
+    """`send()`'s answer; a 429 (not processed) is sent again after the server's Retry-After, up to
+    MAX_RATE_WAIT_S in all (the Python client and the CLI alike)."""
+    waited = 0.0
+    while True:
+        status, headers, data = send()
+        if status != 429 or waited >= MAX_RATE_WAIT_S:
+            return status, headers, data
+        pause = max(min(float(headers.get("retry-after") or 1), MAX_RATE_WAIT_S - waited), 0.05)
+        time.sleep(pause)
+        waited += pause

@@ -323,9 +323,9 @@ def logs(call: Call) -> int:
             query.append(("tail", tail))
         status, headers, data = server.answer("GET", f"/api/v1/jobs/{ref}/logs?{_query(query)}")
         if status >= 400:
-            from corral.cli.wire import corral_error
+            from corral.errors import error_from_answer
 
-            raise corral_error(status, data)
+            raise error_from_answer(status, data)
         return data, int(headers["x-corral-offset"]), headers["x-corral-state"]
 
     offset = 0

@@ -13,16 +13,15 @@ import _socket
 import os
 
 from corral import lean_json as json
-from corral.errors import ERROR_TYPES, CorralError, InvalidRequest, ServerUnavailable
+from corral.errors import InvalidRequest, ServerUnavailable, error_from_answer
 from corral.home import resolve_home
-from corral.server_address import chosen_url, locate, no_server_message
+from corral.server_address import chosen_url, locate, no_server_message, retrying_rate_limits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 TIMEOUT_S = 60.0
-MAX_RATE_WAIT_S = 30.0  # as corral.client: a rate-limited call waits this long in all before it reports the 429
 
 
 class ServerError(Exception):
@@ -69,21 +68,12 @@ class Server:
         with its problems, ...), so `corral` prints what it printed through Client."""
         status, _, data = self.answer(method, path, body)
         if status >= 400:
-            raise corral_error(status, data)
+            raise error_from_answer(status, data)
         return json.loads(data) if data else None
 
     def answer(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body); a 429 (not processed) is sent again after the server's Retry-After."""
-        waited = 0.0
-        while True:
-            status, headers, data = self._exchange(method, path, body)
-            if status != 429 or waited >= MAX_RATE_WAIT_S:
-                return status, headers, data
-            import time
-
-            pause = max(min(float(headers.get("retry-after") or 1), MAX_RATE_WAIT_S - waited), 0.05)
-            time.sleep(pause)
-            waited += pause
+        return retrying_rate_limits(lambda: self._exchange(method, path, body))
 
     def raw(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
         status, _, data = self._exchange(method, path, body)
@@ -177,26 +167,3 @@ def _error(status: int, data: bytes) -> ServerError:
         return ServerError(status, str(error.get("message") or f"HTTP {status}"), error.get("field"), error.get("code"))
     except (ValueError, KeyError, TypeError, AttributeError):
         return ServerError(status, f"the server answered HTTP {status}: {data[:200]!r}")
-
-
-def corral_error(status: int, data: bytes) -> CorralError:
-    """The CorralError a refusal names (its `code`), with the server's message and, for InvalidRequest, its
-    problems: what `corral.client` raises for the same answer."""
-    try:
-        body = json.loads(data)["error"]
-        code = body.get("code", "")
-    except (ValueError, KeyError, TypeError, AttributeError):
-        error = CorralError(f"the server answered HTTP {status}: {data[:200]!r}")
-        error.status = status
-        return error
-    cls = ERROR_TYPES.get(code, CorralError)
-    if issubclass(cls, InvalidRequest):
-        problems = body.get("problems")
-        error = cls(body.get("field") or "", "", None,
-                    tuple(str(p) for p in problems) if isinstance(problems, list) else ())
-    else:
-        error = cls("")
-    error.message = body.get("message", "")
-    error.args = (error.message,)
-    error.status = status
-    return error
