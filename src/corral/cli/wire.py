@@ -24,17 +24,6 @@ if TYPE_CHECKING:
 TIMEOUT_S = 60.0
 
 
-class ServerError(Exception):
-    """The server refused a request: its message, and the field it names (if any)."""
-
-    def __init__(self, status: int, message: str, field: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
-        self.code = code
-
-
 class Server:
     """Where to send requests: found once per command, as `corral` finds it (`--url`/`$CORRAL_URL`, the
     home's address file, the machine's shared service)."""
@@ -55,13 +44,6 @@ class Server:
             raise InvalidRequest("url", f"cannot use {self.url!r}", "give http://HOST:PORT; for https, put a TLS proxy in front")
         return self
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        """The JSON answer to one request; raises ServerError for a 4xx/5xx, ServerUnavailable when unreachable."""
-        status, data = self.raw(method, path, body)
-        if status >= 400:
-            raise _error(status, data)
-        return json.loads(data) if data else None
-
     def ask(self, method: str, path: str, body: Any = None) -> Any:
         """The JSON answer to one request, as `corral.client.Client` makes it: a 429 is sent again after the
         server's Retry-After, and a refusal raises the CorralError the server named (NotFound, InvalidRequest
@@ -74,10 +56,6 @@ class Server:
     def answer(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body); a 429 (not processed) is sent again after the server's Retry-After."""
         return retrying_rate_limits(lambda: self._exchange(method, path, body))
-
-    def raw(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
-        status, _, data = self._exchange(method, path, body)
-        return status, data
 
     def _exchange(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
         payload = json.dumps(body).encode() if body is not None else b""
@@ -159,11 +137,3 @@ def _unchunk(body: bytes) -> bytes:
         out.append(body[end + 2:end + 2 + size])
         at = end + 2 + size + 2
     return b"".join(out)
-
-
-def _error(status: int, data: bytes) -> ServerError:
-    try:
-        error = json.loads(data)["error"]
-        return ServerError(status, str(error.get("message") or f"HTTP {status}"), error.get("field"), error.get("code"))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return ServerError(status, f"the server answered HTTP {status}: {data[:200]!r}")

@@ -12,20 +12,20 @@ if TYPE_CHECKING:
 
 
 def nodes(service: Server) -> list[dict[str, Any]]:
-    answer: list[dict[str, Any]] = service.call("GET", "/api/v1/nodes")
+    answer: list[dict[str, Any]] = service.ask("GET", "/api/v1/nodes")
     return answer
 
 
 def partitions(service: Server) -> tuple[list[dict[str, Any]], str | None, dict[str, int]]:
     """(the partitions, the default one's name, the priority weights)."""
-    answer = service.call("GET", "/api/v1/partitions")
+    answer = service.ask("GET", "/api/v1/partitions")
     rows = answer["partitions"]
     default = next((row["name"] for row in rows if row.get("default")), None)
     return rows, default, answer["weights"]
 
 
 def priorities(service: Server) -> dict[int, int]:
-    return {row["id"]: int(row["priority"]) for row in service.call("GET", "/api/v1/priority")}
+    return {row["id"]: int(row["priority"]) for row in service.ask("GET", "/api/v1/priority")}
 
 
 def node_name() -> str:

@@ -7,7 +7,7 @@ import os
 import sys
 
 from corral.cli.slurm.argv import UsageError
-from corral.cli.wire import Server, ServerError
+from corral.cli.wire import Server
 from corral.errors import CorralError
 
 TYPE_CHECKING = False
@@ -51,8 +51,8 @@ def run(name: str, main: Callable[[Sequence[str]], int], argv: Sequence[str] | N
         hint = "" if name in NO_HINT else f"\nTry \"{name} --help\" for more information"
         print(f"{name}: {exc}{hint}", file=sys.stderr)
         return USAGE_STATUS.get(name, 1)
-    except (Refused, ServerError, CorralError) as exc:
-        message = exc.message if isinstance(exc, (ServerError, CorralError)) else str(exc)
+    except (Refused, CorralError) as exc:
+        message = exc.message if isinstance(exc, CorralError) else str(exc)
         print(f"{name}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

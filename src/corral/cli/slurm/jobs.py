@@ -20,7 +20,7 @@ def active_jobs(service: Server) -> list[dict[str, Any]]:
     jobs: list[dict[str, Any]] = []
     after = 0
     while True:
-        page = service.call("GET", f"/api/v1/jobs?scope=active&limit={PAGE}&after={after}")
+        page = service.ask("GET", f"/api/v1/jobs?scope=active&limit={PAGE}&after={after}")
         jobs.extend(page["jobs"])
         if page.get("next_cursor") is None:
             return jobs
@@ -32,7 +32,7 @@ def finished_jobs(service: Server, ended_after: float | None = None) -> Iterator
     before = ""
     since = "" if ended_after is None else f"&ended_after={max(ended_after, 0):.3f}"
     while True:
-        page = service.call("GET", f"/api/v1/jobs?scope=finished&limit={PAGE}{since}{before}")
+        page = service.ask("GET", f"/api/v1/jobs?scope=finished&limit={PAGE}{since}{before}")
         yield from page["jobs"]
         if page.get("next_cursor") is None:
             return

@@ -20,7 +20,7 @@ from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.sacct_format import format_sacct
 from corral.core.slurm_times import parse_time
 from corral.cli.slurm.values import CODE_STATES, STATE_CODES, parse_iso
-from corral.cli.wire import ServerError
+from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,13 +113,13 @@ def _by_id(service: Server, refs: list[str]) -> list[dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for ref in refs:
         try:
-            job = service.call("GET", f"/api/v1/jobs/{ref}")
-        except ServerError as exc:
+            job = service.ask("GET", f"/api/v1/jobs/{ref}")
+        except CorralError as exc:
             if exc.status == 404:
                 continue
             raise
         if "_" not in ref and job.get("array") is not None and job.get("array_task_id") is None:
-            answer = service.call("GET", f"/api/v1/jobs/{job['id']}/tasks?limit=10000")
+            answer = service.ask("GET", f"/api/v1/jobs/{job['id']}/tasks?limit=10000")
             for task in answer["tasks"]:
                 out[task["ref"]] = task
             if answer["summary"].get("waiting"):
@@ -191,8 +191,8 @@ def _usage(service: Server, jobs: list[dict[str, Any]]) -> dict[int, dict[str, A
         if not job.get("start_time"):
             continue
         try:
-            out[job["id"]] = service.call("GET", f"/api/v1/jobs/{job['ref']}/efficiency")
-        except ServerError:
+            out[job["id"]] = service.ask("GET", f"/api/v1/jobs/{job['ref']}/efficiency")
+        except CorralError:
             continue
     return out
 

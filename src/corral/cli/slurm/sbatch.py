@@ -14,7 +14,7 @@ import time
 
 from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import Refused, answered, run, server
-from corral.cli.wire import ServerError
+from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ def main(argv: Sequence[str]) -> int:
     if given.get("test_only"):
         return _test_only(service, body, quiet=bool(given.get("quiet")))
     try:
-        job = service.call("POST", "/api/v1/jobs", body)
-    except ServerError as exc:
+        job = service.ask("POST", "/api/v1/jobs", body)
+    except CorralError as exc:
         raise Refused(f"Batch job submission failed: {exc.message}") from None
     if not given.get("quiet"):
         for warning in job.get("warnings", []):
@@ -109,8 +109,8 @@ def _test_only(service: Server, body: dict[str, object], quiet: bool) -> int:
     time limit), Slurm counts such jobs as running for a year, and so does this line.
     """
     try:
-        answer = service.call("POST", "/api/v1/forecast", body)
-    except ServerError as exc:
+        answer = service.ask("POST", "/api/v1/forecast", body)
+    except CorralError as exc:
         raise Refused(f"Batch job submission failed: {exc.message}") from None
     if answer["code"] == "Unsatisfiable":
         print(f"allocation failure: {answer['reason']}", file=sys.stderr)
@@ -178,11 +178,11 @@ def _wait(service: Server, job: dict[str, Any]) -> int:
     ref = job["id"]
     if job.get("array") is None:
         while True:
-            answer = service.call("GET", f"/api/v1/jobs/{ref}/wait?timeout=30")
+            answer = service.ask("GET", f"/api/v1/jobs/{ref}/wait?timeout=30")
             if answer["state"] in _DONE:
                 return _status(answer)
     while True:
-        tasks = service.call("GET", f"/api/v1/jobs/{ref}/tasks?limit=10000")
+        tasks = service.ask("GET", f"/api/v1/jobs/{ref}/tasks?limit=10000")
         if tasks["summary"]["ended"] >= tasks["summary"]["tasks"]:
             return max((_status(task) for task in tasks["tasks"]), default=0)
         time.sleep(1.0)

@@ -14,7 +14,7 @@ from corral.cli.slurm.argv import Option, parse
 from corral.cli.slurm.command import Refused, answered, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.values import CODE_STATES
-from corral.cli.wire import ServerError
+from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ def main(argv: Sequence[str]) -> int:
         if given.get("interactive") and not _confirm(ref):
             continue
         try:
-            service.call("POST", f"/api/v1/jobs/{ref}/cancel")
-        except ServerError as exc:
+            service.ask("POST", f"/api/v1/jobs/{ref}/cancel")
+        except CorralError as exc:
             # as Slurm 22.05: a job that is not there (any more) is told of only with -v, and is no failure
             gone = exc.status == 404 or exc.code == "conflict"
             if not gone or (given.get("verbose") and not given.get("quiet")):
@@ -86,7 +86,7 @@ def _matches(job: dict[str, object], filters: dict[str, object]) -> bool:
     return True
 
 
-def _reason(error: ServerError) -> str:
+def _reason(error: CorralError) -> str:
     if error.status == 404:
         return "Invalid job id specified"
     if error.status == 403:

@@ -19,7 +19,7 @@ from corral.cli.slurm.scontrol_format import (
     INVALID_JOB, hostnames, show_jobs, show_nodes, show_partitions,
 )
 from corral.cli.slurm.scontrol_config import show_config
-from corral.cli.wire import ServerError
+from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,8 +105,8 @@ def _show_jobs(service: Server, name: str | None, one_liner: bool, now: float) -
         jobs = []
         for ref in expand_refs([name]):
             try:
-                jobs.append(service.call("GET", f"/api/v1/jobs/{ref}"))
-            except ServerError as exc:
+                jobs.append(service.ask("GET", f"/api/v1/jobs/{ref}"))
+            except CorralError as exc:
                 if exc.status != 404:
                     raise
         if not jobs:
@@ -130,8 +130,8 @@ def _each(command: str, words: list[str]) -> int:
     status = 0
     for ref in expand_refs(words[0].split(",") if len(words) == 1 else words):
         try:
-            service.call("POST", f"/api/v1/jobs/{ref}/{action}")
-        except ServerError as exc:
+            service.ask("POST", f"/api/v1/jobs/{ref}/{action}")
+        except CorralError as exc:
             print(f"{action.capitalize()} job {ref} error: {_reason(exc)}", file=sys.stderr)
             status = 1
     return status
@@ -153,13 +153,13 @@ def _update(words: list[str]) -> int:
     service = server()
     try:
         for one in expand_refs([ref]):
-            service.call("PATCH", f"/api/v1/jobs/{one}", changes)
-    except ServerError as exc:
+            service.ask("PATCH", f"/api/v1/jobs/{one}", changes)
+    except CorralError as exc:
         raise Refused(f"Update of job {ref} failed: {_reason(exc)}") from None
     return 0
 
 
-def _reason(error: ServerError) -> str:
+def _reason(error: CorralError) -> str:
     if error.status == 404:
         return "Invalid job id specified"
     if error.status == 403:

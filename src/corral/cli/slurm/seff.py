@@ -7,7 +7,7 @@ import time
 
 from corral.cli.slurm.command import Refused, server
 from corral.cli.slurm.seff_format import format_seff
-from corral.cli.wire import ServerError
+from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,14 +23,14 @@ def main(argv: Sequence[str]) -> int:
     ref = argv[0]
     service = server()
     try:
-        job = service.call("GET", f"/api/v1/jobs/{ref}")
-    except ServerError as exc:
+        job = service.ask("GET", f"/api/v1/jobs/{ref}")
+    except CorralError as exc:
         if exc.status == 404:
             raise Refused("Job not found.") from None
         raise
     try:
-        efficiency = service.call("GET", f"/api/v1/jobs/{job['ref']}/efficiency") if job.get("start_time") else None
-    except ServerError:
+        efficiency = service.ask("GET", f"/api/v1/jobs/{job['ref']}/efficiency") if job.get("start_time") else None
+    except CorralError:
         efficiency = None
     sys.stdout.write(format_seff(job, efficiency, cluster=CLUSTER, now=time.time()))
     return 0

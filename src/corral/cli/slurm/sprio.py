@@ -30,7 +30,7 @@ def main(argv: Sequence[str]) -> int:
     if answered(given, "Usage: sprio [-j JOBS] [-u USERS] [-l] [-n] [-w] [-h] [-o FORMAT] [-p PARTITIONS]"):
         return 0
     service = server()
-    rows = service.call("GET", "/api/v1/priority")
+    rows = service.ask("GET", "/api/v1/priority")
     jobs = given.get("jobs")
     refs = expand_refs([str(v) for v in jobs]) if isinstance(jobs, list) else []
     if refs:

@@ -164,7 +164,7 @@ def _add_priorities(service: Server, jobs: list[dict[str, Any]]) -> None:
     """Pending jobs' priorities (sprio's), by which Slurm's default order sorts them."""
     if not any(job["state"] == "PENDING" for job in jobs):
         return
-    priorities = {row["id"]: row["priority"] for row in service.call("GET", "/api/v1/priority")}
+    priorities = {row["id"]: row["priority"] for row in service.ask("GET", "/api/v1/priority")}
     for job in jobs:
         if job["id"] in priorities:
             job["priority"] = int(priorities[job["id"]])
