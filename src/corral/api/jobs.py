@@ -85,6 +85,8 @@ async def list_jobs(
     before: int | None = Query(None, ge=1, le=MAX_ID, description="finished: ids before this one"),
     ended_after: float | None = Query(None, ge=0, le=1e11, description="finished: only jobs that ended at or after "
                                       "this time (epoch seconds), as sacct's --starttime selects them"),
+    events: bool = Query(True, description="finished: each job's timeline (`events`); false leaves it out, for "
+                         "callers that read only the records (sacct)"),
 ) -> Response:
     service = _service(request)
     _check_states(state)
@@ -96,6 +98,8 @@ async def list_jobs(
         jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name,
                                        ended_after=ended_after)
         cursor = jobs[-1].id if len(jobs) == limit else None
+        if not events:
+            return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
         # history says when each job was preempted, and for which job
         stored = await asyncio.to_thread(service.store.events_of, [j.id for j in jobs])
         return _json({"jobs": [j.to_dict(detail=False) | {"events": timeline(j, stored.get(j.id, ()))} for j in jobs],

@@ -92,6 +92,11 @@ def test_squeue_and_sacct_select_as_slurm_does(server_factory, slurm_shell):
     assert history.splitlines() == [f"{failed['id']}|failing|FAILED", f"{runner['id']}|runner|RUNNING",
                                     f"{pending['id']}|pending|PENDING"]  # by submit time, as sacct orders
     assert failures.split() == [f"{failed['id']}|1:0"]
+    from corral.cli.wire import Server
+
+    listing = Server(None, server.home).ask("GET", "/api/v1/jobs?scope=finished&events=false")["jobs"]
+    assert [job["id"] for job in listing] == [failed["id"]] and "events" not in listing[0]  # what sacct reads
+    assert "events" in client.history()[0]
     missing = shell("squeue -j 99999")
     assert (missing.returncode, missing.stderr) == (1, "slurm_load_jobs error: Invalid job id specified\n")
 

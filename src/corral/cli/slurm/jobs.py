@@ -28,11 +28,12 @@ def active_jobs(service: Server) -> list[dict[str, Any]]:
 
 
 def finished_jobs(service: Server, ended_after: float | None = None) -> Iterator[dict[str, Any]]:
-    """Ended jobs, newest first: those that ended at or after `ended_after` (epoch seconds)."""
+    """Ended jobs, newest first: those that ended at or after `ended_after` (epoch seconds); without
+    their timelines, which no Slurm command shows."""
     before = ""
     since = "" if ended_after is None else f"&ended_after={max(ended_after, 0):.3f}"
     while True:
-        page = service.ask("GET", f"/api/v1/jobs?scope=finished&limit={PAGE}{since}{before}")
+        page = service.ask("GET", f"/api/v1/jobs?scope=finished&events=false&limit={PAGE}{since}{before}")
         yield from page["jobs"]
         if page.get("next_cursor") is None:
             return
