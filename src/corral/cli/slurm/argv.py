@@ -110,3 +110,16 @@ def _set(given: dict[str, object], option: Option, value: object) -> None:
             values.append(value)
     else:
         given[option.key] = value
+
+
+def listed(given: dict[str, object], key: str) -> list[str]:
+    """An option's values as Slurm lists them: comma-separated, and for `many` options each time given
+    (`-u alice,bob -u carol`)."""
+    raw = given.get(key) or []
+    values = raw if isinstance(raw, list) else [raw]
+    return [part for value in values for part in str(value).split(",") if part]
+
+
+def option_text(value: object) -> str | None:
+    """An option's value as text; None when it was not given."""
+    return None if value is None else str(value)

@@ -29,6 +29,13 @@ def answered(given: dict[str, object], usage: str) -> bool:
     return False
 
 
+def caller() -> str:
+    """The account running the command (`--me`, sacct's own jobs)."""
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
 class Refused(Exception):
     """What the command says before it exits 1 (`<command>: error: <message>`)."""
 

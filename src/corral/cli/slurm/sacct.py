@@ -14,8 +14,8 @@ import os
 import sys
 import time
 
-from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import Refused, answered, server
+from corral.cli.slurm.argv import Option, UsageError, listed, option_text, parse
+from corral.cli.slurm.command import Refused, answered, caller, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.sacct_format import format_sacct
 from corral.core.slurm_times import parse_time
@@ -67,10 +67,10 @@ def main(argv: Sequence[str]) -> int:
     if answered(given, USAGE):
         return 0
     now = time.time()
-    fields = _text(given.get("format"))
+    fields = option_text(given.get("format"))
     if fields is None and not given.get("brief") and not given.get("long"):
         fields = os.environ.get("SACCT_FORMAT") or None
-    refs = expand_refs(_values(given, "jobs"))
+    refs = expand_refs(listed(given, "jobs"))
     states = _states(given.get("state"))
     start, end = _window(given, bool(refs), states is not None, now)
     service = server()
@@ -148,18 +148,18 @@ def _selected(job: dict[str, Any], given: dict[str, object], users: set[str] | N
         return False
     for key, field in (("name", "name"), ("partition", "partition"), ("accounts", "account"), ("qos", "qos"),
                        ("nodelist", "node")):
-        if key in given and str(job.get(field)) not in _values(given, key):
+        if key in given and str(job.get(field)) not in listed(given, key):
             return False
     return True
 
 
 def _users(given: dict[str, object], by_id: bool) -> set[str] | None:
-    named = _values(given, "user")
+    named = listed(given, "user")
     if named:
         return set(named)
     if given.get("allusers") or os.getuid() == 0 or by_id:
         return None
-    return {_me()}
+    return {caller()}
 
 
 def _states(text: object) -> set[str] | None:
@@ -207,19 +207,3 @@ def _uids(jobs: list[dict[str, Any]]) -> dict[str, int]:
         except KeyError:
             out[user] = 0
     return out
-
-
-def _values(given: dict[str, object], key: str) -> list[str]:
-    raw = given.get(key) or []
-    values = raw if isinstance(raw, list) else [raw]
-    return [part for value in values for part in str(value).split(",") if part]
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _me() -> str:
-    import pwd
-
-    return pwd.getpwuid(os.getuid()).pw_name

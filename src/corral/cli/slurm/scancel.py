@@ -7,11 +7,10 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from corral.cli.slurm.argv import Option, parse
-from corral.cli.slurm.command import Refused, answered, server
+from corral.cli.slurm.command import Refused, answered, caller, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.values import CODE_STATES
 from corral.errors import CorralError
@@ -45,7 +44,7 @@ def main(argv: Sequence[str]) -> int:
     if "." in "".join(operands):
         raise Refused("job steps are not supported by corral: cancel the job (its id without .STEP)")
     if given.get("me"):
-        given["user"] = _me()
+        given["user"] = caller()
     filters = {key: given[key] for key in ("user", "name", "state", "partition", "nodelist", "account", "qos")
                if key in given}
     if not operands and not filters:
@@ -100,9 +99,3 @@ def _confirm(ref: str) -> bool:
     sys.stdout.write(f"Cancel job_id={ref}? [y/n] ")
     sys.stdout.flush()
     return sys.stdin.readline().strip().lower().startswith("y")
-
-
-def _me() -> str:
-    import pwd
-
-    return pwd.getpwuid(os.getuid()).pw_name

@@ -13,8 +13,9 @@ import os
 import sys
 import time
 
-from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import Refused, answered, server
+from corral.cli.slurm import cluster
+from corral.cli.slurm.argv import Option, UsageError, listed, option_text, parse
+from corral.cli.slurm.command import Refused, answered, caller, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
 from corral.cli.slurm.squeue_format import format_squeue
 from corral.cli.slurm.values import CODE_STATES, STATE_CODES
@@ -70,7 +71,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _show(service: Server, given: dict[str, object]) -> int:
     now = time.time()
-    wanted_refs = expand_refs([str(v) for v in _values(given, "jobs")])
+    wanted_refs = expand_refs([str(v) for v in listed(given, "jobs")])
     states = _states(given.get("states"))
     jobs = active_jobs(service)
     if wanted_refs or (states is not None and states - ACTIVE):
@@ -80,16 +81,17 @@ def _show(service: Server, given: dict[str, object]) -> int:
         if not jobs:
             print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
             return 1
-    users = set(_values(given, "user")) | ({_me()} if given.get("me") else set())
+    users = set(listed(given, "user")) | ({caller()} if given.get("me") else set())
     jobs = [job for job in jobs if _selected(job, given, users, states)]
     if _needs_priority(given):
         _add_priorities(service, jobs)
     errors: list[str] = []
     try:
-        text = format_squeue(jobs, now=now, fmt=_text(given.get("format")), fmt_long=_text(given.get("Format")),
+        text = format_squeue(jobs, now=now, fmt=option_text(given.get("format")),
+                             fmt_long=option_text(given.get("Format")),
                              long=bool(given.get("long")), noheader=bool(given.get("noheader")),
                              start=bool(given.get("start")), array=bool(given.get("array")),
-                             sort=_text(given.get("sort")), node_name=_node_name(), errors=errors)
+                             sort=option_text(given.get("sort")), node_name=cluster.node_name(), errors=errors)
     except ValueError as exc:
         raise Refused(str(exc)) from None
     for error in errors:
@@ -108,12 +110,6 @@ def _from_environment(given: dict[str, object], environ: Any) -> None:
             given[key] = environ[variable]
     if environ.get("SQUEUE_USERS") and "user" not in given:
         given["user"] = [environ["SQUEUE_USERS"]]
-
-
-def _values(given: dict[str, object], key: str) -> list[str]:
-    raw = given.get(key) or []
-    values = raw if isinstance(raw, list) else [raw]
-    return [part for value in values for part in str(value).split(",") if part]
 
 
 def _states(text: object) -> set[str] | None:
@@ -150,7 +146,7 @@ def _selected(job: dict[str, Any], given: dict[str, object], users: set[str], st
         return False
     for key, field in (("partition", "partition"), ("name", "name"), ("account", "account"), ("qos", "qos"),
                        ("nodelist", "node")):
-        if key in given and str(job.get(field)) not in _values(given, key):
+        if key in given and str(job.get(field)) not in listed(given, key):
             return False
     return True
 
@@ -168,17 +164,3 @@ def _add_priorities(service: Server, jobs: list[dict[str, Any]]) -> None:
     for job in jobs:
         if job["id"] in priorities:
             job["priority"] = int(priorities[job["id"]])
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _node_name() -> str:
-    return os.uname().nodename.split(".")[0]
-
-
-def _me() -> str:
-    import pwd
-
-    return pwd.getpwuid(os.getuid()).pw_name
