@@ -43,7 +43,7 @@ def executor(server_factory, tmp_path, monkeypatch):
 def test_a_function_runs_as_a_corral_job_and_its_result_comes_back(executor):
     job = executor.submit(add, 2, 3)
     assert job.result() == 5
-    record = executor.server.client().get(job.job_id)
+    record = executor.server.client().wait(job.job_id, timeout=30)  # the result file comes first
     assert (record["state"], record["name"]) == ("COMPLETED", "submitit")
     assert _state_seen_by_submitit(job, "COMPLETED") == "COMPLETED"
 
@@ -86,7 +86,8 @@ def test_a_function_that_raises_brings_its_traceback_back(executor):
     with pytest.raises(submitit.core.utils.FailedJobError) as caught:
         job.result()
     assert "RuntimeError: the loss went to NaN at step 12" in str(caught.value)
-    assert executor.server.client().get(job.job_id)["state"] == "FAILED"
+    # the result file comes a moment before the job's end is recorded
+    assert executor.server.client().wait(job.job_id, timeout=30)["state"] == "FAILED"
 
 
 def _state_seen_by_submitit(job, wanted: str, timeout: float = 30) -> str:
