@@ -189,6 +189,13 @@ async def update_job(request: Request, job_id: str = JobRef) -> Response:
     return _json(_service(request).update(job_id, body, privileged=caller_of(request).is_admin).to_dict())
 
 
+@router.get("/{job_id}/terminal", responses={409: {"model": ErrorOut}},
+            summary="Where an interactive job's client (srun, salloc) connects: its owner's, while it runs")
+async def job_terminal(request: Request, job_id: str = JobRef) -> Response:
+    caller = caller_of(request)
+    return _json({"socket": _service(request).terminal(job_id, caller.user, caller.is_admin)})
+
+
 @router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")
 async def hold_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "holding")

@@ -85,6 +85,8 @@ class JobFields(TypedDict):
     """sbatch's --time-min in seconds."""
     fixed_priority: int | None
     """sbatch's --priority, set by an admin; None: computed."""
+    interactive: str | None
+    """srun's or salloc's job: pty or stream; None for a batch job."""
     submit_time: str
     start_time: str | None
     estimated_start: str | None
@@ -154,6 +156,7 @@ def job_fields(job: Job, detail: bool = True) -> JobFields:
         "mail_user": s.mail_user,
         "time_min_s": s.time_min_s,
         "fixed_priority": s.priority,
+        "interactive": s.interactive,
         "submit_time": iso_utc(job.submit_time, milliseconds=True),
         "start_time": iso_utc(job.start_time, milliseconds=True),
         "estimated_start": (iso_utc(job.estimated_start, milliseconds=True)

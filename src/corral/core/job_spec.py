@@ -37,6 +37,7 @@ REQUEST_FIELDS = frozenset({
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
     "requirements", "user_log", "options", "hold", "open_mode", "comment", "begin", "deadline", "exclusive",
     "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
+    "interactive",
 })
 
 # What `corral update` may change on a pending job.
@@ -122,6 +123,9 @@ class JobSpec:
     """sbatch's --time-min: the shortest limit it accepts, so that backfill may start it sooner with less."""
     priority: int | None = None
     """sbatch's --priority (admins): its priority, fixed, in place of the computed one."""
+    interactive: str | None = None
+    """srun's or salloc's job: `pty` (a pseudo-terminal) or `stream` (pipes), relayed to the client that
+    submitted it once it runs (`corral.executor.terminal`); None: a batch job."""
     hold: bool = field(default=False, compare=False)
     """Submitted held (sbatch -H): the job's `held` starts so; not stored, since the job's `held` is."""
     warnings: tuple[str, ...] = field(default=(), compare=False)

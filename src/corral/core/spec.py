@@ -196,6 +196,7 @@ def build_spec(
         mail_user=mail_user(fields.get("mail_user")),
         time_min_s=shortest,
         priority=fixed_priority,
+        interactive=interactive_mode(fields.get("interactive"), fields.get("array")),
         # Slurm's priority 0 is a held job (released by giving it a priority again, or corral release)
         hold=yes_no(fields.get("hold", False), "hold") or fixed_priority == 0,
         warnings=tuple(warnings),
@@ -319,3 +320,19 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
         preemptible=yes_no(fields["preemptible"], "preemptible") if "preemptible" in fields else spec.preemptible,
         warnings=(),
     )
+
+
+INTERACTIVE_MODES = ("pty", "stream")
+
+
+def interactive_mode(value: Any, array: Any) -> str | None:
+    """The request's `interactive` (srun, salloc): how its client talks to it, or None for a batch job."""
+    if value is None:
+        return None
+    if value not in INTERACTIVE_MODES:
+        raise InvalidRequest("interactive", f"must be pty or stream, got {value!r}",
+                             "give interactive: pty (a terminal) or stream (pipes), or leave it out for a batch job")
+    if array is not None:
+        raise InvalidRequest("interactive", "an interactive job cannot be an array",
+                             "submit the array with sbatch, or run one interactive job")
+    return str(value)

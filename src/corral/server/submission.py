@@ -80,6 +80,9 @@ class Submissions:
         )
         check_nice(spec, privileged)
         check_priority(spec, privileged)
+        if spec.interactive and self.backend.terminals is None:
+            raise InvalidRequest("interactive", f"the {self.backend.capabilities.name} backend runs interactive jobs "
+                                 "with the cluster's own srun and salloc", "run srun or salloc on the cluster's login node")
         if not own and spec.inherit_env:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})

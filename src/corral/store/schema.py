@@ -70,6 +70,7 @@ jobs = Table(
     Column("mail_user", Text),
     Column("time_min_s", Integer),
     Column("priority", BigInteger),
+    Column("interactive", String(8)),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,
