@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 
 HEADER = struct.Struct(">BI")
-MAX_PAYLOAD = 1 << 20
+MAX_PAYLOAD = 1 << 20  # the supervisor sends bursts of at most 256 KB
 
 # from the client
 HELLO = ord("h")  # rows, cols (>HH): the first frame; the job starts after it
@@ -43,15 +43,18 @@ class Reader:
         Raises:
             ValueError: a frame longer than MAX_PAYLOAD (not a peer of ours).
         """
-        self.buffer += data
+        buffer = self.buffer
+        buffer += data
         out = []
-        while len(self.buffer) >= HEADER.size:
-            kind, length = HEADER.unpack_from(self.buffer)
+        at = 0
+        while len(buffer) - at >= HEADER.size:
+            kind, length = HEADER.unpack_from(buffer, at)
             if length > MAX_PAYLOAD:
                 raise ValueError(f"a terminal frame of {length} bytes")
-            end = HEADER.size + length
-            if len(self.buffer) < end:
+            end = at + HEADER.size + length
+            if len(buffer) < end:
                 break
-            out.append((kind, bytes(self.buffer[HEADER.size:end])))
-            del self.buffer[:end]
+            out.append((kind, bytes(buffer[at + HEADER.size:end])))
+            at = end
+        del buffer[:at]  # once: a burst of frames costs one move, not one per frame
         return out

@@ -30,6 +30,7 @@ from typing import Any
 from corral.core import terminal_frames as tf
 
 READ_SIZE = 1 << 16
+BURST = 1 << 18
 PEER_CRED = struct.Struct("3i")  # pid, uid, gid: struct ucred
 
 
@@ -99,6 +100,7 @@ class Terminal:
             self.output_fds = [out_r, err_r]
         for fd in (self.input_fd, *self.output_fds):
             os.set_inheritable(fd, False)
+            os.set_blocking(fd, False)  # bursts are read until the descriptor is empty; input is written as it drains
         self.stop_r, self.stop_w = os.pipe()
 
     def after_fork(self) -> None:
@@ -207,21 +209,18 @@ class Terminal:
             if writable:
                 try:
                     del to_job[:os.write(self.input_fd, to_job)]  # type: ignore[arg-type]
+                except BlockingIOError:
+                    pass  # select said it had room; another writer may have taken it
                 except OSError:
                     to_job.clear()  # the job closed its stdin
             if eof_asked and not to_job:
                 self._end_input()
                 eof_asked = False
             for fd in [fd for fd in outputs if fd in readable]:
-                try:
-                    data = os.read(fd, READ_SIZE)
-                except OSError as exc:  # EIO: the pty's last holder closed it
-                    if exc.errno != errno.EIO:
-                        raise
-                    data = b""
-                if not data:
+                data, ended = _read_burst(fd)
+                if ended:
                     outputs.remove(fd)
-                elif conn is not None and not self._send(kinds.get(fd, tf.STDOUT), data):
+                if data and conn is not None and not self._send(kinds.get(fd, tf.STDOUT), data):
                     conn, lost_at = None, time.monotonic()
             if conn is not None and conn in readable:
                 try:
@@ -302,6 +301,27 @@ class Terminal:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _read_burst(fd: int) -> tuple[bytes, bool]:
+    """What `fd` holds now, up to BURST bytes, and whether it has ended. A pseudo-terminal hands out a few
+    KB per read: one frame per burst instead of per read spares a send and a wake-up of the client each."""
+    chunks = []
+    size = 0
+    while size < BURST:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            break
+        except OSError as exc:  # EIO: the pty's last holder closed it
+            if exc.errno != errno.EIO:
+                raise
+            data = b""
+        if not data:
+            return b"".join(chunks), True
+        chunks.append(data)
+        size += len(data)
+    return b"".join(chunks), False
 
 
 @contextlib.contextmanager

@@ -204,3 +204,19 @@ def test_another_user_can_neither_find_nor_open_an_interactive_jobs_terminal(ser
     finally:
         session.close(force=True)
     assert server.client().wait(job_id, timeout=30)["state"] == "COMPLETED"
+
+
+def test_no_output_is_lost_when_the_job_exits_right_after_writing_it(server_factory, slurm_shell, terminal):
+    server = server_factory(gpus=1)
+    streamed = slurm_shell(server.home)("srun bash -c 'seq 1 300000; seq 1 1000 >&2' < /dev/null | sha256sum; "
+                                        "seq 1 300000 | sha256sum")
+    assert streamed.returncode == 0, streamed.stderr
+    through_srun, direct = streamed.stdout.splitlines()
+    assert through_srun == direct
+    assert streamed.stderr.split() == [str(i) for i in range(1, 1001)]
+    child = terminal(server.home, ["srun", "--pty", "bash", "-c", "seq 1 50000; exit 4"])
+    child.expect(pexpect.EOF)
+    child.close()
+    lines = child.before.replace("\r\n", "\n").split("\n")
+    assert lines[lines.index("1"):lines.index("50000") + 1] == [str(i) for i in range(1, 50001)]
+    assert child.exitstatus == 4

@@ -232,7 +232,7 @@ class _Relay:
                     sock.sendall(tf.frame(tf.STDIN_EOF))
                     stdin_open = False
             if sock in readable:
-                data = sock.recv(1 << 16)
+                data = sock.recv(1 << 18)
                 if not data:
                     self.say("error: the job's terminal closed without its exit status")
                     return 1
