@@ -306,7 +306,7 @@ class Terminal:
 def _read_burst(fd: int) -> tuple[bytes, bool]:
     """What `fd` holds now, up to BURST bytes, and whether it has ended. A pseudo-terminal hands out a few
     KB per read: one frame per burst instead of per read spares a send and a wake-up of the client each."""
-    chunks = []
+    chunks: list[bytes] = []
     size = 0
     while size < BURST:
         try:
