@@ -63,6 +63,9 @@ def main(argv: Sequence[str], program: str = "srun") -> int:
     for key in sorted(_STEP_FILES & given.keys()):
         raise Refused(f"--{_LONG[key]}: an interactive job's input and output are your terminal; for files, submit "
                       "with sbatch")
+    if program == "srun" and str(given.get("ntasks") or "1") != "1":
+        raise Refused(f"--ntasks={given['ntasks']}: srun from a login shell runs one task here; for several, "
+                      "run srun -n N inside salloc or a batch script")
     if not command:
         if program == "srun":
             raise Refused("No command given to execute.")
