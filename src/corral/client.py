@@ -100,6 +100,8 @@ class Client:
         return self._request("POST", "/api/v1/jobs/attach", {"slurm_job_id": str(slurm_job_id)})
 
     def get(self, job_id: int | str) -> dict[str, Any]:
+        """The job's fields (`corral.core.job_fields.JobFields`), with its timeline and, while it has not ended,
+        `expected_end` and `expected_end_source`."""
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 
     def array_tasks(self, job_id: int, *, offset: int = 0, limit: int = 500) -> dict[str, Any]:

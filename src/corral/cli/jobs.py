@@ -88,6 +88,8 @@ PLAN = Command("plan", "When a job would start if submitted now, what holds it b
 QUEUE = Command("queue", "Pending and running jobs, with the reason each pending one waits.", [
     Opt("-t", "--state", key="states", many=True, help="Only jobs in this state (repeatable)."),
     Opt("--start", key="starts", kind=FLAG, help="Pending jobs with their estimated start (like squeue --start)."),
+    Opt("-l", "--long", key="long", kind=FLAG, help="Also when each job should end: start + time limit, or its "
+        "tracked run's ETA where sooner (marked *)."),
     Opt("--json", key="as_json", kind=FLAG),
 ])
 
@@ -271,7 +273,7 @@ def queue(call: Call) -> int:
         return 0
     from corral.cli.format import queue_table, start_table
 
-    _out(start_table(jobs) if starts else queue_table(jobs))
+    _out(start_table(jobs, long=call["long"]) if starts else queue_table(jobs, long=call["long"]))
     return 0
 
 
