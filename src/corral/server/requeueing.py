@@ -27,7 +27,7 @@ async def requeue(service: JobService, ref: str, by: str | None, hold: bool) -> 
     """Queue job `ref` again: stop it first if it runs; `hold`: held once pending. `by`: who asked.
 
     Raises:
-        Conflict: the job is pending, an array (requeue its tasks), or the backend schedules itself.
+        Conflict: the job is pending, an array (requeue its tasks), interactive, or the backend schedules itself.
     """
     job = service.resolve(ref)
     if service.backend.queue is not None:
@@ -35,6 +35,8 @@ async def requeue(service: JobService, ref: str, by: str | None, hold: bool) -> 
                        f"{job.backend_id or ref})")
     if job.is_array:
         raise Conflict(f"job {ref} is an array; requeue its tasks one by one ({job.id}_N)")
+    if job.spec.interactive is not None:  # Slurm requeues batch jobs only: its client would have no terminal
+        raise Conflict(f"job {ref} is interactive (srun, salloc); only batch jobs can be requeued")
     if job.state is JobState.PENDING:
         raise Conflict(f"job {ref} is pending; only running or ended jobs can be requeued (Job is pending execution)")
     if job.array_job_id is not None and job.state.is_terminal():
