@@ -17,7 +17,7 @@ def test_a_running_job_is_stopped_and_waits_again_then_runs_once_more(server_fac
     client.requeue(job["id"])
     wait_for(lambda: client.get(job["id"])["restarts"] == 1)
     final = client.wait(job["id"], timeout=60)  # its second run finds the mark and ends at once
-    assert (final["state"], final["restarts"]) == ("COMPLETED", 1)
+    assert (final["state"], final["restarts"]) == ("COMPLETED", 1), (final, client.logs(job["id"], stream="stderr"))
     events = client.get(job["id"])["events"]
     requeued = [event for event in events if event["kind"] == "requeued"]
     assert len(requeued) == 1 and not [event for event in events if event["kind"] == "preempted"], events
