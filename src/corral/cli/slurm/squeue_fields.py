@@ -96,7 +96,7 @@ def field_value(code: str, job: Mapping[str, object], now: float, node_name: str
         submit, begin = parse_iso(as_text(job.get("submit_time"))), begin_time(job)
         if begin and job.get("state") == PENDING:
             return _time(max(begin, submit or 0.0)), cut
-        return ("N/A" if job.get("held") else _time(submit)), cut
+        return ("N/A" if job.get("held") and job.get("state") == PENDING else _time(submit)), cut
     if code == "deadline":
         return _time(parse_iso(as_text(job.get("deadline")))), cut
     if code == "timemin":
