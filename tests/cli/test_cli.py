@@ -322,3 +322,24 @@ def test_whoami_says_the_scope_once_and_what_it_allows(run):
     allows = {"admin": "you may manage every user's jobs, tokens and alert channels",
               "submit": "you may submit jobs, log runs, and manage your own jobs and alerts"}
     assert second == allows[user["scope"]]
+
+
+def test_update_sets_slurms_fields_and_requeue_queues_an_ended_job_again(run, short_tmp, monkeypatch):
+    monkeypatch.chdir(short_tmp)
+    job_id = run("submit", "--parsable", "--hold", "-t", "30", "--", "true").output.strip()
+    changed = run("update", job_id, "--comment", "a note", "--begin", "now+1hour", "--time-min", "10",
+                  "--mail-type", "END", "--mail-user", "ana@example.org", "--json")
+    assert changed.exit_code == 0, changed.output
+    job = json.loads(changed.output)
+    assert (job["comment"], job["time_min_s"], job["mail_type"], job["mail_user"]) == ("a note", 600, ["END"],
+                                                                                     "ana@example.org")
+    refused = run("update", job_id, "--begin", "garbage")
+    assert refused.exit_code != 0 and "begin" in refused.output
+    assert run("update", job_id, "--begin", "").exit_code == 0
+    assert run("release", job_id).exit_code == 0
+    assert run("wait", job_id).exit_code == 0
+    again = run("requeue", job_id, "--hold")
+    assert again.exit_code == 0, again.output
+    assert again.output == f"job {job_id}: PENDING (JobHeldUser)\n"
+    shown = run.server.client().get(job_id)
+    assert (shown["state"], shown["held"], shown["restarts"]) == ("PENDING", True, 1)

@@ -215,6 +215,14 @@ async def release_job(request: Request, job_id: str = JobRef) -> Response:
     return _json(job_json(request, _service(request).release(job_id)))
 
 
+@router.post("/{job_id}/requeue", response_model=JobOut, responses={409: {"model": ErrorOut}},
+             summary="Queue a running or ended job again (like scontrol requeue); hold=true leaves it held")
+async def requeue_job(request: Request, job_id: str = JobRef, hold: bool = Query(False)) -> Response:
+    owned_job(request, job_id, "requeueing")
+    job = await _service(request).requeue(job_id, by=caller_of(request).user, hold=hold)
+    return _json(job.to_dict())
+
+
 @router.get("/{job_id}/wait", response_model=JobOut, summary="Wait (long poll) until the job ends")
 async def wait_job(request: Request, job_id: str = JobRef, timeout: float = Query(30.0, ge=0, le=300)) -> Response:
     job = await _service(request).wait(job_id, timeout)

@@ -104,6 +104,11 @@ HOLD = Command("hold", "Keep pending jobs from starting (reason JobHeldUser) unt
 RELEASE = Command("release", "Let held jobs run again.", [Opt("--json", key="as_json", kind=FLAG)], "job_ids",
                   many=True)
 
+REQUEUE = Command("requeue", "Queue running or ended jobs again, as Slurm's requeue: a running one is stopped first; "
+                  "each restart counts.", [
+                      Opt("--hold", kind=FLAG, help="Leave them held (like scontrol requeuehold)."),
+                      Opt("--json", key="as_json", kind=FLAG)], "job_ids", many=True)
+
 LOGS = Command("logs", "A job's output.", [
     Opt("-f", "--follow", kind=FLAG, help="Keep printing as the job writes, until it ends."),
     Opt("--stderr", key="use_stderr", kind=FLAG, help="Show stderr instead of stdout."),
@@ -292,13 +297,13 @@ def cancel(call: Call) -> int:
     return each_job(call, "cancel")
 
 
-def each_job(call: Call, action: str) -> int:
-    """`action` (cancel, hold, release) on each job: an error is printed for its job and the rest go on."""
+def each_job(call: Call, action: str, query: str = "") -> int:
+    """`action` (cancel, hold, release, requeue) on each job: an error is printed for its job and the rest go on."""
     server = call.server()
     results, failed = [], False
     for job_id in call.operands:
         try:
-            job = server.ask("POST", f"/api/v1/jobs/{job_ref(job_id)}/{action}")
+            job = server.ask("POST", f"/api/v1/jobs/{job_ref(job_id)}/{action}{query}")
         except CorralError as exc:
             flush_stdout()
             print(f"corral: error: {escape(exc.message)}", file=sys.stderr, flush=True)
@@ -381,5 +386,6 @@ def _quote(text: str) -> str:
 _RUN: dict[str, Callable[[Call], int]] = {
     "submit": submit, "plan": plan, "queue": queue, "show": show, "cancel": cancel, "logs": logs,
     "hold": lambda call: each_job(call, "hold"), "release": lambda call: each_job(call, "release"),
+    "requeue": lambda call: each_job(call, "requeue", "?hold=true" if call["hold"] else ""),
 }
-COMMANDS = {command.name: command for command in (SUBMIT, PLAN, QUEUE, SHOW, CANCEL, HOLD, RELEASE, LOGS)}
+COMMANDS = {command.name: command for command in (SUBMIT, PLAN, QUEUE, SHOW, CANCEL, HOLD, RELEASE, REQUEUE, LOGS)}

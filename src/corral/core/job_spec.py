@@ -43,7 +43,8 @@ REQUEST_FIELDS = frozenset({
 # What `corral update` may change on a pending job.
 UPDATE_FIELDS = frozenset({
     "name", "gpus", "gres", "gpu_type", "gpu_mem", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time",
-    "time_limit_s", "nice", "partition", "qos", "preemptible",
+    "time_limit_s", "nice", "partition", "qos", "preemptible", "comment", "begin", "deadline", "constraint",
+    "nodelist", "exclude", "mail_type", "mail_user", "time_min", "dependency", "priority",
 })
 
 

@@ -31,7 +31,7 @@ from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest
-from corral.server import cancelling, recovery, self_scheduled
+from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
@@ -211,6 +211,10 @@ class JobService:
         if job.state is not JobState.RUNNING:
             raise Conflict(f"job {ref} is {job.state.value}; its terminal is open only while it runs")
         return terminals.terminal_socket(job.id)
+
+    async def requeue(self, ref: str | int, by: str | None = None, hold: bool = False) -> Job:
+        """Queue a running or ended job again, as Slurm's requeue (`corral.server.requeueing`); `hold`: held."""
+        return await requeueing.requeue(self, str(ref), by, hold)
 
     def hold(self, ref: str | int) -> Job:
         """Keep a pending job (or an array's waiting tasks) from starting until it is released."""

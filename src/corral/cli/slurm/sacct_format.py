@@ -182,7 +182,8 @@ def _job_values(job: Job, used: Usage, now: float, uids: Mapping[str, int]) -> d
         "State": f"CANCELLED by {uid}" if state == "CANCELLED" else state,
         "ExitCode": _job_exit(job),
         "Submit": local_time(parse_iso(job.get("submit_time"))),
-        "Eligible": local_time(parse_iso(job.get("submit_time"))),
+        "Eligible": local_time(_eligible(job)),
+        "Comment": job.get("comment") or "", "Constraints": job.get("features") or "",
         "NodeList": "None assigned" if pending else job.get("node") or "",
         "AllocTRES": "" if pending else _tres(job, billing=True),
         "ReqTRES": _tres(job, billing=True),
@@ -191,12 +192,24 @@ def _job_values(job: Job, used: Usage, now: float, uids: Mapping[str, int]) -> d
         "TimelimitRaw": unset_limit if limit is None else str(int(limit) // 60),
         "NNodes": int(job.get("nodes") or 1), "ReqNodes": str(int(job.get("nodes") or 1)),
         "AllocNodes": "0" if pending else str(int(job.get("nodes") or 1)),
-        "Reason": job.get("reason") or "None", "Priority": None, "WorkDir": job.get("workdir") or "",
+        "Reason": job.get("reason") or "None", "Priority": _fixed_priority(job), "WorkDir": job.get("workdir") or "",
         "ReqCPUFreqMin": "Unknown", "ReqCPUFreqMax": "Unknown", "ReqCPUFreqGov": "Unknown", "ReqCPUFreq": "Unknown",
         "NTasks": None, "ReqCPUS": cpus,
         "ConsumedEnergy": "0" if pending else None,  # Slurm's quirk: only a job not yet run reads 0
     })
     return values
+
+
+def _eligible(job: Job) -> float | None:
+    """When it could first start: its submit, or its --begin if later (Slurm's Eligible)."""
+    submit, begin = parse_iso(job.get("submit_time")), parse_iso(job.get("begin_time"))
+    return max(submit, begin) if submit is not None and begin is not None else submit or begin
+
+
+def _fixed_priority(job: Job) -> int | None:
+    """0 while held, as Slurm's; else an admin's --priority; None: computed, which accounting does not show here."""
+    fixed = job.get("fixed_priority")
+    return 0 if job.get("held") else None if fixed is None else int(fixed)
 
 
 def _step_values(job: Job, used: Usage, now: float) -> dict[str, Any]:
