@@ -32,7 +32,7 @@ from corral.cli.slurm.values import exit_code, full_duration, local_time, parse_
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Collection, Iterable, Mapping
     from typing import Any
 
     Job = Mapping[str, Any]
@@ -110,12 +110,13 @@ def parse_fields(text: str) -> list[tuple[str, int, str]]:
 def format_sacct(
     jobs: Iterable[Job], usage: Mapping[Any, Usage] | None = None, *, fields: str | None = None,
     parsable: str | None = None, noheader: bool = False, allocations: bool = False, brief: bool = False,
-    long: bool = False, now: float, uids: Mapping[str, int] | None = None,
+    long: bool = False, now: float, uids: Mapping[str, int] | None = None, steps_only: Collection[Any] = (),
 ) -> str:
     """sacct's whole output (ending in a newline, or "" with no header and no job). See the module's docstring.
 
     `uids`: user name to uid, for the UID field and `CANCELLED by UID` (corral keeps no record of who
-    cancelled, so it is the job's owner; an unknown user is 0).
+    cancelled, so it is the job's owner; an unknown user is 0). `steps_only`: ids of jobs to print
+    without their job line (`sacct -j 12.batch`).
     """
     # Slurm appends: every -o, then -b's fields, then -l's; the default only when none is given
     text = ",".join(part for part in (fields, brief and BRIEF_FIELDS, long and LONG_FIELDS) if part)
@@ -124,7 +125,7 @@ def format_sacct(
     lines = [] if noheader else _header(columns, parsable)
     for job in jobs:
         used = _usage_of(usage, job)
-        rows = [_job_values(job, used, now, uids or {})]
+        rows = [] if job.get("id") in steps_only else [_job_values(job, used, now, uids or {})]
         if not allocations and job.get("start_time"):
             rows.append(_step_values(job, used, now))
         for row in rows:
