@@ -39,6 +39,9 @@ class JobFields(TypedDict):
     script_args: list[str]
     gpus: int
     nodes: int
+    ntasks: int
+    """sbatch's --ntasks: the tasks a step (`srun`) starts by default."""
+    gpus_per_task: int | None
     gpu_type: str | None
     gpu_mem_mb: int | None
     requirements: str | None
@@ -120,6 +123,8 @@ def job_fields(job: Job, detail: bool = True) -> JobFields:
         "script_args": list(s.script_args),
         "gpus": s.gpus,
         "nodes": s.nodes,
+        "ntasks": s.ntasks,
+        "gpus_per_task": s.gpus_per_task,
         "gpu_type": s.gpu_type,
         "gpu_mem_mb": s.gpu_mem_mb,
         "requirements": s.requirements,
