@@ -74,11 +74,14 @@ def test_a_task_that_fails_stops_the_others_with_kill_on_bad_exit(server_factory
     out = slurm_shell(server.home)("sbatch --parsable --wait job.sh", cwd=str(tmp_path), USER=getpass.getuser())
     assert out.returncode == 0, out.stderr
     job = out.stdout.split()[-1]
-    assert (tmp_path / "out.txt").read_text().strip() == "rc=4"
-    errors = (tmp_path / "err.txt").read_text()
-    assert f"task 1: Exited with exit code 4" in errors and f"srun: Terminating StepId={job}.0" in errors
+    assert (tmp_path / "out.txt").read_text().strip() == "rc=143"  # as Slurm's srun: the signal that ended task 0
+    errors = (tmp_path / "err.txt").read_text().splitlines()
+    assert errors == [f"srun: error: {errors[0].split()[2]} task 1: Exited with exit code 4",
+                      f"srun: launch/slurm: _step_signal: Terminating StepId={job}.0",
+                      f"srun: error: {errors[0].split()[2]} task 0: Terminated",
+                      f"srun: Force Terminated StepId={job}.0"]
     rows = _sacct(slurm_shell(server.home), job)
-    assert rows[3][:4] == [f"{job}.0", "bash", "FAILED", "4:0"]
+    assert rows[3] == [f"{job}.0", "bash", "CANCELLED", "0:15", "2"]  # Slurm 22.05's row for the same script
 
 
 def test_cancelling_the_job_cancels_its_running_step(server_factory, slurm_shell):

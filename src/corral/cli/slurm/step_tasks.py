@@ -89,6 +89,7 @@ def run_tasks(command: Sequence[str], tasks: Sequence[Task], *, label: bool, kil
         for write in pipes.values():
             os.close(write)
     ended: dict[int, int] = {}  # rank -> wait status
+    reported: set[int] = set()  # ranks whose end was told as it came (--kill-on-bad-exit)
     usage = [0.0, 0.0]  # peak RSS (MB), CPU seconds
     poller = select.poll()
     poller.register(wake_read, select.POLLIN)
@@ -131,10 +132,9 @@ def run_tasks(command: Sequence[str], tasks: Sequence[Task], *, label: bool, kil
                     _write(target, b"".join(prefix + line + b"\n" for line in lines[:-1]))
             bad = _reap(pending, ended, usage) if bad is None else bad
             if bad is not None and kill_on_bad_exit and kill_at is None and pending:
-                print(f"srun: error: {node}: task {bad}: Exited with exit code {os.waitstatus_to_exitcode(ended[bad])}"
-                      if os.WIFEXITED(ended[bad]) else f"srun: error: {node}: task {bad}: {_signal_name(ended[bad])}",
-                      file=sys.stderr)
-                print(f"srun: Terminating StepId={step_ref}", file=sys.stderr)
+                print(f"srun: error: {node}: task {bad}: {_fate(ended[bad])}", file=sys.stderr)
+                print(f"srun: launch/slurm: _step_signal: Terminating StepId={step_ref}", file=sys.stderr)
+                reported.add(bad)
                 for pid in pending:
                     _kill(pid, signal.SIGTERM)
                 kill_at = _now() + KILL_AFTER_S
@@ -149,7 +149,7 @@ def run_tasks(command: Sequence[str], tasks: Sequence[Task], *, label: bool, kil
         os.close(wake_write)
         for read in relays:
             os.close(read)
-    return _outcome(ended, usage, node, bool(stopped_by), reported=kill_on_bad_exit and kill_at is not None)
+    return _outcome(ended, usage, node, step_ref, bool(stopped_by), reported)
 
 
 def _start(command: Sequence[str], task: Task, pipes: dict[int, int], append: bool, chdir: str | None) -> int:
@@ -204,26 +204,39 @@ def _reap(pending: dict[int, Task], ended: dict[int, int], usage: list[float]) -
     return bad
 
 
-def _outcome(ended: dict[int, int], usage: list[float], node: str, stopped: bool, reported: bool) -> Outcome:
-    """The step's outcome, and Slurm's lines for the tasks that failed (tasks with one fate grouped: `tasks 0-1`)."""
+def _outcome(ended: dict[int, int], usage: list[float], node: str, step_ref: str, stopped: bool,
+             reported: set[int]) -> Outcome:
+    """The step's outcome as Slurm 22.05 makes it, and its lines for the tasks that failed (tasks with one fate
+    grouped: `tasks 0-1`). A task killed by a signal makes the step CANCELLED with that signal (0:9), whatever
+    the others' exit codes; else the largest exit code, FAILED; srun exits 128+signal or that code."""
     exit_code, killed_by = 0, 0
     fates: dict[str, list[int]] = {}
     for rank, status in sorted(ended.items()):
         if os.WIFSIGNALED(status):
             killed_by = max(killed_by, os.WTERMSIG(status))
-            fates.setdefault(_signal_name(status), []).append(rank)
-        elif os.WEXITSTATUS(status):
+        else:
             exit_code = max(exit_code, os.WEXITSTATUS(status))
-            fates.setdefault(f"Exited with exit code {os.WEXITSTATUS(status)}", []).append(rank)
-    worst = max(ended.values(), default=0)  # Slurm keeps the largest wait status: an exit code beats a signal
-    if not reported:
-        for fate, ranks in fates.items():
-            which = f"task {ranks[0]}" if len(ranks) == 1 else f"tasks {_ranges(ranks)}"
-            print(f"srun: error: {node}: {which}: {fate}", file=sys.stderr)
-    state = "CANCELLED" if stopped else "FAILED" if fates else "COMPLETED"
-    status = 128 + killed_by if killed_by and not exit_code else exit_code
-    code, signal_number = (os.WEXITSTATUS(worst), None) if os.WIFEXITED(worst) else (0, os.WTERMSIG(worst))
+        if (os.WIFSIGNALED(status) or os.WEXITSTATUS(status)) and rank not in reported:
+            fates.setdefault(_fate(status), []).append(rank)
+    for fate, ranks in fates.items():
+        which = f"task {ranks[0]}" if len(ranks) == 1 else f"tasks {_ranges(ranks)}"
+        print(f"srun: error: {node}: {which}: {fate}", file=sys.stderr)
+    if killed_by:
+        print(f"srun: Force Terminated StepId={step_ref}", file=sys.stderr)
+        state = "CANCELLED"
+        code, signal_number, status = 0, killed_by, 128 + killed_by
+    else:
+        state = "FAILED" if exit_code else "COMPLETED"
+        code, signal_number, status = exit_code, None, exit_code
+    if stopped:
+        state = "CANCELLED"
     return Outcome(state, code, signal_number, round(usage[0], 3), round(usage[1], 3), status)
+
+
+def _fate(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return _signal_name(status)
+    return f"Exited with exit code {os.WEXITSTATUS(status)}"
 
 
 def _signal_name(status: int) -> str:
