@@ -76,3 +76,31 @@ def test_lightning_refuses_ntasks_without_ntasks_per_node_as_it_does_on_slurm(se
     assert client.wait(job["id"], timeout=240)["state"] == "FAILED"
     # Slurm sets no SLURM_NTASKS_PER_NODE for --ntasks alone, and Lightning asks for it; its hint is the fix
     assert "HINT: Use `--ntasks-per-node=2` instead." in (tmp_path / "err.txt").read_text()
+
+
+WORKER = """
+import os
+
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+total = __import__("torch").tensor([dist.get_rank() + 1])
+dist.all_reduce(total)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(total)} step {os.environ['SLURM_STEP_ID']}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_srun_torchrun_starts_its_workers_in_the_step(server_factory, tmp_path):
+    server = server_factory(gpus=0)
+    client = server.client()
+    (tmp_path / "worker.py").write_text(WORKER)
+    torchrun = f"{sys.executable} -m torch.distributed.run"
+    job = client.submit(script=_script("#SBATCH -c 2", f"srun {torchrun} --nproc_per_node=2 worker.py"),
+                        workdir=str(tmp_path), stdout="out.txt", stderr="err.txt")
+    ended = client.wait(job["id"], timeout=240)
+    assert ended["state"] == "COMPLETED", (tmp_path / "err.txt").read_text()[-3000:]
+    lines = sorted(line for line in (tmp_path / "out.txt").read_text().splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0 of 2 sum 3 step 0", "rank 1 of 2 sum 3 step 0"]
+    (step,) = client.steps(job["id"])
+    assert (step["name"], step["state"], step["exit_code"], step["ntasks"]) == ("python", "COMPLETED", 0, 1)

@@ -117,16 +117,3 @@ def test_gpu_bind_shares_or_maps_the_steps_gpus(server_factory, tmp_path, bind):
         assert seen == {f"0:{','.join(gpus)}", f"1:{','.join(gpus)}"}
     else:
         assert seen == {f"0:{gpus[1]}", f"1:{gpus[0]}"}
-
-
-def test_a_step_cannot_be_recorded_on_another_users_job(server_factory):
-    server = server_factory(gpus=0)
-    client = server.client()
-    job = client.submit(script="#!/bin/bash\nsleep 300\n")
-    client.wait(job["id"], timeout=0)
-    from corral.errors import InvalidRequest
-
-    with pytest.raises(InvalidRequest, match="ntasks"):
-        client._request("POST", f"/api/v1/jobs/{job['id']}/steps", {"name": "x", "ntasks": 0})
-    client.cancel(job["id"])
-    assert os.environ.get("USER", "") != "" or True
