@@ -117,3 +117,31 @@ def test_gpu_bind_shares_or_maps_the_steps_gpus(server_factory, tmp_path, bind):
         assert seen == {f"0:{','.join(gpus)}", f"1:{','.join(gpus)}"}
     else:
         assert seen == {f"0:{gpus[1]}", f"1:{gpus[0]}"}
+
+
+def test_scontrol_shows_the_running_steps_as_slurm_does(server_factory, slurm_shell, testbed_clock):
+    server = server_factory(gpus=0)
+    client = server.client()
+    job = client.submit(script="#!/bin/bash\n#SBATCH -n 2\nsrun -n 2 sleep 300\n")
+    shell = slurm_shell(server.home)
+    ref = str(job["id"])
+    for _ in range(600):
+        if len(_sacct(shell, ref)) > 3:
+            break
+    out = shell(f"scontrol show step; scontrol -o show step {ref}.0; scontrol show step {ref}.7")
+    client.cancel(job["id"])
+    running = client.get(job["id"])
+    start = running["start_time"]
+    records = out.stdout.split("\n\n")
+    node = running["node"]
+    assert records[0].splitlines()[1:] == [
+        f"   State=RUNNING Partition={running['partition']} NodeList={node}",
+        "   Nodes=1 CPUs=0 Tasks=1 Name=batch Network=(null)", "   TRES=(null)", "   ResvPorts=(null)",
+        "   CPUFreqReq=Default", "   SrunHost:Pid=(null):0"]
+    assert records[0].startswith(f"StepId={ref}.batch UserId={os.getuid()} StartTime=")
+    assert records[1].splitlines()[2:] == [
+        "   Nodes=1 CPUs=2 Tasks=2 Name=sleep Network=(null)", "   TRES=cpu=2,mem=0,node=1", "   ResvPorts=(null)",
+        "   CPUFreqReq=Default Dist=Block", f"   SrunHost:Pid={node}:0"]
+    assert records[2].startswith(f"StepId={ref}.0 UserId={os.getuid()} StartTime=") and "Name=sleep" in records[2]
+    assert "\n" not in records[2].strip() and start
+    assert out.stderr == f"Job step {ref}.7 not found\n"

@@ -281,6 +281,37 @@ def _simple(text: str | None) -> bool:
     return bool(text) and not any(c in str(text) for c in " :,=")
 
 
+def show_steps(job: Job, steps: Iterable[Mapping[str, Any]], *, batch: bool = True, one_liner: bool = False,
+               user_ids: UserIds | None = None) -> str:
+    """`scontrol show step` for a running job: its batch step (a batch script's; `batch`: shown), then each
+    srun step still running, as Slurm 22.05 prints them (ended steps are not shown)."""
+    from corral.cli.slurm.values import parse_iso
+
+    uid = (user_ids or _user_ids)(str(job.get("user") or ""))[0]
+    ref = job.get("ref") or job.get("id")
+    node = job.get("node") or ""
+    partition = job.get("partition") or "default"
+    records = []
+    if batch and not job.get("command"):
+        records.append(_record([
+            f"StepId={ref}.batch UserId={uid} StartTime={local_time(parse_iso(job.get('start_time')))} "
+            "TimeLimit=UNLIMITED",
+            f"State=RUNNING Partition={partition} NodeList={node}",
+            "Nodes=1 CPUs=0 Tasks=1 Name=batch Network=(null)", "TRES=(null)", "ResvPorts=(null)",
+            "CPUFreqReq=Default", "SrunHost:Pid=(null):0"], one_liner))
+    tres = f"cpu={job.get('cpus') or 0},mem={size(job.get('mem_mb') or 0)},node=1"
+    for step in steps:
+        if step.get("state") != "RUNNING":
+            continue
+        records.append(_record([
+            f"StepId={ref}.{step.get('step_id')} UserId={uid} "
+            f"StartTime={local_time(parse_iso(step.get('start_time')))} TimeLimit=UNLIMITED",
+            f"State=RUNNING Partition={partition} NodeList={node}",
+            f"Nodes=1 CPUs={job.get('cpus') or 0} Tasks={step.get('ntasks')} Name={step.get('name')} Network=(null)",
+            f"TRES={tres}", "ResvPorts=(null)", "CPUFreqReq=Default Dist=Block", f"SrunHost:Pid={node}:0"], one_liner))
+    return "".join(records)
+
+
 def _record(lines: Sequence[str], one_liner: bool, *, trailing: bool = False) -> str:
     """Slurm's record: lines joined by `\\n   ` (by a space with -o), then a blank line (a newline with -o).
 
