@@ -41,6 +41,7 @@ class JobFields(TypedDict):
     nodes: int
     ntasks: int
     """sbatch's --ntasks: the tasks a step (`srun`) starts by default."""
+    ntasks_per_node: int | None
     gpus_per_task: int | None
     gpu_type: str | None
     gpu_mem_mb: int | None
@@ -124,6 +125,7 @@ def job_fields(job: Job, detail: bool = True) -> JobFields:
         "gpus": s.gpus,
         "nodes": s.nodes,
         "ntasks": s.ntasks,
+        "ntasks_per_node": s.ntasks_per_node,
         "gpus_per_task": s.gpus_per_task,
         "gpu_type": s.gpu_type,
         "gpu_mem_mb": s.gpu_mem_mb,

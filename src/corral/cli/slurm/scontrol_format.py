@@ -239,11 +239,13 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     if node:
         lines.append(f"BatchHost={node.split(',')[0]}")
     mem = size(job.get("mem_mb"))
+    ntasks = int(job.get("ntasks") or 1)
+    per_task = max(1, cpus // max(1, -(-ntasks // nodes)))  # a node's CPUs shared among its tasks
     lines += [
-        f"NumNodes={nodes} NumCPUs={cpus * nodes} NumTasks=1 CPUs/Task={cpus} ReqB:S:C:T=0:0:*:*",
+        f"NumNodes={nodes} NumCPUs={cpus * nodes} NumTasks={ntasks} CPUs/Task={per_task} ReqB:S:C:T=0:0:*:*",
         f"TRES=cpu={cpus * nodes},mem={size((job.get('mem_mb') or 0) * nodes)},node={nodes},billing={cpus * nodes}",
-        "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-        f"MinCPUsNode={cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
+        f"Socks/Node=* NtasksPerN:B:S:C={job.get('ntasks_per_node') or 0}:0:*:* CoreSpec=*",
+        f"MinCPUsNode={per_task if ntasks > 1 else cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
         f"Features={NULL} DelayBoot=00:00:00",
         f"OverSubscribe=OK Contiguous=0 Licenses={NULL} Network={NULL}",
         f"Command={command}",
@@ -256,7 +258,8 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     if gpus:
         gpu_type = job.get("gpu_type")
         kind = f"{gpu_type}:" if _simple(gpu_type) else ""
-        lines.append(f"TresPerNode=gres:gpu:{kind}{gpus}")
+        per_task_gpus = job.get("gpus_per_task")
+        lines.append(f"TresPerTask=gres:gpu:{kind}{per_task_gpus}" if per_task_gpus else f"TresPerNode=gres:gpu:{kind}{gpus}")
     return _record(lines, one_liner, trailing=True)
 
 
