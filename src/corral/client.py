@@ -104,6 +104,10 @@ class Client:
         `expected_end` and `expected_end_source`."""
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 
+    def steps(self, job_id: int | str) -> list[dict[str, Any]]:
+        """The steps `srun` ran inside a job, in order (its batch step is the job itself)."""
+        return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}/steps")["steps"]
+
     def array_tasks(self, job_id: int, *, offset: int = 0, limit: int = 500) -> dict[str, Any]:
         """An array job's tasks (a page of them, by task id), their states and what they add up to."""
         return self._request("GET", f"/api/v1/jobs/{int(job_id)}/tasks?offset={int(offset)}&limit={int(limit)}")

@@ -517,3 +517,27 @@ def test_a_working_directory_is_checked_as_its_submitter(shared, shared_dir):
     assert f"is not a directory {alice} can enter" in answers[("thesis", "workdir")]
     job = submit_as(bob, sock, workdir=os.path.join(private, "thesis"))  # bob may
     assert job["workdir"] == os.path.join(private, "thesis")
+
+
+def test_a_jobs_steps_are_its_owners_to_record_and_no_other_users(shared):
+    server, sock, alice, bob = shared
+    job = submit_as(alice, sock, account="vision")
+    with Client(home=server.home) as root:
+        assert root.wait(job["id"], timeout=0)["state"] in ("PENDING", "RUNNING")
+        for _ in range(300):
+            if root.get(job["id"])["state"] == "RUNNING":
+                break
+            time.sleep(0.05)
+    # what alice's srun sends, as alice, over the socket: the kernel says who it is
+    status, step = as_user(alice, sock, "POST", f"/api/v1/jobs/{job['id']}/steps", {"name": "python", "ntasks": 2})
+    assert status == 201 and (step["step_id"], step["state"], step["ntasks"]) == (0, "RUNNING", 2)
+    # bob coordinates vision, yet a step is its owner's (or an admin's) alone
+    status, error = as_user(bob, sock, "POST", f"/api/v1/jobs/{job['id']}/steps", {"name": "x"})
+    assert status == 403 and alice in error["error"]["message"] and bob in error["error"]["message"]
+    status, _ = as_user(bob, sock, "POST", f"/api/v1/jobs/{job['id']}/steps/0", {"state": "COMPLETED"})
+    assert status == 403
+    status, ended = as_user(alice, sock, "POST", f"/api/v1/jobs/{job['id']}/steps/0",
+                            {"state": "FAILED", "exit_code": 3, "max_rss_mb": 12.5, "cpu_time_s": 0.25})
+    assert status == 200 and (ended["state"], ended["exit_code"], ended["max_rss_mb"]) == ("FAILED", 3, 12.5)
+    status, error = as_user(alice, sock, "POST", f"/api/v1/jobs/{job['id']}/steps/0", {"state": "DONE"})
+    assert status == 422 and error["error"]["field"] == "state"

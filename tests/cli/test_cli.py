@@ -260,12 +260,17 @@ def test_every_problem_of_a_batch_script_is_shown_at_once(run, short_tmp):
     result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", path])
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0] == "corral: error: script: 5 problems in the script's directives, all listed here:"
-    assert [line.split(":")[0] for line in lines[1:]] == ["  line 3", "  line 4", "  line 6", "  line 7", "  line 8"]
-    for text in ("--nodes=4: this server runs each job on one machine", "--ntasks-per-node=4", "--overcommit",
+    assert lines[0] == "corral: error: script: 4 problems in the script's directives, all listed here:"
+    assert [line.split(":")[0] for line in lines[1:]] == ["  line 3", "  line 6", "  line 7", "  line 8"]
+    for text in ("--nodes=4: this server runs each job on one machine", "--overcommit",
                  "--reservation", "--time=2-00:00:00x"):
         assert text in result.output, text
     assert json.loads(run("queue", "--json").output) == []
+
+
+def test_submit_takes_tasks_and_each_tasks_cpus_and_gpus(run):
+    job = json.loads(run("submit", "--json", "-n", "2", "-c", "1", "--gpus-per-task", "1", "--", "true").output)
+    assert (job["ntasks"], job["cpus"], job["gpus"], job["gpus_per_task"]) == (2, 2, 2, 1)
 
 
 def test_cpus_is_taken_as_the_spelling_people_type(run):

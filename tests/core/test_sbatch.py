@@ -44,6 +44,7 @@ def test_parse_script_reads_a_tutorial_batch_script():
         "workdir": "/home/alice/project",
         "export": "ALL",
         "nodes": "1",
+        "ntasks": "1",
     }
     assert directives.warnings == []
 
@@ -73,14 +74,14 @@ def test_parse_script_reads_several_options_on_one_line():
     [
         ("#SBATCH --gpus=a100:2", {"gpus": "a100:2"}),
         ("#SBATCH --gpus-per-node=4", {"gpus": "4"}),
-        ("#SBATCH --gpus-per-task=1", {"gpus": "1"}),
+        ("#SBATCH --gpus-per-task=1", {"gpus_per_task": "1"}),
         ("#SBATCH --mem-per-cpu=4G", {"mem_per_cpu": "4G"}),
         ("#SBATCH --mem-per-gpu=20G", {"mem_per_gpu": "20G"}),
         ("#SBATCH --nice=10", {"nice": "10"}),
         ("#SBATCH --nice", {"nice": "100"}),  # sbatch's bare --nice
         ("#SBATCH --export=NONE", {"export": "NONE"}),
-        ("#SBATCH -N 1 -n 1", {"nodes": "1"}),
-        ("#SBATCH --nodes=1-1 --ntasks-per-node=1", {"nodes": "1"}),
+        ("#SBATCH -N 1 -n 1", {"nodes": "1", "ntasks": "1"}),
+        ("#SBATCH --nodes=1-1 --ntasks-per-node=1", {"nodes": "1", "ntasks_per_node": "1"}),
         ("#SBATCH -N 2 --gpus-per-node=4", {"nodes": "2", "gpus": "4"}),
     ],
 )
@@ -161,12 +162,29 @@ def test_parse_script_refuses_unsupported_options_naming_them(option, name):
     assert "not supported" in str(err.value)
 
 
-@pytest.mark.parametrize("option", ["--ntasks=4", "-n 8", "--ntasks-per-node=2"])
-def test_parse_script_refuses_multi_task_jobs_pointing_at_slurm(option):
+@pytest.mark.parametrize("options, ntasks, per_node, cpus, gpus", [
+    ("--ntasks=4", 4, None, 4, 0), ("-n 2 -c 3", 2, None, 6, 0), ("--ntasks-per-node=2", 2, 2, 2, 0),
+    ("-n 2 --gpus-per-task=1", 2, None, 2, 2), ("-n 2 --ntasks-per-node=4 --gpus-per-task=a100:2", 2, 4, 2, 4),
+])
+def test_a_multi_task_job_holds_each_tasks_cpus_and_gpus_on_its_one_node(options, ntasks, per_node, cpus, gpus):
+    from corral.core.spec import build_spec
+
+    spec = build_spec({"script": script(f"#SBATCH {options}")}, user="ada", log_dir="/tmp", default_workdir="/tmp",
+                      server_env={})
+    assert (spec.ntasks, spec.ntasks_per_node, spec.cpus, spec.gpus) == (ntasks, per_node, cpus, gpus)
+    assert spec.cpus_per_task == cpus // spec.tasks_per_node
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"ntasks": 5, "ntasks_per_node": 2}, "ntasks"), ({"ntasks": 0}, "ntasks"),
+    ({"gpus_per_task": 1, "gpus": 2, "ntasks": 2}, "gpus_per_task"),
+])
+def test_task_counts_that_cannot_hold_are_refused_by_name(fields, field):
+    from corral.core.spec import build_spec
+
     with pytest.raises(InvalidRequest) as err:
-        parse_script(script(f"#SBATCH {option}"))
-    assert err.value.field == "script"
-    assert "Slurm backend" in str(err.value)
+        build_spec({"command": ["true"], **fields}, user="ada", log_dir="/tmp", default_workdir="/tmp", server_env={})
+    assert err.value.field == field
 
 
 def test_parse_script_refuses_a_range_of_node_counts():
@@ -242,14 +260,12 @@ def test_parse_script_names_every_unsupported_directive_at_once_with_its_line():
         parse_script(MULTI_NODE_SCRIPT)
     assert err.value.field == "script"
     assert err.value.problems == (
-        "line 4: #SBATCH --ntasks-per-node=4: corral runs a job as one task on one node (use --nodes=1 --ntasks=1; "
-        "multi-node jobs need the Slurm backend, which runs the script under srun)",
         "line 6: #SBATCH option --overcommit is not supported by corral (remove it)",
-        err.value.problems[2],
+        err.value.problems[1],
     )
-    assert err.value.problems[2].startswith("line 7: #SBATCH option --reservation is not supported by corral "
+    assert err.value.problems[1].startswith("line 7: #SBATCH option --reservation is not supported by corral "
                                             "(remove it")
-    assert "3 problems" in err.value.message
+    assert "2 problems" in err.value.message
     for problem in err.value.problems:
         assert problem in err.value.message
     assert err.value.to_dict()["problems"] == list(err.value.problems)
@@ -277,12 +293,12 @@ def test_build_spec_lists_a_scripts_bad_directives_values_and_node_count_togethe
         build_spec({"script": MULTI_NODE_SCRIPT}, user="ada", log_dir="/tmp", default_workdir="/tmp", server_env={},
                    max_nodes=1)
     problems = err.value.problems
-    assert [p.split(":")[0] for p in problems] == ["line 3", "line 4", "line 6", "line 7", "line 8"]
+    assert [p.split(":")[0] for p in problems] == ["line 3", "line 6", "line 7", "line 8"]
     assert "--nodes=4: this server runs each job on one machine" in problems[0]
     assert "corral up --backend slurm" in problems[0]
-    assert "--time=2-00:00:00x: cannot read '2-00:00:00x' as a duration" in problems[4]
-    assert err.value.message.startswith("script: 5 problems in the script's directives")
-    assert err.value.message.count("\n  line ") == 5
+    assert "--time=2-00:00:00x: cannot read '2-00:00:00x' as a duration" in problems[3]
+    assert err.value.message.startswith("script: 4 problems in the script's directives")
+    assert err.value.message.count("\n  line ") == 4
 
 
 def test_a_request_field_that_replaces_a_bad_directive_hides_its_problem():
@@ -340,7 +356,7 @@ def test_a_bad_open_mode_names_both_modes():
     (["--exclude=vm"], {"exclude": "vm"}),
     (["-x", "vm"], {"exclude": "vm"}),
     (["--cpus-per-gpu=4"], {"cpus_per_gpu": "4"}),
-    (["--gpus-per-task=2"], {"gpus": "2"}),
+    (["--gpus-per-task=2"], {"gpus_per_task": "2"}),
     (["--time-min=10"], {"time_min": "10"}),
     (["--priority=5"], {"priority": "5"}),
     (["--mail-type=END,FAIL"], {"mail_type": "END,FAIL"}),

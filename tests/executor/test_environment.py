@@ -38,3 +38,19 @@ def test_a_local_job_gets_the_same_variables_and_those_of_its_placement():
     assert local["CUDA_VISIBLE_DEVICES"] == local["CORRAL_GPUS"] == local["SLURM_JOB_GPUS"] == "1,3"
     assert local["OMP_NUM_THREADS"] == "3" and local["CORRAL_JOB_END_TIME"] == "1060"
     assert local["SLURM_JOB_ID"] == "42" and local["PATH"] == "/usr/bin"  # the server's SLURM_JOB_ID is not passed on
+
+
+def test_a_multi_task_job_tells_its_tasks_as_slurm_does_and_finds_corrals_srun_first():
+    job = _job(script="#!/bin/sh\ntrue\n", command=None, cpus=3, ntasks=2, gpus_per_task=1)
+    env = job_environment(job, Allocation(job_id=42, node="n1", gpu_ids=(1, 3), cpus=6, mem_mb=0),
+                          server_env=SERVER_ENV, checkpoint_dir="/c", server_url=None, slurm_commands="/opt/corral-slurm")
+    assert {key: env[key] for key in ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK",
+                                      "SLURM_CPUS_ON_NODE", "SLURM_GPUS_PER_TASK")} == {
+        "SLURM_NTASKS": "2", "SLURM_NPROCS": "2", "SLURM_TASKS_PER_NODE": "2", "SLURM_CPUS_PER_TASK": "3",
+        "SLURM_CPUS_ON_NODE": "6", "SLURM_GPUS_PER_TASK": "1"}
+    assert "SLURM_NTASKS_PER_NODE" not in env  # as sbatch: only --ntasks-per-node sets it
+    assert env["PATH"] == "/opt/corral-slurm:/usr/bin"
+    per_node = _job(script="#!/bin/sh\ntrue\n", command=None, ntasks=2, ntasks_per_node=2)
+    env = job_environment(per_node, Allocation(job_id=42, node="n1", gpu_ids=(), cpus=2, mem_mb=0), server_env={},
+                          checkpoint_dir="/c", server_url=None, slurm_commands="/opt/corral-slurm")
+    assert env["SLURM_NTASKS_PER_NODE"] == "2" and env["PATH"].startswith("/opt/corral-slurm:")

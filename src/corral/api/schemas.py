@@ -34,7 +34,12 @@ class JobRequest(BaseModel):
     gpu_type: str | None = None
     gpu_mem: int | str | None = Field(None, description="Minimum memory per GPU: 40G, or MB.")
     gpu_mem_mb: int | None = None
-    cpus: int | None = None
+    cpus: int | None = Field(None, description="CPUs of each task (sbatch --cpus-per-task).")
+    ntasks: int | None = Field(None, description="sbatch --ntasks: the tasks its steps (srun) start; the batch "
+                               "script runs once.")
+    ntasks_per_node: int | None = Field(None, description="sbatch --ntasks-per-node.")
+    gpus_per_task: int | str | None = Field(None, description="sbatch --gpus-per-task: GPUs = this x tasks; each "
+                                            "task of a step sees its own.")
     mem: int | str | None = Field(None, description="Host memory: 16G, or MB. Exceeding it ends the job OUT_OF_MEMORY.")
     mem_mb: int | None = None
     mem_per_cpu: int | str | None = None

@@ -98,9 +98,21 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         home=home, host=options["host"], port=options["port"], db=options["db"], kill_grace_s=options["kill_grace"],
         inventory=inventory, backend=options["backend"], slurm_partition=options["slurm_partition"],
         slurm_account=options["slurm_account"], sample_interval_s=options["sample_interval_s"],
-        cgroups=options["cgroups"],
+        cgroups=options["cgroups"], slurm_commands=_slurm_commands(),
     )
     serve(load_config(server_options, {"kill_grace_s" if n == "kill_grace" else n for n in explicit}))
+
+
+def _slurm_commands() -> str | None:
+    """Where corral's Slurm commands are, for jobs to find `srun` there first; None where they cannot be
+    written (the server runs without them: a job's `srun` is whatever its PATH finds)."""
+    from corral.cli.slurm.install import slurm_bin_dir
+
+    try:
+        return slurm_bin_dir()
+    except OSError as exc:
+        click.echo(f"corral: warning: jobs get no corral srun on their PATH: {exc}", err=True)
+        return None
 
 
 def _up_args(ctx: click.Context, home: str, options: dict[str, Any]) -> list[str]:

@@ -63,6 +63,7 @@ class ServerOptions:
     admins: frozenset[str] = frozenset()
     accounts: Mapping[str, Account] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)
+    slurm_commands: str | None = None  # corral's Slurm commands (`corral slurm-path`), first on local jobs' PATH
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:

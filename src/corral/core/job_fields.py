@@ -40,6 +40,10 @@ class JobFields(TypedDict):
     script_args: list[str]
     gpus: int
     nodes: int
+    ntasks: int
+    """sbatch's --ntasks: the tasks a step (`srun`) starts by default."""
+    ntasks_per_node: int | None
+    gpus_per_task: int | None
     gpu_type: str | None
     gpu_mem_mb: int | None
     requirements: str | None
@@ -130,6 +134,9 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
         "script_args": list(s.script_args),
         "gpus": s.gpus,
         "nodes": s.nodes,
+        "ntasks": s.ntasks,
+        "ntasks_per_node": s.ntasks_per_node,
+        "gpus_per_task": s.gpus_per_task,
         "gpu_type": s.gpu_type,
         "gpu_mem_mb": s.gpu_mem_mb,
         "requirements": s.requirements,

@@ -38,6 +38,7 @@ REQUEST_FIELDS = frozenset({
     "requirements", "user_log", "options", "hold", "open_mode", "comment", "begin", "deadline", "exclusive",
     "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
     "interactive",
+    "ntasks", "ntasks_per_node", "gpus_per_task",
 })
 
 # What `corral update` may change on a pending job.
@@ -127,6 +128,14 @@ class JobSpec:
     interactive: str | None = None
     """srun's or salloc's job: `pty` (a pseudo-terminal) or `stream` (pipes), relayed to the client that
     submitted it once it runs (`corral.executor.terminal`); None: a batch job."""
+    ntasks: int = 1
+    """sbatch's --ntasks: the tasks its steps (`srun`) start by default; the batch script itself runs once.
+    `cpus` is all of them together (each task's --cpus-per-task times the tasks on its node)."""
+    ntasks_per_node: int | None = None
+    """sbatch's --ntasks-per-node, as given (None: not given); Slurm sets SLURM_NTASKS_PER_NODE only then."""
+    gpus_per_task: int | None = None
+    """sbatch's --gpus-per-task (None: not given): `gpus` is this times the tasks, and each step's task
+    sees its own share of them."""
     hold: bool = field(default=False, compare=False)
     """Submitted held (sbatch -H): the job's `held` starts so; not stored, since the job's `held` is."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
@@ -139,6 +148,16 @@ class JobSpec:
             object.__setattr__(self, "parsed_dependency", None)
         elif self.dependency is not None and (parsed is None or parsed.text != self.dependency):
             object.__setattr__(self, "parsed_dependency", parse_dependency(self.dependency))  # as read from the store
+
+    @property
+    def tasks_per_node(self) -> int:
+        """The most tasks on one of its nodes."""
+        return min(self.ntasks_per_node or self.ntasks, -(-self.ntasks // self.nodes))
+
+    @property
+    def cpus_per_task(self) -> int:
+        """Each task's CPUs (Slurm's --cpus-per-task): its node's CPUs shared among the tasks there."""
+        return max(1, self.cpus // self.tasks_per_node)
 
     @property
     def request(self) -> Request:

@@ -16,7 +16,8 @@ from corral.errors import InvalidRequest, several_problems
 _VALUED: dict[str, str] = {
     "job-name": "name", "J": "name",
     "gres": "gres",
-    "gpus": "gpus", "G": "gpus", "gpus-per-node": "gpus", "gpus-per-task": "gpus",
+    "gpus": "gpus", "G": "gpus", "gpus-per-node": "gpus", "gpus-per-task": "gpus_per_task",
+    "ntasks": "ntasks", "n": "ntasks", "ntasks-per-node": "ntasks_per_node",
     "cpus-per-task": "cpus", "c": "cpus",
     "mem": "mem", "mem-per-cpu": "mem_per_cpu", "mem-per-gpu": "mem_per_gpu",
     "time": "time", "t": "time",
@@ -38,9 +39,7 @@ _VALUED: dict[str, str] = {
     "cpus-per-gpu": "cpus_per_gpu", "time-min": "time_min", "priority": "priority",
     "mail-type": "mail_type", "mail-user": "mail_user",
 }
-# options that must say "one": corral runs one task on one node
-_ONE: dict[str, str] = {"nodes": "nodes", "N": "nodes", "ntasks": "ntasks", "n": "ntasks",
-                        "ntasks-per-node": "ntasks-per-node"}
+_NODES = ("nodes", "N")  # a count, checked with the request's fields: more than 1 needs the Slurm backend
 # accepted and ignored with a warning: they change nothing about where or how the job runs here
 _HARMLESS_VALUED = {
     "hint", "distribution", "m", "tmp", "mem-bind", "cpu-bind", "propagate", "wckey", "licenses", "L",
@@ -196,7 +195,7 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 continue
             out.fields["open_mode"] = value
             out.places["open_mode"] = written
-        elif name in _ONE and _ONE[name] == "nodes":
+        elif name in _NODES:
             low, _, high = value.strip().partition("-")
             if high and high != low:
                 out.problems.append(f"{at}{source} --nodes={value}: a range of node counts is not supported "
@@ -204,11 +203,6 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 continue
             out.fields["nodes"] = low  # checked with the request's fields; more than 1 needs the Slurm backend
             out.places["nodes"] = written
-        elif name in _ONE:
-            if value.strip() not in ("1", "1-1"):
-                out.problems.append(
-                    f"{at}{source} --{_ONE[name]}={value}: corral runs a job as one task on one node (use --nodes=1 "
-                    "--ntasks=1; multi-node jobs need the Slurm backend, which runs the script under srun)")
         elif name in _HARMLESS_VALUED:
             out.warnings.append(f"{source} --{name}={value} has no effect on corral's local backend; ignored")
         else:
@@ -217,7 +211,8 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 "--job-name --gres --gpus --cpus-per-task --mem --time --output --error --chdir --export --nice "
                 "--partition --qos --account --dependency --kill-on-invalid-dep --array --signal --preemptible "
                 "--hold --open-mode --comment --begin --deadline --exclusive --constraint --nodelist --exclude "
-                "--cpus-per-gpu --gpus-per-task --time-min --priority --mail-type --mail-user --nodes --ntasks=1)")
+                "--cpus-per-gpu --gpus-per-task --time-min --priority --mail-type --mail-user --nodes --ntasks "
+                "--ntasks-per-node)")
     return out
 
 

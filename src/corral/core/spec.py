@@ -128,9 +128,11 @@ def build_spec(
             raise InvalidRequest("gpus_per_node", "given together with gpus", "give one: with --nodes, GPUs are per node")
         fields["gpus"] = fields.pop("gpus_per_node")
     nodes = int_in(fields.get("nodes", 1), "nodes", 1, MAX_NODES)
+    ntasks, ntasks_per_node = task_counts(fields, nodes)
+    tasks_here = min(ntasks_per_node or ntasks, -(-ntasks // nodes))  # as JobSpec.tasks_per_node
 
-    gpu_type, gpus = parse_gpus(fields)
-    cpus = _cpus(fields, gpus)
+    gpu_type, gpus, gpus_per_task = _gpus(fields, tasks_here)
+    cpus = _cpus(fields, gpus, tasks_here)
     mem_mb = parse_mem(fields, cpus, gpus)
     gpu_mem_mb = size_or_none(fields, "gpu_mem", "gpu_mem_mb")
     if gpu_mem_mb is not None and gpus == 0:
@@ -178,6 +180,9 @@ def build_spec(
         kill_on_invalid_dep=yes_no(fields.get("kill_on_invalid_dep", False), "kill_on_invalid_dep"),
         array=array_field(fields.get("array")),
         nodes=nodes,
+        ntasks=ntasks,
+        ntasks_per_node=ntasks_per_node,
+        gpus_per_task=gpus_per_task,
         preemptible=yes_no(fields.get("preemptible", False), "preemptible"),
         warn_signal=signal_text(fields.get("signal")),
         account=config_name(fields.get("account"), "account"),
@@ -203,10 +208,47 @@ def build_spec(
     )
 
 
-def _cpus(fields: Mapping[str, Any], gpus: int) -> int:
-    """The job's CPUs: --cpus-per-task, or --cpus-per-gpu times its GPUs (not both, as sbatch says)."""
+def task_counts(fields: Mapping[str, Any], nodes: int) -> tuple[int, int | None]:
+    """The job's tasks (--ntasks) and, where given, --ntasks-per-node; without --ntasks, one per node or
+    --ntasks-per-node's worth on each, as sbatch counts them.
+
+    Raises:
+        InvalidRequest: a bad count, or more tasks than --ntasks-per-node lets its nodes hold.
+    """
+    per_node = int_in(fields["ntasks_per_node"], "ntasks_per_node", 1, MAX_CPUS) if "ntasks_per_node" in fields else None
+    if "ntasks" not in fields:
+        return (per_node or 1) * nodes, per_node
+    ntasks = int_in(fields["ntasks"], "ntasks", 1, MAX_CPUS)
+    if per_node is not None and ntasks > per_node * nodes:
+        raise InvalidRequest("ntasks", f"{ntasks} tasks do not fit {nodes} node(s) at --ntasks-per-node={per_node}",
+                             f"ask for --ntasks={per_node * nodes} or fewer, or raise --ntasks-per-node")
+    if ntasks < nodes:
+        raise InvalidRequest("ntasks", f"{ntasks} task(s) cannot span {nodes} nodes",
+                             f"ask for --ntasks={nodes} or more, or fewer --nodes")
+    return ntasks, per_node
+
+
+def _gpus(fields: Mapping[str, Any], tasks_here: int) -> tuple[str | None, int, int | None]:
+    """The GPU type, the GPUs on each node, and --gpus-per-task where given (then the GPUs are that times
+    the node's tasks)."""
+    if "gpus_per_task" not in fields:
+        return (*parse_gpus(fields), None)
+    for other in ("gpus", "gres"):
+        if other in fields:
+            raise InvalidRequest("gpus_per_task", f"given together with {other}",
+                                 "give one: --gpus-per-task=N, or the job's GPUs with --gpus")
+    gpu_type, per_task = parse_gpu_request(str(fields["gpus_per_task"]), "gpus_per_task")
+    if "gpu_type" in fields:
+        gpu_type, _ = parse_gpus({"gpus": 1, "gpu_type": fields["gpu_type"]})
+    return gpu_type, int_in(per_task * tasks_here, "gpus_per_task", 0, MAX_GPUS), per_task
+
+
+def _cpus(fields: Mapping[str, Any], gpus: int, tasks_here: int) -> int:
+    """The CPUs on each of the job's nodes: --cpus-per-task times the node's tasks, or --cpus-per-gpu
+    times its GPUs (not both, as sbatch says)."""
     if "cpus_per_gpu" not in fields:
-        return int_in(fields.get("cpus", 1), "cpus", 1, MAX_CPUS)
+        per_task = int_in(fields.get("cpus", 1), "cpus", 1, MAX_CPUS)
+        return int_in(per_task * tasks_here, "cpus", 1, MAX_CPUS)
     if "cpus" in fields:
         raise InvalidRequest("cpus_per_gpu", "given together with cpus (--cpus-per-task)",
                              "give one: --cpus-per-gpu=N or --cpus-per-task=N")
@@ -224,6 +266,11 @@ def _override(fields: dict[str, Any], over: Mapping[str, Any]) -> None:
                 fields.pop(key, None)
     if "gres" in over:
         fields.pop("gpus", None)  # else an earlier --gpus would beat the later gres in parse_gpus
+    if {"gpus", "gres", "gpus_per_node"} & set(over):
+        fields.pop("gpus_per_task", None)
+    if "gpus_per_task" in over:
+        fields.pop("gpus", None)
+        fields.pop("gres", None)
     fields.update(over)
 
 
@@ -244,8 +291,12 @@ _DIRECTIVE_CHECKS: dict[str, Callable[[Any], object]] = {
     "constraint": parse_constraint, "nodelist": lambda v: node_names(v, "nodelist"),
     "exclude": lambda v: node_names(v, "exclude"), "mail_type": mail_types, "mail_user": mail_user,
     "time_min": lambda v: time_min(v, None), "priority": priority,
+    "ntasks": lambda v: int_in(v, "ntasks", 1, MAX_CPUS), "ntasks_per_node": lambda v: int_in(v, "ntasks_per_node", 1, MAX_CPUS),
+    "gpus_per_task": lambda v: parse_gpu_request(str(v), "gpus_per_task"),
 }
-_OVERRIDDEN_BY = {key: group for group in _ALTERNATIVES for key in group} | {"gpus": ("gpus", "gres", "gpus_per_node")}
+_GPU_SPELLINGS = ("gpus", "gres", "gpus_per_node", "gpus_per_task")
+_OVERRIDDEN_BY = {key: group for group in _ALTERNATIVES for key in group} | {"gpus": _GPU_SPELLINGS,
+                                                                             "gpus_per_task": _GPU_SPELLINGS}
 
 
 def _check_directives(directives: sbatch.Directives, given: Mapping[str, Any], max_nodes: int, *,
@@ -303,7 +354,8 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any], now: float = 0.0) -> 
     if {"gpus", "gres", "gpu_type"} & set(fields):
         gpu_fields = {"gpus": spec.gpus, **({"gpu_type": spec.gpu_type} if spec.gpu_type else {}), **fields}
         gpu_type, gpus = parse_gpus(gpu_fields)
-    cpus = int_in(fields["cpus"], "cpus", 1, MAX_CPUS) if "cpus" in fields else spec.cpus
+    per_task = int_in(fields["cpus"], "cpus", 1, MAX_CPUS) if "cpus" in fields else None
+    cpus = int_in(per_task * spec.tasks_per_node, "cpus", 1, MAX_CPUS) if per_task is not None else spec.cpus
     memory_keys = {"mem", "mem_mb", "mem_per_cpu", "mem_per_gpu"} & set(fields)
     mem_mb = parse_mem(fields, cpus, gpus) if memory_keys else spec.mem_mb
     time_keys = {"time", "time_limit_s"} & set(fields)
@@ -316,6 +368,7 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any], now: float = 0.0) -> 
         _update_slurm_fields(spec, fields, time_limit_s, now),
         name=job_name(fields["name"], spec.command, None) if "name" in fields else spec.name,
         gpus=gpus, gpu_type=gpu_type,
+        gpus_per_task=spec.gpus_per_task if gpus == spec.gpus else None,
         gpu_mem_mb=gpu_mem_mb,
         cpus=cpus, mem_mb=mem_mb,
         time_limit_s=time_limit_s,

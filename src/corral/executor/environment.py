@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from corral.core.arrays import parse_array
@@ -12,6 +13,7 @@ from corral.core.resources import Allocation
 def job_environment(
     job: Job, allocation: Allocation | None, *, server_env: Mapping[str, str], checkpoint_dir: str,
     server_url: str | None, home: str | None = None, follows_home_address: bool = True,
+    slurm_commands: str | None = None,
 ) -> dict[str, str]:
     """The environment a job starts with, on either backend.
 
@@ -21,6 +23,8 @@ def job_environment(
         server_env: what `--export=ALL` inherits (the server's own; sbatch passes its own instead).
         follows_home_address: the job reaches the home's address file (it runs on the server's
             machine), so its clients may follow the server to a new port.
+        slurm_commands: the directory of corral's Slurm commands (`corral slurm-path`), put first on the
+            job's PATH so that `srun` in it is corral's step, not a real Slurm's (which knows no such job).
     """
     spec = job.spec
     env = {k: v for k, v in server_env.items() if not k.startswith(("SLURM_", "CORRAL_"))} if spec.inherit_env else {}
@@ -44,6 +48,9 @@ def job_environment(
         env["CORRAL_HOME"] = home  # the server's address file and socket, and the SDK's spool
     if allocation is not None and (spec.script is not None or spec.interactive):
         env.update(slurm_variables(job, allocation))  # a batch script's, srun's and salloc's
+    if slurm_commands:
+        rest = [entry for entry in (env.get("PATH") or os.defpath).split(os.pathsep) if entry not in ("", slurm_commands)]
+        env["PATH"] = os.pathsep.join([slurm_commands, *rest])
     return env
 
 
@@ -56,7 +63,7 @@ def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str
         # ("fastest first") may differ, which would pin the job to GPUs it was not given.
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": gpu_list,
-        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(spec.cpus)),
+        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(spec.cpus_per_task)),
         "CORRAL_GPUS": gpu_list,
         "CORRAL_NUM_GPUS": str(len(allocation.gpu_ids)),
         "CORRAL_CPUS": str(spec.cpus),
@@ -89,17 +96,21 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         "SLURM_JOB_PARTITION": spec.partition or "default",
         "SLURM_JOB_NUM_NODES": "1",
         "SLURM_NNODES": "1",
-        "SLURM_NTASKS": "1",
-        "SLURM_NPROCS": "1",
+        "SLURM_NTASKS": str(spec.ntasks),
+        "SLURM_NPROCS": str(spec.ntasks),
         "SLURM_NODEID": "0",
         "SLURM_PROCID": "0",
         "SLURM_LOCALID": "0",
-        "SLURM_TASKS_PER_NODE": "1",
-        "SLURM_CPUS_PER_TASK": str(spec.cpus),
+        "SLURM_TASKS_PER_NODE": str(spec.ntasks),
+        "SLURM_CPUS_PER_TASK": str(spec.cpus_per_task),
         "SLURM_CPUS_ON_NODE": str(spec.cpus),
         "SLURM_JOB_CPUS_PER_NODE": str(spec.cpus),
         "SLURM_RESTART_COUNT": str(job.restarts),
     }
+    if spec.ntasks_per_node is not None:
+        out["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
+    if spec.gpus_per_task is not None:
+        out["SLURM_GPUS_PER_TASK"] = str(spec.gpus_per_task)
     if spec.mem_mb:
         out["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
     if spec.open_mode == "append":

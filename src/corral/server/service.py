@@ -24,11 +24,12 @@ from typing import Any
 
 from corral.backends.base import Backend, Capabilities, JobProcesses
 from corral.core.arrays import array_state
-from corral.core.identity import AccessPolicy
+from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors, usage_charge
 from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
+from corral.core.steps import JobStep, step_end, step_start
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
@@ -46,9 +47,11 @@ from corral.server.placed import PlacedJobs
 from corral.server.queries import JobQueries
 from corral.server.scheduling import RunningJobs, SchedulingPass
 from corral.server.settings import ServiceSettings
+from corral.server.steps import JobSteps
 from corral.server.submission import Submissions
 from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
+from corral.store.steps import StepStore
 from corral.store.usage import UsageStore
 
 
@@ -83,6 +86,8 @@ class JobService:
         self.placed = None if backend.placement is None else PlacedJobs(
             backend.placement, self.table, self.scheduling, store, self.submissions.db_thread,
             clock=clock, forget=self.forget, changed=self.mark_dirty)
+        self.steps = JobSteps(StepStore(store.engine), self.submissions.db_thread, clock=clock)
+        self.watchers.on_job_ended.append(self.steps.job_ended)
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
 
     @property
@@ -276,6 +281,25 @@ class JobService:
         if job.state.is_terminal() or timeout <= 0:
             return job
         return await self.watchers.wait_for_end(job_id, timeout, self.get)
+
+    # -- steps: what srun runs inside a job (corral.server.steps) ----------------------------------
+
+    async def open_step(self, ref: str, caller: Caller, body: Mapping[str, Any]) -> JobStep:
+        """A new step of a running job (its srun starting), for its owner or an admin."""
+        start = step_start(body)
+        job = self.resolve(ref)
+        return await asyncio.to_thread(self.steps.open, job, caller, start)
+
+    async def close_step(self, ref: str, step_id: int, caller: Caller, body: Mapping[str, Any]) -> JobStep:
+        """A step's end (its srun ending): state, exit code, what its tasks used."""
+        end = step_end(body)
+        job = self.resolve(ref)
+        return await asyncio.to_thread(self.steps.close, job, caller, step_id, end)
+
+    async def job_steps(self, ref: str) -> tuple[Job, list[JobStep]]:
+        """The job and its srun steps, in order (its batch step is the job itself)."""
+        job = self.resolve(ref)
+        return job, await asyncio.to_thread(self.steps.of_job, job)
 
     # -- what the monitor reads (monitor.jobs.JobReader) ----------------------------------------------
 

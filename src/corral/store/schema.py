@@ -71,6 +71,9 @@ jobs = Table(
     Column("time_min_s", Integer),
     Column("priority", BigInteger),
     Column("interactive", String(8)),
+    Column("ntasks", Integer, nullable=False, server_default="1"),
+    Column("ntasks_per_node", Integer),
+    Column("gpus_per_task", Integer),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,
@@ -96,6 +99,26 @@ job_events = Table(
     Column("kind", String(16), nullable=False),
     Column("detail", JSON, nullable=False),
     Index("ix_job_events_job", "job_id", "time"),
+)
+
+# Each `srun` step run inside a job (`corral.cli.slurm.step`), numbered from 0 per job as Slurm numbers
+# them; the batch step is the job's own row. A step still RUNNING when its job ends is CANCELLED then.
+job_steps = Table(
+    "job_steps",
+    metadata,
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("step_id", Integer, nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("ntasks", Integer, nullable=False),
+    Column("command", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("exit_code", Integer),
+    Column("signal", Integer),
+    Column("start_time", Float, nullable=False),
+    Column("end_time", Float),
+    Column("max_rss_mb", Float),
+    Column("cpu_time_s", Float),
+    PrimaryKeyConstraint("job_id", "step_id"),
 )
 
 usage_charges = Table(

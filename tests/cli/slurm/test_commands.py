@@ -144,7 +144,7 @@ def test_sbatch_reads_the_script_then_sbatch_variables_then_its_command_line(ser
 
 def test_sbatch_refuses_an_option_corral_cannot_honour_by_name_and_submits_nothing(server_factory, slurm_shell):
     server = server_factory()
-    out = slurm_shell(server.home)('sbatch --ntasks=4 --wrap "true"')
+    out = slurm_shell(server.home)('sbatch --contiguous --wrap "true"')
     assert out.returncode == 1
-    assert out.stderr.startswith("sbatch: error: Batch job submission failed: ") and "--ntasks=4" in out.stderr
+    assert out.stderr.startswith("sbatch: error: Batch job submission failed: ") and "--contiguous" in out.stderr
     assert server.client().queue() == [] and server.client().history() == []

@@ -280,3 +280,16 @@ def test_mail_types_in_slurms_order_and_all_spelled_as_slurm() -> None:
                               "TIME_LIMIT_90"]) == "ARRAY_TASKS,BEGIN,TIME_LIMIT_50,TIME_LIMIT_80,TIME_LIMIT_90,TIME_LIMIT"
     assert sf.mail_type_text(["BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND"]) == (
         "INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT")  # sbatch --mail-type=ALL on the testbed
+def test_a_multi_task_jobs_record_counts_its_tasks_as_slurm_does():
+    from corral.cli.slurm.scontrol_format import show_job
+
+    job = {"id": 39, "ref": "39", "name": "wrap", "user": "root", "state": "PENDING", "cpus": 2, "nodes": 1,
+           "ntasks": 2, "ntasks_per_node": None, "gpus": 2, "gpus_per_task": 1, "mem_mb": 2048, "command": [],
+           "submit_time": "2026-11-25T02:30:00Z", "partition": "debug", "qos": "normal"}
+    text = show_job(job, now=0.0)
+    # captured from Slurm 22.05: sbatch -n 2 --gpus-per-task=1
+    assert "   NumNodes=1 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:*\n" in text
+    assert "   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*\n" in text
+    assert "   MinCPUsNode=1 " in text and "   TresPerTask=gres:gpu:1\n" in text
+    text = show_job({**job, "ntasks_per_node": 2, "gpus": 0, "gpus_per_task": None}, now=0.0)
+    assert "   Socks/Node=* NtasksPerN:B:S:C=2:0:*:* CoreSpec=*\n" in text

@@ -139,7 +139,7 @@ class LocalBackend:
             argv=tuple(argv),
             env=job_environment(
                 job, allocation, server_env=settings.server_env, checkpoint_dir=checkpoint_dir,
-                server_url=settings.server_url(), home=self.home,
+                server_url=settings.server_url(), home=self.home, slurm_commands=settings.slurm_commands,
             ),
             cwd=job.spec.workdir,
             stdout=stdout,
@@ -285,7 +285,7 @@ class LocalKind:
             kill_grace_s=s.kill_grace_s, server_env=setup.server_env, server_url=setup.server_url,
             interactive_grace_s=s.interactive_grace_s,
             max_log_mb=s.max_log_mb, log_reserve_mb=s.log_reserve_mb, max_job_processes=s.max_job_processes,
-            cgroup_layout=setup.cgroup_layout,
+            cgroup_layout=setup.cgroup_layout, slurm_commands=s.slurm_commands,
             gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus},
         )
         return LocalBackend(setup.home, settings, owner_lookup=setup.owner_lookup,

@@ -33,6 +33,9 @@ class LaunchSettings:
     cgroup_layout: Mapping[str, Any] | None = None
     """Where jobs' cgroups go (`corral.executor.cgroups.placement`); None without cgroups (jobs are
     followed by process group and session)."""
+    slurm_commands: str | None = None
+    """The directory of corral's Slurm commands (`corral slurm-path`), first on every job's PATH: `srun`
+    in a job is then a step of it. None: jobs' PATH as their environment has it."""
     gpu_minors: Mapping[int, int] = field(default_factory=dict)
     """Each GPU's device minor (`/dev/nvidiaN`), by index: a job may open only its own where the layout
     controls devices."""

@@ -53,12 +53,21 @@ def build_sbatch(
         argv.append(f"--error={stderr}")
     # A requeued job appends to its logs, as the local backend does: the earlier runs' output stays.
     argv.append("--open-mode=append")
-    if spec.nodes > 1:  # one task per node: torchrun, started by srun on each, starts the GPU workers
-        argv += [f"--nodes={spec.nodes}", "--ntasks-per-node=1"]
-    argv.append(f"--cpus-per-task={spec.cpus}")
+    if spec.nodes > 1:
+        argv.append(f"--nodes={spec.nodes}")
+        if spec.ntasks == spec.nodes and spec.ntasks_per_node is None:
+            argv.append("--ntasks-per-node=1")  # one task per node: torchrun, started by srun on each, starts the workers
+    if spec.ntasks > spec.nodes or spec.ntasks_per_node is not None:
+        argv.append(f"--ntasks={spec.ntasks}")
+        if spec.ntasks_per_node is not None:
+            argv.append(f"--ntasks-per-node={spec.ntasks_per_node}")
+    argv.append(f"--cpus-per-task={spec.cpus_per_task}")
     if spec.mem_mb:  # 0 asks for no limit; Slurm's --mem=0 would instead take all of the node's memory
         argv.append(f"--mem={spec.mem_mb}M")
-    if spec.gpus:
+    if spec.gpus_per_task:
+        argv.append(f"--gpus-per-task={spec.gpu_type}:{spec.gpus_per_task}" if spec.gpu_type
+                    else f"--gpus-per-task={spec.gpus_per_task}")
+    elif spec.gpus:
         # GRES type names are the cluster's own (case-sensitive), so the type passes as given.
         argv.append(f"--gres=gpu:{spec.gpu_type}:{spec.gpus}" if spec.gpu_type else f"--gres=gpu:{spec.gpus}")
     if spec.time_limit_s is not None:  # none: the partition's default limit applies

@@ -85,6 +85,8 @@ def main(argv: Sequence[str]) -> int:
     jobs = [job for job in jobs if job["id"] not in steps_only or "batch" in _steps_of(job, asked)]
     jobs.sort(key=lambda job: (parse_iso(job.get("submit_time")) or 0, job["id"]))
     usage = _usage(service, jobs) if _wants_usage(fields, given) else None
+    if not given.get("allocations"):
+        _add_steps(service, jobs)
     parsable = "" if given.get("parsable2") else "|" if given.get("parsable") else None
     if parsable is not None and given.get("delimiter"):
         parsable = "" if given.get("parsable2") else str(given["delimiter"])
@@ -219,6 +221,17 @@ def _usage(service: Server, jobs: list[dict[str, Any]]) -> dict[int, dict[str, A
         except CorralError:
             continue
     return out
+
+
+def _add_steps(service: Server, jobs: list[dict[str, Any]]) -> None:
+    """Each started batch job's `srun` steps, under `steps` (only a batch script's srun makes steps)."""
+    for job in jobs:
+        if not job.get("start_time") or job.get("command"):
+            continue
+        try:
+            job["steps"] = service.ask("GET", f"/api/v1/jobs/{job['ref']}/steps")["steps"]
+        except CorralError:
+            continue
 
 
 def _uids(jobs: list[dict[str, Any]]) -> dict[str, int]:

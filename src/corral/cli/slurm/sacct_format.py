@@ -18,9 +18,10 @@ does; with none of the three, Slurm's default columns.
 `parsable`: None (columns), `"|"` for `-p` (every field followed by `|`), `""` for `-P` (`|` between
 fields, none at the end). `noheader` is `-n`; `allocations` is `-X` (no step lines).
 
-How corral shows steps: a corral batch job is one process tree, so each job that has started gets the
-one step line Slurm prints for a batch job, `ID.batch`, carrying the job's usage (MaxRSS and the
-per-step figures are only on step lines in Slurm too, so tools reading them from there work). No
+How corral shows steps: each job that has started gets the step line Slurm prints for a batch job,
+`ID.batch`, carrying the job's usage (MaxRSS and the per-step figures are only on step lines in Slurm
+too, so tools reading them from there work), then a line for each step `srun` ran in it, `ID.0`,
+`ID.1`, from the job's `steps` (the server's `/api/v1/jobs/{id}/steps`, which the caller adds). No
 `.extern` line: Slurm prints it only with `PrologFlags=contain`, which the reference testbed lacks.
 
 Raises `ValueError("Invalid field requested: \"X\"")` for a name Slurm does not know.
@@ -128,6 +129,7 @@ def format_sacct(
         rows = [] if job.get("id") in steps_only else [_job_values(job, used, now, uids or {})]
         if not allocations and job.get("start_time"):
             rows.append(_step_values(job, used, now))
+            rows.extend(_srun_step_values(job, step, now) for step in job.get("steps") or ())
         for row in rows:
             lines.append(_line(columns, [row.get(name) for name, _, _ in columns], parsable))
     return "".join(line + "\n" for line in lines)
@@ -231,6 +233,36 @@ def _step_values(job: Job, used: Usage, now: float) -> dict[str, Any]:
         rss = used.get("max_rss_mb")
         cpu = used.get("cpu_time_s")
         node = job.get("node") or ""
+        if rss is not None:
+            kb = _size_k(rss)
+            values.update({"MaxRSS": kb, "AveRSS": kb, "MaxRSSNode": node, "MaxRSSTask": 0})
+        if cpu is not None:
+            clock = _cpu_clock(cpu, fraction=False)
+            values.update({"MinCPU": clock, "AveCPU": clock, "MinCPUNode": node, "MinCPUTask": 0})
+    return values
+
+
+def _srun_step_values(job: Job, step: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """A step `srun` ran in the job (`12.0`): its own times, state, exit code and usage, the job's CPUs."""
+    started = parse_iso(step.get("start_time"))
+    ended = parse_iso(step.get("end_time"))
+    elapsed = max((ended if ended is not None else now) - (started or now), 0)
+    usage = {"max_rss_mb": step.get("max_rss_mb"), "cpu_time_s": step.get("cpu_time_s")}
+    values = _common({**job, "end_time": step.get("end_time")}, usage, elapsed, started)
+    ref = f"{job.get('ref') or job.get('id')}.{step.get('step_id')}"
+    state = str(step.get("state") or "")
+    values.update({
+        "JobID": ref, "JobIDRaw": f"{job.get('id')}.{step.get('step_id')}", "JobName": step.get("name") or "",
+        "State": state, "ExitCode": exit_code(step.get("exit_code"), step.get("signal")) if ended else "0:0",
+        "Submit": local_time(started), "Eligible": local_time(started), "End": local_time(ended),
+        "NodeList": job.get("node") or "", "AllocTRES": _tres(job, billing=False),
+        "NNodes": 1, "NTasks": int(step.get("ntasks") or 1), "ReqCPUS": int(job.get("cpus") or 0),
+        "ReqCPUFreqMin": "Unknown", "ReqCPUFreqMax": "Unknown", "ReqCPUFreqGov": "Unknown", "ReqCPUFreq": "Unknown",
+        "AllocNodes": "1", "ConsumedEnergy": "0", "AveCPUFreq": "0", "ConsumedEnergyRaw": 0,
+    })
+    if ended is not None:
+        node = job.get("node") or ""
+        rss, cpu = step.get("max_rss_mb"), step.get("cpu_time_s")
         if rss is not None:
             kb = _size_k(rss)
             values.update({"MaxRSS": kb, "AveRSS": kb, "MaxRSSNode": node, "MaxRSSTask": 0})

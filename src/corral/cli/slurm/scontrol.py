@@ -16,7 +16,7 @@ from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import VERSION, Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.scontrol_format import (
-    INVALID_JOB, hostnames, show_jobs, show_nodes, show_partitions,
+    INVALID_JOB, hostnames, show_jobs, show_nodes, show_partitions, show_steps,
 )
 from corral.cli.slurm.scontrol_config import show_config
 from corral.errors import CorralError
@@ -46,7 +46,7 @@ def main(argv: Sequence[str]) -> int:
         print(VERSION)
         return 0
     if given.get("help") or given.get("usage") or not words:
-        print("Usage: scontrol [-o] show job|node|partition|config|hostnames [ID] | hold|release|requeue JOBS | "
+        print("Usage: scontrol [-o] show job|step|node|partition|config|hostnames [ID] | hold|release|requeue JOBS | "
               "update JobId=ID KEY=VALUE...")
         return 0
     command, rest = words[0].lower(), words[1:]
@@ -72,6 +72,8 @@ def _show(words: list[str], one_liner: bool) -> int:
     now = time.time()
     if entity in ("job", "jobs", "jobid"):
         return _show_jobs(service, name, one_liner, now)
+    if entity in ("step", "steps", "stepid"):
+        return _show_steps(service, name, one_liner)
     if entity in ("node", "nodes", "nodename"):
         nodes = cluster.nodes(service)
         if name is not None:
@@ -98,7 +100,7 @@ def _show(words: list[str], one_liner: bool) -> int:
                     "PriorityWeightQOS": str(weights["qos"])}
         sys.stdout.write(show_config(settings, now=now, controller=cluster.node_name()))
         return 0
-    raise Refused(f"invalid entity: {words[0]} (show job, node, partition, config or hostnames)")
+    raise Refused(f"invalid entity: {words[0]} (show job, step, node, partition, config or hostnames)")
 
 
 def _show_jobs(service: Server, name: str | None, one_liner: bool, now: float) -> int:
@@ -119,6 +121,34 @@ def _show_jobs(service: Server, name: str | None, one_liner: bool, now: float) -
     _, default, _ = cluster.partitions(service)
     sys.stdout.write(show_jobs(jobs, now=now, one_liner=one_liner, priorities=priorities,
                                default_partition=default or "default", alloc_node=cluster.node_name()))
+    return 0
+
+
+def _show_steps(service: Server, name: str | None, one_liner: bool) -> int:
+    """The running jobs' steps that run (`12`, `12.0`, `12.batch` narrow it), as Slurm shows them."""
+    ref, _, wanted = (name or "").partition(".")
+    if name is None:
+        jobs = [job for job in active_jobs(service) if job["state"] == "RUNNING"]
+    else:
+        try:
+            jobs = [service.ask("GET", f"/api/v1/jobs/{ref}")]
+        except CorralError as exc:
+            if exc.status not in (404, 422):
+                raise
+            jobs = []
+        if not jobs or jobs[0]["state"] != "RUNNING":
+            print("slurm_get_job_steps error: Invalid job id specified", file=sys.stderr)
+            return 1
+    text = ""
+    for job in jobs:
+        steps = service.ask("GET", f"/api/v1/jobs/{job['ref']}/steps")["steps"]
+        if wanted:
+            steps = [step for step in steps if str(step["step_id"]) == wanted]
+        text += show_steps(job, steps, batch=wanted in ("", "batch"), one_liner=one_liner)
+    if name is not None and wanted and not text:
+        print(f"Job step {name} not found", file=sys.stderr)
+        return 1
+    sys.stdout.write(text)
     return 0
 
 

@@ -245,11 +245,13 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     if node:
         lines.append(f"BatchHost={node.split(',')[0]}")
     mem = size(job.get("mem_mb"))
+    ntasks = int(job.get("ntasks") or 1)
+    per_task = max(1, cpus // max(1, -(-ntasks // nodes)))  # a node's CPUs shared among its tasks
     lines += [
-        f"NumNodes={nodes} NumCPUs={cpus * nodes} NumTasks=1 CPUs/Task={cpus} ReqB:S:C:T=0:0:*:*",
+        f"NumNodes={nodes} NumCPUs={cpus * nodes} NumTasks={ntasks} CPUs/Task={per_task} ReqB:S:C:T=0:0:*:*",
         f"TRES=cpu={cpus * nodes},mem={size((job.get('mem_mb') or 0) * nodes)},node={nodes},billing={cpus * nodes}",
-        "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-        f"MinCPUsNode={cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
+        f"Socks/Node=* NtasksPerN:B:S:C={job.get('ntasks_per_node') or 0}:0:*:* CoreSpec=*",
+        f"MinCPUsNode={per_task if ntasks > 1 else cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
         f"Features={job.get('features') or NULL} DelayBoot=00:00:00",
         f"OverSubscribe={'NO' if job.get('exclusive') else 'OK'} Contiguous=0 Licenses={NULL} Network={NULL}",
         f"Command={command}",
@@ -268,7 +270,8 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     if gpus:
         gpu_type = job.get("gpu_type")
         kind = f"{gpu_type}:" if _simple(gpu_type) else ""
-        lines.append(f"TresPerNode=gres:gpu:{kind}{gpus}")
+        per_task_gpus = job.get("gpus_per_task")
+        lines.append(f"TresPerTask=gres:gpu:{kind}{per_task_gpus}" if per_task_gpus else f"TresPerNode=gres:gpu:{kind}{gpus}")
     return _record(lines, one_liner, trailing=True)
 
 
@@ -316,6 +319,37 @@ def _underscored(text: str) -> str:
 def _simple(text: str | None) -> bool:
     """A name Slurm's gres syntax can hold (`gpu:a100:2`): no spaces, colons or commas."""
     return bool(text) and not any(c in str(text) for c in " :,=")
+
+
+def show_steps(job: Job, steps: Iterable[Mapping[str, Any]], *, batch: bool = True, one_liner: bool = False,
+               user_ids: UserIds | None = None) -> str:
+    """`scontrol show step` for a running job: its batch step (a batch script's; `batch`: shown), then each
+    srun step still running, as Slurm 22.05 prints them (ended steps are not shown)."""
+    from corral.cli.slurm.values import parse_iso
+
+    uid = (user_ids or _user_ids)(str(job.get("user") or ""))[0]
+    ref = job.get("ref") or job.get("id")
+    node = job.get("node") or ""
+    partition = job.get("partition") or "default"
+    records = []
+    if batch and not job.get("command"):
+        records.append(_record([
+            f"StepId={ref}.batch UserId={uid} StartTime={local_time(parse_iso(job.get('start_time')))} "
+            "TimeLimit=UNLIMITED",
+            f"State=RUNNING Partition={partition} NodeList={node}",
+            "Nodes=1 CPUs=0 Tasks=1 Name=batch Network=(null)", "TRES=(null)", "ResvPorts=(null)",
+            "CPUFreqReq=Default", "SrunHost:Pid=(null):0"], one_liner))
+    tres = f"cpu={job.get('cpus') or 0},mem={size(job.get('mem_mb') or 0)},node=1"
+    for step in steps:
+        if step.get("state") != "RUNNING":
+            continue
+        records.append(_record([
+            f"StepId={ref}.{step.get('step_id')} UserId={uid} "
+            f"StartTime={local_time(parse_iso(step.get('start_time')))} TimeLimit=UNLIMITED",
+            f"State=RUNNING Partition={partition} NodeList={node}",
+            f"Nodes=1 CPUs={job.get('cpus') or 0} Tasks={step.get('ntasks')} Name={step.get('name')} Network=(null)",
+            f"TRES={tres}", "ResvPorts=(null)", "CPUFreqReq=Default Dist=Block", f"SrunHost:Pid={node}:0"], one_liner))
+    return "".join(records)
 
 
 def _record(lines: Sequence[str], one_liner: bool, *, trailing: bool = False) -> str:

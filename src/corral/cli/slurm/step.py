@@ -1,26 +1,30 @@
-"""`srun` inside a corral job: run a command as the job's step, on the job's own allocation.
+"""`srun` inside a corral job: a step of the job, its tasks on the job's own allocation.
 
-    srun python train.py                                 the batch script's launch line
+    srun python train.py                                 the batch script's launch line (the job's --ntasks tasks)
+    srun -n 2 -l --gpus-per-task=1 python check.py       two tasks, a GPU each, their lines labelled `0: `
     srun --unbuffered --output=%j_%t.out python -u ...   what submitit writes
 
-The step is the job's one task (corral runs one task per job): the command runs with the job's
-environment (SLURM_PROCID=0, ...), its output where --output/--error say (Slurm's %j %A %a %t %N %x %u
-patterns), signals passed on to it, and its exit status as srun's. Outside a job, `srun` starts an
-interactive job through the queue instead (`corral.cli.slurm.srun`).
+Each task gets Slurm's step variables (SLURM_STEP_ID, SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, ...) and,
+with --gpus-per-task, its own share of the job's GPUs in CUDA_VISIBLE_DEVICES (never one outside the job's:
+SLURM_JOB_GPUS). The defaults are the job's (SLURM_NTASKS, SLURM_CPUS_PER_TASK, SLURM_GPUS_PER_TASK), as
+Slurm's srun reads them. The step is recorded on the server (`sacct` shows `12.0`): opened before its tasks
+start, closed with their worst exit code, peak memory and CPU time. Its exit status is its worst task's.
+Outside a job, `srun` starts an interactive job through the queue instead (`corral.cli.slurm.srun`).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 from corral.cli.slurm.argv import Option, parse
-from corral.cli.slurm.command import Refused, answered
+from corral.cli.slurm.command import Refused, answered, server
+from corral.cli.slurm.step_tasks import Task, run_tasks
+from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 OPTIONS = [
     Option("output", "o", value=True), Option("error", "e", value=True), Option("input", "i", value=True),
@@ -29,78 +33,257 @@ OPTIONS = [
     Option("label", "l"), Option("quiet", "Q"), Option("verbose", "v"), Option("chdir", "D", value=True),
     Option("export", value=True), Option("gres", value=True), Option("gpus", "G", value=True),
     Option("gpus-per-task", value=True), Option("gpus-per-node", value=True), Option("mem", value=True),
-    Option("cpu-bind", value=True), Option("mpi", value=True), Option("kill-on-bad-exit", "K", value=True, optional=True),
+    Option("cpu-bind", value=True), Option("gpu-bind", value=True), Option("mpi", value=True),
+    Option("kill-on-bad-exit", "K", value=True, optional=True), Option("overcommit", "O"),
     Option("wait", "W", value=True), Option("exclusive", value=True, optional=True), Option("overlap"),
     Option("open-mode", value=True), Option("distribution", "m", value=True), Option("help", "h"),
     Option("usage"), Option("version", "V"), Option("pty"),
 ]
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT,
-             signal.SIGCONT)
+USAGE = """Usage: srun [OPTIONS] command [args...]   (inside a corral job: a step on the job's allocation)
+  -n, --ntasks=N            tasks [default: the job's]    -c, --cpus-per-task=N   CPUs of each task
+  --gpus-per-task=N         GPUs of each task             -G, --gpus=N            GPUs of the step, shared
+  --cpu-bind=none|cores|map_cpu:LIST                       --gpu-bind=none|closest|map_gpu:LIST
+  -l, --label               prefix lines with the task    -K, --kill-on-bad-exit  stop all when one fails
+  --export=ALL|NONE|VARS    -o/-e/-i FILE (%j %t %s %N)   -D, --chdir=DIR         -u, --unbuffered
+"""
 
 
 def main(argv: Sequence[str]) -> int:
     given, command = parse(argv, OPTIONS, stop_at_first_operand=True)
-    if answered(given, "Usage: srun [--output=FILE] [--error=FILE] [--unbuffered] [-D DIR] command [args...]"):
+    if answered(given, USAGE):
         return 0
-    for key in ("ntasks", "nodes", "ntasks_per_node"):
-        if given.get(key) not in (None, "1"):
-            raise Refused(f"--{key.replace('_', '-')}={given[key]}: corral runs one task per job, on one node "
-                          "(use 1, or torchrun inside the step for several processes)")
     if given.get("pty"):
-        raise Refused("--pty is not supported by corral yet")
+        raise Refused("--pty is not supported inside a job's step by corral yet")
     if not command:
         raise Refused("No command given to execute.")
-    append = (str(given.get("open_mode") or os.environ.get("SLURM_OPEN_MODE") or "t")).startswith("a")
-    return _run(command, given, append)
-
-
-def _run(command: list[str], given: dict[str, object], append: bool) -> int:
-    paths = {fd: _expand(str(given[key])) for fd, key in ((1, "output"), (2, "error")) if given.get(key)}
-    if 1 in paths and 2 not in paths:
-        paths[2] = paths[1]  # as Slurm: --output alone takes both streams
-    child = os.fork()
-    if child == 0:
-        try:
-            if given.get("chdir"):
-                os.chdir(str(given["chdir"]))
-            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-            opened: dict[str, int] = {}
-            for fd, path in sorted(paths.items()):
-                if path not in opened:
-                    opened[path] = os.open(path, flags if path not in opened else os.O_WRONLY | os.O_APPEND, 0o666)
-                os.dup2(opened[path], fd)
-            if given.get("input"):
-                os.dup2(os.open(_expand(str(given["input"])), os.O_RDONLY), 0)
-            os.environ.update(SLURM_STEP_ID="0", SLURM_STEPID="0", SLURM_STEP_NUM_TASKS="1", SLURM_STEP_NUM_NODES="1")
-            if given.get("unbuffered"):
-                os.environ["PYTHONUNBUFFERED"] = "1"
-            os.execvp(command[0], command)
-        except OSError as exc:
-            os.write(2, f"slurmstepd: error: execve(): {command[0]}: {exc.strerror}\n".encode())
-            os._exit(2)
-    for number in FORWARDED:
-        signal.signal(number, lambda received, frame: os.kill(child, received))
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    if os.WIFSIGNALED(status):
-        print(f"srun: error: task 0: {signal.Signals(os.WTERMSIG(status)).name.title()}", file=sys.stderr)
-        return 128 + os.WTERMSIG(status)
-    code = os.WEXITSTATUS(status)
-    if code:
-        print(f"srun: error: task 0: Exited with exit code {code}", file=sys.stderr)
-    return code
-
-
-def _expand(pattern: str) -> str:
-    """Slurm's filename pattern for this step's one task."""
     environ = os.environ
-    values = {"j": environ.get("SLURM_JOB_ID", ""), "J": environ.get("SLURM_JOB_ID", "") + ".0",
-              "A": environ.get("SLURM_ARRAY_JOB_ID") or environ.get("SLURM_JOB_ID", ""),
-              "a": environ.get("SLURM_ARRAY_TASK_ID", "4294967294"), "s": "0", "t": "0", "n": "0",
+    job_id = environ.get("CORRAL_JOB_ID", "")
+    ntasks = _count(given, "ntasks", None)
+    per_node = _count(given, "ntasks_per_node", None)
+    nodes = str(given.get("nodes") or "1").partition("-")[0]
+    if nodes != "1":
+        raise Refused(f"--nodes={given['nodes']}: job {job_id} holds one node; a step runs on it (use -N 1)")
+    if ntasks is None:
+        ntasks = per_node or _number(environ.get("SLURM_NTASKS"), 1)
+    cpus_per_task = _count(given, "cpus_per_task", None) or _number(environ.get("SLURM_CPUS_PER_TASK"), 1)
+    job_cpus = _number(environ.get("SLURM_JOB_CPUS_PER_NODE") or environ.get("SLURM_CPUS_ON_NODE"), 0)
+    if job_cpus and ntasks * cpus_per_task > job_cpus and not given.get("overcommit"):
+        raise Refused(f"Unable to create step for job {job_id}: More processors requested than permitted "
+                      f"({ntasks} tasks x {cpus_per_task} CPUs; the job holds {job_cpus})")
+    gpus = task_gpus(given, environ, ntasks, job_id)
+    cpus = task_cpus(str(given.get("cpu_bind") or "none"), ntasks, cpus_per_task)
+    name = str(given.get("job_name") or os.path.basename(command[0]))
+    kill_on_bad_exit = given.get("kill_on_bad_exit") not in (None, "0")
+    append = (str(given.get("open_mode") or environ.get("SLURM_OPEN_MODE") or "t")).startswith("a")
+    recorder = StepRecord(job_id, name, ntasks, command)
+    step_id = recorder.open()
+    base = step_environment(given, environ, step_id, ntasks, cpus_per_task, gpus)
+    tasks = []
+    for rank in range(ntasks):
+        env = dict(base, SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_GTIDS=",".join(map(str, range(ntasks))))
+        if gpus.per_task is not None:
+            own = ",".join(gpus.per_task[rank])
+            env.update(CUDA_VISIBLE_DEVICES=own, GPU_DEVICE_ORDINAL=own, SLURM_STEP_GPUS=own,
+                       SLURM_GPUS_ON_NODE=str(len(gpus.per_task[rank])))
+        outputs = {fd: _expand(str(given[key]), step_id, rank) for fd, key in ((1, "output"), (2, "error")) if given.get(key)}
+        if 1 in outputs and 2 not in outputs:
+            outputs[2] = outputs[1]  # as Slurm: --output alone takes both streams
+        source = _expand(str(given["input"]), step_id, rank) if given.get("input") else None
+        tasks.append(Task(rank, env, outputs, source, cpus[rank] if cpus else None))
+    node = environ.get("SLURMD_NODENAME") or environ.get("SLURM_JOB_NODELIST") or "localhost"
+    outcome = run_tasks(command, tasks, label=bool(given.get("label")), kill_on_bad_exit=kill_on_bad_exit,
+                        append=append, chdir=str(given["chdir"]) if given.get("chdir") else None, node=node,
+                        step_ref=f"{environ.get('SLURM_JOB_ID', job_id)}.{step_id}")
+    recorder.close(outcome.state, outcome.exit_code, outcome.signal, outcome.max_rss_mb, outcome.cpu_time_s)
+    return outcome.status
+
+
+class StepGpus:
+    """The step's GPUs (the job's global ids) and, when each task has its own, each task's."""
+
+    __slots__ = ("step", "per_task")
+
+    def __init__(self, step: list[str], per_task: list[list[str]] | None) -> None:
+        self.step = step
+        self.per_task = per_task
+
+
+def task_gpus(given: dict[str, object], environ: Mapping[str, str], ntasks: int, job_id: str) -> StepGpus:
+    """Which of the job's GPUs the step gets, and each task's share: --gpus-per-task (or the job's
+    SLURM_GPUS_PER_TASK) gives each its own, in order; -G/--gres gives the step the first N, shared;
+    neither gives it all of the job's, shared. --gpu-bind: none shares them; closest (the default) keeps
+    each task's own; map_gpu:I,J,... gives task k the job's GPU number (list[k]) (reused round).
+
+    Raises:
+        Refused: more GPUs than the job holds, or a binding corral cannot make.
+    """
+    held = [gpu for gpu in (environ.get("SLURM_JOB_GPUS") or environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")
+            if gpu.strip()]
+    holding = f"job {job_id} holds {len(held)} GPU(s)" + (f" ({','.join(held)})" if held else "")
+    per_task_text = given.get("gpus_per_task")
+    step_text = given.get("gpus") or given.get("gres") or given.get("gpus_per_node")
+    if per_task_text is None and step_text is None:
+        per_task_text = environ.get("SLURM_GPUS_PER_TASK")
+    bind = str(given.get("gpu_bind") or "closest")
+    for prefix in ("verbose,", "verbose"):
+        if bind.startswith(prefix):
+            bind = bind[len(prefix):] or "closest"
+    if per_task_text is not None and step_text is None:
+        each = _gpu_count(str(per_task_text), "--gpus-per-task")
+        if each * ntasks > len(held):
+            raise Refused(f"--gpus-per-task={each} with {ntasks} tasks asks for {each * ntasks} GPUs; {holding}")
+        step = held[:each * ntasks]
+        shares = [step[rank * each:(rank + 1) * each] for rank in range(ntasks)]
+    else:
+        wanted = len(held) if step_text is None else _gpu_count(str(step_text), "--gpus")
+        if wanted > len(held):
+            raise Refused(f"--gpus={wanted} asks for more GPUs than the job holds: {holding}")
+        step, shares = held[:wanted], None
+    if bind in ("closest", "single:1") or not step:
+        return StepGpus(step, shares)
+    if bind == "none":
+        return StepGpus(step, [step] * ntasks if shares is not None else None)
+    if bind.startswith("map_gpu:"):
+        indexes = [_number(item, -1) for item in bind[len("map_gpu:"):].split(",")]
+        if not indexes or any(not 0 <= index < len(step) for index in indexes):
+            raise Refused(f"--gpu-bind={bind}: give indexes of the step's GPUs, 0 to {len(step) - 1}")
+        return StepGpus(step, [[step[indexes[rank % len(indexes)]]] for rank in range(ntasks)])
+    raise Refused(f"--gpu-bind={bind} is not supported by corral (use none, closest or map_gpu:LIST)")
+
+
+def task_cpus(bind: str, ntasks: int, cpus_per_task: int) -> list[set[int]] | None:
+    """Each task's CPUs for --cpu-bind (None: no binding): cores/threads/rank give task k its own
+    cpus_per_task of the CPUs this process may use, in order; map_cpu:LIST gives task k CPU list[k]."""
+    if bind.startswith("verbose"):
+        bind = bind[len("verbose"):].lstrip(",") or "none"
+    if bind in ("none", "no"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if bind in ("cores", "threads", "rank"):
+        if ntasks * cpus_per_task > len(allowed):
+            raise Refused(f"--cpu-bind={bind}: {ntasks} tasks x {cpus_per_task} CPUs, but the job may use "
+                          f"{len(allowed)} CPU(s)")
+        return [set(allowed[rank * cpus_per_task:(rank + 1) * cpus_per_task]) for rank in range(ntasks)]
+    if bind.startswith("map_cpu:"):
+        chosen = [_number(item, -1) for item in bind[len("map_cpu:"):].split(",")]
+        if not chosen or any(cpu not in allowed for cpu in chosen):
+            raise Refused(f"--cpu-bind={bind}: give CPUs the job may use ({_ranges(allowed)})")
+        return [{chosen[rank % len(chosen)]} for rank in range(ntasks)]
+    raise Refused(f"--cpu-bind={bind} is not supported by corral (use none, cores, threads, rank or map_cpu:LIST)")
+
+
+def step_environment(given: dict[str, object], environ: Mapping[str, str], step_id: int, ntasks: int,
+                     cpus_per_task: int, gpus: StepGpus) -> dict[str, str]:
+    """What every task of the step starts with (its rank's variables are added per task)."""
+    export = str(given.get("export") or "ALL")
+    items = [item for item in export.split(",") if item]
+    if items and items[0].upper() == "ALL":
+        env = dict(environ)
+        items = items[1:]
+    else:  # NONE or a list of names: Slurm's variables and the ones named
+        env = {key: value for key, value in environ.items() if key.startswith("SLURM_")}
+        if items and items[0].upper() in ("NONE", "NIL"):
+            items = items[1:]
+    for item in items:
+        key, equals, value = item.partition("=")
+        if equals:
+            env[key] = value
+        elif key in environ:
+            env[key] = environ[key]
+    node = environ.get("SLURMD_NODENAME") or environ.get("SLURM_JOB_NODELIST") or "localhost"
+    env.update(
+        SLURM_STEP_ID=str(step_id), SLURM_STEPID=str(step_id), SLURM_NODEID="0", SLURM_NTASKS=str(ntasks),
+        SLURM_NPROCS=str(ntasks), SLURM_STEP_NUM_TASKS=str(ntasks), SLURM_STEP_NUM_NODES="1",
+        SLURM_STEP_NODELIST=node, SLURM_STEP_TASKS_PER_NODE=str(ntasks), SLURM_TASKS_PER_NODE=str(ntasks),
+        SLURM_DISTRIBUTION="cyclic", SLURM_LAUNCH_NODE_IPADDR="127.0.0.1", SLURM_SRUN_COMM_HOST="127.0.0.1",
+        SLURM_UMASK=_umask(), SLURM_CPUS_PER_TASK=str(cpus_per_task),
+    )
+    if given.get("ntasks_per_node"):
+        env["SLURM_NTASKS_PER_NODE"] = str(given["ntasks_per_node"])
+    if gpus.step:
+        step_gpus = ",".join(gpus.step)
+        env.update(CUDA_VISIBLE_DEVICES=step_gpus, GPU_DEVICE_ORDINAL=step_gpus, SLURM_STEP_GPUS=step_gpus,
+                   SLURM_GPUS_ON_NODE=str(len(gpus.step)))
+    elif environ.get("SLURM_JOB_GPUS"):  # a step asked for no GPU sees none
+        env.update(CUDA_VISIBLE_DEVICES="", GPU_DEVICE_ORDINAL="")
+    if given.get("unbuffered"):
+        env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class StepRecord:
+    """The step on the server: opened for its number before the tasks start, closed with their outcome.
+    Without a server to answer (it restarts), the step still runs, as step 0, unrecorded."""
+
+    def __init__(self, job_id: str, name: str, ntasks: int, command: Sequence[str]) -> None:
+        self.job_id = job_id
+        self.name = name
+        self.ntasks = ntasks
+        self.command = " ".join(command)
+        self.step_id: int | None = None
+
+    def open(self) -> int:
+        try:
+            answer = server().ask("POST", f"/api/v1/jobs/{self.job_id}/steps",
+                                  {"name": self.name, "ntasks": self.ntasks, "command": self.command})
+        except (CorralError, OSError) as exc:
+            message = exc.message if isinstance(exc, CorralError) else str(exc)
+            print(f"srun: warning: the step is not recorded: {message}", file=sys.stderr)
+            return 0
+        self.step_id = int(answer["step_id"])
+        return self.step_id
+
+    def close(self, state: str, exit_code: int, signal: int | None, max_rss_mb: float | None,
+              cpu_time_s: float | None) -> None:
+        if self.step_id is None:
+            return
+        try:
+            server().ask("POST", f"/api/v1/jobs/{self.job_id}/steps/{self.step_id}", {
+                "state": state, "exit_code": exit_code, "signal": signal, "max_rss_mb": max_rss_mb,
+                "cpu_time_s": cpu_time_s})
+        except (CorralError, OSError) as exc:
+            message = exc.message if isinstance(exc, CorralError) else str(exc)
+            print(f"srun: warning: the step's end is not recorded: {message}", file=sys.stderr)
+
+
+def _count(given: dict[str, object], key: str, default: int | None) -> int | None:
+    if given.get(key) is None:
+        return default
+    value = _number(str(given[key]), 0)
+    if value < 1:
+        raise Refused(f"--{key.replace('_', '-')}={given[key]}: give a whole number of at least 1")
+    return value
+
+
+def _gpu_count(text: str, option: str) -> int:
+    count = text.rpartition(":")[2]  # gpu:2, a100:2, 2
+    if not count.isdigit():
+        raise Refused(f"{option}={text}: give a count of GPUs (N or TYPE:N)")
+    return int(count)
+
+
+def _number(text: str | None, default: int) -> int:
+    text = (text or "").strip().partition("(")[0]  # `2(x3)`, Slurm's per-node counts
+    return int(text) if text.isdigit() else default
+
+
+def _ranges(cpus: list[int]) -> str:
+    return ",".join(str(cpu) for cpu in cpus)
+
+
+def _umask() -> str:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return f"{mask:04o}"
+
+
+def _expand(pattern: str, step_id: int, rank: int) -> str:
+    """Slurm's filename pattern for one task of the step."""
+    environ = os.environ
+    job_id = environ.get("SLURM_JOB_ID", "")
+    values = {"j": job_id, "J": f"{job_id}.{step_id}",
+              "A": environ.get("SLURM_ARRAY_JOB_ID") or job_id, "a": environ.get("SLURM_ARRAY_TASK_ID", "4294967294"),
+              "s": str(step_id), "t": str(rank), "n": "0",
               "N": environ.get("SLURMD_NODENAME") or environ.get("SLURM_JOB_NODELIST", ""),
               "x": environ.get("SLURM_JOB_NAME", ""), "u": environ.get("SLURM_JOB_USER") or environ.get("USER", "")}
     out, i = [], 0

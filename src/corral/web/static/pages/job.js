@@ -1,4 +1,4 @@
-// Job (/jobs/ID): spec, state timeline, live log tail, system charts, alerts, diagnosis,
+// Job (/jobs/ID): spec, state timeline, its srun steps, live log tail, system charts, alerts, diagnosis,
 // efficiency, its runs; cancel (with a confirm step), hold and release where the state allows
 // and the viewer may. Its logs and diagnosis are its owner's (and admins'): for anyone else the
 // server answers 403 and the page says who may read them. Once the server has shown us the logs,
@@ -47,10 +47,12 @@ export function mount(main, ctx) {
   const alertsBox = h("div", {}, h("p", {class: "muted"}, "Loading…"));
   const runsBox = h("div", {}, h("p", {class: "muted"}, "Loading…"));
   const tasks = new ArrayTasks(id, ctx);
+  const stepsBox = h("section", {class: "card", "aria-labelledby": "steps-h", "data-testid": "steps", hidden: true});
   const chartsCard = h("section", {class: "card", "aria-labelledby": "charts-h"}, h("h2", {id: "charts-h"}, "Resources over time"), chartsBox);
   const body = h("div", {class: "job-body", hidden: true},
     h("div", {class: "two"}, specBox, timelineBox),
     tasks.el,
+    stepsBox,
     logs.el,
     chartsCard,
     h("div", {class: "two"},
@@ -97,6 +99,7 @@ export function mount(main, ctx) {
       showArray(!before);
       return;
     }
+    if (job.start_time && !job.command?.length) loadSteps();  // a batch script's srun makes steps
     if (!before) {
       logs.start(job);
       makeCharts();
@@ -250,6 +253,39 @@ export function mount(main, ctx) {
     replace(timelineBox, h("h2", {id: "timeline-h"}, "Timeline"), h("ol", {class: "timeline", "data-testid": "timeline"}, items));
   }
 
+  /** The steps srun ran in the job (`12.0`, `12.1`...), as sacct lists them; none: the card stays hidden. */
+  async function loadSteps() {
+    let steps;
+    try {
+      steps = (await api(`/api/v1/jobs/${encodeURIComponent(id)}/steps`, {signal: ctx.signal})).steps;
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(stepsBox, h("h2", {id: "steps-h"}, "Steps"), errorState(err, loadSteps, {what: "steps"}));
+      stepsBox.hidden = false;
+      return;
+    }
+    stepsBox.hidden = steps.length === 0;
+    const ref = job.ref || job.id;
+    replace(stepsBox, h("h2", {id: "steps-h"}, "Steps"),
+      h("div", {class: "table-box"}, h("table", {class: "grid"},
+        h("thead", {}, h("tr", {}, ["Step", "Name", "Tasks", "State", "Exit", "Started", "Ran", "Max RSS", "CPU time"]
+          .map((t) => h("th", {scope: "col"}, t)))),
+        h("tbody", {}, steps.map((s) => {
+          const ran = s.start_time && s.end_time ? toEpoch(s.end_time) - toEpoch(s.start_time) : null;
+          const exit = s.end_time ? `${s.exit_code ?? 0}:${s.signal ?? 0}` : "—";
+          return h("tr", {"data-testid": "step-row", "data-step-id": s.step_id, "data-state": s.state},
+            h("td", {}, `${ref}.${s.step_id}`),
+            h("td", {title: s.command}, s.name),
+            h("td", {class: "num"}, String(s.ntasks)),
+            h("td", {}, stateBadge(s.state)),
+            h("td", {class: "num"}, exit),
+            h("td", {class: "small"}, timeEl(s.start_time)),
+            h("td", {class: "num"}, ran !== null ? fmtDuration(ran) : elapsedEl(s.start_time)),
+            h("td", {class: "num"}, s.max_rss_mb !== null ? fmtMB(s.max_rss_mb) : "—"),
+            h("td", {class: "num"}, s.cpu_time_s !== null ? fmtDuration(s.cpu_time_s) : "—"));
+        })))));
+  }
+
   function makeCharts() {
     charts.forEach((c) => c.destroy());
     charts = [];
@@ -384,6 +420,7 @@ export function mount(main, ctx) {
     if (job && job.state === "RUNNING") {
       await Promise.all(charts.map((c) => c.load()));
       loadEfficiency();
+      if (!job.command?.length) loadSteps();  // steps start and end without changing the job
     }
   }, {wait: 1000});
   ctx.refreshOn(["alerts"], loadAlerts, {wait: 500});

@@ -1,0 +1,126 @@
+"""Job steps: what `srun` runs inside a job, numbered from 0 per job as Slurm numbers them.
+
+The batch script is the job's own step (`batch`), told by the job's row; `JobStep` is each `srun` step,
+which the in-job `srun` (`corral.cli.slurm.step`) opens at its start and closes at its end through the API.
+Here: the step's record, and the two requests' bodies checked, each fault naming its field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from corral.core.iso_times import iso_utc
+from corral.errors import InvalidRequest
+
+RUNNING = "RUNNING"
+ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY", "TIMEOUT"})
+"""What a step ends as (Slurm's step states)."""
+MAX_STEP_NAME = 200
+MAX_STEP_COMMAND = 4000
+MAX_TASKS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class JobStep:
+    """One `srun` step of a job: while it runs `state` is RUNNING and the end's fields are None."""
+
+    job_id: int
+    step_id: int
+    name: str
+    ntasks: int
+    command: str
+    state: str
+    start_time: float
+    end_time: float | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    max_rss_mb: float | None = None
+    """The largest resident set of any of its tasks (wait4's ru_maxrss)."""
+    cpu_time_s: float | None = None
+    """User and system CPU time of all its tasks together."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id, "step_id": self.step_id, "name": self.name, "ntasks": self.ntasks,
+            "command": self.command, "state": self.state, "exit_code": self.exit_code, "signal": self.signal,
+            "start_time": iso_utc(self.start_time), "end_time": iso_utc(self.end_time) if self.end_time else None,
+            "max_rss_mb": self.max_rss_mb, "cpu_time_s": self.cpu_time_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepStart:
+    """A step's opening: its name (srun's --job-name, else its program's), tasks and command line."""
+
+    name: str
+    ntasks: int
+    command: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnd:
+    """A step's closing: how it ended and what its tasks used."""
+
+    state: str
+    exit_code: int
+    signal: int | None
+    max_rss_mb: float | None
+    cpu_time_s: float | None
+
+
+def step_start(body: Mapping[str, Any]) -> StepStart:
+    """The body of `POST /api/v1/jobs/{id}/steps`, checked.
+
+    Raises:
+        InvalidRequest: naming the bad field.
+    """
+    _only(body, {"name", "ntasks", "command"})
+    name = _text(body.get("name"), "name", MAX_STEP_NAME)
+    command = _text(body.get("command", name), "command", MAX_STEP_COMMAND)
+    return StepStart(name=name, ntasks=_count(body.get("ntasks", 1), "ntasks", 1, MAX_TASKS), command=command)
+
+
+def step_end(body: Mapping[str, Any]) -> StepEnd:
+    """The body of `POST /api/v1/jobs/{id}/steps/{step}`, checked.
+
+    Raises:
+        InvalidRequest: naming the bad field.
+    """
+    _only(body, {"state", "exit_code", "signal", "max_rss_mb", "cpu_time_s"})
+    state = body.get("state")
+    if state not in ENDED_STATES:
+        raise InvalidRequest("state", f"{state!r} is not a step's end state", f"one of {', '.join(sorted(ENDED_STATES))}")
+    signal = body.get("signal")
+    return StepEnd(
+        state=str(state), exit_code=_count(body.get("exit_code", 0), "exit_code", 0, 255),
+        signal=None if signal is None else _count(signal, "signal", 1, 64),
+        max_rss_mb=_amount(body.get("max_rss_mb"), "max_rss_mb"), cpu_time_s=_amount(body.get("cpu_time_s"), "cpu_time_s"),
+    )
+
+
+def _only(body: Mapping[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise InvalidRequest(unknown[0], "unknown field", f"known fields: {', '.join(sorted(known))}")
+
+
+def _text(value: Any, field: str, longest: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest(field, "must be a non-empty text")
+    return value[:longest]
+
+
+def _count(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidRequest(field, f"must be a whole number from {low} to {high}, got {value!r:.40}")
+    return value
+
+
+def _amount(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e12:
+        raise InvalidRequest(field, f"must be a number of at least 0, got {value!r:.40}")
+    return float(value)

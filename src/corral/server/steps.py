@@ -1,0 +1,68 @@
+"""Job steps on the server side (`JobSteps`): the in-job `srun` opens and closes each step through the API;
+a job's end cancels the steps it left running; the batch step is told by the job itself."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+
+from corral.core.identity import Caller, scope_covers
+from corral.core.job import Job
+from corral.core.states import JobState
+from corral.core.steps import JobStep, StepEnd, StepStart
+from corral.errors import Conflict, Forbidden
+from corral.store.steps import StepStore
+
+log = logging.getLogger(__name__)
+
+
+class JobSteps:
+    def __init__(self, store: StepStore, db_thread: Executor, *, clock: Callable[[], float]) -> None:
+        """`db_thread`: where a job's end is written off the loop (the service's database thread)."""
+        self.store = store
+        self.db_thread = db_thread
+        self.clock = clock
+
+    def open(self, job: Job, caller: Caller, start: StepStart) -> JobStep:
+        """A new step of a running job, for its owner (or an admin).
+
+        Raises:
+            Forbidden: another user; Conflict: the job is not running.
+        """
+        _check_owner(job, caller, "start a step of")
+        if job.state is not JobState.RUNNING:
+            raise Conflict(f"job {job.ref} is {job.state.value}, not RUNNING: steps run inside a running job")
+        return self.store.open(job.id, start, self.clock())
+
+    def close(self, job: Job, caller: Caller, step_id: int, end: StepEnd) -> JobStep:
+        """The step's end, as its srun saw it.
+
+        Raises:
+            Forbidden: another user; NotFound: no such step.
+        """
+        _check_owner(job, caller, "end a step of")
+        return self.store.close(job.id, step_id, end, self.clock())
+
+    def of_job(self, job: Job) -> list[JobStep]:
+        return self.store.of_jobs([job.id]).get(job.id, [])
+
+    def job_ended(self, job: Job) -> None:
+        """An `on_job_ended` listener: the steps still running went with the job's processes."""
+        if job.start_time is None:
+            return
+        done = self.db_thread.submit(self.store.end_running, job.id, job.end_time or self.clock())
+
+        def report(finished: Future[int]) -> None:
+            if finished.exception():
+                log.warning("could not end the steps of job %d: %s", job.id, finished.exception())
+
+        done.add_done_callback(report)
+
+
+def _check_owner(job: Job, caller: Caller, action: str) -> None:
+    if not scope_covers(caller.scope, "submit"):
+        raise Forbidden(f"{action} job {job.ref}: this credential is read-only ({caller.scope} scope)")
+    if caller.user != job.spec.user and not caller.is_admin:
+        raise Forbidden(f"{action} job {job.ref}: only its owner ({job.spec.user}) or an admin may; "
+                        f"you are {caller.user}")

@@ -1,0 +1,78 @@
+"""Jobs' `srun` steps in the database (`StepStore`): opened, closed, listed, and ended with their job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from corral.core.steps import RUNNING, JobStep, StepEnd, StepStart
+from corral.errors import NotFound
+from corral.store.schema import job_steps
+
+_FIELDS = JobStep.__dataclass_fields__.keys()
+_NUMBERING_TRIES = 20  # two steps of one job opened at once both take the next number: one tries again
+
+
+class StepStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def open(self, job_id: int, start: StepStart, now: float) -> JobStep:
+        """A new RUNNING step of the job, numbered after its last."""
+        for _ in range(_NUMBERING_TRIES):
+            try:
+                with self.engine.begin() as conn:
+                    last = conn.execute(select(func.max(job_steps.c.step_id)).where(job_steps.c.job_id == job_id)).scalar()
+                    step = JobStep(job_id=job_id, step_id=0 if last is None else last + 1, name=start.name,
+                                   ntasks=start.ntasks, command=start.command, state=RUNNING, start_time=now)
+                    conn.execute(insert(job_steps).values(
+                        job_id=job_id, step_id=step.step_id, name=step.name, ntasks=step.ntasks, command=step.command,
+                        state=step.state, start_time=now))
+                    return step
+            except IntegrityError:
+                continue
+        raise RuntimeError(f"could not number a new step of job {job_id}")
+
+    def close(self, job_id: int, step_id: int, end: StepEnd, now: float) -> JobStep:
+        """The step, ended as `end` says (a step ended already keeps its first end: the job's end may have
+        cancelled it before its srun reported).
+
+        Raises:
+            NotFound: no such step.
+        """
+        with self.engine.begin() as conn:
+            conn.execute(update(job_steps).where(
+                job_steps.c.job_id == job_id, job_steps.c.step_id == step_id, job_steps.c.state == RUNNING,
+            ).values(state=end.state, exit_code=end.exit_code, signal=end.signal, end_time=now,
+                     max_rss_mb=end.max_rss_mb, cpu_time_s=end.cpu_time_s))
+            row = conn.execute(select(job_steps).where(job_steps.c.job_id == job_id,
+                                                       job_steps.c.step_id == step_id)).mappings().first()
+        if row is None:
+            raise NotFound(f"job {job_id} has no step {step_id}")
+        return _step(row)
+
+    def of_jobs(self, job_ids: Iterable[int]) -> dict[int, list[JobStep]]:
+        """Each job's steps, in order."""
+        ids = list(job_ids)
+        if not ids:
+            return {}
+        stmt = select(job_steps).where(job_steps.c.job_id.in_(ids)).order_by(job_steps.c.job_id, job_steps.c.step_id)
+        out: dict[int, list[JobStep]] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(stmt).mappings():
+                out.setdefault(row["job_id"], []).append(_step(row))
+        return out
+
+    def end_running(self, job_id: int, now: float) -> int:
+        """The job ended: its steps still running end CANCELLED (its cgroup took their processes with it).
+        Returns how many did."""
+        with self.engine.begin() as conn:
+            return conn.execute(update(job_steps).where(job_steps.c.job_id == job_id, job_steps.c.state == RUNNING)
+                                .values(state="CANCELLED", signal=9, exit_code=0, end_time=now)).rowcount
+
+
+def _step(row: Mapping[Any, Any]) -> JobStep:  # a RowMapping
+    return JobStep(**{key: row[key] for key in _FIELDS})
