@@ -1,7 +1,8 @@
 """Snakemake's Slurm executor plugin, unchanged, on a corral server with no Slurm: through `corral
 slurm-path` it probes the cluster (scontrol show config, sinfo -o %P, sacct for an account), submits
-each rule with sbatch --wrap, polls with sacct -X --parsable2 --name, asks sacct for a failed job's
-steps (-j ID.STEP), runs the rule inside the job with srun, and cancels with scancel on Ctrl-C."""
+each rule with sbatch --wrap, polls with sacct -X --parsable2 --name (or squeue --states=all --name),
+asks sacct for a failed job's steps (-j ID.STEP), runs the rule inside the job with srun, and cancels
+with scancel on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -60,15 +61,19 @@ def workflow(server_factory, tmp_path, monkeypatch):
     return server
 
 
-def snakemake(*targets: str) -> list[str]:
+def snakemake(*targets: str, status_command: str = "sacct") -> list[str]:
     # the plugin's first status check waits 40 s by default; 1 s keeps the test short
     return [sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "2", "--latency-wait", "5",
-            "--slurm-init-seconds-before-status-checks", "1", "--nocolor", *targets]
+            "--slurm-init-seconds-before-status-checks", "1", "--slurm-status-command", status_command,
+            "--nocolor", *targets]
 
 
-def test_a_workflow_runs_each_rule_as_a_corral_job_with_its_resources(workflow, tmp_path):
-    done = subprocess.run(snakemake(), capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr
+@pytest.mark.parametrize("status_command", ["sacct", "squeue"])  # its default; the one it recommends here
+def test_a_workflow_runs_each_rule_as_a_corral_job_with_its_resources(workflow, tmp_path, status_command):
+    done = subprocess.run(snakemake("--verbose", status_command=status_command), capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Status query timing (cycle): command={status_command}," in done.stderr  # the one it used
     assert (tmp_path / "total.txt").read_text() == "55\n"
     client = workflow.client()
     numbers = client.wait((tmp_path / "numbers.job").read_text().strip(), timeout=30)
