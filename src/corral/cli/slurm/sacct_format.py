@@ -128,7 +128,8 @@ def format_sacct(
         used = _usage_of(usage, job)
         rows = [] if job.get("id") in steps_only else [_job_values(job, used, now, uids or {})]
         if not allocations and job.get("start_time"):
-            rows.append(_step_values(job, used, now))
+            if not job.get("interactive"):  # srun's and salloc's jobs run no batch script
+                rows.append(_step_values(job, used, now))
             rows.extend(_srun_step_values(job, step, now) for step in job.get("steps") or ())
         for row in rows:
             lines.append(_line(columns, [row.get(name) for name, _, _ in columns], parsable))

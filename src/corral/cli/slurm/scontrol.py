@@ -144,7 +144,8 @@ def _show_steps(service: Server, name: str | None, one_liner: bool) -> int:
         steps = service.ask("GET", f"/api/v1/jobs/{job['ref']}/steps")["steps"]
         if wanted:
             steps = [step for step in steps if str(step["step_id"]) == wanted]
-        text += show_steps(job, steps, batch=wanted in ("", "batch"), one_liner=one_liner)
+        batch = wanted in ("", "batch") and not job.get("interactive")  # srun's and salloc's jobs run no script
+        text += show_steps(job, steps, batch=batch, one_liner=one_liner)
     if name is not None and wanted and not text:
         print(f"Job step {name} not found", file=sys.stderr)
         return 1

@@ -154,8 +154,10 @@ def task_gpus(given: dict[str, object], environ: Mapping[str, str], ntasks: int,
 def task_cpus(bind: str, ntasks: int, cpus_per_task: int) -> list[set[int]] | None:
     """Each task's CPUs for --cpu-bind (None: no binding): cores/threads/rank give task k its own
     cpus_per_task of the CPUs this process may use, in order; map_cpu:LIST gives task k CPU list[k]."""
-    if bind.startswith("verbose"):
-        bind = bind[len("verbose"):].lstrip(",") or "none"
+    # Slurm's verbosity comes first, alone or before the type: q[uiet] or v[erbose] (snakemake's --cpu-bind=q)
+    head, _, rest = bind.partition(",")
+    if head in ("q", "quiet", "v", "verbose"):
+        bind = rest or "none"
     if bind in ("none", "no"):
         return None
     allowed = sorted(os.sched_getaffinity(0))
