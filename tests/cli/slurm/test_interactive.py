@@ -60,6 +60,13 @@ def test_a_pty_shell_gets_its_gpus_a_terminal_resizes_ctrl_c_and_exits_with_its_
     time.sleep(0.5)
     child.sendcontrol("c")  # to the job's foreground process, not to srun
     child.expect(PROMPT)
+    child.sendline("sleep 301")
+    time.sleep(0.5)
+    child.sendcontrol("z")  # job control: the shell stops its foreground job and gets the terminal back
+    child.expect(r"Stopped\s+sleep 301")
+    child.expect(PROMPT)
+    child.sendline("kill %1; wait")
+    child.expect(PROMPT)
     child.sendline("echo still here")
     child.expect("still here")
     child.sendline("exit 3")
@@ -185,10 +192,11 @@ def test_another_user_can_neither_find_nor_open_an_interactive_jobs_terminal(ser
                                         "srun", "--pty", "bash", "--norc", "--noprofile"], encoding="utf-8",
                             timeout=60, cwd="/tmp")
     try:
-        session.sendline("echo job=$SLURM_JOB_ID user=$(id -un)")
-        session.expect(r"job=(\d+) user=(\S+)\r")
+        session.sendline("echo job=$SLURM_JOB_ID user=$(id -un) home=$HOME umask=$(umask)")
+        session.expect(r"job=(\d+) user=(\S+) home=(\S+) umask=(\d+)\r")
         job_id = session.match.group(1)
         assert session.match.group(2) == alice
+        assert session.match.group(3) == os.path.expanduser(f"~{alice}")  # the owner's, as for a batch job
         peek = (f"{SYSTEM_PYTHON} -S -c \"import socket,sys; from corral.cli.wire import Server; "
                 f"print(Server(None, '{server.home}').ask('GET', '/api/v1/jobs/{job_id}/terminal'))\"")
         refused = as_user(bob, peek)
