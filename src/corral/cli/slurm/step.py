@@ -167,7 +167,7 @@ def task_cpus(bind: str, ntasks: int, cpus_per_task: int) -> list[set[int]] | No
     if bind.startswith("map_cpu:"):
         chosen = [_number(item, -1) for item in bind[len("map_cpu:"):].split(",")]
         if not chosen or any(cpu not in allowed for cpu in chosen):
-            raise Refused(f"--cpu-bind={bind}: give CPUs the job may use ({_ranges(allowed)})")
+            raise Refused(f"--cpu-bind={bind}: give CPUs the job may use ({','.join(map(str, allowed))})")
         return [{chosen[rank % len(chosen)]} for rank in range(ntasks)]
     raise Refused(f"--cpu-bind={bind} is not supported by corral (use none, cores, threads, rank or map_cpu:LIST)")
 
@@ -265,10 +265,6 @@ def _gpu_count(text: str, option: str) -> int:
 def _number(text: str | None, default: int) -> int:
     text = (text or "").strip().partition("(")[0]  # `2(x3)`, Slurm's per-node counts
     return int(text) if text.isdigit() else default
-
-
-def _ranges(cpus: list[int]) -> str:
-    return ",".join(str(cpu) for cpu in cpus)
 
 
 def _umask() -> str:
