@@ -145,3 +145,35 @@ def test_scontrol_shows_the_running_steps_as_slurm_does(server_factory, slurm_sh
     assert records[2].startswith(f"StepId={ref}.0 UserId={os.getuid()} StartTime=") and "Name=sleep" in records[2]
     assert "\n" not in records[2].strip() and start
     assert out.stderr == f"Job step {ref}.7 not found\n"
+
+
+def test_a_step_waits_while_the_jobs_other_steps_hold_its_gpu_and_parallel_steps_get_their_own(server_factory,
+                                                                                               tmp_path):
+    server = server_factory(gpus=2)
+    client = server.client()
+    script = """#!/bin/bash
+#SBATCH -n 2 --gpus=2
+srun -n 1 --gpus=1 bash -c 'echo a $CUDA_VISIBLE_DEVICES' &
+srun -n 1 --gpus=1 bash -c 'echo b $CUDA_VISIBLE_DEVICES' &
+wait
+srun -n 1 --gpus=2 bash -c 'touch holding; sleep 3; echo c $CUDA_VISIBLE_DEVICES' &
+while [ ! -e holding ]; do sleep 0.05; done
+srun -n 1 --gpus=2 --overlap true
+srun -n 1 --gpus=1 bash -c 'echo d $CUDA_VISIBLE_DEVICES'
+wait
+"""
+    job = client.submit(script=script, workdir=str(tmp_path), stdout="out.txt", stderr="err.txt")
+    ended = client.wait(job["id"], timeout=60)
+    assert ended["state"] == "COMPLETED", (tmp_path / "err.txt").read_text()
+    seen = dict(line.split() for line in (tmp_path / "out.txt").read_text().splitlines())
+    gpus = {str(g) for g in ended["gpu_ids"]}
+    assert {seen["a"], seen["b"]} == gpus  # two steps at once: a GPU each, never the same one
+    assert seen["c"] == ",".join(str(g) for g in ended["gpu_ids"]) and seen["d"] in gpus
+    errors = (tmp_path / "err.txt").read_text().splitlines()
+    ref = job["id"]
+    assert errors == [f"srun: Job {ref} step creation temporarily disabled, retrying (Requested nodes are busy)",
+                      f"srun: Step created for StepId={ref}.4"]  # d waited for c; the --overlap step did not
+    steps = client.steps(ref)
+    assert [(s["step_id"], s["state"], len(s["gpu_ids"])) for s in steps] == [
+        (0, "COMPLETED", 1), (1, "COMPLETED", 1), (2, "COMPLETED", 2), (3, "COMPLETED", 2), (4, "COMPLETED", 1)]
+    assert steps[3]["overlap"] and not steps[4]["overlap"]
