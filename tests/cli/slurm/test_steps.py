@@ -122,8 +122,9 @@ def test_gpu_bind_shares_or_maps_the_steps_gpus(server_factory, tmp_path, bind):
 def test_scontrol_shows_the_running_steps_as_slurm_does(server_factory, slurm_shell, testbed_clock):
     server = server_factory(gpus=0)
     client = server.client()
-    job = client.submit(script="#!/bin/bash\n#SBATCH -n 2\nsrun -n 2 sleep 300\n")
     shell = slurm_shell(server.home)
+    assert shell("scontrol show step").stdout == "No job steps in the system\n"
+    job = client.submit(script="#!/bin/bash\n#SBATCH -n 2\nsrun -n 2 sleep 300\n")
     ref = str(job["id"])
     for _ in range(600):
         if len(_sacct(shell, ref)) > 3:
