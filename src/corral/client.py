@@ -100,6 +100,8 @@ class Client:
         return self._request("POST", "/api/v1/jobs/attach", {"slurm_job_id": str(slurm_job_id)})
 
     def get(self, job_id: int | str) -> dict[str, Any]:
+        """The job's fields (`corral.core.job_fields.JobFields`), with its timeline and, while it has not ended,
+        `expected_end` and `expected_end_source`."""
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 
     def steps(self, job_id: int | str) -> list[dict[str, Any]]:
@@ -120,8 +122,14 @@ class Client:
         return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/cancel")
 
     def update(self, job_id: int | str, **changes: Any) -> dict[str, Any]:
-        """Change a pending job: time, nice, partition, qos, gpus, cpus, mem, name, preemptible."""
+        """Change a pending job: any of `corral.core.job_spec.UPDATE_FIELDS` (time, nice, partition, qos, gpus,
+        cpus, mem, name, preemptible, comment, begin, deadline, constraint, nodelist, exclude, mail_type,
+        mail_user, time_min, dependency, priority); "" clears a field that can be cleared."""
         return self._request("PATCH", f"/api/v1/jobs/{_ref(job_id)}", {k: v for k, v in changes.items() if v is not None})
+
+    def requeue(self, job_id: int | str, *, hold: bool = False) -> dict[str, Any]:
+        """Queue a running or ended job again (a running one is stopped first); `hold`: it waits held."""
+        return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/requeue{'?hold=true' if hold else ''}")
 
     def hold(self, job_id: int | str) -> dict[str, Any]:
         return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/hold")

@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
 
+from corral.cli.format import local_time
 from corral.cli.main import cli
 from tests.helpers import wait_for
 
@@ -97,6 +99,24 @@ def test_queue_shows_running_jobs_and_why_pending_ones_wait(run):
     assert result.exit_code == 0 and "CANCELLED" in result.output
     history = run("history").output
     assert first in history and second in history and "CANCELLED" in history
+
+
+def test_show_and_queue_long_say_when_a_running_job_should_end_and_why(run):
+    limited = run("submit", "--parsable", "-t", "10", "--", "sleep", "120").output.strip()
+    unlimited = run("submit", "--parsable", "--", "sleep", "120").output.strip()
+    job = wait_for(lambda: (j := json.loads(run("show", limited, "--json").output))["state"] == "RUNNING" and j)
+    wait_for(lambda: json.loads(run("show", unlimited, "--json").output)["state"] == "RUNNING")
+    start = time.mktime(time.strptime(local_time(job["start_time"]), "%Y-%m-%dT%H:%M:%S"))
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start + 600))  # start + 10 minutes, to the second
+    shown = run("show", limited).output
+    assert f"ExpectedEnd: {end} (start + time limit)" in shown, shown
+    assert "ExpectedEnd" not in run("show", unlimited).output  # no limit and no tracked run: nothing to say
+    table = run("queue", "-l").output.splitlines()
+    assert table[0].split()[:8] == ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMIT", "END_TIME"]
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert rows[limited][7] == end and rows[unlimited][7] == "-"
+    assert "END_TIME" not in run("queue").output  # the long form's column
+    run("cancel", limited, unlimited)
 
 
 def test_wait_exits_with_the_jobs_exit_code(run):
@@ -307,3 +327,24 @@ def test_whoami_says_the_scope_once_and_what_it_allows(run):
     allows = {"admin": "you may manage every user's jobs, tokens and alert channels",
               "submit": "you may submit jobs, log runs, and manage your own jobs and alerts"}
     assert second == allows[user["scope"]]
+
+
+def test_update_sets_slurms_fields_and_requeue_queues_an_ended_job_again(run, short_tmp, monkeypatch):
+    monkeypatch.chdir(short_tmp)
+    job_id = run("submit", "--parsable", "--hold", "-t", "30", "--", "true").output.strip()
+    changed = run("update", job_id, "--comment", "a note", "--begin", "now+1hour", "--time-min", "10",
+                  "--mail-type", "END", "--mail-user", "ana@example.org", "--json")
+    assert changed.exit_code == 0, changed.output
+    job = json.loads(changed.output)
+    assert (job["comment"], job["time_min_s"], job["mail_type"], job["mail_user"]) == ("a note", 600, ["END"],
+                                                                                     "ana@example.org")
+    refused = run("update", job_id, "--begin", "garbage")
+    assert refused.exit_code != 0 and "begin" in refused.output
+    assert run("update", job_id, "--begin", "").exit_code == 0
+    assert run("release", job_id).exit_code == 0
+    assert run("wait", job_id).exit_code == 0
+    again = run("requeue", job_id, "--hold")
+    assert again.exit_code == 0, again.output
+    assert again.output == f"job {job_id}: PENDING (JobHeldUser)\n"
+    shown = run.server.client().get(job_id)
+    assert (shown["state"], shown["held"], shown["restarts"]) == ("PENDING", True, 1)

@@ -29,6 +29,7 @@ GOOD = [
     ("submit", ["--kill-on-invalid-dep", "yes", "--preemptible", "--json", "--wrap", "echo hi"]),
     ("submit", ["-t", "1:00", "-t", "2:00", "--cpus", "3", "--mem-per-gpu", "4G", "--", "x"]),
     ("queue", ["-t", "running", "--state=pending", "--start"]),
+    ("queue", ["-l", "--start", "--long"]),
     ("queue", []),
     ("show", ["12", "--json"]),
     ("cancel", ["1", "--json", "2", "3"]),

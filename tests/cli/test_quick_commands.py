@@ -4,6 +4,7 @@ start: the `corral` program runs them without importing anything heavy. Checked 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 from tests.cli.test_cli import run  # noqa: F401 - the fixture: a server and the CLI against it
+from tests.helpers import wait_for
 
 HEAVY = ("click", "typing", "dataclasses", "http.client", "ssl", "re", "enum", "pydantic", "urllib", "datetime",
          "json", "corral.client", "corral.cli.main")
@@ -37,10 +39,13 @@ def test_the_quick_commands_import_nothing_heavy(run):  # noqa: F811
     home = run.server.home
     job_id = run("submit", "--parsable", "--hold", "--", "true").output.strip()
     other = run("submit", "--parsable", "--hold", "--", "true").output.strip()
+    running = run("submit", "--parsable", "-t", "5", "--", "sleep", "120").output.strip()  # it has an expected end
+    wait_for(lambda: json.loads(run("show", running, "--json").output)["expected_end"])
     calls = [("submit", "--parsable", "--hold", "--", "true"), ("submit", "--hold", "--wrap", "true"),
              ("submit", "--json", "--hold", "--", "true"), ("queue",), ("queue", "--start"), ("queue", "-t", "pending"),
+             ("show", running), ("queue", "-l"), ("queue", "--start", "--long"),
              ("queue", "--json"), ("show", job_id), ("show", "--json", job_id), ("logs", job_id),
-             ("logs", "--tail", "5", job_id), ("hold", other), ("release", other), ("cancel", job_id, other),
+             ("logs", "--tail", "5", job_id), ("hold", other), ("release", other), ("cancel", job_id, other, running),
              ("cancel", "4242"), ("show", "4242")]
     for argv in calls:
         imported, out = _imported(home, *argv)

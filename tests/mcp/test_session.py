@@ -170,10 +170,15 @@ def test_an_agent_session_over_stdio_creates_polls_reads_measures_alerts_and_sto
             assert diagnosis["usage"]["memory_source"] in ("cgroup", "rusage", "rusage+samples", "samples")
 
             # another job stopped
-            sleeper = await call(agent, "create_gpu_job", gpus=2, command="sleep 60")
-            await poll(agent, sleeper["job_id"], lambda v: v["state"] == "RUNNING")
+            sleeper = await call(agent, "create_gpu_job", gpus=2, command="sleep 60", time_limit="10m")
+            running = await poll(agent, sleeper["job_id"], lambda v: v["state"] == "RUNNING")
+            # when it ends at the latest: its start plus its limit, in the view, its next step and the queue
+            shown = corral.get(sleeper["job_id"])
+            assert (running["expected_end"], running["expected_end_source"]) == (shown["expected_end"], "time_limit")
+            assert f"ends by {running['expected_end']} at the latest" in running["next_step"]
             queue = await call(agent, "queue")
             assert [j["job_id"] for j in queue["jobs"]] == [sleeper["job_id"]] and queue["running"] == 1
+            assert queue["jobs"][0]["expected_end"] == running["expected_end"]
             assert (await call(agent, "list_gpus"))["free"] == 2
             stopped = await call(agent, "stop_gpu_job", job_id=sleeper["job_id"])
             assert stopped["already_ended"] is False

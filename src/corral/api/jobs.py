@@ -46,6 +46,12 @@ def owned_job(request: Request, ref: str, action: str) -> Job:
     return job
 
 
+def job_json(request: Request, job: Job, detail: bool = True) -> JobFields:
+    """The job's fields, its `expected_end` brought forward to its tracked run's ETA where the monitor has
+    one and it comes sooner (`corral.core.expected_end`)."""
+    return job.to_dict(detail, eta_end=request.app.state.monitor.eta_end(job.id))
+
+
 def _json(data: object, status: int = 200) -> Response:
     return Response(json.dumps(data), status_code=status, media_type="application/json")
 
@@ -69,7 +75,7 @@ async def submit(service: JobService, raw: bytes, caller: Caller) -> Response:
     body = json_object(raw, bytes_in=SUBMITTED_ENVIRONMENT)
     job = await service.submit({k: v for k, v in body.items() if v is not None}, user=caller.user,
                                privileged=caller.is_admin)
-    view = job.to_dict()
+    view = job.to_dict()  # just queued: no tracked run, so no ETA to ask the monitor for
     view["warnings"] = list(job.spec.warnings)
     return _json(view, 201)
 
@@ -93,18 +99,18 @@ async def list_jobs(
     if scope == "active":
         jobs = service.list_active(states=state, limit=limit, after_id=after, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
-    else:
-        # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile
-        jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name,
-                                       ended_after=ended_after)
-        cursor = jobs[-1].id if len(jobs) == limit else None
-        if not events:
-            return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
-        # history says when each job was preempted, and for which job
-        stored = await asyncio.to_thread(service.store.events_of, [j.id for j in jobs])
-        return _json({"jobs": [j.to_dict(detail=False) | {"events": timeline(j, stored.get(j.id, ()))} for j in jobs],
-                      "next_cursor": cursor})
-    return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
+        return _json({"jobs": [job_json(request, j, detail=False) for j in jobs], "next_cursor": cursor})
+    # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile;
+    # ended jobs expect no end, so no ETA is asked for
+    jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name,
+                                   ended_after=ended_after)
+    cursor = jobs[-1].id if len(jobs) == limit else None
+    if not events:
+        return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
+    # history says when each job was preempted, and for which job
+    stored = await asyncio.to_thread(service.store.events_of, [j.id for j in jobs])
+    return _json({"jobs": [j.to_dict(detail=False) | {"events": timeline(j, stored.get(j.id, ()))} for j in jobs],
+                  "next_cursor": cursor})
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Show one job, with its timeline (`events`)")
@@ -124,12 +130,12 @@ async def array_tasks(request: Request, job_id: int = Path(ge=1, le=MAX_ID),
 
     array, tasks = _service(request).array_tasks(job_id)
     return _json({"array": _view(request, array), "summary": array_summary((t.state for t in tasks), array.array_pending),
-                  "total": len(tasks), "offset": offset, "limit": limit, "tasks": [t.to_dict(detail=False) for t in tasks[offset:offset + limit]]})
+                  "total": len(tasks), "offset": offset, "limit": limit, "tasks": [job_json(request, t, detail=False) for t in tasks[offset:offset + limit]]})
 
 
 def _view(request: Request, job: Job) -> JobFields:
     """A job as its caller may see it: as in Slurm, the batch script is for those who may manage the job."""
-    view = job.to_dict()
+    view = job_json(request, job)
     if view.get("script") is not None and not _service(request).access.may_manage(
             caller_of(request), job.spec.user, job.spec.account):
         view["script"] = None
@@ -150,7 +156,7 @@ async def attach_job(request: Request) -> Response:
         raise InvalidRequest("slurm_job_id", "missing" if "slurm_job_id" not in body else "is the only field",
                              'send {"slurm_job_id": "123"}')
     job = await service.attach(str(body["slurm_job_id"]))
-    return _json(job.to_dict(), 201)
+    return _json(job_json(request, job), 201)
 
 
 @router.get("/{job_id}/efficiency", responses={409: {"model": ErrorOut}},
@@ -176,7 +182,7 @@ async def job_diagnosis(request: Request, job_id: str = JobRef) -> Response:
 async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "cancelling")
     job = await _service(request).cancel(job_id, by=caller_of(request).user)
-    return _json(job.to_dict())
+    return _json(job_json(request, job))
 
 
 @router.patch("/{job_id}", response_model=JobOut, responses={409: {"model": ErrorOut}},
@@ -186,20 +192,35 @@ async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
 async def update_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "updating")
     body = json_object(await request.body())
-    return _json(_service(request).update(job_id, body, privileged=caller_of(request).is_admin).to_dict())
+    return _json(job_json(request, _service(request).update(job_id, body, privileged=caller_of(request).is_admin)))
+
+
+@router.get("/{job_id}/terminal", responses={409: {"model": ErrorOut}},
+            summary="Where an interactive job's client (srun, salloc) connects: its owner's, while it runs")
+async def job_terminal(request: Request, job_id: str = JobRef) -> Response:
+    caller = caller_of(request)
+    return _json({"socket": _service(request).terminal(job_id, caller.user, caller.is_admin)})
 
 
 @router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")
 async def hold_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "holding")
-    return _json(_service(request).hold(job_id).to_dict())
+    return _json(job_json(request, _service(request).hold(job_id)))
 
 
 @router.post("/{job_id}/release", response_model=JobOut, responses={409: {"model": ErrorOut}},
              summary="Release a held job")
 async def release_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "releasing")
-    return _json(_service(request).release(job_id).to_dict())
+    return _json(job_json(request, _service(request).release(job_id)))
+
+
+@router.post("/{job_id}/requeue", response_model=JobOut, responses={409: {"model": ErrorOut}},
+             summary="Queue a running or ended job again (like scontrol requeue); hold=true leaves it held")
+async def requeue_job(request: Request, job_id: str = JobRef, hold: bool = Query(False)) -> Response:
+    owned_job(request, job_id, "requeueing")
+    job = await _service(request).requeue(job_id, by=caller_of(request).user, hold=hold)
+    return _json(job.to_dict())
 
 
 @router.get("/{job_id}/wait", response_model=JobOut, summary="Wait (long poll) until the job ends")

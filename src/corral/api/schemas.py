@@ -94,6 +94,8 @@ class JobRequest(BaseModel):
                                        "may start it sooner with a limit between this and its time limit.")
     priority: int | str | None = Field(None, description="sbatch --priority (admins only): the job's priority, "
                                        "fixed; 0 holds it.")
+    interactive: str | None = Field(None, description="srun's or salloc's job: pty (a pseudo-terminal) or stream "
+                                    "(pipes); its submitter connects to it once it runs (GET /jobs/{id}/terminal).")
 
 
 class JobEventOut(BaseModel, extra="allow"):

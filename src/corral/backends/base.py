@@ -215,6 +215,11 @@ class ProcessView(Protocol):
         """CPU seconds and peak memory of an ended job, as the kernel counted them."""
 
 
+class Terminals(Protocol):
+    def terminal_socket(self, job_id: int) -> str:
+        """Where an interactive job's client (srun, salloc) connects once the job runs."""
+
+
 class Backend(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...
@@ -235,6 +240,10 @@ class Backend(Protocol):
 
     @property
     def processes(self) -> ProcessView | None: ...
+
+    @property
+    def terminals(self) -> Terminals | None:
+        """Set where interactive jobs (srun, salloc from a login shell) run through corral."""
 
     def cancel(self, job: Job, by: str | None = None) -> None:
         """Ask a running job to stop (SIGTERM, grace, SIGKILL); its outcome comes back as an update.

@@ -1,4 +1,4 @@
-"""The `corral` program's first step: the quick commands (submit, plan, queue, show, cancel, hold, release, logs)
+"""The `corral` program's first step: the quick commands (submit, plan, queue, show, cancel, hold, release, requeue, logs)
 and `--version` run from here, without click; every other command line goes to the click group in
 `corral.cli.main`, unchanged.
 

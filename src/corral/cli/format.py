@@ -38,6 +38,21 @@ def elapsed(job: dict[str, Any], now: float | None = None) -> str:
     return format_duration(end - start)
 
 
+_END_GROUNDS = {"eta": "its tracked run's ETA", "time_limit": "start + time limit"}
+
+
+def expected_end_text(job: dict[str, Any], *, grounds: bool = True) -> str:
+    """When the job should end, and (`grounds`) what says so; "-" when nothing does."""
+    end = job.get("expected_end")
+    if not end:
+        return "-"
+    source = job.get("expected_end_source") or "time_limit"
+    why = _END_GROUNDS.get(source, source)
+    if source == "time_limit" and job["state"] == "PENDING":
+        why = "estimated " + why
+    return f"{local_time(end)} ({why})" if grounds else local_time(end) + ("*" if source == "eta" else "")
+
+
 def gpus_cell(job: dict[str, Any]) -> str:
     if not job["gpus"]:
         return "-"
@@ -57,25 +72,32 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 @escaped
-def queue_table(jobs: Sequence[dict[str, Any]]) -> str:
+def queue_table(jobs: Sequence[dict[str, Any]], *, long: bool = False) -> str:
+    """`corral queue`; `long` adds each job's expected end after its time limit (* where its run's ETA says so)."""
     now = time.time()
     rows = []
     for job in jobs:
         where = job["node"] if job["state"] == "RUNNING" else f"({job.get('reason') or 'None'})"
         rows.append([
             job["ref"], job["partition"], job["name"][:24], job["user"], job["state"], elapsed(job, now),
-            format_duration(job["time_limit_s"]), gpus_cell(job), str(job["cpus"]), format_memory(job["mem_mb"]), where,
+            format_duration(job["time_limit_s"]), *([expected_end_text(job, grounds=False)] if long else []),
+            gpus_cell(job), str(job["cpus"]), format_memory(job["mem_mb"]), where,
         ])
-    headers = ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMIT", "GPUS", "CPUS", "MEM", "NODE(REASON)"]
+    headers = ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMIT", *(["END_TIME"] if long else []),
+               "GPUS", "CPUS", "MEM", "NODE(REASON)"]
     return table(headers, rows)
 
 
 @escaped
-def start_table(jobs: Sequence[dict[str, Any]]) -> str:
+def start_table(jobs: Sequence[dict[str, Any]], *, long: bool = False) -> str:
+    """`corral queue --start`; `long` adds when each would end (estimated start + time limit)."""
     rows = [[j["ref"], j["partition"], j["name"][:24], j["user"], j["state"],
              local_time(j.get("estimated_start")) if j.get("estimated_start") else "N/A",
-             format_duration(j["time_limit_s"]), gpus_cell(j), f"({j.get('reason') or 'None'})"] for j in jobs]
-    return table(["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME", "TIME_LIMIT", "GPUS", "REASON"], rows)
+             format_duration(j["time_limit_s"]), *([expected_end_text(j, grounds=False)] if long else []),
+             gpus_cell(j), f"({j.get('reason') or 'None'})"] for j in jobs]
+    headers = ["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME", "TIME_LIMIT", *(["END_TIME"] if long else []),
+               "GPUS", "REASON"]
+    return table(headers, rows)
 
 
 @escaped
@@ -137,7 +159,9 @@ def job_view(job: dict[str, Any]) -> str:
         ("Preemptible", "yes" if job.get("preemptible") else "no"), ("Restarts", job.get("restarts", 0)),
         ("QOS", job["qos"]), ("Node", job["node"] or "-"),
         ("SubmitTime", local_time(job["submit_time"])), ("StartTime", local_time(job["start_time"])),
-        ("EndTime", local_time(job["end_time"])), ("Elapsed", elapsed(job)),
+        ("EndTime", local_time(job["end_time"])),
+        *([("ExpectedEnd", expected_end_text(job))] if job.get("expected_end") else []),
+        ("Elapsed", elapsed(job)),
         ("StdOut", job["stdout_path"]), ("StdErr", job["stderr_path"]),
         ("Labels", ",".join(f"{k}={v}" for k, v in job["labels"].items()) or "-"),
     ]

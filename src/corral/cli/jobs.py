@@ -91,6 +91,8 @@ PLAN = Command("plan", "When a job would start if submitted now, what holds it b
 QUEUE = Command("queue", "Pending and running jobs, with the reason each pending one waits.", [
     Opt("-t", "--state", key="states", many=True, help="Only jobs in this state (repeatable)."),
     Opt("--start", key="starts", kind=FLAG, help="Pending jobs with their estimated start (like squeue --start)."),
+    Opt("-l", "--long", key="long", kind=FLAG, help="Also when each job should end: start + time limit, or its "
+        "tracked run's ETA where sooner (marked *)."),
     Opt("--json", key="as_json", kind=FLAG),
 ])
 
@@ -104,6 +106,11 @@ HOLD = Command("hold", "Keep pending jobs from starting (reason JobHeldUser) unt
 
 RELEASE = Command("release", "Let held jobs run again.", [Opt("--json", key="as_json", kind=FLAG)], "job_ids",
                   many=True)
+
+REQUEUE = Command("requeue", "Queue running or ended jobs again, as Slurm's requeue: a running one is stopped first; "
+                  "each restart counts.", [
+                      Opt("--hold", kind=FLAG, help="Leave them held (like scontrol requeuehold)."),
+                      Opt("--json", key="as_json", kind=FLAG)], "job_ids", many=True)
 
 LOGS = Command("logs", "A job's output.", [
     Opt("-f", "--follow", kind=FLAG, help="Keep printing as the job writes, until it ends."),
@@ -274,7 +281,7 @@ def queue(call: Call) -> int:
         return 0
     from corral.cli.format import queue_table, start_table
 
-    _out(start_table(jobs) if starts else queue_table(jobs))
+    _out(start_table(jobs, long=call["long"]) if starts else queue_table(jobs, long=call["long"]))
     return 0
 
 
@@ -293,13 +300,13 @@ def cancel(call: Call) -> int:
     return each_job(call, "cancel")
 
 
-def each_job(call: Call, action: str) -> int:
-    """`action` (cancel, hold, release) on each job: an error is printed for its job and the rest go on."""
+def each_job(call: Call, action: str, query: str = "") -> int:
+    """`action` (cancel, hold, release, requeue) on each job: an error is printed for its job and the rest go on."""
     server = call.server()
     results, failed = [], False
     for job_id in call.operands:
         try:
-            job = server.ask("POST", f"/api/v1/jobs/{job_ref(job_id)}/{action}")
+            job = server.ask("POST", f"/api/v1/jobs/{job_ref(job_id)}/{action}{query}")
         except CorralError as exc:
             flush_stdout()
             print(f"corral: error: {escape(exc.message)}", file=sys.stderr, flush=True)
@@ -382,5 +389,6 @@ def _quote(text: str) -> str:
 _RUN: dict[str, Callable[[Call], int]] = {
     "submit": submit, "plan": plan, "queue": queue, "show": show, "cancel": cancel, "logs": logs,
     "hold": lambda call: each_job(call, "hold"), "release": lambda call: each_job(call, "release"),
+    "requeue": lambda call: each_job(call, "requeue", "?hold=true" if call["hold"] else ""),
 }
-COMMANDS = {command.name: command for command in (SUBMIT, PLAN, QUEUE, SHOW, CANCEL, HOLD, RELEASE, LOGS)}
+COMMANDS = {command.name: command for command in (SUBMIT, PLAN, QUEUE, SHOW, CANCEL, HOLD, RELEASE, REQUEUE, LOGS)}

@@ -212,10 +212,22 @@ def attach(ctx: click.Context, slurm_job_id: str, as_json: bool) -> None:
 @click.option("-c", "--cpus-per-task", "--cpus", "cpus", type=int, help="CPUs.")
 @click.option("--mem", help="Host memory, e.g. 16G.")
 @click.option("-J", "--job-name", "name", help="New name.")
+@click.option("--comment", help="New comment (\"\" clears it).")
+@click.option("-b", "--begin", help="Start no earlier than this (16:00, now+1hour, 2026-12-01T08:00; \"\" clears).")
+@click.option("--deadline", help="Remove it if it cannot end by then (\"\" clears).")
+@click.option("-C", "--constraint", help="Node features it needs (\"\" clears).")
+@click.option("-w", "--nodelist", help="Run only on these nodes, comma-separated (\"\" clears).")
+@click.option("-x", "--exclude", help="Never run on these nodes, comma-separated (\"\" clears).")
+@click.option("--mail-type", "mail_type", help="Mail on BEGIN, END, FAIL, ... or ALL, NONE.")
+@click.option("--mail-user", "mail_user", help="Whom to mail.")
+@click.option("--time-min", "time_min", help="Shortest time limit it may be started with (\"\" clears).")
+@click.option("-d", "--dependency", help="New dependency, e.g. afterok:12 (\"\" clears).")
+@click.option("--priority", help="Fixed priority (admins).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def update(ctx: click.Context, job_id: str, as_json: bool, **changes: Any) -> None:
-    """Change a pending job's time limit, nice, partition, QoS or resources (like scontrol update)."""
+    """Change a pending job's limits, resources, begin and deadline, node choice, mail, comment or dependency
+    (like scontrol update)."""
     job = client_for(ctx).update(job_id, **changes)
     click.echo(json_text(job) if as_json else f"job {job['ref']} updated")
 

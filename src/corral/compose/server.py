@@ -45,6 +45,7 @@ class ServerOptions:
     port: int = 8765
     db: str | None = None
     kill_grace_s: float = 10.0
+    interactive_grace_s: float = 30.0  # an srun/salloc job whose client is gone this long is ended
     max_log_mb: int | None = 20_480  # a job whose logs pass this is killed (FAILED): they would fill the disk
     user_log_quota_mb: int | None = 51_200  # each user's running jobs' logs together (corral.executor.log_quota)
     max_script_mb: int = DEFAULT_MAX_SCRIPT_MB  # the largest batch script taken (Slurm's max_script_size)
@@ -97,7 +98,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
         )
     # Each key's TOML type; a value is checked against it before it is taken (so `updates` holds TOML values).
     server_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "db": str, "kill_grace_s": (int, float), "max_log_mb": int,
-                   "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
+                   "interactive_grace_s": (int, float), "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
                    "max_script_mb": int}
     node_keys: dict[str, type | tuple[type, ...]] = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str,
                                                      "features": list}

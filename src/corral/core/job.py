@@ -90,6 +90,7 @@ class Job:
             return head + abbreviate_ranges(self.array_pending, MAX_REF - len(head) - len(suffix)) + suffix
         return str(self.id)
 
-    def to_dict(self, detail: bool = True) -> JobFields:
-        """The job as the API, the CLI's --json and the client show it (see `corral.core.job_fields`)."""
-        return job_fields(self, detail)
+    def to_dict(self, detail: bool = True, eta_end: float | None = None) -> JobFields:
+        """The job as the API, the CLI's --json and the client show it (see `corral.core.job_fields`);
+        `eta_end`: its tracked run's ETA, where the monitor has one (`corral.core.expected_end`)."""
+        return job_fields(self, detail, eta_end)

@@ -13,6 +13,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from corral.core.arrays import MAX_REF, abbreviate_array
 from corral.core.checkpointing import recommended_checkpoint_interval_s
+from corral.core.expected_end import Source, expected_end
 from corral.core.iso_times import iso_utc
 from corral.core.states import JobState
 
@@ -89,10 +90,17 @@ class JobFields(TypedDict):
     """sbatch's --time-min in seconds."""
     fixed_priority: int | None
     """sbatch's --priority, set by an admin; None: computed."""
+    interactive: str | None
+    """srun's or salloc's job: pty or stream; None for a batch job."""
     submit_time: str
     start_time: str | None
     estimated_start: str | None
     end_time: str | None
+    expected_end: str | None
+    """When a running job should end: its start plus its time limit, or its tracked run's ETA where sooner; for a
+    pending job with an estimated start, that plus its limit. None once it ended, or with neither limit nor ETA."""
+    expected_end_source: Source | None
+    """What `expected_end` comes from: "time_limit" or "eta" (the tracked run's estimate; None with no time)."""
     stdout_path: str
     stderr_path: str
     script: NotRequired[str | None]
@@ -101,13 +109,15 @@ class JobFields(TypedDict):
     """What submitting it noted (ignored or adjusted options): in the answer to a submit."""
 
 
-def job_fields(job: Job, detail: bool = True) -> JobFields:
+def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> JobFields:
     """The job's outward fields.
 
     Listings leave out the script's text (`detail=False`) and shorten an array's task list; the
     environment is never shown, since it may hold secrets and the queue is visible to all.
+    `eta_end`: when the job's tracked run expects to finish, where the monitor knows (`expected_end`).
     """
     s = job.spec
+    end = expected_end(job, eta_end)
     fields: JobFields = {
         "id": job.id,
         "ref": job.ref,
@@ -161,11 +171,14 @@ def job_fields(job: Job, detail: bool = True) -> JobFields:
         "mail_user": s.mail_user,
         "time_min_s": s.time_min_s,
         "fixed_priority": s.priority,
+        "interactive": s.interactive,
         "submit_time": iso_utc(job.submit_time, milliseconds=True),
         "start_time": iso_utc(job.start_time, milliseconds=True),
         "estimated_start": (iso_utc(job.estimated_start, milliseconds=True)
                             if job.state is JobState.PENDING else None),
         "end_time": iso_utc(job.end_time, milliseconds=True),
+        "expected_end": None if end is None else iso_utc(end.time, milliseconds=True),
+        "expected_end_source": None if end is None else end.source,
         "stdout_path": job.log_path("stdout"),
         "stderr_path": job.log_path("stderr"),
     }

@@ -37,13 +37,15 @@ REQUEST_FIELDS = frozenset({
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
     "requirements", "user_log", "options", "hold", "open_mode", "comment", "begin", "deadline", "exclusive",
     "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
+    "interactive",
     "ntasks", "ntasks_per_node", "gpus_per_task",
 })
 
 # What `corral update` may change on a pending job.
 UPDATE_FIELDS = frozenset({
     "name", "gpus", "gres", "gpu_type", "gpu_mem", "cpus", "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time",
-    "time_limit_s", "nice", "partition", "qos", "preemptible",
+    "time_limit_s", "nice", "partition", "qos", "preemptible", "comment", "begin", "deadline", "constraint",
+    "nodelist", "exclude", "mail_type", "mail_user", "time_min", "dependency", "priority",
 })
 
 
@@ -123,6 +125,9 @@ class JobSpec:
     """sbatch's --time-min: the shortest limit it accepts, so that backfill may start it sooner with less."""
     priority: int | None = None
     """sbatch's --priority (admins): its priority, fixed, in place of the computed one."""
+    interactive: str | None = None
+    """srun's or salloc's job: `pty` (a pseudo-terminal) or `stream` (pipes), relayed to the client that
+    submitted it once it runs (`corral.executor.terminal`); None: a batch job."""
     ntasks: int = 1
     """sbatch's --ntasks: the tasks its steps (`srun`) start by default; the batch script itself runs once.
     `cpus` is all of them together (each task's --cpus-per-task times the tasks on its node)."""

@@ -201,6 +201,7 @@ def build_spec(
         mail_user=mail_user(fields.get("mail_user")),
         time_min_s=shortest,
         priority=fixed_priority,
+        interactive=interactive_mode(fields.get("interactive"), fields.get("array")),
         # Slurm's priority 0 is a held job (released by giving it a priority again, or corral release)
         hold=yes_no(fields.get("hold", False), "hold") or fixed_priority == 0,
         warnings=tuple(warnings),
@@ -332,8 +333,12 @@ def _check_directives(directives: sbatch.Directives, given: Mapping[str, Any], m
         problems.sort(key=sbatch.line_of)
         raise several_problems(field, where, problems)
 
-def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
+def update_spec(spec: JobSpec, changes: Mapping[str, Any], now: float = 0.0) -> JobSpec:
     """A pending job's spec with some fields changed (`corral update`), checked as at submit.
+
+    `now`: the server's clock, which a new --begin's or --deadline's time (`now+1hour`) is read against.
+    A blank value clears what can be cleared (comment, begin, deadline, constraint, node lists, mail, time_min,
+    dependency).
 
     Raises:
         InvalidRequest: a field that cannot be changed, or a bad value.
@@ -358,17 +363,63 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
     if gpu_mem_mb is not None and gpus == 0:
         raise InvalidRequest("gpu_mem", "is set but no GPUs are requested", "add gpus, or clear gpu_mem")
     parse_requirements(spec.requirements, gpus)
+    time_limit_s = parse_time_limit(fields) if time_keys else spec.time_limit_s
     return replace(
-        spec,
+        _update_slurm_fields(spec, fields, time_limit_s, now),
         name=job_name(fields["name"], spec.command, None) if "name" in fields else spec.name,
         gpus=gpus, gpu_type=gpu_type,
         gpus_per_task=spec.gpus_per_task if gpus == spec.gpus else None,
         gpu_mem_mb=gpu_mem_mb,
         cpus=cpus, mem_mb=mem_mb,
-        time_limit_s=parse_time_limit(fields) if time_keys else spec.time_limit_s,
+        time_limit_s=time_limit_s,
         nice=int_in(fields["nice"], "nice", -MAX_NICE, MAX_NICE) if "nice" in fields else spec.nice,
         partition=config_name(fields["partition"], "partition") if "partition" in fields else spec.partition,
         qos=config_name(fields["qos"], "qos") if "qos" in fields else spec.qos,
         preemptible=yes_no(fields["preemptible"], "preemptible") if "preemptible" in fields else spec.preemptible,
         warnings=(),
+    )
+
+
+INTERACTIVE_MODES = ("pty", "stream")
+
+
+def interactive_mode(value: Any, array: Any) -> str | None:
+    """The request's `interactive` (srun, salloc): how its client talks to it, or None for a batch job."""
+    if value is None:
+        return None
+    if value not in INTERACTIVE_MODES:
+        raise InvalidRequest("interactive", f"must be pty or stream, got {value!r}",
+                             "give interactive: pty (a terminal) or stream (pipes), or leave it out for a batch job")
+    if array is not None:
+        raise InvalidRequest("interactive", "an interactive job cannot be an array",
+                             "submit the array with sbatch, or run one interactive job")
+    return str(value)
+
+
+def _update_slurm_fields(spec: JobSpec, fields: Mapping[str, Any], time_limit_s: int | None, now: float) -> JobSpec:
+    """sbatch's when, where, mail and dependency fields of an update (scontrol update's StartTime, Deadline,
+    Features, ReqNodeList, ExcNodeList, MailUser, MailType, Comment, TimeMin, Dependency, Priority)."""
+    dependency = dependency_field(fields["dependency"]) if "dependency" in fields else spec.parsed_dependency
+    begin = moment(fields["begin"], "begin", now) if "begin" in fields else spec.begin_time
+    deadline = moment(fields["deadline"], "deadline", now) if "deadline" in fields else spec.deadline
+    shortest = spec.time_min_s
+    if "time_min" in fields:
+        blank = isinstance(fields["time_min"], str) and not fields["time_min"].strip()
+        shortest = None if blank else time_min(fields["time_min"], time_limit_s) or None
+    if shortest is not None and time_limit_s is not None and shortest > time_limit_s:
+        raise InvalidRequest("time_min", f"{shortest} s is longer than the time limit ({time_limit_s} s)",
+                             "give a time_min no longer than the time limit, or clear it (time_min=\"\")")
+    if {"begin", "deadline", "time_min", "time", "time_limit_s"} & set(fields):
+        check_window(begin, deadline, time_limit_s, shortest, now)
+    return replace(
+        spec,
+        comment=job_comment(fields["comment"]) if "comment" in fields else spec.comment,
+        begin_time=begin, deadline=deadline, time_min_s=shortest,
+        features=parse_constraint(fields["constraint"]) if "constraint" in fields else spec.features,
+        nodelist=node_names(fields["nodelist"], "nodelist") if "nodelist" in fields else spec.nodelist,
+        exclude=node_names(fields["exclude"], "exclude") if "exclude" in fields else spec.exclude,
+        mail_type=mail_types(fields["mail_type"]) if "mail_type" in fields else spec.mail_type,
+        mail_user=mail_user(fields["mail_user"]) if "mail_user" in fields else spec.mail_user,
+        dependency=dependency.text if dependency is not None else None, parsed_dependency=dependency,
+        priority=priority(fields["priority"]) if "priority" in fields else spec.priority,
     )

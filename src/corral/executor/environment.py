@@ -46,8 +46,8 @@ def job_environment(
             env["CORRAL_HOME_URL"] = server_url
     if home:
         env["CORRAL_HOME"] = home  # the server's address file and socket, and the SDK's spool
-    if allocation is not None and spec.script is not None:
-        env.update(slurm_variables(job, allocation))
+    if allocation is not None and (spec.script is not None or spec.interactive):
+        env.update(slurm_variables(job, allocation))  # a batch script's, srun's and salloc's
     if slurm_commands:
         rest = [entry for entry in (env.get("PATH") or os.defpath).split(os.pathsep) if entry not in ("", slurm_commands)]
         env["PATH"] = os.pathsep.join([slurm_commands, *rest])

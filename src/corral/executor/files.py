@@ -32,6 +32,7 @@ RESULT_RESERVE_BYTES = 64 * 1024  # an outcome is a few hundred bytes; its error
 FAIL = "fail"
 SCRIPT = "script"
 SUPERVISOR_LOG = "supervisor.log"
+TERMINAL = "terminal.sock"  # an interactive job's (corral.executor.terminal)
 __all__ = ["read_json", "reserve", "write_json_atomic", "write_json_reserved"]  # and the layout above; the writing itself is corral.atomic's
 
 

@@ -29,7 +29,8 @@ def as_owner(config: LaunchConfig, action: Callable[[], T]) -> T:
     cannot fail, and the owner (who may signal only processes whose real or saved
     uid is theirs) cannot signal or trace it meanwhile; and the kernel then checks
     every path component, symlink target and O_CREAT as the owner, exactly as for
-    the job itself, at the cost of a few system calls instead of a fork.
+    the job itself, at the cost of a few system calls instead of a fork. (An interactive job's
+    terminal thread runs meanwhile, but it only moves bytes between descriptors already open.)
     """
     owner = config.run_as
     umask = config.umask
@@ -88,17 +89,27 @@ def open_for_writing(path: str, flags: int, create: bool = True) -> int:
     return fd
 
 
-def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd: int) -> NoReturn:
-    """In the forked child: become the job. Never returns."""
+def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd: int,
+             stdio: tuple[int, int, int] | None = None, terminal: bool = False) -> NoReturn:
+    """In the forked child: become the job. Never returns.
+
+    `stdio`: an interactive job's stdin, stdout and stderr (its pseudo-terminal's end three times, or
+    pipes) in place of /dev/null and the log files; `terminal`: that end becomes its controlling terminal.
+    """
     try:
         os.setsid()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
+        if stdio is None:
+            stdio = (os.open(os.devnull, os.O_RDONLY), out_fd, err_fd)
+        for target, fd in enumerate(stdio):
+            os.dup2(fd, target)
+        if terminal:
+            import fcntl
+            import termios
+
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # a session leader's first terminal: job control works
         os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
         env = _become_owner(config, cgroup)
         try:

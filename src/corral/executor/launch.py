@@ -7,11 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 from corral.core.job import Outcome
 from corral.executor import files
 from corral.executor.launch_config import LaunchConfig
+
+PREVIOUS_RUN_EXIT_S = 10.0  # an interactive job's supervisor passes on the last output after its outcome
 
 
 def spawn_supervisor(job_dir: str, config: LaunchConfig) -> subprocess.Popen[bytes]:
@@ -24,7 +27,7 @@ def spawn_supervisor(job_dir: str, config: LaunchConfig) -> subprocess.Popen[byt
     os.makedirs(job_dir, exist_ok=True)
     lock_fd = os.open(os.path.join(job_dir, files.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _take_lock(lock_fd)
         launch = replace(config, lock_fd=lock_fd).to_json()
         files.write_json_atomic(os.path.join(job_dir, files.LAUNCH), launch, mode=0o600)
         # 0600: a root server's job directories are 0711, and a traceback here may quote the job's environment
@@ -37,6 +40,24 @@ def spawn_supervisor(job_dir: str, config: LaunchConfig) -> subprocess.Popen[byt
             )
     finally:
         os.close(lock_fd)
+
+
+def _take_lock(lock_fd: int, wait_s: float = PREVIOUS_RUN_EXIT_S) -> None:
+    """The job's lock. A requeued job starts again in its own directory: the supervisor of its previous run
+    records the outcome as its last act and may still be on its way out (its lock held a moment longer).
+
+    Raises:
+        BlockingIOError: a supervisor of the job still holds it after `wait_s`.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def read_outcome(job_dir: str) -> Outcome | None:

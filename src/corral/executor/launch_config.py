@@ -47,6 +47,7 @@ class LaunchConfig:
     warn_signal: int | None = None  # --signal=SIG@T: SIG, sent T = warn_before_s before the time limit
     warn_before_s: float = 0.0
     condor_log: Mapping[str, Any] | None = None  # {"path", "cluster", "proc", "submit_time"}: HTCondor's job event log
+    interactive: Mapping[str, Any] | None = None  # {"socket", "mode": "pty"|"stream", "grace_s", "connect_timeout_s"}: srun/salloc's
     lock_fd: int | None = None  # the job lock's descriptor the supervisor inherits (set by spawn_supervisor)
     version: int = field(default=LAUNCH_VERSION)
 

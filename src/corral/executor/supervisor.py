@@ -37,6 +37,7 @@ from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 from corral.executor.job_owner import as_owner, exec_job, open_for_writing, open_logs
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
+from corral.executor.terminal import NoClient, Terminal
 
 MEMORY_CHECK_INTERVAL_S = 0.5
 LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
@@ -50,6 +51,9 @@ class Supervisor:
         self.pid = 0
         self.cgroup: JobCgroup | None = None
         self.oom_kills_before = 0
+        self.terminal: Terminal | None = None  # an interactive job's (srun, salloc)
+        self.abandoned: str | None = None  # why an interactive job was ended for want of its client
+        self.wake_w = -1
 
     def path(self, name: str) -> str:
         return os.path.join(self.job_dir, name)
@@ -59,6 +63,7 @@ class Supervisor:
         os.set_blocking(wake_w, False)
         os.set_blocking(wake_r, False)
         signal.set_wakeup_fd(wake_w)
+        self.wake_w = wake_w
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_cancel_signal)
         if os.path.exists(self.path(files.CANCEL)):
@@ -79,6 +84,15 @@ class Supervisor:
         except OSError as exc:
             self.finish("FAILED", None, None, error=f"cannot hold the job in a cgroup: {exc}")
             return
+        if self.config.interactive:
+            try:
+                self.terminal = self.make_terminal()
+            except OSError as exc:
+                if self.cgroup is not None:
+                    self.cgroup.remove()
+                self.finish("FAILED", None, None, error=f"cannot make the job's terminal: {exc}")
+                return
+        terminal = self.terminal
         start_time = time.time()
         # The child waits at this gate until started.json names it: a supervisor killed
         # in between leaves a child that never runs the job, so recovery may requeue it.
@@ -90,7 +104,11 @@ class Supervisor:
                 os.close(int(self.config.lock_fd))   # to keep held while it waits here or starts the job
             if os.read(gate_r, 1) != b"1":
                 os._exit(1)
+            if terminal is not None:
+                exec_job(self.config, self.cgroup, out_fd, err_fd, stdio=terminal.child_fds, terminal=terminal.pty)
             exec_job(self.config, self.cgroup, out_fd, err_fd)
+        if terminal is not None:
+            terminal.after_fork()
         os.close(gate_r)
         os.close(out_fd)
         if err_fd != out_fd:
@@ -113,8 +131,22 @@ class Supervisor:
                 self.cgroup.remove()
             self.finish("FAILED", None, None, error=f"cannot record the job's start: {exc}")
             return
+        if terminal is not None:
+            try:
+                terminal.await_client(self.stop_asked, wake_r)  # not a byte of the job's output may go unseen
+            except NoClient as exc:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                if self.cgroup is not None:
+                    self.cgroup.kill_until_empty(note=self.log)
+                    self.cgroup.remove()
+                terminal.finish(137)
+                self.finish("CANCELLED", None, None, error=f"interactive job {exc}")
+                return
         os.write(gate_w, b"1")
         os.close(gate_w)
+        if terminal is not None:
+            terminal.start()
         self.write_condor_event(lambda c, p: condor_log.executing(c, p, time.time()))
         state, status, usage = self.watch(wake_r)
         # Slurm's rule: the job's leftover processes die with it, and only then are its resources free
@@ -130,7 +162,31 @@ class Supervisor:
         exit_code, sig = _decode(status)
         if state is None:
             state = "COMPLETED" if exit_code == 0 else "FAILED"
-        self.finish(state, exit_code, sig, usage=usage)
+        self.finish(state, exit_code, sig, usage=usage, error=self.abandoned)
+        if terminal is not None:
+            terminal.finish(exit_code)  # after result.json: what the client runs next sees the job ended
+
+    def make_terminal(self) -> Terminal:
+        owner = self.config.run_as
+        terminal = Terminal(self.config.interactive or {}, owner["uid"] if owner else None,
+                            owner["gid"] if owner else None)
+        terminal.prepare()
+        terminal.on_abandoned = self.abandon
+        terminal.on_signal = self.signal_job
+        return terminal
+
+    def abandon(self, why: str) -> None:
+        """From the terminal's thread: the client is gone for good; stop the job as a cancel would."""
+        self.abandoned = f"interactive job ended: {why}"
+        self.cancel_requested = True
+        try:
+            os.write(self.wake_w, b"a")
+        except OSError:
+            pass
+
+    def stop_asked(self) -> bool:
+        return (self.cancel_requested or os.path.exists(self.path(files.CANCEL))
+                or os.path.exists(self.path(files.PREEMPT)))
 
     def record_start(self, start_time: float) -> None:
         files.write_json_atomic(self.path(files.STARTED), {
@@ -192,8 +248,11 @@ class Supervisor:
         """Say in the job's stderr, as slurmstepd does, that it is being stopped and why."""
         why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION}.get(outcome, "")
         by = _read_reason(self.path(files.CANCEL), "") if outcome == "CANCELLED" else None
-        self.note_stderr(endings.cancelled_line(self.job_ref, self.config.node or os.uname().nodename,
-                                                time.time(), why, by=by or None))
+        line = endings.cancelled_line(self.job_ref, self.config.node or os.uname().nodename, time.time(), why,
+                                      by=by or None)
+        self.note_stderr(line)
+        if self.terminal is not None:
+            self.terminal.notice(line)
 
     @property
     def job_ref(self) -> str:
@@ -222,6 +281,8 @@ class Supervisor:
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
         warn_signal = self.config.warn_signal
         warn_at = deadline - float(self.config.warn_before_s) if deadline and warn_signal else None
+        # an interactive job's user hears of its time limit before it comes (a batch job has --signal)
+        notice_at = deadline - min(60.0, 0.2 * float(limit or 0)) if deadline and self.terminal is not None else None
         try:
             pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
@@ -231,7 +292,7 @@ class Supervisor:
         while True:
             now = time.monotonic()
             waits = [MAX_WAIT_S if pidfd is not None else 0.05]
-            for moment in (deadline if outcome is None else None, next_mem_check, kill_at, warn_at):
+            for moment in (deadline if outcome is None else None, next_mem_check, kill_at, warn_at, notice_at):
                 if moment is not None:
                     waits.append(max(0.0, moment - now))
             ready = [fd for fd in (pidfd, wake_r) if fd is not None]
@@ -248,6 +309,10 @@ class Supervisor:
                          "max_rss_mb": round(rusage.ru_maxrss / 1024, 1)}
                 return outcome, status, usage
             now = time.monotonic()
+            if notice_at is not None and now >= notice_at and self.terminal is not None:
+                left = max(0, round((deadline or now) - now))
+                self.terminal.notice(f"srun: warning: job {self.job_ref} reaches its time limit in {left} s")
+                notice_at = None
             if warn_at is not None and warn_signal and now >= warn_at and outcome is None:
                 self.kill_session(int(warn_signal), session=False)
                 warn_at = None

@@ -39,6 +39,11 @@ class JobView(TypedDict):
     start_time: str | None
     end_time: str | None
     estimated_start: str | None
+    expected_end: str | None
+    """When it should end (ISO 8601, UTC): while it runs, its start plus its time limit, or its tracked run's ETA
+    where that is sooner; while it waits, its estimated start plus its time limit. None when ended or unknown."""
+    expected_end_source: str | None
+    """"time_limit" (the latest it can run) or "eta" (its tracked run's estimate from its recent pace)."""
     time_limit: str
     gpus: int
     gpu_type: str | None

@@ -59,8 +59,9 @@ def next_step(job: Mapping[str, Any]) -> str:
         return (f"Waiting in the queue, reason {reason}: {why}.{start} GPU jobs can wait minutes or hours: check again "
                 "with view_gpu_job every minute or two, and see `queue` for what is ahead; do not resubmit it.")
     if state == "RUNNING":
-        return ("Running. Check again with view_gpu_job every 30-60 s (less often for long jobs); read more output "
-                "with workload_logs (pass nextOffset back as since); see its GPU use with metrics_query.")
+        return ("Running." + _expected_end_sentence(job) + " Check again with view_gpu_job every 30-60 s (less often "
+                "for long jobs); read more output with workload_logs (pass nextOffset back as since); see its GPU use "
+                "with metrics_query.")
     if state == "PREEMPTED":
         return "Preempted for a job of higher priority: it is queued again and restarts; checkpoints are kept."
     if state == "COMPLETED":
@@ -75,6 +76,15 @@ def next_step(job: Mapping[str, Any]) -> str:
               "NODE_FAIL": "its supervisor or node died; "}.get(state, "")
     return (f"Ended {state} ({detail}{how}). The stderr tail shows the error; call diagnose_job for the likely "
             "cause and the fix before resubmitting.")
+
+
+def _expected_end_sentence(job: Mapping[str, Any]) -> str:
+    end = job.get("expected_end")
+    if not end:
+        return ""
+    if job.get("expected_end_source") == "eta":
+        return f" Expected to end about {end}, by its tracked run's ETA (its time limit is the latest)."
+    return f" It ends by {end} at the latest, when its time limit runs out."
 
 
 def api_job(answer: Mapping[str, Any]) -> JobFields:
@@ -96,7 +106,8 @@ def job_view(answer: Mapping[str, Any], *, home: str | None, given: int | str | 
         "name": job["name"], "user": job["user"], "state": job["state"],
         "reason": job.get("reason"), "exit_code": job.get("exit_code"), "signal": job.get("signal"),
         "submit_time": job.get("submit_time"), "start_time": job.get("start_time"), "end_time": job.get("end_time"),
-        "estimated_start": job.get("estimated_start"), "time_limit": format_duration(job.get("time_limit_s")),
+        "estimated_start": job.get("estimated_start"), "expected_end": job.get("expected_end"),
+        "expected_end_source": job.get("expected_end_source"), "time_limit": format_duration(job.get("time_limit_s")),
         "gpus": int(job.get("gpus") or 0), "gpu_type": job.get("gpu_type"),
         "gpu_memory": format_memory(job.get("gpu_mem_mb")), "gpu_ids": list(job.get("gpu_ids") or []),
         "cpus": int(job.get("cpus") or 1), "memory": format_memory(job.get("mem_mb")), "node": job.get("node"),
@@ -181,7 +192,8 @@ def queue_view(page: Mapping[str, Any], limit: int) -> QueueView:
             "user": short_text(str(job["user"]), NAME_CHARS), "state": job["state"],
             "reason": job.get("reason"), "gpus": job.get("gpus"), "gpu_type": job.get("gpu_type"),
             "gpu_ids": job.get("gpu_ids"), "submit_time": job.get("submit_time"), "start_time": job.get("start_time"),
-            "estimated_start": job.get("estimated_start"), "time_limit": format_duration(job.get("time_limit_s")),
+            "estimated_start": job.get("estimated_start"), "expected_end": job.get("expected_end"),
+            "expected_end_source": job.get("expected_end_source"), "time_limit": format_duration(job.get("time_limit_s")),
         }
         if job["state"] == "PENDING":
             entry["priority"] = job.get("priority")

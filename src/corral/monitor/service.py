@@ -98,6 +98,18 @@ class MonitorService:
         """Each running job's training progress, from its newest run."""
         return self.recorder.progress
 
+    def eta_end(self, job_id: int) -> float | None:
+        """When a running job's tracked run expects to finish (epoch seconds), while that is still ahead.
+
+        An ETA already passed says nothing of when the job ends (its run stalled, or trains no more while the
+        job goes on): None then, and the job's time limit is the answer (`corral.core.expected_end`).
+        """
+        progress = self.recorder.progress.get(job_id)
+        if progress is None or progress.eta_s is None:
+            return None
+        end = progress.last_time + progress.eta_s
+        return end if end > self.clock() else None
+
     # -- life -------------------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -188,6 +188,19 @@ class PlacedJobs:
             if self.launcher is None or not self.launcher.stop(job, Stop.PREEMPT):
                 self.placement.preempt(job)
 
+    def requeue(self, job: Job, by: str | None) -> None:
+        """Stop a running job to queue it again (scontrol requeue): a preemption's stop, for no other job;
+        its end comes back PREEMPTED and is requeued as one, its timeline saying who asked."""
+        allocation = self.running.allocations.get(job.id)
+        if allocation is None or job.id in self.running.preempting:
+            return
+        log.info("requeueing job %d (asked by %s)", job.id, by or "?")
+        self.running.allocations[job.id] = replace(allocation, preempting=True)
+        self.running.preempting.add(job.id)
+        self.running.requeued_by[job.id] = by or ""
+        if self.launcher is None or not self.launcher.stop(job, Stop.PREEMPT):
+            self.placement.preempt(job)
+
     def stop(self, job: Job, by: str | None = None) -> None:
         """Tell a running job to stop (its outcome comes back through the backend's poll); one
         still launching stops once launched, or is never launched if its turn has not come."""

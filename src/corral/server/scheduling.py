@@ -30,16 +30,21 @@ class RunningJobs:
         self.preempting: set[int] = set()  # told to make room, not yet gone
         self.preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
         self.cancelled_by: dict[int, str] = {}  # asked to stop -> who asked
+        self.requeued_by: dict[int, str] = {}  # asked to stop and wait again (scontrol requeue) -> who asked
 
     def release(self, job_id: int) -> Allocation | None:
         """The job no longer runs: its allocation (returned) and the asks to stop it go."""
         self.preempting.discard(job_id)
         self.preempted_for.pop(job_id, None)
         self.cancelled_by.pop(job_id, None)
+        self.requeued_by.pop(job_id, None)
         return self.allocations.pop(job_id, None)
 
     def ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
         """The events that a running job's end (or requeue) writes with its new state."""
+        if outcome.state == JobState.PREEMPTED.value and job.id in self.requeued_by:
+            asker = self.requeued_by[job.id]
+            return [JobEvent(job.id, outcome.end_time, REQUEUED, {"by_user": asker} if asker else {})]
         if outcome.state == JobState.PREEMPTED.value:
             asked = self.preempted_for.get(job.id)
             preempted = (JobEvent(job.id, asked[1], PREEMPTED, {"by_job": asked[0]}) if asked is not None
@@ -92,7 +97,7 @@ class SchedulingPass:
         return started, events
 
     def requeue(self, job: Job, stopped_at: float) -> None:
-        """A preempted job waits again, its restart count up one; its checkpoint dir stays its own."""
+        """A preempted (or requeued) job waits again, its restart count up one; its checkpoint dir stays its own."""
         if self.on_requeue is not None:
             self.on_requeue(job, stopped_at)
         allocation = self.running.release(job.id)

@@ -31,8 +31,8 @@ from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.steps import JobStep, step_end, step_start
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict, InvalidRequest
-from corral.server import cancelling, recovery, self_scheduled
+from corral.errors import Conflict, Forbidden, InvalidRequest
+from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
@@ -200,6 +200,26 @@ class JobService:
         if self.backend.queue is not None:
             return await self_scheduled.cancel_at_backend(self, str(ref), self.backend.queue)
         return await cancelling.cancel(self, str(ref), by)
+
+    def terminal(self, ref: str, user: str, admin: bool) -> str:
+        """Where the client of interactive job `ref` (srun, salloc) connects: its owner, or an admin.
+
+        Raises:
+            NotFound; Forbidden: another user; Conflict: not interactive, or not running.
+        """
+        job = self.resolve(ref)
+        if user != job.spec.user and not admin:
+            raise Forbidden(f"job {ref} is {job.spec.user}'s: only its owner (or an admin) may connect to its terminal")
+        terminals = self.backend.terminals
+        if job.spec.interactive is None or terminals is None:
+            raise Conflict(f"job {ref} is a batch job; it has no terminal (follow its output with corral logs -f)")
+        if job.state is not JobState.RUNNING:
+            raise Conflict(f"job {ref} is {job.state.value}; its terminal is open only while it runs")
+        return terminals.terminal_socket(job.id)
+
+    async def requeue(self, ref: str | int, by: str | None = None, hold: bool = False) -> Job:
+        """Queue a running or ended job again, as Slurm's requeue (`corral.server.requeueing`); `hold`: held."""
+        return await requeueing.requeue(self, str(ref), by, hold)
 
     def hold(self, ref: str | int) -> Job:
         """Keep a pending job (or an array's waiting tasks) from starting until it is released."""

@@ -80,6 +80,9 @@ class Submissions:
         )
         check_nice(spec, privileged)
         check_priority(spec, privileged)
+        if spec.interactive and self.backend.terminals is None:
+            raise InvalidRequest("interactive", f"the {self.backend.capabilities.name} backend runs interactive jobs "
+                                 "with the cluster's own srun and salloc", "run srun or salloc on the cluster's login node")
         if not own and spec.inherit_env:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})
@@ -115,10 +118,13 @@ class Submissions:
         targets = [job] + [active[t] for t in self.table.array_tasks.get(job.id, ()) if active[t].state
                            is JobState.PENDING] if job.is_array else [job]
         specs = []
+        now = self.clock()
         for target in targets:
-            spec = update_spec(target.spec, changes)
+            spec = update_spec(target.spec, changes, now)
             if spec.nice < target.spec.nice:
                 check_nice(spec, privileged)
+            if "priority" in changes:
+                check_priority(spec, privileged)
             self.check_request(spec)
             old_key, new_key = (target.spec.user, target.spec.qos), (spec.user, spec.qos or self.config.default_qos)
             counts = target.array_job_id is None
@@ -131,6 +137,11 @@ class Submissions:
                 self.table.per_user[(spec.user, spec.qos)] += 1
             if target.id in self.table.queue:
                 self.table.queue[target.id] = pending(target)
+            if "dependency" in changes:  # a new dependency is awaited from now on; a cleared one no longer
+                if spec.parsed_dependency is not None:
+                    self.table.dependencies[target.id] = spec.parsed_dependency
+                else:
+                    self.table.dependencies.pop(target.id, None)
         self._changed()
         return self.table.current(job)
 

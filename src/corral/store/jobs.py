@@ -19,8 +19,8 @@ _SPEC_COLUMNS = (
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
     "account", "umask", "requirements", "user_log", "open_mode", "comment", "begin_time", "deadline", "exclusive",
-    "features", "nodelist", "exclude", "mail_type", "mail_user", "time_min_s", "priority", "ntasks", "ntasks_per_node",
-    "gpus_per_task",
+    "features", "nodelist", "exclude", "mail_type", "mail_user", "time_min_s", "priority", "interactive",
+    "ntasks", "ntasks_per_node", "gpus_per_task",
 )
 _IDS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 
@@ -237,8 +237,9 @@ def _job(row: Mapping[Any, Any]) -> Job:  # a RowMapping: keyed by names (and by
         requirements=row["requirements"], user_log=row["user_log"], open_mode=row["open_mode"], comment=row["comment"],
         begin_time=row["begin_time"], deadline=row["deadline"], exclusive=row["exclusive"], features=row["features"],
         nodelist=_names(row["nodelist"]), exclude=_names(row["exclude"]), mail_type=_names(row["mail_type"]),
-        mail_user=row["mail_user"], time_min_s=row["time_min_s"], priority=row["priority"], ntasks=row["ntasks"],
-        ntasks_per_node=row["ntasks_per_node"], gpus_per_task=row["gpus_per_task"],
+        mail_user=row["mail_user"], time_min_s=row["time_min_s"], priority=row["priority"],
+        interactive=row["interactive"], ntasks=row["ntasks"], ntasks_per_node=row["ntasks_per_node"],
+        gpus_per_task=row["gpus_per_task"],
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(

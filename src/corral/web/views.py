@@ -64,7 +64,8 @@ def queue_view(service: JobService, monitor: MonitorService, *, state: str | Non
     ordered = running + pending
     page = []
     for job in ordered[offset:offset + limit]:
-        view: dict[str, Any] = {**service.get(job.id).to_dict(detail=False)}  # with the page's own keys
+        # with the page's own keys; expected_end brought forward to the tracked run's ETA, as the API's job JSON
+        view: dict[str, Any] = {**service.get(job.id).to_dict(detail=False, eta_end=monitor.eta_end(job.id))}
         sample = monitor.latest.get(job.id)
         progress = monitor.progress.get(job.id)
         view["priority"] = priority(job.id) if job.state is JobState.PENDING else None

@@ -101,14 +101,6 @@ def test_squeue_and_sacct_select_as_slurm_does(server_factory, slurm_shell):
     assert (missing.returncode, missing.stderr) == (1, "slurm_load_jobs error: Invalid job id specified\n")
 
 
-def test_srun_outside_a_job_says_what_to_do_instead(server_factory, slurm_shell):
-    server = server_factory()
-    out = slurm_shell(server.home)("srun hostname")
-    assert out.returncode == 1
-    assert out.stderr.startswith("srun: error: corral runs srun inside a job")
-    assert not os.path.exists(os.path.join(server.home, "jobs", "1"))
-
-
 def _kilobytes(size: str) -> float:
     """sacct's MaxRSS (`61440K`, `60M`, `1.5G`) in kilobytes."""
     return float(size[:-1]) * {"K": 1, "M": 1024, "G": 1024 ** 2}[size[-1]]

@@ -231,3 +231,35 @@ def test_timeout_and_a_signal_kill_read_as_slurm_reads_them_their_steps_cancelle
 def test_brief_and_long_add_their_columns_after_format_as_slurm_does() -> None:
     out = format_sacct(JOBS[:1], USAGE, now=NOW, fields="jobname", brief=True, parsable="", allocations=True)
     assert out == "JobName|JobID|State|ExitCode\nok|67|COMPLETED|0:0\n"
+
+
+def _sbatch_fields_job(**fields: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "array_job_id": None, "array_task_id": None, "array": None, "user": "root", "reason": None, "held": False,
+        "gpus": 0, "nodes": 1, "gpu_type": None, "cpus": 1, "mem_mb": 1024, "time_limit_s": 1800, "nice": 0,
+        "partition": "debug", "account": "root", "qos": "normal", "dependency": None, "node": None,
+        "workdir": "/tmp/sf", "exit_code": None, "signal": None, "start_time": None, "estimated_start": None,
+        "end_time": None, "comment": None, "begin_time": None, "features": None, "fixed_priority": None,
+    }
+    job.update(fields)
+    return job
+
+
+def test_sbatch_constraint_begin_and_priority_fields_match_slurm() -> None:
+    # the jobs of squeue_fields_codes.txt: 2 held with --begin and --comment, 7 running with --constraint=gpu
+    # and --priority=100 (sacct -X -j 2,7 -P -o ...)
+    jobs = [
+        _sbatch_fields_job(id=2, ref="2", name="fields", state="PENDING", reason="JobHeldUser", held=True,
+                           comment="hello world", begin_time="2026-11-26T10:00:00Z",
+                           submit_time="2026-11-25T01:53:00Z"),
+        _sbatch_fields_job(id=7, ref="7", name="runner", state="RUNNING", node="vm", comment="run note",
+                           features="gpu", fixed_priority=100, submit_time="2026-11-25T01:53:14Z",
+                           start_time="2026-11-25T01:53:14Z"),
+    ]
+    fields = "JobID,Comment,Constraints,Start,End,Eligible,Submit,TimelimitRaw,Priority,Timelimit,NodeList"
+    ours = format_sacct(jobs, {}, now=1795571609, fields=fields, parsable="", allocations=True).splitlines()
+    theirs = golden("sacct_fields_P.txt").splitlines()
+    # the testbed keeps no comments in its accounting (no AccountingStoreFlags=job_comment); corral keeps them
+    assert [row.split("|")[1] for row in ours[1:]] == ["hello world", "run note"]
+    assert [row.split("|")[:1] + row.split("|")[2:] for row in ours] == [
+        row.split("|")[:1] + row.split("|")[2:] for row in theirs]

@@ -233,6 +233,53 @@ def test_running_job_without_limit_has_no_end() -> None:
     assert "EndTime=Unknown " in ours
 
 
+FIELDS = {"comment": None, "begin_time": None, "deadline": None, "exclusive": False, "features": None, "nodelist": [],
+          "exclude": [], "mail_type": [], "mail_user": None, "time_min_s": None, "fixed_priority": None}
+
+
+def test_sbatch_when_where_and_mail_fields_show_where_slurm_puts_them() -> None:
+    # sbatch -H --comment="hello world" --begin=... --deadline=... --exclusive --nodelist=vm
+    #        --mail-type=END,FAIL --mail-user=a@b.c --time=30 --time-min=10 -J fields
+    theirs = golden("scontrol_show_job_fields_pending.txt")
+    ours = show(job(**FIELDS | {
+        "id": 2, "name": "fields", "reason": "JobHeldUser", "held": True, "time_limit_s": 1800, "time_min_s": 600,
+        "comment": "hello world", "begin_time": "2026-11-26T10:00:00.000Z", "deadline": "2026-11-28T12:00:00.000Z",
+        "exclusive": True, "nodelist": ["vm"], "mail_type": ["END", "FAIL"], "mail_user": "a@b.c",
+        "command": ["/tmp/sf/job.sh"], "workdir": "/tmp/sf", "submit_time": "2026-11-25T01:53:00Z",
+        "stdout_path": "/tmp/sf/slurm-2.out", "stderr_path": "/tmp/sf/slurm-2.out"}), now="2026-11-25T01:53:20Z")
+    same_record(ours, theirs)
+    # a held job with a --begin: eligible, accruing and expected to start at its begin, as Slurm says
+    assert "EligibleTime=2026-11-26T10:00:00\n   AccrueTime=2026-11-26T10:00:00\n" in ours
+    assert "\n   Comment=hello world \n" in ours and ours.endswith("Power=\n   MailUser=a@b.c MailType=END,FAIL\n   \n\n")
+
+
+def test_running_exclusive_job_with_features_priority_and_time_min() -> None:
+    # sbatch --comment="run note" --deadline=... --exclusive --constraint=gpu --nodelist=vm --mail-type=END
+    #        --mail-user=x@y.z --time=30 --time-min=10 --priority=100 -J runner
+    theirs = golden("scontrol_show_job_fields_running.txt")
+    ours = show(job(**FIELDS | {
+        "id": 7, "name": "runner", "state": "RUNNING", "time_limit_s": 1800, "time_min_s": 600, "node": "vm",
+        "comment": "run note", "deadline": "2026-11-28T12:00:00Z", "exclusive": True, "features": "gpu",
+        "nodelist": ["vm"], "mail_type": ["END"], "mail_user": "x@y.z", "fixed_priority": 100,
+        "command": ["/tmp/sf/job.sh"], "workdir": "/tmp/sf", "submit_time": "2026-11-25T01:53:14Z",
+        "start_time": "2026-11-25T01:53:14Z", "stdout_path": "/tmp/sf/slurm-7.out",
+        "stderr_path": "/tmp/sf/slurm-7.out"}), now="2026-11-25T01:53:29Z")
+    # Slurm counts an --exclusive job's CPUs and memory as the whole node's; corral shows what the job asked
+    real = {key: value for key, value in values(theirs).items() if key not in ("NumCPUs", "TRES")}
+    assert [[k.replace("MinMemoryNode", "MinMemoryCPU") for k in line] for line in keys(ours)] == keys(theirs)
+    mine = values(ours)
+    for key, value in real.items():
+        if key not in DIFFERENT:
+            assert mine[key] == value, key
+    assert "\n   Priority=100 " in ours  # a running job keeps the --priority it was given
+    assert "StartTime=2026-11-25T01:53:14 EndTime=2026-11-25T02:23:14 Deadline=2026-11-28T12:00:00" in ours
+
+
+def test_mail_types_in_slurms_order_and_all_spelled_as_slurm() -> None:
+    assert sf.mail_type_text(["TIME_LIMIT", "ARRAY_TASKS", "TIME_LIMIT_50", "BEGIN", "TIME_LIMIT_80",
+                              "TIME_LIMIT_90"]) == "ARRAY_TASKS,BEGIN,TIME_LIMIT_50,TIME_LIMIT_80,TIME_LIMIT_90,TIME_LIMIT"
+    assert sf.mail_type_text(["BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND"]) == (
+        "INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT")  # sbatch --mail-type=ALL on the testbed
 def test_a_multi_task_jobs_record_counts_its_tasks_as_slurm_does():
     from corral.cli.slurm.scontrol_format import show_job
 

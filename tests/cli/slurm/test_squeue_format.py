@@ -256,3 +256,43 @@ def test_import_stays_cheap() -> None:
     # durations come from corral.core.units, which itself imports math and corral.errors alone
     assert out.strip() == ("['corral.cli.slurm.squeue_fields', 'corral.cli.slurm.squeue_format', 'corral.cli.slurm.values', "
                            "'corral.core', 'corral.core.units', 'corral.errors', 'math']")
+
+
+# sbatch -H --comment="hello world" --begin=2026-11-26T10:00 --deadline=2026-11-28T12:00 --exclusive --nodelist=vm
+# --time=30 --time-min=10 (job 2), and a running one with --constraint=gpu --priority=100 (job 7), on the testbed
+FIELD_JOBS = [
+ {"id": 2, "ref": "2", "array_job_id": None, "array_task_id": None, "array": None, "name": "fields", "user": "root",
+  "state": "PENDING", "reason": "JobHeldUser", "held": True, "gpus": 0, "nodes": 1, "gpu_type": None, "cpus": 1, "mem_mb": 1024,
+  "time_limit_s": 1800, "time_min_s": 600, "nice": 0, "partition": "debug", "account": "root", "qos": "normal", "dependency": None,
+  "node": None, "workdir": "/tmp/sf", "command": ["/tmp/sf/job.sh"], "submit_time": "2026-11-25T01:53:00Z", "start_time": None,
+  "estimated_start": None, "end_time": None, "comment": "hello world", "begin_time": "2026-11-26T10:00:00Z",
+  "deadline": "2026-11-28T12:00:00Z", "exclusive": True, "features": None, "nodelist": ["vm"], "exclude": [],
+  "fixed_priority": None},
+ {"id": 7, "ref": "7", "array_job_id": None, "array_task_id": None, "array": None, "name": "runner", "user": "root",
+  "state": "RUNNING", "reason": None, "held": False, "gpus": 0, "nodes": 1, "gpu_type": None, "cpus": 1, "mem_mb": 1024,
+  "time_limit_s": 1800, "time_min_s": 600, "nice": 0, "partition": "debug", "account": "root", "qos": "normal", "dependency": None,
+  "node": "vm", "workdir": "/tmp/sf", "command": ["/tmp/sf/job.sh"], "submit_time": "2026-11-25T01:53:14Z",
+  "start_time": "2026-11-25T01:53:14Z", "estimated_start": None, "end_time": None, "comment": "run note", "begin_time": None,
+  "deadline": "2026-11-28T12:00:00Z", "exclusive": True, "features": "gpu", "nodelist": ["vm"], "exclude": [],
+  "fixed_priority": 100},
+]
+
+
+def _fields_golden(name: str) -> tuple[str, float]:
+    path = Path(__file__).parent / "golden" / name
+    return path.read_text(), float(Path(f"{path}.now").read_text())
+
+
+def test_sbatch_fields_codes_match_slurm() -> None:
+    want, now = _fields_golden("squeue_fields_codes.txt")
+    # a pending job starts (and ends) from its --begin; a running one ends at start + limit; %Q an admin's --priority
+    assert format_squeue(FIELD_JOBS, now=now, fmt="%i|%S|%e|%V|%f|%n|%k|%Q|%p|%x|%l|%L") == want
+
+
+def test_sbatch_fields_long_names_match_slurm() -> None:
+    want, now = _fields_golden("squeue_fields_O.txt")
+    errors: list[str] = []
+    ours = format_squeue(FIELD_JOBS, now=now, errors=errors, fmt_long=(
+        "JobID:6,Comment:15,Feature:12,ReqNodes:8,ExcNodes:8,StartTime:22,EndTime:22,SubmitTime:22,Priority:12,"
+        "PriorityLong:12,OverSubscribe:6,MinTime:10,Deadline:22,EligibleTime:22"))
+    assert [f"squeue: error: {e}" for e in errors] + ours.splitlines() == want.splitlines()

@@ -36,6 +36,7 @@ from corral.home import HomeLayout
 
 READY_TIMEOUT_S = 10.0  # how long `start` waits for a new supervisor to have started its job
 READY_CHECK_S = 0.005
+TERMINAL_CONNECT_TIMEOUT_S = 120.0  # an srun whose client never connects once its job runs: the job ends
 
 
 class LocalBackend:
@@ -85,6 +86,14 @@ class LocalBackend:
 
     def job_dir(self, job_id: int) -> str:
         return self.layout.job_dir(job_id)
+
+    @property
+    def terminals(self) -> LocalBackend:
+        return self
+
+    def terminal_socket(self, job_id: int) -> str:
+        """Where an interactive job's client connects (`corral.executor.terminal`)."""
+        return os.path.join(self.job_dir(job_id), files.TERMINAL)
 
     def start(self, job: Job, allocation: Allocation) -> None:
         """Launch the job under a new supervisor.
@@ -153,6 +162,10 @@ class LocalBackend:
                 "proc": job.array_task_id or 0,
                 "submit_time": job.submit_time,
             } if job.spec.user_log else None,
+            interactive={
+                "socket": self.terminal_socket(job.id), "mode": job.spec.interactive,
+                "grace_s": settings.interactive_grace_s, "connect_timeout_s": TERMINAL_CONNECT_TIMEOUT_S,
+            } if job.spec.interactive else None,
         )
         # the outcome's room, set aside while there is some: it is written however full the disk is then
         files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
@@ -270,6 +283,7 @@ class LocalKind:
         gpus = setup.nodes[0].gpus if setup.nodes else ()
         settings = LaunchSettings(
             kill_grace_s=s.kill_grace_s, server_env=setup.server_env, server_url=setup.server_url,
+            interactive_grace_s=s.interactive_grace_s,
             max_log_mb=s.max_log_mb, log_reserve_mb=s.log_reserve_mb, max_job_processes=s.max_job_processes,
             cgroup_layout=setup.cgroup_layout, slurm_commands=s.slurm_commands,
             gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus},

@@ -20,6 +20,9 @@ class LaunchSettings:
     server_url: Callable[[], str | None]
     """Read at each launch: the server knows its address only once it listens."""
     max_log_mb: int | None = None
+    interactive_grace_s: float = 30.0
+    """An interactive job (srun, salloc) whose client has been gone this long is ended: an abandoned
+    shell never holds GPUs."""
     log_reserve_mb: int | None = None
     """A job whose logs grow while their filesystem has less than this free is stopped (FAILED): the
     last of the disk is for the server and every job."""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from corral.backends.base import Capabilities, JobUpdate, Placement, ProcessView, Recovered, Recovery
+from corral.backends.base import Capabilities, JobUpdate, Placement, ProcessView, Recovered, Recovery, Terminals
 from corral.backends.registry import BackendSetup
 from corral.backends.slurm.cluster import SlurmCluster, SlurmError
 from corral.backends.slurm.submit import SlurmSubmitter
@@ -30,6 +30,7 @@ class SlurmBackend:
                                 efficiency_from_accounting=True)
     placement: Placement | None = None  # Slurm places jobs itself
     processes: ProcessView | None = None  # they run on compute nodes, out of this machine's sight
+    terminals: Terminals | None = None  # the cluster's own srun and salloc run interactive jobs there
 
     def __init__(self, cluster: SlurmCluster, *, home: str, partition: str | None = None, account: str | None = None,
                  server_url: Callable[[], str | None] = lambda: None, job_token: Callable[[Job], str] | None = None,

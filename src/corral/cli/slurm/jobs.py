@@ -1,5 +1,5 @@
 """The jobs Slurm's commands read: the queue and the history, a page at a time, and job ids as Slurm
-writes them (`12`, `12_3`, `12_[1-3,7]`)."""
+writes them (`12`, `12_3`, `12_[1-3,7]`, with a step: `12.batch`, `12_3.0`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from corral.cli.wire import Server
 
 PAGE = 10000
+STEP_NAMES = ("batch", "extern", "interactive")
 
 
 def active_jobs(service: Server) -> list[dict[str, Any]]:
@@ -61,6 +62,18 @@ def expand_refs(operands: Sequence[str]) -> list[str]:
             else:
                 raise UsageError(f"Invalid job id: {text}")
     return refs
+
+
+def split_step(text: str) -> tuple[str, str | None]:
+    """Slurm's `JOBID[.STEP]`: `12.batch` is ("12", "batch"), `12_3.0` ("12_3", "0"), `12` ("12", None).
+
+    Raises:
+        UsageError: a step that is neither a number nor batch, extern or interactive.
+    """
+    job, dot, step = text.partition(".")
+    if dot and not (step.isdigit() or step in STEP_NAMES):
+        raise UsageError(f"Bad step specified: {text}")
+    return job, step if dot else None
 
 
 def task_ids(ranges: str, text: str = "") -> list[int]:

@@ -2,10 +2,13 @@
 
     sacct -j 12 --format=JobID,State,ExitCode,MaxRSS        sacct -X -P -o JobID,State,NodeList
     sacct -S 2026-11-01 -E now -s CD,F                      sacct -u alice -b
+    sacct -j 12.batch,12.0 --format=JobID,Reason            (a step: its own line; -X: its job's)
 
 Selection as Slurm 22.05's: your own jobs (all users' for root, or with -a; -u names users) that were
 eligible by -E and had not ended before -S. -S defaults to midnight, or to the epoch with -j, or to now
-with -s; -E to now, or to -S with -s.
+with -s; -E to now, or to -S with -s. `-j 12.STEP` asks for one step's line: `.batch` is the line
+corral keeps for a started job; numbered steps (srun's) it keeps none of, so they print nothing, as
+Slurm prints nothing for a step that is not there. With -X a step stands for its job.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 
 from corral.cli.slurm.argv import Option, UsageError, listed, option_text, parse
 from corral.cli.slurm.command import Refused, answered, caller, server
-from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs
+from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs, split_step
 from corral.cli.slurm.sacct_format import format_sacct
 from corral.core.slurm_times import parse_time
 from corral.cli.slurm.values import CODE_STATES, STATE_CODES, parse_iso
@@ -70,13 +73,16 @@ def main(argv: Sequence[str]) -> int:
     fields = option_text(given.get("format"))
     if fields is None and not given.get("brief") and not given.get("long"):
         fields = os.environ.get("SACCT_FORMAT") or None
-    refs = expand_refs(listed(given, "jobs"))
+    asked = _asked(listed(given, "jobs"), bool(given.get("allocations")))
+    refs = list(asked)
     states = _states(given.get("state"))
     start, end = _window(given, bool(refs), states is not None, now)
     service = server()
     jobs = _by_id(service, refs) if refs else _in_window(service, start)
     users = _users(given, bool(refs))
     jobs = [job for job in jobs if _selected(job, given, users, states, start, end)]
+    steps_only = {job["id"] for job in jobs if refs and None not in _steps_of(job, asked)}
+    jobs = [job for job in jobs if job["id"] not in steps_only or "batch" in _steps_of(job, asked)]
     jobs.sort(key=lambda job: (parse_iso(job.get("submit_time")) or 0, job["id"]))
     usage = _usage(service, jobs) if _wants_usage(fields, given) else None
     if not given.get("allocations"):
@@ -87,12 +93,30 @@ def main(argv: Sequence[str]) -> int:
     try:
         text = format_sacct(jobs, usage, fields=fields, parsable=parsable, noheader=bool(given.get("noheader")),
                             allocations=bool(given.get("allocations")), brief=bool(given.get("brief")),
-                            long=bool(given.get("long")), now=now, uids=_uids(jobs))
+                            long=bool(given.get("long")), now=now, uids=_uids(jobs), steps_only=steps_only)
     except ValueError as exc:
         raise Refused(str(exc)) from None
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
+
+
+def _asked(selectors: list[str], allocations: bool) -> dict[str, set[str | None]]:
+    """Each job ref -j names, with the steps asked of it (None: the job itself, as with -X always)."""
+    asked: dict[str, set[str | None]] = {}
+    for text in selectors:
+        job, step = split_step(text)
+        for ref in expand_refs([job]):
+            asked.setdefault(ref, set()).add(None if allocations else step)
+    return asked
+
+
+def _steps_of(job: dict[str, Any], asked: dict[str, set[str | None]]) -> set[str | None]:
+    """What -j asked of this job: by its own ref, or by its array's (`12` or `12.batch` of every task)."""
+    for key in (job["ref"], str(job["id"]), str(job.get("array_job_id"))):
+        if key in asked:
+            return asked[key]
+    return {None}
 
 
 def _window(given: dict[str, object], by_id: bool, by_state: bool, now: float) -> tuple[float, float]:

@@ -33,7 +33,7 @@ from corral.cli.slurm.values import exit_code, full_duration, local_time, parse_
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Collection, Iterable, Mapping
     from typing import Any
 
     Job = Mapping[str, Any]
@@ -111,12 +111,13 @@ def parse_fields(text: str) -> list[tuple[str, int, str]]:
 def format_sacct(
     jobs: Iterable[Job], usage: Mapping[Any, Usage] | None = None, *, fields: str | None = None,
     parsable: str | None = None, noheader: bool = False, allocations: bool = False, brief: bool = False,
-    long: bool = False, now: float, uids: Mapping[str, int] | None = None,
+    long: bool = False, now: float, uids: Mapping[str, int] | None = None, steps_only: Collection[Any] = (),
 ) -> str:
     """sacct's whole output (ending in a newline, or "" with no header and no job). See the module's docstring.
 
     `uids`: user name to uid, for the UID field and `CANCELLED by UID` (corral keeps no record of who
-    cancelled, so it is the job's owner; an unknown user is 0).
+    cancelled, so it is the job's owner; an unknown user is 0). `steps_only`: ids of jobs to print
+    without their job line (`sacct -j 12.batch`).
     """
     # Slurm appends: every -o, then -b's fields, then -l's; the default only when none is given
     text = ",".join(part for part in (fields, brief and BRIEF_FIELDS, long and LONG_FIELDS) if part)
@@ -125,7 +126,7 @@ def format_sacct(
     lines = [] if noheader else _header(columns, parsable)
     for job in jobs:
         used = _usage_of(usage, job)
-        rows = [_job_values(job, used, now, uids or {})]
+        rows = [] if job.get("id") in steps_only else [_job_values(job, used, now, uids or {})]
         if not allocations and job.get("start_time"):
             rows.append(_step_values(job, used, now))
             rows.extend(_srun_step_values(job, step, now) for step in job.get("steps") or ())
@@ -184,7 +185,8 @@ def _job_values(job: Job, used: Usage, now: float, uids: Mapping[str, int]) -> d
         "State": f"CANCELLED by {uid}" if state == "CANCELLED" else state,
         "ExitCode": _job_exit(job),
         "Submit": local_time(parse_iso(job.get("submit_time"))),
-        "Eligible": local_time(parse_iso(job.get("submit_time"))),
+        "Eligible": local_time(_eligible(job)),
+        "Comment": job.get("comment") or "", "Constraints": job.get("features") or "",
         "NodeList": "None assigned" if pending else job.get("node") or "",
         "AllocTRES": "" if pending else _tres(job, billing=True),
         "ReqTRES": _tres(job, billing=True),
@@ -193,12 +195,24 @@ def _job_values(job: Job, used: Usage, now: float, uids: Mapping[str, int]) -> d
         "TimelimitRaw": unset_limit if limit is None else str(int(limit) // 60),
         "NNodes": int(job.get("nodes") or 1), "ReqNodes": str(int(job.get("nodes") or 1)),
         "AllocNodes": "0" if pending else str(int(job.get("nodes") or 1)),
-        "Reason": job.get("reason") or "None", "Priority": None, "WorkDir": job.get("workdir") or "",
+        "Reason": job.get("reason") or "None", "Priority": _fixed_priority(job), "WorkDir": job.get("workdir") or "",
         "ReqCPUFreqMin": "Unknown", "ReqCPUFreqMax": "Unknown", "ReqCPUFreqGov": "Unknown", "ReqCPUFreq": "Unknown",
         "NTasks": None, "ReqCPUS": cpus,
         "ConsumedEnergy": "0" if pending else None,  # Slurm's quirk: only a job not yet run reads 0
     })
     return values
+
+
+def _eligible(job: Job) -> float | None:
+    """When it could first start: its submit, or its --begin if later (Slurm's Eligible)."""
+    submit, begin = parse_iso(job.get("submit_time")), parse_iso(job.get("begin_time"))
+    return max(submit, begin) if submit is not None and begin is not None else submit or begin
+
+
+def _fixed_priority(job: Job) -> int | None:
+    """0 while held, as Slurm's; else an admin's --priority; None: computed, which accounting does not show here."""
+    fixed = job.get("fixed_priority")
+    return 0 if job.get("held") else None if fixed is None else int(fixed)
 
 
 def _step_values(job: Job, used: Usage, now: float) -> dict[str, Any]:

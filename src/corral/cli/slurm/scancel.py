@@ -25,6 +25,7 @@ OPTIONS = [
     Option("qos", "q", value=True), Option("signal", "s", value=True), Option("batch", "b"), Option("full", "f"),
     Option("interactive", "i"), Option("quiet", "Q"), Option("verbose", "v"), Option("me"),
     Option("help", "h"), Option("usage"), Option("version", "V"), Option("hurry", "H"),
+    Option("clusters", "M", value=True),  # one cluster: `--clusters=all` (snakemake's) is this one
 ]
 USAGE = """Usage: scancel [OPTIONS] [job_id[_array_id][.step_id]] [job_id...]
   -u, --user=NAME       jobs of this user        -n, --name=NAME        jobs of this name

@@ -34,7 +34,10 @@ OPTIONS = [Option("oneliner", "o"), Option("details", "d"), Option("quiet", "Q")
 # scontrol update's job keys, as corral's update request names them
 UPDATE_KEYS = {"timelimit": "time", "numcpus": "cpus", "mincpusnode": "cpus", "partition": "partition", "nice": "nice",
                "qos": "qos", "name": "name", "jobname": "name", "minmemorynode": "mem", "gres": "gres",
-               "tresperjob": "gpus"}
+               "tresperjob": "gpus", "starttime": "begin", "begintime": "begin", "deadline": "deadline",
+               "features": "constraint", "reqnodelist": "nodelist", "nodelist": "nodelist",
+               "excnodelist": "exclude", "mailuser": "mail_user", "mailtype": "mail_type", "comment": "comment",
+               "timemin": "time_min", "dependency": "dependency", "priority": "priority"}
 
 
 def main(argv: Sequence[str]) -> int:
@@ -154,13 +157,12 @@ def _each(command: str, words: list[str]) -> int:
         raise Refused(f"{command} needs job ids")
     action = {"hold": "hold", "uhold": "hold", "release": "release", "requeue": "requeue",
               "requeuehold": "requeue"}[command]
-    if action == "requeue":
-        raise Refused("requeue is not supported by corral yet: cancel the job and submit it again")
+    query = "?hold=true" if command == "requeuehold" else ""
     service = server()
     status = 0
     for ref in expand_refs(words[0].split(",") if len(words) == 1 else words):
         try:
-            service.ask("POST", f"/api/v1/jobs/{ref}/{action}")
+            service.ask("POST", f"/api/v1/jobs/{ref}/{action}{query}")
         except CorralError as exc:
             print(f"{action.capitalize()} job {ref} error: {_reason(exc)}", file=sys.stderr)
             status = 1

@@ -183,9 +183,10 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     limit_s = job.get("time_limit_s")
     limit_min = None if limit_s is None else -(-int(limit_s) // 60)
     held = bool(job.get("held"))
+    begin = parse_iso(job.get("begin_time"))
     if pending:
         run_s = 0.0
-        start = parse_iso(job.get("estimated_start"))
+        start = _later(parse_iso(job.get("estimated_start")), begin)
         end = start + limit_min * 60 if start is not None and limit_min is not None else None
     elif start is None:
         run_s = 0.0
@@ -194,6 +195,8 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         if running:
             end = start + limit_min * 60 if limit_min is not None else None
     eligible = None if held or (pending and job.get("dependency")) else submit
+    if pending and begin is not None and not job.get("dependency"):
+        eligible = _later(submit, begin)  # Slurm's eligible (and accruing) time is the --begin, held or not
     if not pending and start is not None:
         eligible = start if eligible is None else eligible
     uid, group, gid = (user_ids or _user_ids)(job["user"])
@@ -203,7 +206,8 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     node = job.get("node") or ""
     reason = job.get("reason") or "None"
     if priority is None:
-        priority = 0 if held else 1
+        fixed = job.get("fixed_priority")
+        priority = 0 if held else 1 if fixed is None else int(fixed)
     command = " ".join(job.get("command") or []) or NULL
 
     first = f"JobId={job['id']} "
@@ -226,14 +230,16 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         f"JobState={state} Reason={_underscored(reason)} Dependency={job.get('dependency') or NULL}",
         f"Requeue=1 Restarts={job.get('restarts') or 0} BatchFlag=1 Reboot=0 "
         f"ExitCode={exit_code(job.get('exit_code'), job.get('signal'))}",
-        f"RunTime={full_duration(run_s)} TimeLimit={_limit(limit_min)} TimeMin=N/A",
+        f"RunTime={full_duration(run_s)} TimeLimit={_limit(limit_min)} TimeMin={_time_min(job.get('time_min_s'))}",
         f"SubmitTime={local_time(submit)} EligibleTime={local_time(eligible)}",
-        f"AccrueTime={local_time(None if held else submit)}",
-        f"StartTime={local_time(start)} EndTime={local_time(end)} Deadline=N/A",
+        f"AccrueTime={local_time(eligible if begin is not None and pending else None if held else submit)}",
+        f"StartTime={local_time(start)} EndTime={local_time(end)} "
+        f"Deadline={local_time(parse_iso(job.get('deadline')), 'N/A')}",
         f"SuspendTime=None SecsPreSuspend=0 LastSchedEval={local_time(start if start and not pending else submit)} "
         "Scheduler=Main",
         f"Partition={job.get('partition') or default_partition} AllocNode:Sid={alloc_node}:0",
-        f"ReqNodeList={NULL} ExcNodeList={NULL}",
+        f"ReqNodeList={compress_hostlist(job.get('nodelist') or ()) or NULL} "
+        f"ExcNodeList={compress_hostlist(job.get('exclude') or ()) or NULL}",
         f"NodeList={node}",
     ]
     if node:
@@ -246,21 +252,52 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         f"TRES=cpu={cpus * nodes},mem={size((job.get('mem_mb') or 0) * nodes)},node={nodes},billing={cpus * nodes}",
         f"Socks/Node=* NtasksPerN:B:S:C={job.get('ntasks_per_node') or 0}:0:*:* CoreSpec=*",
         f"MinCPUsNode={per_task if ntasks > 1 else cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
-        f"Features={NULL} DelayBoot=00:00:00",
-        f"OverSubscribe=OK Contiguous=0 Licenses={NULL} Network={NULL}",
+        f"Features={job.get('features') or NULL} DelayBoot=00:00:00",
+        f"OverSubscribe={'NO' if job.get('exclusive') else 'OK'} Contiguous=0 Licenses={NULL} Network={NULL}",
         f"Command={command}",
         f"WorkDir={job.get('workdir') or ''}",
+    ]
+    if job.get("comment"):
+        lines.append(f"Comment={job['comment']} ")
+    lines += [
         f"StdErr={job.get('stderr_path') or ''}",
         "StdIn=/dev/null",
         f"StdOut={job.get('stdout_path') or ''}",
         "Power=",
     ]
+    if job.get("mail_type"):
+        lines.append(f"MailUser={job.get('mail_user') or job['user']} MailType={mail_type_text(job['mail_type'])}")
     if gpus:
         gpu_type = job.get("gpu_type")
         kind = f"{gpu_type}:" if _simple(gpu_type) else ""
         per_task_gpus = job.get("gpus_per_task")
         lines.append(f"TresPerTask=gres:gpu:{kind}{per_task_gpus}" if per_task_gpus else f"TresPerNode=gres:gpu:{kind}{gpus}")
     return _record(lines, one_liner, trailing=True)
+
+
+# Slurm's print_mail_type order; its ALL adds STAGE_OUT, which corral's ALL (these five) stands for too
+_MAIL_ORDER = ("ARRAY_TASKS", "INVALID_DEPEND", "BEGIN", "END", "FAIL", "REQUEUE", "STAGE_OUT", "TIME_LIMIT_50",
+               "TIME_LIMIT_80", "TIME_LIMIT_90", "TIME_LIMIT")
+_MAIL_ALL = frozenset({"BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND"})
+
+
+def mail_type_text(types: Iterable[str]) -> str:
+    """A job's --mail-type as Slurm prints it (`END,FAIL`; ALL as `INVALID_DEPEND,BEGIN,...,STAGE_OUT`)."""
+    chosen = set(types)
+    if _MAIL_ALL <= chosen:
+        chosen.add("STAGE_OUT")
+    return ",".join(kind for kind in _MAIL_ORDER if kind in chosen) or "NONE"
+
+
+def _later(first: float | None, second: float | None) -> float | None:
+    if first is None or second is None:
+        return second if first is None else first
+    return max(first, second)
+
+
+def _time_min(seconds: int | None) -> str:
+    """--time-min as Slurm shows it, in whole minutes (N/A: none)."""
+    return "N/A" if not seconds else full_duration(-(-int(seconds) // 60) * 60)
 
 
 def _throttle(array: str | None) -> int:

@@ -18,8 +18,14 @@ PENDING, RUNNING = "PENDING", "RUNNING"
 def start_time(job: Mapping[str, object]) -> float | None:
     """Slurm's start_time: when it started, or for a pending job when it is expected to."""
     if job.get("state") == PENDING:
-        return parse_iso(as_text(job.get("estimated_start")))
+        estimate, begin = parse_iso(as_text(job.get("estimated_start"))), begin_time(job)
+        return max(estimate, begin) if estimate and begin else estimate or begin  # not before its --begin
     return parse_iso(as_text(job.get("start_time")))
+
+
+def begin_time(job: Mapping[str, object]) -> float | None:
+    """sbatch's --begin, if it asked for one."""
+    return parse_iso(as_text(job.get("begin_time")))
 
 
 def field_value(code: str, job: Mapping[str, object], now: float, node_name: str) -> tuple[str | None, bool]:
@@ -87,7 +93,14 @@ def field_value(code: str, job: Mapping[str, object], now: float, node_name: str
     if code == "V":
         return _time(parse_iso(as_text(job.get("submit_time")))), cut
     if code == "eligibletime":
-        return _time(parse_iso(as_text(job.get("submit_time")))), cut
+        submit, begin = parse_iso(as_text(job.get("submit_time"))), begin_time(job)
+        if begin and job.get("state") == PENDING:
+            return _time(max(begin, submit or 0.0)), cut
+        return ("N/A" if job.get("held") and job.get("state") == PENDING else _time(submit)), cut
+    if code == "deadline":
+        return _time(parse_iso(as_text(job.get("deadline")))), cut
+    if code == "timemin":
+        return _secs((as_int(job.get("time_min_s")) + 59) // 60 * 60), cut
     if code == "pendingtime":
         begin = parse_iso(as_text(job.get("start_time")))
         submit = parse_iso(as_text(job.get("submit_time"))) or now
@@ -111,11 +124,11 @@ def field_value(code: str, job: Mapping[str, object], now: float, node_name: str
     if code == "Y":
         return _sched_nodes(job, now, node_name), False
     if code in "kfwv":
-        return as_text(job.get({"k": "comment", "f": "constraint"}.get(code, ""))) or None, cut
+        return as_text(job.get({"k": "comment", "f": "features"}.get(code, ""))) or None, cut
     if code in "nx":
-        return "", cut
+        return _host_list(job.get("nodelist" if code == "n" else "exclude")), cut
     if code == "h":
-        return "OK", cut
+        return ("NO" if job.get("exclusive") else "OK"), cut
     if code == "O":
         return "0", cut
     if code in "HIJ":
@@ -163,6 +176,15 @@ def _sched_nodes(job: Mapping[str, object], now: float, node_name: str) -> str |
     if job.get("state") != PENDING or not begin or begin - now > YEAR_SECONDS - 86400 or job.get("reason") == "BeginTime":
         return None
     return node_name
+
+
+def _host_list(names: object) -> str:
+    """--nodelist / --exclude as Slurm's ranged host list (empty: none)."""
+    if not names or not isinstance(names, list):
+        return ""
+    from corral.cli.slurm.scontrol_format import compress_hostlist  # only for jobs that named nodes
+
+    return compress_hostlist(str(name) for name in names) if isinstance(names, list) else ""
 
 
 def _array_task_text(job: Mapping[str, object]) -> str:

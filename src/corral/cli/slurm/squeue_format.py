@@ -66,7 +66,7 @@ HEADERS = {
     # -O only
     "stdout": "STDOUT", "stderr": "STDERR", "tres-alloc": "TRES_ALLOC", "tres-per-job": "TRES_PER_JOB",
     "pendingtime": "PENDING_TIME", "eligibletime": "ELIGIBLE_TIME", "exit_code": "EXIT_CODE",
-    "restartcnt": "RESTART_CNT", "cpus-per-task": "CPUS_PER_TASK", "timemin": "TIME_MIN",
+    "restartcnt": "RESTART_CNT", "cpus-per-task": "CPUS_PER_TASK", "timemin": "TIME_MIN", "deadline": "DEADLINE",
 }
 # -O names (lower case) for the codes above
 LONG_NAMES = {
@@ -83,7 +83,7 @@ LONG_NAMES = {
     "tres": "tres-alloc", "tres-alloc": "tres-alloc", "tres-per-job": "tres-per-job",
     "pendingtime": "pendingtime", "eligibletime": "eligibletime", "exit_code": "exit_code",
     "restartcnt": "restartcnt", "cpuspertask": "cpus-per-task", "cpus-per-task": "cpus-per-task",
-    "mintime": "timemin",
+    "mintime": "timemin", "deadline": "deadline",
 }
 # Slurm truncates every value that does not fit, except times and node lists
 _UNCUT_HEADERS = frozenset("NRY")
@@ -102,6 +102,9 @@ def format_squeue(jobs: Iterable[Mapping[str, object]], *, now: float, fmt: str 
     rows = _record_order([dict(job) for job in jobs])
     if not any("priority" in job for job in rows):
         _queue_order_priority(rows)
+    for job in rows:  # an admin's --priority stands, except while held (Slurm's priority 0)
+        if job.get("fixed_priority") is not None and not job.get("held"):
+            job["priority"] = job["fixed_priority"]
     if start:
         rows = [job for job in rows if job.get("state") == PENDING]
         sort = START_SORT if sort is None else sort

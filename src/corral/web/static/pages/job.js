@@ -20,6 +20,15 @@ const SYSTEM_CHARTS = [
 ];
 const LOG_LIMIT = 512 * 1024;  // characters kept per pane; older text is dropped from the top
 
+/** When the job should end, and on what grounds: its run's ETA is a guess, its time limit a bound. */
+function expectedEnd(job) {
+  if (!job.expected_end) return null;
+  const grounds = job.expected_end_source === "eta" ? "its tracked run's ETA"
+    : job.state === "PENDING" ? "estimated start + time limit" : "its time limit";
+  return h("span", {class: "muted", "data-testid": "expected-end", "data-source": job.expected_end_source},
+    " · expected end ", timeEl(job.expected_end), ` (${grounds})`);
+}
+
 export function mount(main, ctx) {
   const id = ctx.params[0];
   let job = null;
@@ -227,11 +236,13 @@ export function mount(main, ctx) {
       items.push(h("li", {"data-event": "pending"}, h("span", {class: "tl-sym", "aria-hidden": "true"}, "◌"),
         h("strong", {}, job.held ? "Held" : "Waiting"), " ",
         job.reason ? h("span", {}, reasonText(job.reason)) : null,
-        job.estimated_start ? h("span", {class: "muted"}, " · estimated start ", timeEl(job.estimated_start)) : null));
+        job.estimated_start ? h("span", {class: "muted"}, " · estimated start ", timeEl(job.estimated_start)) : null,
+        expectedEnd(job)));
     } else if (job.state === "RUNNING") {
       items.push(h("li", {"data-event": "running"}, h("span", {class: "tl-sym", "aria-hidden": "true"}, "▸"),
         h("strong", {}, "Running for "), elapsedEl(job.start_time),
-        job.time_limit_s ? h("span", {class: "muted"}, ` of ${fmtLimit(job.time_limit_s)}`) : null));
+        job.time_limit_s ? h("span", {class: "muted"}, ` of ${fmtLimit(job.time_limit_s)}`) : null,
+        expectedEnd(job)));
     }
     if (job.end_time) {
       const ran = job.start_time ? toEpoch(job.end_time) - toEpoch(job.start_time) : null;
