@@ -178,3 +178,16 @@ wait
     assert [(s["step_id"], s["state"], len(s["gpu_ids"])) for s in steps] == [
         (0, "COMPLETED", 1), (1, "COMPLETED", 1), (2, "COMPLETED", 2), (3, "COMPLETED", 2), (4, "COMPLETED", 1)]
     assert steps[3]["overlap"] and not steps[4]["overlap"]
+
+
+def test_srun_steps_in_a_salloc_allocation_are_shown_by_sacct(server_factory, slurm_shell):
+    server = server_factory(gpus=2)
+    shell = slurm_shell(server.home)
+    out = shell("salloc -G 2 -n 2 bash -c 'srun -n 1 --gpus=1 bash -c \"echo one \\$CUDA_VISIBLE_DEVICES\"; "
+                "srun -l bash -c \"echo two \\$SLURM_PROCID\"; echo id=$SLURM_JOB_ID' < /dev/null")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    job = lines[-1].removeprefix("id=")
+    assert lines[0] == "one 0" and sorted(lines[1:3]) == ["0: two 0", "1: two 1"]
+    rows = [row for row in _sacct(shell, job) if row[0] in (f"{job}.0", f"{job}.1")]
+    assert rows == [[f"{job}.0", "bash", "COMPLETED", "0:0", "1"], [f"{job}.1", "bash", "COMPLETED", "0:0", "2"]]

@@ -224,9 +224,10 @@ def _usage(service: Server, jobs: list[dict[str, Any]]) -> dict[int, dict[str, A
 
 
 def _add_steps(service: Server, jobs: list[dict[str, Any]]) -> None:
-    """Each started batch job's `srun` steps, under `steps` (only a batch script's srun makes steps)."""
+    """Each started batch or interactive job's `srun` steps, under `steps` (a plain command's job has none:
+    its srun is not a step)."""
     for job in jobs:
-        if not job.get("start_time") or job.get("command"):
+        if not job.get("start_time") or (job.get("command") and not job.get("interactive")):
             continue
         try:
             job["steps"] = service.ask("GET", f"/api/v1/jobs/{job['ref']}/steps")["steps"]
