@@ -152,7 +152,7 @@ def job_view(job: dict[str, Any]) -> str:
         ("Signal", job.get("signal") or "-"),
         ("Command", command.strip()), ("WorkDir", job["workdir"]),
         ("GPUs", gpus_cell(job)), ("GPUMem", format_memory(job.get("gpu_mem_mb"))),
-        ("CPUs", job["cpus"]), ("Mem", format_memory(job["mem_mb"])),
+        ("CPUs", job["cpus"]), ("Tasks", job.get("ntasks") or 1), ("Mem", format_memory(job["mem_mb"])),
         ("TimeLimit", format_duration(job["time_limit_s"])),
         ("Checkpoint", f"every {format_duration(job['checkpoint_interval_s'])} (recommended for this time limit)"),
         ("Nice", job["nice"]), ("Partition", job["partition"]),

@@ -106,13 +106,20 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
 def _slurm_commands() -> str | None:
     """Where corral's Slurm commands are, for jobs to find `srun` there first; None where they cannot be
     written (the server runs without them: a job's `srun` is whatever its PATH finds)."""
-    from corral.cli.slurm.install import slurm_bin_dir
+    from corral.cli.slurm.install import closed_to_others, slurm_bin_dir
 
     try:
-        return slurm_bin_dir()
+        directory = slurm_bin_dir()
     except OSError as exc:
         click.echo(f"corral: warning: jobs get no corral srun on their PATH: {exc}", err=True)
         return None
+    import os
+
+    closed = closed_to_others() if os.geteuid() == 0 else None
+    if closed is not None:
+        click.echo(f"corral: warning: other users' jobs cannot run corral's srun ({directory}): {closed} is closed "
+                   "to them; install corral with an interpreter every account may run", err=True)
+    return directory
 
 
 def _up_args(ctx: click.Context, home: str, options: dict[str, Any]) -> list[str]:

@@ -33,6 +33,12 @@ class JobStep:
     command: str
     state: str
     start_time: float
+    cpus: int = 0
+    """The job's CPUs it holds while it runs (its tasks x CPUs per task)."""
+    gpu_ids: tuple[int, ...] = ()
+    """The job's GPUs it holds while it runs."""
+    overlap: bool = False
+    """srun --overlap: it shares what other steps hold, and holds nothing from them."""
     end_time: float | None = None
     exit_code: int | None = None
     signal: int | None = None
@@ -45,6 +51,7 @@ class JobStep:
         return {
             "job_id": self.job_id, "step_id": self.step_id, "name": self.name, "ntasks": self.ntasks,
             "command": self.command, "state": self.state, "exit_code": self.exit_code, "signal": self.signal,
+            "cpus": self.cpus, "gpu_ids": list(self.gpu_ids), "overlap": self.overlap,
             "start_time": iso_utc(self.start_time), "end_time": iso_utc(self.end_time) if self.end_time else None,
             "max_rss_mb": self.max_rss_mb, "cpu_time_s": self.cpu_time_s,
         }
@@ -52,11 +59,15 @@ class JobStep:
 
 @dataclass(frozen=True, slots=True)
 class StepStart:
-    """A step's opening: its name (srun's --job-name, else its program's), tasks and command line."""
+    """A step's opening: its name (srun's --job-name, else its program's), tasks, command line, and what of
+    the job's allocation it needs: CPUs, a number of GPUs, and whether it overlaps the other steps."""
 
     name: str
     ntasks: int
     command: str
+    cpus: int = 0
+    gpus: int = 0
+    overlap: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +87,38 @@ def step_start(body: Mapping[str, Any]) -> StepStart:
     Raises:
         InvalidRequest: naming the bad field.
     """
-    _only(body, {"name", "ntasks", "command"})
+    _only(body, {"name", "ntasks", "command", "cpus", "gpus", "overlap"})
     name = _text(body.get("name"), "name", MAX_STEP_NAME)
     command = _text(body.get("command", name), "command", MAX_STEP_COMMAND)
-    return StepStart(name=name, ntasks=_count(body.get("ntasks", 1), "ntasks", 1, MAX_TASKS), command=command)
+    overlap = body.get("overlap", False)
+    if not isinstance(overlap, bool):
+        raise InvalidRequest("overlap", f"must be true or false, got {overlap!r:.40}")
+    return StepStart(name=name, ntasks=_count(body.get("ntasks", 1), "ntasks", 1, MAX_TASKS), command=command,
+                     cpus=_count(body.get("cpus", 0), "cpus", 0, MAX_TASKS * 1000),
+                     gpus=_count(body.get("gpus", 0), "gpus", 0, 100_000), overlap=overlap)
+
+
+def claim(start: StepStart, job_ref: str, job_cpus: int, job_gpus: tuple[int, ...],
+          running: list[JobStep]) -> tuple[int, ...] | None:
+    """The GPUs a new step gets, or None while other steps hold what it needs (it waits, as Slurm's srun
+    does: "step creation temporarily disabled"). A step holds its CPUs and GPUs until it ends; one with
+    `overlap` takes the job's first GPUs and waits for nothing.
+
+    Raises:
+        InvalidRequest: it needs more than the job holds at all.
+    """
+    if start.gpus > len(job_gpus):
+        raise InvalidRequest("gpus", f"the step asks for {start.gpus} GPUs; job {job_ref} holds {len(job_gpus)}")
+    if start.cpus > job_cpus:
+        raise InvalidRequest("cpus", f"the step asks for {start.cpus} CPUs; job {job_ref} holds {job_cpus}")
+    if start.overlap:
+        return job_gpus[:start.gpus]
+    holding = [step for step in running if not step.overlap]
+    taken = {gpu for step in holding for gpu in step.gpu_ids}
+    free = [gpu for gpu in job_gpus if gpu not in taken]
+    if len(free) < start.gpus or sum(step.cpus for step in holding) + start.cpus > job_cpus:
+        return None
+    return tuple(free[:start.gpus])
 
 
 def step_end(body: Mapping[str, Any]) -> StepEnd:

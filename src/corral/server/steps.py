@@ -15,6 +15,8 @@ from corral.errors import Conflict, Forbidden
 from corral.store.steps import StepStore
 
 log = logging.getLogger(__name__)
+BUSY = "Requested nodes are busy"
+"""How a refusal of a step that must wait for the job's other steps begins (Slurm's words); srun retries it."""
 
 
 class JobSteps:
@@ -28,12 +30,18 @@ class JobSteps:
         """A new step of a running job, for its owner (or an admin).
 
         Raises:
-            Forbidden: another user; Conflict: the job is not running.
+            Forbidden: another user; Conflict: the job is not running, or its other steps hold what this
+                one needs (the message begins with BUSY); InvalidRequest: more than the job holds.
         """
         _check_owner(job, caller, "start a step of")
         if job.state is not JobState.RUNNING:
             raise Conflict(f"job {job.ref} is {job.state.value}, not RUNNING: steps run inside a running job")
-        return self.store.open(job.id, start, self.clock())
+        step = self.store.open(job.id, start, self.clock(), job_ref=job.ref, job_cpus=job.spec.cpus,
+                               job_gpus=tuple(job.gpu_ids or ()))
+        if step is None:
+            raise Conflict(f"{BUSY}: job {job.ref}'s other steps hold the CPUs or GPUs this one needs "
+                           "(it starts once they end; srun --overlap shares them)")
+        return step
 
     def close(self, job: Job, caller: Caller, step_id: int, end: StepEnd) -> JobStep:
         """The step's end, as its srun saw it.

@@ -2,38 +2,49 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from corral.core.steps import RUNNING, JobStep, StepEnd, StepStart
+from corral.core.steps import RUNNING, JobStep, StepEnd, StepStart, claim
 from corral.errors import NotFound
 from corral.store.schema import job_steps
 
 _FIELDS = JobStep.__dataclass_fields__.keys()
-_NUMBERING_TRIES = 20  # two steps of one job opened at once both take the next number: one tries again
+_NUMBERING_TRIES = 20  # another server on the same database numbered one at once: try again
 
 
 class StepStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._claiming = threading.Lock()
 
-    def open(self, job_id: int, start: StepStart, now: float) -> JobStep:
-        """A new RUNNING step of the job, numbered after its last."""
-        for _ in range(_NUMBERING_TRIES):
-            try:
-                with self.engine.begin() as conn:
-                    last = conn.execute(select(func.max(job_steps.c.step_id)).where(job_steps.c.job_id == job_id)).scalar()
-                    step = JobStep(job_id=job_id, step_id=0 if last is None else last + 1, name=start.name,
-                                   ntasks=start.ntasks, command=start.command, state=RUNNING, start_time=now)
-                    conn.execute(insert(job_steps).values(
-                        job_id=job_id, step_id=step.step_id, name=step.name, ntasks=step.ntasks, command=step.command,
-                        state=step.state, start_time=now))
-                    return step
-            except IntegrityError:
-                continue
+    def open(self, job_id: int, start: StepStart, now: float, *, job_ref: str, job_cpus: int,
+             job_gpus: tuple[int, ...]) -> JobStep | None:
+        """A new RUNNING step of the job, numbered after its last, holding the CPUs and GPUs it asks for;
+        None while the job's other steps hold them (`corral.core.steps.claim`)."""
+        with self._claiming:  # one server writes steps: what is free is read and taken at once
+            for _ in range(_NUMBERING_TRIES):
+                try:
+                    with self.engine.begin() as conn:
+                        rows = conn.execute(select(job_steps).where(job_steps.c.job_id == job_id)).mappings().all()
+                        steps = [_step(row) for row in rows]
+                        gpus = claim(start, job_ref, job_cpus, job_gpus, [s for s in steps if s.state == RUNNING])
+                        if gpus is None:
+                            return None
+                        step = JobStep(job_id=job_id, step_id=max((s.step_id for s in steps), default=-1) + 1,
+                                       name=start.name, ntasks=start.ntasks, command=start.command, state=RUNNING,
+                                       start_time=now, cpus=start.cpus, gpu_ids=gpus, overlap=start.overlap)
+                        conn.execute(insert(job_steps).values(
+                            job_id=job_id, step_id=step.step_id, name=step.name, ntasks=step.ntasks,
+                            command=step.command, state=step.state, start_time=now, cpus=step.cpus,
+                            gpu_ids=list(step.gpu_ids), overlap=step.overlap))
+                        return step
+                except IntegrityError:
+                    continue
         raise RuntimeError(f"could not number a new step of job {job_id}")
 
     def close(self, job_id: int, step_id: int, end: StepEnd, now: float) -> JobStep:
@@ -75,4 +86,6 @@ class StepStore:
 
 
 def _step(row: Mapping[Any, Any]) -> JobStep:  # a RowMapping
-    return JobStep(**{key: row[key] for key in _FIELDS})
+    values = {key: row[key] for key in _FIELDS}
+    values["gpu_ids"] = tuple(values["gpu_ids"] or ())
+    return JobStep(**values)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -148,3 +150,24 @@ def test_sbatch_refuses_an_option_corral_cannot_honour_by_name_and_submits_nothi
     assert out.returncode == 1
     assert out.stderr.startswith("sbatch: error: Batch job submission failed: ") and "--contiguous" in out.stderr
     assert server.client().queue() == [] and server.client().history() == []
+
+
+def test_an_interpreter_other_accounts_cannot_run_is_named():
+    from corral.cli.slurm.install import closed_to_others
+
+    base = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(base, 0o755)
+        private = os.path.join(base, "private")
+        os.mkdir(private, 0o700)
+        python = os.path.join(private, "python3")
+        with open(python, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(python, 0o755)
+        assert closed_to_others(python, root=base) == private
+        os.chmod(private, 0o755)
+        assert closed_to_others(python, root=base) is None
+        os.chmod(python, 0o700)
+        assert closed_to_others(python, root=base) == python
+    finally:
+        shutil.rmtree(base)

@@ -229,16 +229,3 @@ def test_no_output_is_lost_when_the_job_exits_right_after_writing_it(server_fact
     assert lines[lines.index("1"):lines.index("50000") + 1] == [str(i) for i in range(1, 50001)]
     assert child.exitstatus == 4
 
-
-def test_srun_inside_salloc_runs_steps_on_the_allocation_and_sacct_lists_them(server_factory, slurm_shell):
-    server = server_factory(gpus=2)
-    shell = slurm_shell(server.home)
-    out = shell("salloc -n 2 --gpus-per-task=1 bash -c "
-                "'srun -l bash -c \"echo \\$SLURM_PROCID gpu=\\$CUDA_VISIBLE_DEVICES\" | sort; srun -n 1 true' < /dev/null")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["0: 0 gpu=0", "1: 1 gpu=1"]
-    job_id = out.stderr.splitlines()[0].rsplit(" ", 1)[1]
-    server.client().wait(job_id, timeout=30)
-    history = shell(f"sacct -j {job_id} -P -n -o JobID,JobName,State,ExitCode,NTasks")
-    assert history.stdout.splitlines() == [
-        f"{job_id}|bash|COMPLETED|0:0|", f"{job_id}.0|bash|COMPLETED|0:0|2", f"{job_id}.1|true|COMPLETED|0:0|1"]

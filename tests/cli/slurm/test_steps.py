@@ -122,8 +122,9 @@ def test_gpu_bind_shares_or_maps_the_steps_gpus(server_factory, tmp_path, bind):
 def test_scontrol_shows_the_running_steps_as_slurm_does(server_factory, slurm_shell, testbed_clock):
     server = server_factory(gpus=0)
     client = server.client()
-    job = client.submit(script="#!/bin/bash\n#SBATCH -n 2\nsrun -n 2 sleep 300\n")
     shell = slurm_shell(server.home)
+    assert shell("scontrol show step").stdout == "No job steps in the system\n"
+    job = client.submit(script="#!/bin/bash\n#SBATCH -n 2\nsrun -n 2 sleep 300\n")
     ref = str(job["id"])
     for _ in range(600):
         if len(_sacct(shell, ref)) > 3:
@@ -145,3 +146,49 @@ def test_scontrol_shows_the_running_steps_as_slurm_does(server_factory, slurm_sh
     assert records[2].startswith(f"StepId={ref}.0 UserId={os.getuid()} StartTime=") and "Name=sleep" in records[2]
     assert "\n" not in records[2].strip() and start
     assert out.stderr == f"Job step {ref}.7 not found\n"
+
+
+def test_a_step_waits_while_the_jobs_other_steps_hold_its_gpu_and_parallel_steps_get_their_own(server_factory,
+                                                                                               tmp_path):
+    server = server_factory(gpus=2)
+    client = server.client()
+    script = """#!/bin/bash
+#SBATCH -n 2 --gpus=2
+srun -n 1 --gpus=1 bash -c 'echo a $CUDA_VISIBLE_DEVICES' &
+srun -n 1 --gpus=1 bash -c 'echo b $CUDA_VISIBLE_DEVICES' &
+wait
+srun -n 1 --gpus=2 bash -c 'touch holding; sleep 3; echo c $CUDA_VISIBLE_DEVICES' &
+while [ ! -e holding ]; do sleep 0.05; done
+srun -n 1 --gpus=2 --overlap true
+srun -n 1 --gpus=1 bash -c 'echo d $CUDA_VISIBLE_DEVICES'
+wait
+"""
+    job = client.submit(script=script, workdir=str(tmp_path), stdout="out.txt", stderr="err.txt")
+    ended = client.wait(job["id"], timeout=60)
+    assert ended["state"] == "COMPLETED", (tmp_path / "err.txt").read_text()
+    seen = dict(line.split() for line in (tmp_path / "out.txt").read_text().splitlines())
+    gpus = {str(g) for g in ended["gpu_ids"]}
+    assert {seen["a"], seen["b"]} == gpus  # two steps at once: a GPU each, never the same one
+    assert seen["c"] == ",".join(str(g) for g in ended["gpu_ids"]) and seen["d"] in gpus
+    errors = (tmp_path / "err.txt").read_text().splitlines()
+    ref = job["id"]
+    assert errors == [f"srun: Job {ref} step creation temporarily disabled, retrying (Requested nodes are busy)",
+                      f"srun: Step created for StepId={ref}.4"]  # d waited for c; the --overlap step did not
+    steps = client.steps(ref)
+    assert [(s["step_id"], s["state"], len(s["gpu_ids"])) for s in steps] == [
+        (0, "COMPLETED", 1), (1, "COMPLETED", 1), (2, "COMPLETED", 2), (3, "COMPLETED", 2), (4, "COMPLETED", 1)]
+    assert steps[3]["overlap"] and not steps[4]["overlap"]
+
+
+def test_srun_steps_in_a_salloc_allocation_are_shown_by_sacct(server_factory, slurm_shell):
+    server = server_factory(gpus=2)
+    shell = slurm_shell(server.home)
+    out = shell("salloc -G 2 -n 2 bash -c 'srun -n 1 --gpus=1 bash -c \"echo one \\$CUDA_VISIBLE_DEVICES\"; "
+                "srun -l bash -c \"echo two \\$SLURM_PROCID\"; echo id=$SLURM_JOB_ID' < /dev/null")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    job = lines[-1].removeprefix("id=")
+    assert lines[0] == "one 0" and sorted(lines[1:3]) == ["0: two 0", "1: two 1"]
+    rows = _sacct(shell, job)[1:]  # below the header
+    assert [row[0] for row in rows] == [job, f"{job}.0", f"{job}.1"]  # no .batch: salloc's job runs no script
+    assert rows[1:] == [[f"{job}.0", "bash", "COMPLETED", "0:0", "1"], [f"{job}.1", "bash", "COMPLETED", "0:0", "2"]]

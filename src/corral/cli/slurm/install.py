@@ -43,6 +43,24 @@ def scripts(python: str | None = None) -> dict[str, str]:
             for name in COMMANDS}
 
 
+def closed_to_others(python: str | None = None, root: str | None = None) -> str | None:
+    """The first path other accounts cannot pass to run the commands (the interpreter, or corral's own
+    directory, or a directory above either), or None. A root server puts the commands first on every job's
+    PATH; where its users cannot run them, their shells fall through to whatever `srun` comes next."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(corral.__file__)))
+    for target, needed in ((os.path.realpath(python or sys.executable), stat.S_IXOTH), (root, stat.S_IXOTH | stat.S_IROTH)):
+        path = "/"
+        for part in target.strip("/").split("/"):
+            path = os.path.join(path, part)
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                return path
+            if not mode & (needed if path == target else stat.S_IXOTH):
+                return path
+    return None
+
+
 def _current(directory: str) -> bool:
     """Every script there as this installation writes it, in a directory only its owner (or root) may change."""
     try:

@@ -224,8 +224,8 @@ def _usage(service: Server, jobs: list[dict[str, Any]]) -> dict[int, dict[str, A
 
 
 def _add_steps(service: Server, jobs: list[dict[str, Any]]) -> None:
-    """Each started batch or interactive job's `srun` steps, under `steps` (a job run as a bare command
-    (`corral submit`) makes none: its srun has no job to run steps in)."""
+    """Each started batch or interactive job's `srun` steps, under `steps` (a plain command's job has none:
+    its srun is not a step)."""
     for job in jobs:
         if not job.get("start_time") or (job.get("command") and not job.get("interactive")):
             continue

@@ -149,7 +149,7 @@ def _show_steps(service: Server, name: str | None, one_liner: bool) -> int:
     if name is not None and wanted and not text:
         print(f"Job step {name} not found", file=sys.stderr)
         return 1
-    sys.stdout.write(text)
+    sys.stdout.write(text or ("No job steps in the system\n" if name is None else ""))
     return 0
 
 

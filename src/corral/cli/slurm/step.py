@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from corral.cli.slurm.argv import Option, parse
 from corral.cli.slurm.command import Refused, answered, server
 from corral.cli.slurm.step_tasks import Task, run_tasks
 from corral.errors import CorralError
 
+BUSY = "Requested nodes are busy"  # how the server refuses a step that must wait (corral.server.steps.BUSY)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -70,13 +72,14 @@ def main(argv: Sequence[str]) -> int:
     if job_cpus and ntasks * cpus_per_task > job_cpus and not given.get("overcommit"):
         raise Refused(f"Unable to create step for job {job_id}: More processors requested than permitted "
                       f"({ntasks} tasks x {cpus_per_task} CPUs; the job holds {job_cpus})")
-    gpus = task_gpus(given, environ, ntasks, job_id)
+    wanted = gpu_request(given, environ, ntasks, job_id)
     cpus = task_cpus(str(given.get("cpu_bind") or "none"), ntasks, cpus_per_task)
     name = str(given.get("job_name") or os.path.basename(command[0]))
     kill_on_bad_exit = given.get("kill_on_bad_exit") not in (None, "0")
     append = (str(given.get("open_mode") or environ.get("SLURM_OPEN_MODE") or "t")).startswith("a")
     recorder = StepRecord(job_id, name, ntasks, command)
-    step_id = recorder.open()
+    step_id, granted = recorder.open(ntasks * cpus_per_task, wanted, bool(given.get("overlap")))
+    gpus = share_gpus(wanted, granted, ntasks)
     base = step_environment(given, environ, step_id, ntasks, cpus_per_task, gpus)
     tasks = []
     for rank in range(ntasks):
@@ -108,11 +111,24 @@ class StepGpus:
         self.per_task = per_task
 
 
-def task_gpus(given: dict[str, object], environ: Mapping[str, str], ntasks: int, job_id: str) -> StepGpus:
-    """Which of the job's GPUs the step gets, and each task's share: --gpus-per-task (or the job's
-    SLURM_GPUS_PER_TASK) gives each its own, in order; -G/--gres gives the step the first N, shared;
-    neither gives it all of the job's, shared. --gpu-bind: none shares them; closest (the default) keeps
-    each task's own; map_gpu:I,J,... gives task k the job's GPU number (list[k]) (reused round).
+class GpuRequest:
+    """What of the job's GPUs a step asks for: how many, each task's (None: shared by all), and the binding."""
+
+    __slots__ = ("held", "count", "each", "bind", "mapped")
+
+    def __init__(self, held: list[str], count: int, each: int | None, bind: str, mapped: list[int]) -> None:
+        self.held = held
+        self.count = count
+        self.each = each
+        self.bind = bind
+        self.mapped = mapped
+
+
+def gpu_request(given: dict[str, object], environ: Mapping[str, str], ntasks: int, job_id: str) -> GpuRequest:
+    """The step's GPUs, checked against the job's (SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES): --gpus-per-task
+    (or the job's SLURM_GPUS_PER_TASK) gives each task its own; -G/--gres gives the step N, shared; neither
+    gives it all of the job's, shared. --gpu-bind: none shares them; closest (the default) keeps each task's
+    own; map_gpu:I,J,... gives task k the step's GPU number list[k] (reused round).
 
     Raises:
         Refused: more GPUs than the job holds, or a binding corral cannot make.
@@ -124,31 +140,39 @@ def task_gpus(given: dict[str, object], environ: Mapping[str, str], ntasks: int,
     step_text = given.get("gpus") or given.get("gres") or given.get("gpus_per_node")
     if per_task_text is None and step_text is None:
         per_task_text = environ.get("SLURM_GPUS_PER_TASK")
+    each = None
+    if per_task_text is not None and step_text is None:
+        each = _gpu_count(str(per_task_text), "--gpus-per-task")
+        count = each * ntasks
+        if count > len(held):
+            raise Refused(f"--gpus-per-task={each} with {ntasks} tasks asks for {count} GPUs; {holding}")
+    else:
+        count = len(held) if step_text is None else _gpu_count(str(step_text), "--gpus")
+        if count > len(held):
+            raise Refused(f"--gpus={count} asks for more GPUs than the job holds: {holding}")
     bind = str(given.get("gpu_bind") or "closest")
     for prefix in ("verbose,", "verbose"):
         if bind.startswith(prefix):
             bind = bind[len(prefix):] or "closest"
-    if per_task_text is not None and step_text is None:
-        each = _gpu_count(str(per_task_text), "--gpus-per-task")
-        if each * ntasks > len(held):
-            raise Refused(f"--gpus-per-task={each} with {ntasks} tasks asks for {each * ntasks} GPUs; {holding}")
-        step = held[:each * ntasks]
-        shares = [step[rank * each:(rank + 1) * each] for rank in range(ntasks)]
-    else:
-        wanted = len(held) if step_text is None else _gpu_count(str(step_text), "--gpus")
-        if wanted > len(held):
-            raise Refused(f"--gpus={wanted} asks for more GPUs than the job holds: {holding}")
-        step, shares = held[:wanted], None
-    if bind in ("closest", "single:1") or not step:
-        return StepGpus(step, shares)
-    if bind == "none":
-        return StepGpus(step, [step] * ntasks if shares is not None else None)
-    if bind.startswith("map_gpu:"):
-        indexes = [_number(item, -1) for item in bind[len("map_gpu:"):].split(",")]
-        if not indexes or any(not 0 <= index < len(step) for index in indexes):
-            raise Refused(f"--gpu-bind={bind}: give indexes of the step's GPUs, 0 to {len(step) - 1}")
-        return StepGpus(step, [[step[indexes[rank % len(indexes)]]] for rank in range(ntasks)])
-    raise Refused(f"--gpu-bind={bind} is not supported by corral (use none, closest or map_gpu:LIST)")
+    mapped: list[int] = []
+    if bind.startswith("map_gpu:") and count:
+        mapped = [_number(item, -1) for item in bind[len("map_gpu:"):].split(",")]
+        if not mapped or any(not 0 <= index < count for index in mapped):
+            raise Refused(f"--gpu-bind={bind}: give indexes of the step's GPUs, 0 to {count - 1}")
+    elif bind not in ("closest", "single:1", "none") and not bind.startswith("map_gpu:"):
+        raise Refused(f"--gpu-bind={bind} is not supported by corral (use none, closest or map_gpu:LIST)")
+    return GpuRequest(held, count, each, bind, mapped)
+
+
+def share_gpus(request: GpuRequest, granted: list[str], ntasks: int) -> StepGpus:
+    """The step's GPUs (those the server granted it) shared out among its tasks as `request` binds them."""
+    each = request.each
+    shares = None if each is None else [granted[rank * each:(rank + 1) * each] for rank in range(ntasks)]
+    if request.mapped and granted:
+        shares = [[granted[request.mapped[rank % len(request.mapped)]]] for rank in range(ntasks)]
+    elif request.bind == "none" and shares is not None:
+        shares = [granted] * ntasks
+    return StepGpus(granted, shares)
 
 
 def task_cpus(bind: str, ntasks: int, cpus_per_task: int) -> list[set[int]] | None:
@@ -169,7 +193,7 @@ def task_cpus(bind: str, ntasks: int, cpus_per_task: int) -> list[set[int]] | No
     if bind.startswith("map_cpu:"):
         chosen = [_number(item, -1) for item in bind[len("map_cpu:"):].split(",")]
         if not chosen or any(cpu not in allowed for cpu in chosen):
-            raise Refused(f"--cpu-bind={bind}: give CPUs the job may use ({_ranges(allowed)})")
+            raise Refused(f"--cpu-bind={bind}: give CPUs the job may use ({','.join(map(str, allowed))})")
         return [{chosen[rank % len(chosen)]} for rank in range(ntasks)]
     raise Refused(f"--cpu-bind={bind} is not supported by corral (use none, cores, threads, rank or map_cpu:LIST)")
 
@@ -214,8 +238,9 @@ def step_environment(given: dict[str, object], environ: Mapping[str, str], step_
 
 
 class StepRecord:
-    """The step on the server: opened for its number before the tasks start, closed with their outcome.
-    Without a server to answer (it restarts), the step still runs, as step 0, unrecorded."""
+    """The step on the server: opened for its number and GPUs before the tasks start (waiting, as Slurm's
+    srun does, while the job's other steps hold what it needs), closed with their outcome. Without a server
+    to answer (it restarts), the step still runs, as step 0 on the job's first GPUs, unrecorded."""
 
     def __init__(self, job_id: str, name: str, ntasks: int, command: Sequence[str]) -> None:
         self.job_id = job_id
@@ -224,16 +249,36 @@ class StepRecord:
         self.command = " ".join(command)
         self.step_id: int | None = None
 
-    def open(self) -> int:
-        try:
-            answer = server().ask("POST", f"/api/v1/jobs/{self.job_id}/steps",
-                                  {"name": self.name, "ntasks": self.ntasks, "command": self.command})
-        except (CorralError, OSError) as exc:
-            message = exc.message if isinstance(exc, CorralError) else str(exc)
-            print(f"srun: warning: the step is not recorded: {message}", file=sys.stderr)
-            return 0
+    def open(self, cpus: int, gpus: GpuRequest, overlap: bool) -> tuple[int, list[str]]:
+        """(the step's number, its GPUs)."""
+        body = {"name": self.name, "ntasks": self.ntasks, "command": self.command, "cpus": cpus, "gpus": gpus.count,
+                "overlap": overlap}
+        job = os.environ.get("SLURM_JOB_ID") or self.job_id
+        pause, waited = 0.05, False
+        while True:
+            try:
+                answer = server().ask("POST", f"/api/v1/jobs/{self.job_id}/steps", body)
+                break
+            except CorralError as exc:
+                if exc.status == 409 and exc.message.startswith(BUSY):
+                    if not waited:
+                        print(f"srun: Job {job} step creation temporarily disabled, retrying ({BUSY})",
+                              file=sys.stderr)
+                    waited = True
+                    time.sleep(pause)
+                    pause = min(pause * 2, 1.0)
+                    continue
+                if exc.status == 422:
+                    raise Refused(f"Unable to create step for job {job}: {exc.message}") from None
+                print(f"srun: warning: the step is not recorded: {exc.message}", file=sys.stderr)
+                return 0, gpus.held[:gpus.count]
+            except OSError as exc:
+                print(f"srun: warning: the step is not recorded: {exc}", file=sys.stderr)
+                return 0, gpus.held[:gpus.count]
         self.step_id = int(answer["step_id"])
-        return self.step_id
+        if waited:
+            print(f"srun: Step created for StepId={job}.{self.step_id}", file=sys.stderr)
+        return self.step_id, [str(gpu) for gpu in answer.get("gpu_ids") or ()]
 
     def close(self, state: str, exit_code: int, signal: int | None, max_rss_mb: float | None,
               cpu_time_s: float | None) -> None:
@@ -267,10 +312,6 @@ def _gpu_count(text: str, option: str) -> int:
 def _number(text: str | None, default: int) -> int:
     text = (text or "").strip().partition("(")[0]  # `2(x3)`, Slurm's per-node counts
     return int(text) if text.isdigit() else default
-
-
-def _ranges(cpus: list[int]) -> str:
-    return ",".join(str(cpu) for cpu in cpus)
 
 
 def _umask() -> str:

@@ -96,7 +96,8 @@ def run_tasks(command: Sequence[str], tasks: Sequence[Task], *, label: bool, kil
     for read in relays:
         poller.register(read, select.POLLIN)
     partial: dict[int, bytes] = {}
-    kill_at: float | None = None
+    kill_at: float | None = None  # --kill-on-bad-exit: when the tasks still running get SIGKILL
+    terminating = False
     drain_until: float | None = None
     try:
         bad = _reap(pending, ended, usage)  # a task may have ended already
@@ -131,18 +132,19 @@ def run_tasks(command: Sequence[str], tasks: Sequence[Task], *, label: bool, kil
                 if len(lines) > 1:
                     _write(target, b"".join(prefix + line + b"\n" for line in lines[:-1]))
             bad = _reap(pending, ended, usage) if bad is None else bad
-            if bad is not None and kill_on_bad_exit and kill_at is None and pending:
+            if bad is not None and kill_on_bad_exit and not terminating and pending:
                 print(f"srun: error: {node}: task {bad}: {_fate(ended[bad])}", file=sys.stderr)
                 print(f"srun: launch/slurm: _step_signal: Terminating StepId={step_ref}", file=sys.stderr)
                 reported.add(bad)
                 for pid in pending:
                     _kill(pid, signal.SIGTERM)
                 kill_at = _now() + KILL_AFTER_S
+                terminating = True
             bad = None
             if kill_at is not None and _now() >= kill_at:
                 for pid in pending:
                     _kill(pid, signal.SIGKILL)
-                kill_at = _now() + 3600
+                kill_at = None
     finally:
         signal.set_wakeup_fd(-1)
         os.close(wake_read)

@@ -99,7 +99,7 @@ export function mount(main, ctx) {
       showArray(!before);
       return;
     }
-    if (job.start_time && !job.command?.length) loadSteps();  // a batch script's srun makes steps
+    if (job.start_time && (!job.command?.length || job.interactive)) loadSteps();  // srun in a script or salloc makes steps
     if (!before) {
       logs.start(job);
       makeCharts();
@@ -420,7 +420,7 @@ export function mount(main, ctx) {
     if (job && job.state === "RUNNING") {
       await Promise.all(charts.map((c) => c.load()));
       loadEfficiency();
-      if (!job.command?.length) loadSteps();  // steps start and end without changing the job
+      if (!job.command?.length || job.interactive) loadSteps();  // steps start and end without changing the job
     }
   }, {wait: 1000});
   ctx.refreshOn(["alerts"], loadAlerts, {wait: 500});
