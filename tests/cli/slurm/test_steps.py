@@ -154,21 +154,24 @@ def test_a_step_waits_while_the_jobs_other_steps_hold_its_gpu_and_parallel_steps
     client = server.client()
     script = """#!/bin/bash
 #SBATCH -n 2 --gpus=2
-srun -n 1 --gpus=1 bash -c 'echo a $CUDA_VISIBLE_DEVICES' &
-srun -n 1 --gpus=1 bash -c 'echo b $CUDA_VISIBLE_DEVICES' &
+srun -n 1 --gpus=1 bash -c 'touch a.up; while [ ! -e b.up ]; do sleep 0.05; done; echo a $CUDA_VISIBLE_DEVICES' &
+srun -n 1 --gpus=1 bash -c 'touch b.up; while [ ! -e a.up ]; do sleep 0.05; done; echo b $CUDA_VISIBLE_DEVICES' &
 wait
-srun -n 1 --gpus=2 bash -c 'touch holding; sleep 3; echo c $CUDA_VISIBLE_DEVICES' &
+srun -n 1 --gpus=2 bash -c 'touch holding; while [ ! -e release ]; do sleep 0.05; done; echo c $CUDA_VISIBLE_DEVICES' &
 while [ ! -e holding ]; do sleep 0.05; done
 srun -n 1 --gpus=2 --overlap true
-srun -n 1 --gpus=1 bash -c 'echo d $CUDA_VISIBLE_DEVICES'
+srun -n 1 --gpus=1 bash -c 'echo d $CUDA_VISIBLE_DEVICES' 2> d.err &
+while ! grep -q "temporarily disabled" d.err 2>/dev/null; do sleep 0.05; done
+touch release
 wait
+cat d.err >&2
 """
     job = client.submit(script=script, workdir=str(tmp_path), stdout="out.txt", stderr="err.txt")
     ended = client.wait(job["id"], timeout=60)
     assert ended["state"] == "COMPLETED", (tmp_path / "err.txt").read_text()
     seen = dict(line.split() for line in (tmp_path / "out.txt").read_text().splitlines())
     gpus = {str(g) for g in ended["gpu_ids"]}
-    assert {seen["a"], seen["b"]} == gpus  # two steps at once: a GPU each, never the same one
+    assert {seen["a"], seen["b"]} == gpus  # two steps running at once: a GPU each, never the same one
     assert seen["c"] == ",".join(str(g) for g in ended["gpu_ids"]) and seen["d"] in gpus
     errors = (tmp_path / "err.txt").read_text().splitlines()
     ref = job["id"]
