@@ -87,6 +87,7 @@ def create_app(
     app.include_router(token_routes.router)
     app.include_router(jobs.router)
     app.include_router(steps.router)
+    app.include_router(steps.many)
     app.include_router(forecast.router)
     app.include_router(nodes.router)
     app.include_router(runs.router)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from corral.api.identity import caller_of
 from corral.api.jobs import JobRef
 from corral.api.request_bodies import json_object
 from corral.api.schemas import ErrorOut
+from corral.core.steps import job_ids
 from corral.server.service import JobService
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["steps"],
@@ -25,6 +26,17 @@ def _service(request: Request) -> JobService:
 
 def _json(data: object, status: int = 200) -> Response:
     return Response(json.dumps(data), status_code=status, media_type="application/json")
+
+
+MAX_JOBS = 10_000
+many = APIRouter(prefix="/api/v1/steps", tags=["steps"], responses={422: {"model": ErrorOut}})
+
+
+@many.get("", summary="The srun steps of many jobs at once (what sacct lists): ?jobs=12,13,14")
+async def steps_of_jobs(request: Request, jobs: str = Query(description="Job ids, comma-separated")) -> Response:
+    ids = job_ids(jobs, MAX_JOBS)
+    found = await _service(request).steps_of(ids)
+    return _json({"steps": {str(job_id): [step.to_dict() for step in steps] for job_id, steps in found.items()}})
 
 
 @router.get("/{job_id}/steps", summary="A job's srun steps, in order (the batch step is the job itself)")

@@ -163,3 +163,22 @@ def _amount(value: Any, field: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e12:
         raise InvalidRequest(field, f"must be a number of at least 0, got {value!r:.40}")
     return float(value)
+
+
+def job_ids(text: str, most: int) -> list[int]:
+    """`?jobs=12,13,14` as ids, each a positive job id, at most `most` of them.
+
+    Raises:
+        InvalidRequest: field `jobs`, naming what is wrong.
+    """
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise InvalidRequest("jobs", "names no job", "give job ids, comma-separated: ?jobs=12,13")
+    if len(parts) > most:
+        raise InvalidRequest("jobs", f"names {len(parts)} jobs; at most {most} at once", "ask in several pages")
+    ids = []
+    for part in parts:
+        if not part.isdigit() or not 0 < int(part) < 2**31:
+            raise InvalidRequest("jobs", f"{part!r} is not a job id", "give job ids, comma-separated: ?jobs=12,13")
+        ids.append(int(part))
+    return ids

@@ -296,6 +296,10 @@ class JobService:
         job = self.resolve(ref)
         return await asyncio.to_thread(self.steps.close, job, caller, step_id, end)
 
+    async def steps_of(self, job_ids: Sequence[int]) -> dict[int, list[JobStep]]:
+        """The srun steps of each job named, in order (those with none are left out)."""
+        return await asyncio.to_thread(self.steps.of_jobs, job_ids)
+
     async def job_steps(self, ref: str) -> tuple[Job, list[JobStep]]:
         """The job and its srun steps, in order (its batch step is the job itself)."""
         job = self.resolve(ref)

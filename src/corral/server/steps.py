@@ -4,7 +4,7 @@ a job's end cancels the steps it left running; the batch step is told by the job
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 
 from corral.core.identity import Caller, scope_covers
@@ -54,6 +54,13 @@ class JobSteps:
 
     def of_job(self, job: Job) -> list[JobStep]:
         return self.store.of_jobs([job.id]).get(job.id, [])
+
+    def of_jobs(self, job_ids: Sequence[int]) -> dict[int, list[JobStep]]:
+        """Many jobs' steps in one read (sacct over a day's jobs), in chunks the database binds at once."""
+        out: dict[int, list[JobStep]] = {}
+        for at in range(0, len(job_ids), 500):
+            out.update(self.store.of_jobs(job_ids[at:at + 500]))
+        return out
 
     def job_ended(self, job: Job) -> None:
         """An `on_job_ended` listener: the steps still running went with the job's processes."""

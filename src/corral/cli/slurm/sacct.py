@@ -223,16 +223,19 @@ def _usage(service: Server, jobs: list[dict[str, Any]]) -> dict[int, dict[str, A
     return out
 
 
+STEPS_PER_REQUEST = 1000  # job ids in one query string (~7 KB)
+
+
 def _add_steps(service: Server, jobs: list[dict[str, Any]]) -> None:
     """Each started batch or interactive job's `srun` steps, under `steps` (a plain command's job has none:
     its srun is not a step)."""
-    for job in jobs:
-        if not job.get("start_time") or (job.get("command") and not job.get("interactive")):
-            continue
-        try:
-            job["steps"] = service.ask("GET", f"/api/v1/jobs/{job['ref']}/steps")["steps"]
-        except CorralError:
-            continue
+    started = [job for job in jobs if job.get("start_time") and (not job.get("command") or job.get("interactive"))]
+    for at in range(0, len(started), STEPS_PER_REQUEST):  # one request for a day's jobs, not one per job
+        page = started[at:at + STEPS_PER_REQUEST]
+        ids = ",".join(str(job["id"]) for job in page)
+        found = service.ask("GET", f"/api/v1/steps?jobs={ids}")["steps"]
+        for job in page:
+            job["steps"] = found.get(str(job["id"]), [])
 
 
 def _uids(jobs: list[dict[str, Any]]) -> dict[str, int]:
