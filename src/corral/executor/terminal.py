@@ -192,9 +192,7 @@ class Terminal:
         for kind, payload in getattr(self, "pending", []):
             eof_asked |= self._from_client(kind, payload, to_job)
         while outputs:
-            reading: list[Any] = [*outputs, self.stop_r]
-            if conn is not None:
-                reading.append(conn)
+            reading: list[Any] = [*outputs, self.stop_r, *([conn] if conn is not None else [])]
             writing = [self.input_fd] if to_job and self.input_fd is not None else []
             timeout = None if lost_at is None else max(0.0, lost_at + self.grace_s - time.monotonic())
             try:
