@@ -142,3 +142,12 @@ def total_size(paths: Iterable[str]) -> int:
         except OSError:
             pass
     return total
+
+
+def drain(fd: int) -> None:
+    """Empty a non-blocking wake-up pipe (what woke the select is known; the bytes say nothing)."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass

@@ -300,7 +300,7 @@ class Supervisor:
                 select.select(ready, [], [], min(waits))
             except InterruptedError:
                 pass
-            _drain(wake_r)
+            files.drain(wake_r)
             done, status, rusage = os.wait4(self.pid, os.WNOHANG)
             if done == self.pid:
                 # The kernel's count covers the job and every descendant it waited for: exact
@@ -460,13 +460,6 @@ def _decode(status: int) -> tuple[int, int | None]:
         return 128 + sig, sig
     return os.waitstatus_to_exitcode(status), None
 
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass
 
 
 def main(argv: list[str]) -> int:

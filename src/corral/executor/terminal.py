@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from corral.core import terminal_frames as tf
+from corral.executor import files
 
 READ_SIZE = 1 << 16
 BURST = 1 << 18
@@ -125,7 +126,7 @@ class Terminal:
                 raise NoClient(f"no client connected to its terminal within {self.connect_timeout_s:g} s")
             ready, _, _ = select.select([self.listener, wake_fd], [], [], min(left, 1.0))
             if wake_fd in ready:
-                _drain(wake_fd)
+                files.drain(wake_fd)
             if self.listener in ready and self._accept(deadline):
                 return
 
@@ -348,10 +349,3 @@ def _tty_group(default: int | None) -> int:
     except KeyError:
         return -1 if default is None else default
 
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass

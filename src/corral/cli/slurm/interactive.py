@@ -21,6 +21,7 @@ import time
 
 from corral.cli.slurm.argv import Option, parse
 from corral.cli.slurm.command import Refused, answered, server
+from corral.cli.slurm.descriptors import write_all
 from corral.cli.slurm.sbatch import OPTIONS as SBATCH_OPTIONS
 from corral.core import terminal_frames as tf
 from corral.errors import CorralError
@@ -241,12 +242,12 @@ class _Relay:
                     return 1
                 for kind, payload in reader.feed(data):
                     if kind == tf.STDOUT:
-                        _write_all(1, payload)
+                        write_all(1, payload)
                     elif kind == tf.STDERR:
-                        _write_all(2, payload)
+                        write_all(2, payload)
                     elif kind == tf.NOTICE:
                         text = payload.decode(errors="replace").rstrip("\n")
-                        _write_all(2, (text + ("\r\n" if self.say.raw else "\n")).encode())
+                        write_all(2, (text + ("\r\n" if self.say.raw else "\n")).encode())
                     elif kind == tf.EXIT:
                         return int(tf.STATUS.unpack(payload)[0])
 
@@ -294,16 +295,6 @@ def _window_size() -> tuple[int, int]:
             continue
     return 24, 80
 
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:
-            select.select([], [fd], [])
-        except BrokenPipeError:
-            return
 
 
 def _login_shell() -> str:

@@ -11,6 +11,8 @@ import select
 import signal
 import sys
 
+from corral.cli.slurm.descriptors import write_all
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,14 +125,14 @@ def run_tasks(command: Sequence[str], tasks: Sequence[Task], *, label: bool, kil
                     os.close(fd)
                     rest = partial.pop(fd, b"")
                     if rest:
-                        _write(target, prefix + rest + b"\n")
+                        write_all(target, prefix + rest + b"\n")
                     del relays[fd]
                     continue
                 lines = (partial.pop(fd, b"") + data).split(b"\n")
                 if lines[-1]:
                     partial[fd] = lines[-1]
                 if len(lines) > 1:
-                    _write(target, b"".join(prefix + line + b"\n" for line in lines[:-1]))
+                    write_all(target, b"".join(prefix + line + b"\n" for line in lines[:-1]))
             bad = _reap(pending, ended, usage) if bad is None else bad
             if bad is not None and kill_on_bad_exit and not terminating and pending:
                 print(f"srun: error: {node}: task {bad}: {_fate(ended[bad])}", file=sys.stderr)
@@ -261,14 +263,6 @@ def _kill(pid: int, number: int) -> None:
     except ProcessLookupError:
         pass
 
-
-def _write(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:
-            select.select([], [fd], [])
 
 
 def _now() -> float:
