@@ -16,6 +16,7 @@ Only the standard library: the supervisor imports this, and it starts for every 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
@@ -31,6 +32,7 @@ from corral.core import terminal_frames as tf
 from corral.executor import files
 
 READ_SIZE = 1 << 16
+FINAL_SEND_S = 5.0  # the exit status's send to a client that may have stopped reading
 BURST = 1 << 18
 PEER_CRED = struct.Struct("3i")  # pid, uid, gid: struct ucred
 
@@ -56,7 +58,8 @@ class Terminal:
         self.input_fd: int | None = None  # the job's stdin (the pty's master, or a pipe)
         self.output_fds: list[int] = []  # the pty's master, or the stdout and stderr pipes
         self.thread: threading.Thread | None = None
-        self.stop_r, self.stop_w = -1, -1
+        self.stop_r, self.stop_w = -1, -1  # wakes the relay: b"n" a notice is queued, b"x" stop
+        self.notices: collections.deque[bytes] = collections.deque()
         self.on_abandoned: Callable[[str], None] = lambda why: None
         self.on_signal: Callable[[int], None] = lambda signum: None
         self.size = (24, 80)
@@ -103,6 +106,7 @@ class Terminal:
             os.set_inheritable(fd, False)
             os.set_blocking(fd, False)  # bursts are read until the descriptor is empty; input is written as it drains
         self.stop_r, self.stop_w = os.pipe()
+        os.set_blocking(self.stop_w, False)
 
     def after_fork(self) -> None:
         """In the supervisor, once the child holds its ends: close ours of them."""
@@ -169,16 +173,31 @@ class Terminal:
         self.thread.start()
 
     def notice(self, text: str) -> None:
-        """A line for the client's stderr (a warning, the job's stop), if it is still there."""
-        self._send(tf.NOTICE, (text.rstrip("\n") + "\n").encode(errors="replace"))
+        """A line for the client's stderr (a warning, the job's stop), if it is still there. Queued for the
+        relay thread: the supervisor's own thread must never wait on a client that stopped reading (it
+        enforces the job's time limit)."""
+        self.notices.append(tf.frame(tf.NOTICE, (text.rstrip("\n") + "\n").encode(errors="replace")))
+        try:
+            os.write(self.stop_w, b"n")
+        except (BlockingIOError, OSError):
+            pass  # a wake-up is already pending
 
     def finish(self, status: int, timeout: float = 5.0) -> None:
         """The job has ended: pass on the rest of its output, then its exit status; close."""
         if self.thread is not None:
             self.thread.join(timeout)  # the outputs end once the job's last process is gone
-            if self.thread.is_alive():
-                os.write(self.stop_w, b"x")
+            if self.thread.is_alive():  # blocked on a client that does not read: cut it off
+                with contextlib.suppress(OSError):
+                    os.write(self.stop_w, b"x")
+                conn = self.conn
+                if conn is not None:
+                    with contextlib.suppress(OSError):
+                        conn.shutdown(socket.SHUT_RDWR)
                 self.thread.join(1.0)
+        if self.conn is not None:
+            self.conn.settimeout(FINAL_SEND_S)
+        while self.notices:
+            self._send_frame(self.notices.popleft())
         self._send(tf.EXIT, tf.STATUS.pack(status))
         self._close()
 
@@ -201,7 +220,11 @@ class Terminal:
             except InterruptedError:
                 continue
             if self.stop_r in readable:
-                return
+                if b"x" in _read_wakeups(self.stop_r):
+                    return
+                while self.notices and conn is not None:
+                    if not self._send_frame(self.notices.popleft()):
+                        conn, lost_at = None, time.monotonic()
             if lost_at is not None and time.monotonic() >= lost_at + self.grace_s:
                 self.on_abandoned(f"its terminal's client has been gone for {self.grace_s:g} s")
                 lost_at = float("inf")  # said once; the relay drains the job's output until it ends
@@ -271,11 +294,14 @@ class Terminal:
             fcntl.ioctl(self.output_fds[0], termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
     def _send(self, kind: int, payload: bytes) -> bool:
+        return self._send_frame(tf.frame(kind, payload))
+
+    def _send_frame(self, frame: bytes) -> bool:
         with self.send_lock:
             if self.conn is None:
                 return False
             try:
-                self.conn.sendall(tf.frame(kind, payload))
+                self.conn.sendall(frame)
                 return True
             except OSError:
                 self.conn = None
@@ -300,6 +326,13 @@ class Terminal:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _read_wakeups(fd: int) -> bytes:
+    try:
+        return os.read(fd, 512)
+    except OSError:
+        return b""
 
 
 def _read_burst(fd: int) -> tuple[bytes, bool]:

@@ -229,3 +229,32 @@ def test_no_output_is_lost_when_the_job_exits_right_after_writing_it(server_fact
     assert lines[lines.index("1"):lines.index("50000") + 1] == [str(i) for i in range(1, 50001)]
     assert child.exitstatus == 4
 
+
+
+def test_a_client_that_stops_reading_cannot_keep_its_job_past_the_time_limit(server_factory, slurm_path):
+    server = server_factory(gpus=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SBATCH_", "SLURM_", "CORRAL_"))}
+    env.update(PATH=f"{slurm_path}:{os.environ['PATH']}", CORRAL_HOME=server.home)
+    # srun's stdout is a pipe nobody reads: srun blocks, the socket fills, the relay's sends block
+    stalled = subprocess.Popen(["srun", "--time=0:04", "yes", "flood"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
+    try:
+        client = server.client()
+        job_id = None
+        deadline = time.monotonic() + 30
+        while job_id is None and time.monotonic() < deadline:
+            running = [job for job in client.queue() if job["state"] == "RUNNING"]
+            job_id = running[0]["id"] if running else None
+            time.sleep(0.1)
+        ended = client.wait(job_id, timeout=60)
+        assert ended["state"] == "TIMEOUT"  # the time limit held, though its client had stopped reading
+        supervisor = os.path.join(server.home, "jobs", str(job_id), "lock")
+        from corral.executor.files import lock_held
+
+        deadline = time.monotonic() + 20
+        while lock_held(supervisor):  # and its supervisor let go of the client and ended
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:
+        stalled.kill()
+        stalled.wait()
