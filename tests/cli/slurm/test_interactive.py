@@ -93,6 +93,7 @@ def test_without_pty_stdin_stdout_stderr_and_the_exit_code_pass_through(server_f
     assert (missing.returncode, missing.stderr) == (1, "srun: error: No command given to execute.\n")
     unknown = slurm_shell(server.home)("srun --frobnicate true")
     assert unknown.returncode == 1 and "frobnicate" in unknown.stderr
+    server.client().wait(1, timeout=30)  # srun returns as the job's outcome is written; the server reaps it soon after
     assert [job["id"] for job in server.client().history()] == [1]  # nothing refused was submitted
 
 
