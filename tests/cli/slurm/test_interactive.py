@@ -11,6 +11,8 @@ import time
 import pexpect
 import pytest
 
+from tests.helpers import wait_for
+
 PROMPT = r"PROMPT\$ "
 
 
@@ -106,7 +108,7 @@ def test_it_waits_in_the_queue_is_granted_and_ctrl_c_while_waiting_cancels_it(se
     child = terminal(server.home, ["srun", "-G", "1", "--pty", "bash", "--norc", "--noprofile"])
     child.expect(r"srun: job (\d+) queued and waiting for resources")
     waiting = child.match.group(1)
-    assert client.get(waiting)["reason"] == "Resources"
+    wait_for(lambda: client.get(waiting)["reason"] == "Resources")  # the reason every waiting job has
     client.cancel(blocker["id"])
     child.expect(f"srun: job {waiting} has been allocated resources")
     child.expect(PROMPT)
