@@ -9,12 +9,13 @@ Standard library only: the supervisor imports it.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from corral.executor import files
 
 LOCK_WAIT_S = 2.0
 
@@ -124,24 +125,12 @@ def _locked(path: str) -> Iterator[int]:
     try:
         if not _is_regular(fd):
             raise OSError(f"{path} is not a regular file")
-        _lock(fd)
+        # whoever holds it forever (the job's owner can) must not keep a supervisor from recording the
+        # job's end: past the wait, the event is written unlocked
+        files.lock_within(fd, LOCK_WAIT_S)
         yield fd
     finally:
         os.close(fd)
-
-
-def _lock(fd: int, wait_s: float = LOCK_WAIT_S) -> None:
-    """Take the log's lock, waiting at most `wait_s`: whoever holds it forever (the job's owner can)
-    must not keep a supervisor from recording the job's end, so past that the event is written unlocked."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.01)
 
 
 def _read(fd: int) -> str:

@@ -14,8 +14,10 @@ A job directory holds:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+import time
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -151,3 +153,16 @@ def drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
+
+
+def lock_within(fd: int, wait_s: float) -> bool:
+    """Take `fd`'s exclusive flock, waiting at most `wait_s`; whether it was taken."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)

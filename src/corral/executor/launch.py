@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 from corral.core.job import Outcome
@@ -27,7 +25,10 @@ def spawn_supervisor(job_dir: str, config: LaunchConfig) -> subprocess.Popen[byt
     os.makedirs(job_dir, exist_ok=True)
     lock_fd = os.open(os.path.join(job_dir, files.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        _take_lock(lock_fd)
+        # a requeued job starts again in its own directory: its previous run's supervisor records the
+        # outcome as its last act and may still be on its way out, its lock held a moment longer
+        if not files.lock_within(lock_fd, PREVIOUS_RUN_EXIT_S):
+            raise BlockingIOError(f"job directory {job_dir} is still held by a supervisor of the job")
         launch = replace(config, lock_fd=lock_fd).to_json()
         files.write_json_atomic(os.path.join(job_dir, files.LAUNCH), launch, mode=0o600)
         # 0600: a root server's job directories are 0711, and a traceback here may quote the job's environment
@@ -40,24 +41,6 @@ def spawn_supervisor(job_dir: str, config: LaunchConfig) -> subprocess.Popen[byt
             )
     finally:
         os.close(lock_fd)
-
-
-def _take_lock(lock_fd: int, wait_s: float = PREVIOUS_RUN_EXIT_S) -> None:
-    """The job's lock. A requeued job starts again in its own directory: the supervisor of its previous run
-    records the outcome as its last act and may still be on its way out (its lock held a moment longer).
-
-    Raises:
-        BlockingIOError: a supervisor of the job still holds it after `wait_s`.
-    """
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
 
 
 def read_outcome(job_dir: str) -> Outcome | None:

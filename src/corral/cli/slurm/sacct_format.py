@@ -231,15 +231,19 @@ def _step_values(job: Job, used: Usage, now: float) -> dict[str, Any]:
         "AllocNodes": "1", "ConsumedEnergy": "0", "AveCPUFreq": "0", "ConsumedEnergyRaw": 0,
     })
     if job.get("end_time"):  # like Slurm, a step's memory and CPU figures show once it has ended
-        rss = used.get("max_rss_mb")
-        cpu = used.get("cpu_time_s")
-        node = job.get("node") or ""
-        if rss is not None:
-            kb = _size_k(rss)
-            values.update({"MaxRSS": kb, "AveRSS": kb, "MaxRSSNode": node, "MaxRSSTask": 0})
-        if cpu is not None:
-            clock = _cpu_clock(cpu, fraction=False)
-            values.update({"MinCPU": clock, "AveCPU": clock, "MinCPUNode": node, "MinCPUTask": 0})
+        values.update(_step_usage(job.get("node") or "", used.get("max_rss_mb"), used.get("cpu_time_s")))
+    return values
+
+
+def _step_usage(node: str, rss_mb: float | None, cpu_s: float | None) -> dict[str, Any]:
+    """An ended step's memory and CPU columns (task 0's, on its node: corral's steps run on one node)."""
+    values: dict[str, Any] = {}
+    if rss_mb is not None:
+        kb = _size_k(rss_mb)
+        values.update({"MaxRSS": kb, "AveRSS": kb, "MaxRSSNode": node, "MaxRSSTask": 0})
+    if cpu_s is not None:
+        clock = _cpu_clock(cpu_s, fraction=False)
+        values.update({"MinCPU": clock, "AveCPU": clock, "MinCPUNode": node, "MinCPUTask": 0})
     return values
 
 
@@ -262,14 +266,7 @@ def _srun_step_values(job: Job, step: Mapping[str, Any], now: float) -> dict[str
         "AllocNodes": "1", "ConsumedEnergy": "0", "AveCPUFreq": "0", "ConsumedEnergyRaw": 0,
     })
     if ended is not None:
-        node = job.get("node") or ""
-        rss, cpu = step.get("max_rss_mb"), step.get("cpu_time_s")
-        if rss is not None:
-            kb = _size_k(rss)
-            values.update({"MaxRSS": kb, "AveRSS": kb, "MaxRSSNode": node, "MaxRSSTask": 0})
-        if cpu is not None:
-            clock = _cpu_clock(cpu, fraction=False)
-            values.update({"MinCPU": clock, "AveCPU": clock, "MinCPUNode": node, "MinCPUTask": 0})
+        values.update(_step_usage(job.get("node") or "", step.get("max_rss_mb"), step.get("cpu_time_s")))
     return values
 
 
