@@ -9,9 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from corral.core.dependency import Dependency, parse_dependency
 from corral.core.resources import Request
+
+if TYPE_CHECKING:
+    from corral.core.spec_container import ContainerSpec
 
 MAX_NODES = 1024
 MAX_GPUS = 1024
@@ -29,6 +33,11 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 # What a job started with --export=NONE still needs to find programs and its home.
 MINIMAL_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "SHELL", "TMPDIR")
 
+# A container's fields (`corral.core.spec_container`): the image and Pyxis's companions.
+CONTAINER_FIELDS = frozenset({
+    "image", "container_mounts", "container_workdir", "container_env", "container_mount_home",
+    "container_remap_root",
+})
 # Every field a submit request may hold; build_spec refuses any other.
 REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gpus_per_node", "nodes", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
@@ -39,7 +48,7 @@ REQUEST_FIELDS = frozenset({
     "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
     "interactive",
     "ntasks", "ntasks_per_node", "gpus_per_task",
-})
+}) | CONTAINER_FIELDS
 
 # What `corral update` may change on a pending job.
 UPDATE_FIELDS = frozenset({
@@ -136,6 +145,8 @@ class JobSpec:
     gpus_per_task: int | None = None
     """sbatch's --gpus-per-task (None: not given): `gpus` is this times the tasks, and each step's task
     sees its own share of them."""
+    container: ContainerSpec | None = None
+    """The image it runs in (`--container-image`) and Pyxis's companions; None: on the host."""
     hold: bool = field(default=False, compare=False)
     """Submitted held (sbatch -H): the job's `held` starts so; not stored, since the job's `held` is."""
     warnings: tuple[str, ...] = field(default=(), compare=False)

@@ -35,6 +35,7 @@ from corral.core.job_spec import (
     UPDATE_FIELDS,
     JobSpec,
 )
+from corral.core.spec_container import container_spec
 from corral.core.spec_command import job_comment, job_name, split_command
 from corral.core.features import parse_constraint
 from corral.core.spec_env import parse_labels, resolve_environment
@@ -202,6 +203,7 @@ def build_spec(
         time_min_s=shortest,
         priority=fixed_priority,
         interactive=interactive_mode(fields.get("interactive"), fields.get("array")),
+        container=container_spec(fields, workdir),
         # Slurm's priority 0 is a held job (released by giving it a priority again, or corral release)
         hold=yes_no(fields.get("hold", False), "hold") or fixed_priority == 0,
         warnings=tuple(warnings),
