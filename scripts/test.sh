@@ -16,6 +16,8 @@ if [ "$(id -u)" = 0 ] && [ "${CORRAL_SLURM_TESTBED:-1}" != 0 ]; then
 fi
 # The dashboard's browser tests drive Debian's headless Chromium (scripts/browser.sh installs it as root).
 bash scripts/browser.sh
+# Container jobs run under Debian's Podman (scripts/containers.sh installs it, runc and busybox-static as root).
+bash scripts/containers.sh
 checks_status=0
 wait "$checks" || checks_status=$?
 cat "$checks_log"

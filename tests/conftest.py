@@ -21,6 +21,7 @@ from corral.client import Client
 from corral.home import read_server_info
 
 pytest_plugins = [
+    "tests.containers",  # podman, busybox_image, python_image: container jobs' runtime and images
     "tests.monitor.receivers",  # the http and smtp_server fixtures
     "tests.slurm_testbed",  # slurm_cluster and slurm: a server on the Slurm testbed
     "tests.users",  # os_users and shared_dir: real accounts for jobs that run as their owner

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 
 from corral.core.job import Job, Outcome
 from corral.core.resources import Allocation
+from corral.core.spec_container import ContainerSpec
 
 
 class Recovered(enum.Enum):
@@ -220,6 +221,19 @@ class Terminals(Protocol):
         """Where an interactive job's client (srun, salloc) connects once the job runs."""
 
 
+class Containers(Protocol):
+    @property
+    def runtime(self) -> str:
+        """What runs jobs' images: `podman`, `apptainer`, `singularity`, `docker`, or `pyxis` (Slurm's plugin)."""
+
+    def check(self, container: ContainerSpec) -> None:
+        """Refuse at submit an image this runtime cannot run.
+
+        Raises:
+            InvalidRequest: naming the field.
+        """
+
+
 class Backend(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...
@@ -244,6 +258,10 @@ class Backend(Protocol):
     @property
     def terminals(self) -> Terminals | None:
         """Set where interactive jobs (srun, salloc from a login shell) run through corral."""
+
+    @property
+    def containers(self) -> Containers | None:
+        """Set where jobs may run in container images (`--container-image`)."""
 
     def cancel(self, job: Job, by: str | None = None) -> None:
         """Ask a running job to stop (SIGTERM, grace, SIGKILL); its outcome comes back as an update.

@@ -64,6 +64,7 @@ class ServerOptions:
     accounts: Mapping[str, Account] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)
     slurm_commands: str | None = None  # corral's Slurm commands (`corral slurm-path`), first on local jobs' PATH
+    container_runtime: str | None = None  # [containers] runtime: podman, apptainer, singularity, docker or a path
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -86,6 +87,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     smtp = config.pop("smtp", {})
     auth = config.pop("auth", {})
     cgroups = config.pop("cgroups", {})
+    containers = config.pop("containers", {})
     accounts = parse_accounts(config.pop("accounts", {}), path)
     scheduler = parse_scheduler_config(
         config.pop("scheduler", {}), config.pop("partitions", {}), config.pop("qos", {}), path
@@ -93,7 +95,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if config:
         raise InvalidRequest(
             CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
-            "known: [server], [node], [monitor], [smtp], [auth], [cgroups], [accounts.NAME], [scheduler], "
+            "known: [server], [node], [monitor], [smtp], [auth], [cgroups], [containers], [accounts.NAME], [scheduler], "
             "[partitions.NAME], [qos.NAME]",
         )
     # Each key's TOML type; a value is checked against it before it is taken (so `updates` holds TOML values).
@@ -109,10 +111,12 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                  "session_hours": (int, float), "unauthenticated_per_s": (int, float),
                  "unauthenticated_burst": (int, float), "max_connections_per_user": int, "max_streams_per_user": int}
     cgroups_keys: dict[str, type | tuple[type, ...]] = {"mode": str}
+    containers_keys: dict[str, type | tuple[type, ...]] = {"runtime": str}
     updates: dict[str, Any] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
                                  ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys),
-                                 ("auth", auth, auth_keys), ("cgroups", cgroups, cgroups_keys)):
+                                 ("auth", auth, auth_keys), ("cgroups", cgroups, cgroups_keys),
+                                 ("containers", containers, containers_keys)):
         for key, value in table.items():
             if key not in keys:
                 raise InvalidRequest(f"{section}.{key}", f"unknown key in {path}", f"known: {', '.join(keys)}")
@@ -122,6 +126,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                 continue
             if section == "cgroups":
                 key = "cgroups"
+            if section == "containers":
+                key = "container_runtime"
             if key not in explicit:
                 updates[key] = value
     if updates.get("cgroups", "auto") not in CGROUP_MODES:

@@ -90,7 +90,7 @@ def open_for_writing(path: str, flags: int, create: bool = True) -> int:
 
 
 def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd: int,
-             stdio: tuple[int, int, int] | None = None, terminal: bool = False) -> NoReturn:
+             stdio: tuple[int, int, int] | None = None, terminal: bool = False, job_dir: str = "") -> NoReturn:
     """In the forked child: become the job. Never returns.
 
     `stdio`: an interactive job's stdin, stdout and stderr (its pseudo-terminal's end three times, or
@@ -111,7 +111,11 @@ def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd
 
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # a session leader's first terminal: job control works
         os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
-        env = _become_owner(config, cgroup)
+        if config.container:
+            from corral.executor.containers.start import exec_container
+
+            exec_container(config, cgroup, job_dir)  # the runtime runs it: as root with --user, or as the owner
+        env = become_owner(config, cgroup)
         try:
             os.chdir(config.cwd)
         except OSError as exc:
@@ -127,7 +131,7 @@ def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd
         os._exit(1)
 
 
-def _become_owner(config: LaunchConfig, cgroup: JobCgroup | None) -> dict[str, str]:
+def become_owner(config: LaunchConfig, cgroup: JobCgroup | None) -> dict[str, str]:
     """In the forked child: take the job's process limit, owner and umask for good; return its environment."""
     env = dict(config.env)
     max_processes = config.max_processes

@@ -48,6 +48,7 @@ class LaunchConfig:
     warn_before_s: float = 0.0
     condor_log: Mapping[str, Any] | None = None  # {"path", "cluster", "proc", "submit_time"}: HTCondor's job event log
     interactive: Mapping[str, Any] | None = None  # {"socket", "mode": "pty"|"stream", "grace_s", "connect_timeout_s"}: srun/salloc's
+    container: Mapping[str, Any] | None = None  # `corral.executor.containers.ContainerLaunch.to_json()`: the image it runs in
     lock_fd: int | None = None  # the job lock's descriptor the supervisor inherits (set by spawn_supervisor)
     version: int = field(default=LAUNCH_VERSION)
 

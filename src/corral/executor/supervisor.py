@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
+from corral.executor.containers import OWN_CGROUPS, RUNTIME_LEAF
 from corral.executor.job_owner import as_owner, exec_job, open_for_writing, open_logs
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.terminal import NoClient, Terminal
@@ -54,6 +55,7 @@ class Supervisor:
         self.terminal: Terminal | None = None  # an interactive job's (srun, salloc)
         self.abandoned: str | None = None  # why an interactive job was ended for want of its client
         self.wake_w = -1
+        self.image_pull_s: float | None = None
 
     def path(self, name: str) -> str:
         return os.path.join(self.job_dir, name)
@@ -79,6 +81,15 @@ class Supervisor:
             as_whom = f" as {owner['name']}" if owner else ""
             self.finish("FAILED", None, None, error=f"cannot open log file{as_whom}: {exc}")
             return
+        if self.config.container:
+            refused = self.check_container()
+            if refused:
+                os.close(out_fd)
+                if err_fd != out_fd:
+                    os.close(err_fd)
+                self.note_stderr(f"corral: {refused}")
+                self.finish("FAILED", None, None, error=refused)
+                return
         try:
             self.make_cgroup()
         except OSError as exc:
@@ -105,8 +116,9 @@ class Supervisor:
             if os.read(gate_r, 1) != b"1":
                 os._exit(1)
             if terminal is not None:
-                exec_job(self.config, self.cgroup, out_fd, err_fd, stdio=terminal.child_fds, terminal=terminal.pty)
-            exec_job(self.config, self.cgroup, out_fd, err_fd)
+                exec_job(self.config, self.cgroup, out_fd, err_fd, stdio=terminal.child_fds, terminal=terminal.pty,
+                         job_dir=self.job_dir)
+            exec_job(self.config, self.cgroup, out_fd, err_fd, job_dir=self.job_dir)
         if terminal is not None:
             terminal.after_fork()
         os.close(gate_r)
@@ -115,7 +127,8 @@ class Supervisor:
             os.close(err_fd)
         if self.cgroup is not None:
             try:
-                self.cgroup.attach(self.pid)  # before the job runs a single instruction of its own
+                # before the job runs a single instruction of its own
+                self.cgroup.attach(self.pid, leaf=RUNTIME_LEAF if self.config.container else None)
             except OSError as exc:
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
@@ -149,6 +162,7 @@ class Supervisor:
             terminal.start()
         self.write_condor_event(lambda c, p: condor_log.executing(c, p, time.time()))
         state, status, usage = self.watch(wake_r)
+        container_error = self.end_container(status) if self.config.container else None
         # Slurm's rule: the job's leftover processes die with it, and only then are its resources free
         if self.cgroup is not None:
             self.cgroup.kill_until_empty(note=self.log)
@@ -162,7 +176,11 @@ class Supervisor:
         exit_code, sig = _decode(status)
         if state is None:
             state = "COMPLETED" if exit_code == 0 else "FAILED"
-        self.finish(state, exit_code, sig, usage=usage, error=self.abandoned)
+        if container_error and state is None:
+            state = "FAILED"
+        if self.image_pull_s:
+            usage = {**usage, "image_pull_s": self.image_pull_s}  # time spent bringing the image in, not running
+        self.finish(state, exit_code, sig, usage=usage, error=self.abandoned or container_error)
         if terminal is not None:
             terminal.finish(exit_code)  # after result.json: what the client runs next sees the job ended
 
@@ -374,13 +392,69 @@ class Supervisor:
         return files.session_rss_mb(self.pid) > limit_mb
 
     def signal_job(self, sig: int) -> None:
-        """Signal every process of the job: its whole cgroup, else its process group and session."""
+        """Signal every process of the job: its whole cgroup, else its process group and session.
+
+        In a container, the container's processes alone (once it has any): the runtime's own would
+        pass the signal on a second time, or end before the job has used its grace."""
         if self.cgroup is None:
             self.kill_session(sig)
         elif sig == signal.SIGKILL:
             self.cgroup.kill()
         else:
-            self.cgroup.signal(sig)
+            inside = self.cgroup.nested_pids(OWN_CGROUPS) if self.config.container else []
+            self.cgroup.signal(sig, inside or None)
+
+    def check_container(self) -> str | None:
+        """Why the job's container may not start, or None: every path it would see of the host (and an
+        image file) must be the owner's to open, and none may be corral's own but the job's checkpoints.
+
+        The runtime runs as root, so this is the only place the owner's rights are asked."""
+        from corral.executor.containers import ContainerLaunch
+        from corral.executor.containers.mounts import refused_mount
+
+        launch = ContainerLaunch.from_json(self.config.container or {})
+        home = os.path.dirname(os.path.dirname(os.path.abspath(self.job_dir)))
+        allowed = self.config.env.get("CORRAL_CHECKPOINT_DIR", "")
+        paths = [(source, "container_mounts") for source, _, _ in launch.mounts]
+        if launch.archive:
+            paths.append((launch.archive, "image"))
+        for path, field in paths:
+            refused = as_owner(self.config, lambda p=path: refused_mount(p, home, allowed))  # type: ignore[misc]
+            if refused:
+                return f"{field}: {refused}"
+        return None
+
+    def end_container(self, status: int) -> str | None:
+        """Remove what is left of the container; why it could not run, when it could not."""
+        import subprocess
+
+        from corral.executor.containers import ContainerLaunch, driver_for
+        from corral.executor.containers.start import CANNOT_START, read_state
+
+        launch = ContainerLaunch.from_json(self.config.container or {})
+        remove = driver_for(launch.runtime, launch.rootless).remove_argv(launch)
+        if remove is not None:
+            try:
+                subprocess.run(remove, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sys.stderr,
+                               env=dict(launch.runtime_env), timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                self.log(f"cannot remove the container {launch.name}: {exc}")
+        for leftover in launch.leftover_cgroups:
+            from corral.executor.cgroups import remove_tree
+
+            try:
+                remove_tree(leftover)
+            except OSError as exc:
+                self.log(f"cannot remove the cgroup {leftover}: {exc}")
+        state = read_state(self.job_dir)
+        pull_s = state.get("pull_s")
+        self.image_pull_s = float(pull_s) if isinstance(pull_s, int | float) else None
+        if isinstance(state.get("error"), str):
+            return str(state["error"])
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == CANNOT_START:
+            return (f"{launch.runtime} could not run the job's container (exit status {CANNOT_START}); "
+                    "its own message is in the job's stderr")
+        return None
 
     def note_stderr(self, message: str) -> None:
         def append() -> None:

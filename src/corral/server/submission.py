@@ -83,6 +83,14 @@ class Submissions:
         if spec.interactive and self.backend.terminals is None:
             raise InvalidRequest("interactive", f"the {self.backend.capabilities.name} backend runs interactive jobs "
                                  "with the cluster's own srun and salloc", "run srun or salloc on the cluster's login node")
+        if spec.container is not None:
+            containers = self.backend.containers
+            if containers is None:
+                raise InvalidRequest(
+                    "image", "this corral server has no container runtime to run images with",
+                    "install Podman (apt-get install podman) or Apptainer on the server's machine and restart it, "
+                    "or set [containers] runtime in its config.toml; or drop the image and run on the host")
+            containers.check(spec.container)
         if not own and spec.inherit_env:
             # another user's job never sees the server's environment; theirs comes with the request (the CLI sends it)
             spec = replace(spec, inherit_env=False, env={"PATH": DEFAULT_PATH, **spec.env})

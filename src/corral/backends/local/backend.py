@@ -17,12 +17,14 @@ from typing import Any
 from corral.backends.base import (
     Accounting, Capabilities, ClusterQueue, Ended, ForeignJobs, JobProcesses, Recovered, Recovery,
 )
+from corral.backends.local.containers import LocalContainers
 from corral.backends.local.owners import JobOwners
 from corral.backends.local.settings import LaunchSettings
 from corral.backends.local.supervisors import Supervisors
 from corral.backends.registry import BackendSetup
 from corral.core.job import Job, Outcome
 from corral.core.resources import Allocation, Node
+from corral.errors import InvalidRequest
 from corral.executor import files
 from corral.executor.endings import NODE_FAILURE, append_as_root, cancelled_line
 from corral.executor.environment import job_environment
@@ -48,11 +50,13 @@ class LocalBackend:
     def __init__(
         self, home: str, settings: LaunchSettings, *, owner_lookup: Callable[[str], RunAs | None] | None = None,
         user_log_quota_mb: int | None = None, clock: Callable[[], float] = time.time,
+        containers: LocalContainers | None = None,
     ) -> None:
         """
         Args:
             owner_lookup: the account a job of a user runs as, None for this process's own (`JobOwners`).
             user_log_quota_mb: each user's running jobs' logs together (`LogQuota`).
+            containers: the runtime jobs' images run with; None: jobs with an image are refused.
         """
         self.layout = HomeLayout(home)
         self.settings = settings
@@ -60,6 +64,7 @@ class LocalBackend:
         self.supervisors = Supervisors()
         self.log_quota = LogQuota(user_log_quota_mb, self._fail) if user_log_quota_mb else None
         self.clock = clock
+        self.containers: LocalContainers | None = containers
 
     @property
     def home(self) -> str:
@@ -133,14 +138,23 @@ class LocalBackend:
 
             warn_signal, warn_before_s = parse_signal(job.spec.warn_signal)
         settings = self.settings
+        env = job_environment(
+            job, allocation, server_env=settings.server_env, checkpoint_dir=checkpoint_dir,
+            server_url=settings.server_url(), home=self.home, slurm_commands=settings.slurm_commands,
+        )
+        container = None
+        cgroup = settings.cgroup_of(job, allocation)
+        if job.spec.container is not None and self.containers is not None:
+            cgroup = self.containers.cgroup(cgroup)
+            container = self.containers.launch(
+                job, allocation, owner, checkpoint_dir=checkpoint_dir, server_env=settings.server_env,
+                cgroup_layout=settings.cgroup_layout, gpu_devices=settings.gpu_devices).to_json()
+            env = self.containers.environment(env, allocation)
         config = LaunchConfig(
             job_ref=job.ref,
             node=allocation.node,  # the stop line in its stderr names it, as Slurm's does
             argv=tuple(argv),
-            env=job_environment(
-                job, allocation, server_env=settings.server_env, checkpoint_dir=checkpoint_dir,
-                server_url=settings.server_url(), home=self.home, slurm_commands=settings.slurm_commands,
-            ),
+            env=env,
             cwd=job.spec.workdir,
             stdout=stdout,
             stderr=job.log_path("stderr") if job.spec.stderr is not None else stdout,
@@ -153,7 +167,7 @@ class LocalBackend:
             run_as=owner.to_dict() if owner is not None else None,
             umask=job.spec.umask,
             max_processes=settings.max_job_processes,
-            cgroup=settings.cgroup_of(job, allocation),
+            cgroup=cgroup,
             warn_signal=warn_signal,
             warn_before_s=warn_before_s,
             condor_log={
@@ -166,6 +180,7 @@ class LocalBackend:
                 "socket": self.terminal_socket(job.id), "mode": job.spec.interactive,
                 "grace_s": settings.interactive_grace_s, "connect_timeout_s": TERMINAL_CONNECT_TIMEOUT_S,
             } if job.spec.interactive else None,
+            container=container,
         )
         # the outcome's room, set aside while there is some: it is written however full the disk is then
         files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
@@ -287,9 +302,30 @@ class LocalKind:
             max_log_mb=s.max_log_mb, log_reserve_mb=s.log_reserve_mb, max_job_processes=s.max_job_processes,
             cgroup_layout=setup.cgroup_layout, slurm_commands=s.slurm_commands,
             gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus},
+            gpu_devices=any(g.uuid for g in gpus),
         )
         return LocalBackend(setup.home, settings, owner_lookup=setup.owner_lookup,
-                            user_log_quota_mb=s.user_log_quota_mb)
+                            user_log_quota_mb=s.user_log_quota_mb, containers=_containers(setup))
+
+
+def _containers(setup: BackendSetup) -> LocalContainers | None:
+    """The runtime for jobs' images: `[containers] runtime`, or one found on the server's PATH.
+
+    Raises:
+        InvalidRequest: the configured runtime is unknown or not installed (`corral up` stops with it).
+    """
+    from corral.executor.cgroups.placement import home_key
+    from corral.executor.containers import find_runtime
+
+    try:
+        found = find_runtime(setup.settings.container_runtime, setup.server_env.get("PATH"))
+    except ValueError as exc:
+        raise InvalidRequest("containers.runtime", str(exc),
+                             "install it, or name one that is installed: podman, apptainer, singularity, docker") from None
+    if found is None:
+        return None
+    name, binary = found
+    return LocalContainers(name, binary, rootless=os.geteuid() != 0, home_key=home_key(setup.home)[:8])
 
 
 KIND = LocalKind()

@@ -36,6 +36,8 @@ class LaunchSettings:
     slurm_commands: str | None = None
     """The directory of corral's Slurm commands (`corral slurm-path`), first on every job's PATH: `srun`
     in a job is then a step of it. None: jobs' PATH as their environment has it."""
+    gpu_devices: bool = False
+    """The node's GPUs are devices NVML found (a container is given them); declared GPUs have none."""
     gpu_minors: Mapping[int, int] = field(default_factory=dict)
     """Each GPU's device minor (`/dev/nvidiaN`), by index: a job may open only its own where the layout
     controls devices."""

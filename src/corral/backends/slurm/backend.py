@@ -21,8 +21,20 @@ from corral.backends.slurm.submit import SlurmSubmitter
 from corral.backends.slurm.watcher import POLL_INTERVAL_S, SlurmWatcher
 from corral.core.job import Job
 from corral.core.resources import Node
+from corral.core.spec_container import ContainerSpec
 from corral.core.spec import MAX_NODES
 from corral.errors import Conflict, InvalidRequest, NotFound
+
+
+class PyxisContainers:
+    """Jobs' images run by the cluster's Pyxis plugin (enroot), from `#SBATCH --container-image`."""
+
+    runtime = "pyxis"
+
+    def check(self, container: ContainerSpec) -> None:
+        if container.image.endswith(".sif"):
+            raise InvalidRequest("image", "Pyxis (enroot) cannot run a SIF file",
+                                 "give a registry image, or a squashfs file made with enroot import")
 
 
 class SlurmBackend:
@@ -31,6 +43,7 @@ class SlurmBackend:
     placement: Placement | None = None  # Slurm places jobs itself
     processes: ProcessView | None = None  # they run on compute nodes, out of this machine's sight
     terminals: Terminals | None = None  # the cluster's own srun and salloc run interactive jobs there
+    containers = PyxisContainers()  # the image goes to Pyxis (#SBATCH --container-image)
 
     def __init__(self, cluster: SlurmCluster, *, home: str, partition: str | None = None, account: str | None = None,
                  server_url: Callable[[], str | None] = lambda: None, job_token: Callable[[Job], str] | None = None,

@@ -69,8 +69,12 @@ class JobCgroup:
     def create(self, limits: JobLimits) -> None:
         raise NotImplementedError
 
-    def attach(self, pid: int) -> None:
-        """Move `pid` (not yet running the job's program) into the cgroup, in every hierarchy."""
+    def attach(self, pid: int, leaf: str | None = None) -> None:
+        """Move `pid` (not yet running the job's program) into the cgroup, in every hierarchy.
+
+        `leaf`: into a cgroup of that name nested in the job's, where v2 needs one (a container runtime
+        hands controllers down to the container's cgroup, and v2 allows that only from a cgroup without
+        processes of its own); v1 has no such rule and ignores it."""
         raise NotImplementedError
 
     def paths(self) -> list[str]:
@@ -91,13 +95,27 @@ class JobCgroup:
         raise NotImplementedError
 
     def pids(self) -> list[int]:
+        """The job's processes, those in cgroups nested in its own included (a container runtime's)."""
         return read_pids(self.procs_file)
 
-    def signal(self, sig: int) -> None:
-        """Send `sig` to every process of the job, frozen meanwhile so that none forks out of the count."""
+    def nested_pids(self, own: tuple[str, ...] = ()) -> list[int]:
+        """The processes in the cgroups nested in the job's (a container's), but for those named in `own`
+        (the runtime's monitor, conmon): what a signal for the job's program reaches in a container."""
+        top = os.path.dirname(self.procs_file)
+        pids: list[int] = []
+        for path, dirs, _ in os.walk(top):
+            if path == top:
+                dirs[:] = [d for d in dirs if d not in own]
+                continue
+            pids.extend(_read_own_pids(os.path.join(path, "cgroup.procs")))
+        return pids
+
+    def signal(self, sig: int, pids: list[int] | None = None) -> None:
+        """Send `sig` to every process of the job (or those of `pids`), frozen meanwhile so that none forks
+        out of the count."""
         self.freeze()
         try:
-            for pid in self.pids():
+            for pid in self.pids() if pids is None else pids:
                 _kill(pid, sig)
         finally:
             self.thaw()
@@ -127,15 +145,22 @@ class JobCgroup:
                      f"{' '.join(map(str, self.pids()[:10]))}")
 
     def remove(self) -> None:
-        """Remove the (empty) cgroup; it is gone already if a reboot emptied the hierarchy."""
+        """Remove the (empty) cgroup, and the cgroups a container runtime nested in it; it is gone already
+        if a reboot emptied the hierarchy."""
         for path in reversed(self.paths()):
-            try:
-                os.rmdir(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                if exc.errno != errno.EBUSY:
-                    raise
+            remove_tree(path)
+
+
+def remove_tree(path: str) -> None:
+    """rmdir an empty cgroup and every cgroup nested in it, deepest first."""
+    for inner, _, _ in sorted(os.walk(path), key=lambda entry: -entry[0].count("/")):
+        try:
+            os.rmdir(inner)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
 
 
 def open_job_cgroup(layout: dict[str, Any], job_name: str) -> JobCgroup:
@@ -150,7 +175,17 @@ def open_job_cgroup(layout: dict[str, Any], job_name: str) -> JobCgroup:
 
 
 def read_pids(procs_file: str) -> list[int]:
-    """The pids listed in a `cgroup.procs` file; none when the cgroup is gone."""
+    """The pids in a `cgroup.procs` file and in those of the cgroups nested in it (a container runtime puts
+    a container's in one of its own, under the job's); none when the cgroup is gone."""
+    top = os.path.dirname(procs_file)
+    pids = _read_own_pids(procs_file)
+    for path, dirs, _ in os.walk(top):
+        if path != top:
+            pids.extend(_read_own_pids(os.path.join(path, "cgroup.procs")))
+    return pids
+
+
+def _read_own_pids(procs_file: str) -> list[int]:
     try:
         with open(procs_file, "rb") as f:
             return [int(line) for line in f.read().split()]

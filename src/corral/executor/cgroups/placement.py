@@ -80,7 +80,7 @@ def find_layout(home: str, mode: str = "auto", *, mountinfo: str = "/proc/self/m
             reasons.append(f"cgroup v2: {exc.strerror or exc}")
     if mode in ("auto", "v1") and "memory" in v1_mounts or mode == "v1":
         try:
-            return _v1(v1_mounts, key)
+            return _v1(v1_mounts, key, v2_mount)
         except (CgroupError, OSError) as exc:
             if mode == "v1":
                 raise CgroupError(exc.errno or 0, f"cgroup v1: {exc.strerror or exc}") from None
@@ -110,7 +110,8 @@ def _v2(mount: str, own_path: str | None, key: str, strict: bool) -> Placement |
     enabled = prepare_base(mount, base, V2_CONTROLLERS)
     devices = _bpf_works(base)
     held = ", ".join([*enabled, *(["devices (BPF)"] if devices else [])])
-    return Placement({"version": 2, "path": base, "devices": devices},
+    # "parent": the base as a container runtime names a cgroup parent (under the hierarchy's root)
+    return Placement({"version": 2, "path": base, "devices": devices, "parent": "/" + os.path.relpath(base, mount)},
                      f"cgroup v2 at {base} ({held}): {_guarantees(enabled, devices)}")
 
 
@@ -124,7 +125,7 @@ def _delegated_parent(own: str) -> str:
     return own
 
 
-def _v1(mounts: dict[str, str], key: str) -> Placement:
+def _v1(mounts: dict[str, str], key: str, v2_mount: str | None = None) -> Placement:
     from corral.executor.cgroups.v1 import CONTROLLERS
 
     if os.geteuid() != 0:
@@ -135,7 +136,11 @@ def _v1(mounts: dict[str, str], key: str) -> Placement:
             paths[controller] = os.path.join(mounts[controller], "corral", key)
             make_dir(paths[controller])
     held = list(paths)
-    return Placement({"version": 1, "paths": paths, "devices": "devices" in paths},
+    # a container runtime makes the job's cgroup in every hierarchy, those corral holds nothing in too
+    held_mounts = {mounts[c] for c in paths}
+    others = sorted(m for m in {*mounts.values(), v2_mount or ""} if m and m not in held_mounts)
+    return Placement({"version": 1, "paths": paths, "devices": "devices" in paths,
+                      "parent": f"/corral/{key}", "others": [os.path.join(m, "corral", key) for m in others]},
                      f"cgroup v1 ({', '.join(held)}): {_guarantees(held, 'devices' in paths)}")
 
 

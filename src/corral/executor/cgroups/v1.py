@@ -27,6 +27,9 @@ class V1JobCgroup(JobCgroup):
         self.holds_memory = "memory" in paths
         self.holds_processes = "pids" in paths
         self.procs_file = os.path.join(paths[next(c for c in CONTROLLERS if c in paths)], "cgroup.procs")
+        self._oom_events = -1  # the eventfd the kernel signals when the job's memory limit is hit; -1: none
+        self._oom_seen = 0
+        self._own_before = 0
 
     def paths(self) -> list[str]:
         return list(self._paths.values())
@@ -51,6 +54,7 @@ class V1JobCgroup(JobCgroup):
             if memsw is not None and limits.memory_bytes:
                 write_value(memsw, limits.memory_bytes)  # no swap beyond the limit, as Slurm's AllowedSwapSpace=0
             _reset(self._file("memory", "memory.max_usage_in_bytes"))
+            self._watch_oom()
         pids_max = self._file("pids", "pids.max")
         if pids_max is not None:
             write_value(pids_max, limits.max_processes or "max")
@@ -61,7 +65,7 @@ class V1JobCgroup(JobCgroup):
                 write_value(self._file("devices", "devices.deny"), f"{kind} {major}:{minor} rwm")  # type: ignore[arg-type]
         _reset(self._file("cpuacct", "cpuacct.usage"))
 
-    def attach(self, pid: int) -> None:
+    def attach(self, pid: int, leaf: str | None = None) -> None:
         for path in self._paths.values():
             write_value(os.path.join(path, "cgroup.procs"), pid)
 
@@ -85,7 +89,43 @@ class V1JobCgroup(JobCgroup):
             except CgroupError:
                 pass
 
+    def _watch_oom(self) -> None:
+        """Ask the kernel to count the times the job's limit sends it out of memory.
+
+        Why: v1's `oom_kill` count is kept in the cgroup of the process killed, and a container
+        runtime (Podman, Docker) runs the container in a cgroup nested in the job's, which it removes
+        as the container ends: the count would go with it. The event is the job's cgroup's own.
+        """
+        control = self._file("memory", "memory.oom_control")
+        events = self._file("memory", "cgroup.event_control")
+        if control is None or events is None:
+            return
+        try:
+            efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        except (AttributeError, OSError):
+            return
+        try:
+            cfd = os.open(control, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                write_value(events, f"{efd} {cfd}")
+            finally:
+                os.close(cfd)
+        except OSError:
+            os.close(efd)
+            return
+        self._oom_events = efd
+        self._own_before = self._own_oom_kills()
+
     def oom_kills(self) -> int:
+        if self._oom_events >= 0:
+            try:
+                self._oom_seen += os.eventfd_read(self._oom_events)
+            except (BlockingIOError, OSError):
+                pass
+        # the job's own count, or the events where the kills were counted in a nested cgroup since gone
+        return self._own_before + max(self._own_oom_kills() - self._own_before, self._oom_seen)
+
+    def _own_oom_kills(self) -> int:
         control = self._file("memory", "memory.oom_control")
         text = read_value(control) if control is not None else None
         for line in (text or "").splitlines():

@@ -44,8 +44,11 @@ class V2JobCgroup(JobCgroup):
 
             attach_device_filter(self.path, limits.deny_devices)
 
-    def attach(self, pid: int) -> None:
-        write_value(self._file("cgroup.procs"), pid)
+    def attach(self, pid: int, leaf: str | None = None) -> None:
+        target = self.path if leaf is None else os.path.join(self.path, leaf)
+        if leaf is not None:
+            make_dir(target)
+        write_value(os.path.join(target, "cgroup.procs"), pid)
 
     def freeze(self) -> None:
         try:
