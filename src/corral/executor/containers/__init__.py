@@ -111,6 +111,8 @@ class Driver:
     process drops to the owner before it execs the runtime."""
     visible_renumbered = True
     """Inside, the job's GPUs are 0..n-1 (their devices alone were passed); else the host's indices."""
+    passes_environment = False
+    """The runtime hands its own environment to the job (Apptainer); else the job's comes in a file."""
     inspects = True
     """The image is looked up (and pulled when absent) before the run; its environment names are read."""
 

@@ -13,6 +13,7 @@ from corral.executor.containers import ContainerLaunch, Driver
 class Apptainer(Driver):
     runs_as_owner = True
     visible_renumbered = False
+    passes_environment = True
     inspects = False  # it brings a registry image in itself, into the owner's cache
 
     def __init__(self, name: str = "apptainer") -> None:

@@ -64,19 +64,20 @@ def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str)
         state.update(pulled=pulled, pull_s=round(time.monotonic() - began, 3) if pulled else 0.0)
     _write_state(job_dir, state)
     env = container_environment(job_env, image_env, launch.env_names)
-    if driver.runs_as_owner:
+    if driver.passes_environment:
         # Apptainer passes its own environment in, the image's winning; a --container-env name wins over that
         runtime_env.update({f"APPTAINERENV_{k}": env[k] for k in launch.env_names if k in env})
         runtime_env.update({f"SINGULARITYENV_{k}": env[k] for k in launch.env_names if k in env})
         env_file = None
+    else:
+        env_file = os.path.join(job_dir, ENV_FILE)
+        _write_env_file(env_file, env)
+    if driver.runs_as_owner:
         try:
             os.chdir(config.cwd)
         except OSError as exc:
             _say(f"corral: cannot enter the working directory {config.cwd}: {exc.strerror}")
             os._exit(1)
-    else:
-        env_file = os.path.join(job_dir, ENV_FILE)
-        _write_env_file(env_file, env)
     argv = driver.run_argv(launch, image, config.argv, env_file)
     try:
         os.execve(argv[0], argv, runtime_env)
