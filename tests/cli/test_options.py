@@ -28,6 +28,8 @@ GOOD = [
     ("submit", ["-J", "x", "-c2", "--gpus=1", "-Hp", "gpu", "--env", "A=1", "--env", "B=2", "--nice", "-5", "s.sh", "-c", "9"]),
     ("submit", ["--kill-on-invalid-dep", "yes", "--preemptible", "--json", "--wrap", "echo hi"]),
     ("submit", ["-t", "1:00", "-t", "2:00", "--cpus", "3", "--mem-per-gpu", "4G", "--", "x"]),
+    ("submit", ["--image", "ubuntu:22.04", "--container-mounts=/d:/d:ro", "--no-container-mount-home",
+                "--container-remap-root", "--container-workdir", "/w", "--container-env=A,B", "--wrap", "true"]),
     ("queue", ["-t", "running", "--state=pending", "--start"]),
     ("queue", ["-l", "--start", "--long"]),
     ("queue", []),
@@ -71,3 +73,18 @@ def test_the_same_refusals_as_click(name, argv, capsys):
 def test_help_among_the_options_is_left_to_click(argv):
     with pytest.raises(HelpRequested):
         parse(COMMANDS["submit"], argv)
+
+
+def test_submits_container_options_become_the_requests_container_fields():
+    from corral.cli.jobs import SUBMIT, Call, job_request
+
+    argv = ["--container-image", "nvcr.io#nvidia/pytorch:24.01-py3", "--container-mounts", "/data:/data:ro",
+            "--container-workdir=/workspace", "--container-env", "NCCL_DEBUG", "--no-container-mount-home",
+            "--container-remap-root", "--", "python", "train.py"]
+    body = job_request(Call(SUBMIT, argv, None, "http://127.0.0.1:1"))
+    assert {k: body[k] for k in body if k == "image" or k.startswith("container_")} == {
+        "image": "nvcr.io#nvidia/pytorch:24.01-py3", "container_mounts": "/data:/data:ro",
+        "container_workdir": "/workspace", "container_env": "NCCL_DEBUG", "container_mount_home": False,
+        "container_remap_root": True}
+    plain = job_request(Call(SUBMIT, ["--", "true"], None, "http://127.0.0.1:1"))
+    assert not [k for k in plain if k == "image" or k.startswith("container_")]

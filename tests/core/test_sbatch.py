@@ -374,3 +374,70 @@ def test_read_options_refuses_what_is_not_a_token_list():
         with pytest.raises(InvalidRequest) as err:
             read_options(value)
         assert err.value.field == "options"
+
+
+# -- Pyxis's container options ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tokens, fields", [
+    (["--container-image=nvcr.io#nvidia/pytorch:24.01-py3"], {"image": "nvcr.io#nvidia/pytorch:24.01-py3"}),
+    (["--container-image", "ubuntu:22.04"], {"image": "ubuntu:22.04"}),
+    (["--container-mounts=/data:/data:ro,/scratch"], {"container_mounts": "/data:/data:ro,/scratch"}),
+    (["--container-workdir=/workspace"], {"container_workdir": "/workspace"}),
+    (["--container-env=NCCL_DEBUG,WANDB_MODE"], {"container_env": "NCCL_DEBUG,WANDB_MODE"}),
+    (["--no-container-mount-home"], {"container_mount_home": "no"}),
+    (["--container-remap-root"], {"container_remap_root": "yes"}),
+])
+def test_pyxis_container_options_become_request_fields(tokens, fields):
+    directives = parse_options(tokens, source="sbatch")
+    assert directives.fields == fields and directives.warnings == []
+
+
+def test_a_scripts_pyxis_directives_make_the_jobs_container():
+    from corral.core.spec import build_spec
+    from corral.core.spec_container import Mount
+
+    text = script("#SBATCH --container-image=docker://ubuntu:22.04 --container-mounts=/data:/in:ro",
+                  "#SBATCH --container-workdir=/in --container-env=HF_HOME",
+                  "#SBATCH --no-container-mount-home --container-remap-root")
+    spec = build_spec({"script": text}, user="ada", log_dir="/tmp", default_workdir="/tmp", server_env={})
+    container = spec.container
+    assert container is not None and container.image == "docker://ubuntu:22.04"
+    assert container.mounts == (Mount("/data", "/in", True),)
+    assert (container.workdir, container.env, container.mount_home, container.remap_root) == (
+        "/in", ("HF_HOME",), False, True)
+
+
+def test_a_script_without_an_image_has_no_container():
+    from corral.core.spec import build_spec
+
+    spec = build_spec({"script": script("#SBATCH --mem=1G")}, user="ada", log_dir="/tmp", default_workdir="/tmp",
+                      server_env={})
+    assert spec.container is None
+
+
+def test_the_command_lines_image_wins_over_the_scripts():
+    from corral.core.spec import build_spec
+
+    spec = build_spec({"script": script("#SBATCH --container-image=ubuntu:20.04"),
+                       "options": ["--container-image=ubuntu:22.04"]},
+                      user="ada", log_dir="/tmp", default_workdir="/tmp", server_env={})
+    assert spec.container is not None and spec.container.image == "ubuntu:22.04"
+
+
+def test_a_named_container_is_refused_with_its_line():
+    with pytest.raises(InvalidRequest) as err:
+        parse_script(script("#SBATCH --container-image=ubuntu:22.04", "#SBATCH --container-name=dev"))
+    assert err.value.problems[0].startswith("line 3: #SBATCH --container-name=dev: named containers are not supported")
+
+
+def test_a_pyxis_flag_given_a_value_is_refused():
+    with pytest.raises(InvalidRequest) as err:
+        parse_options(["--container-remap-root=yes"])
+    assert "--container-remap-root=yes: a flag takes no value" in str(err.value)
+
+
+def test_the_unsupported_option_message_lists_the_container_options():
+    with pytest.raises(InvalidRequest) as err:
+        parse_options(["--container-imag=x"])
+    assert "--container-image --container-mounts" in str(err.value)

@@ -547,3 +547,15 @@ def test_a_bad_directive_and_a_bad_option_are_each_named_where_they_are(build):
     assert err.problems == (err.message[len("time: "):],) and err.problems[0].startswith("line 2: #SBATCH --time=soon: ")
     err = invalid(build, {"script": sbatch("#SBATCH --time=10"), "options": ["--mem=1Q"]}, "mem")
     assert err.problems[0].startswith("sbatch --mem=1Q: ")
+
+
+def test_update_keeps_the_container_and_cannot_change_it():
+    from corral.core.spec import update_spec
+    from tests.helpers import make_spec
+
+    spec = make_spec(image="ubuntu:22.04", container_mounts="/data")
+    assert update_spec(spec, {"time": "10"}).container == spec.container
+    for field in ("image", "container_mounts", "container_remap_root"):
+        with pytest.raises(InvalidRequest) as err:
+            update_spec(spec, {field: "x"})
+        assert err.value.field == field and "cannot be changed after submit" in str(err.value)

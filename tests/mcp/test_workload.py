@@ -28,12 +28,16 @@ def test_the_seed_shape_maps_onto_corral_fields():
     assert workload_request(backend="local", command=["true"], env={"A": 1.5})["env"] == {"A": "1.5"}
 
 
-def test_an_image_is_refused_by_the_local_backend_with_what_to_do_instead():
-    with pytest.raises(InvalidRequest) as refused:
-        workload_request(backend="local", command=["python", "train.py"], image="ubuntu:22.04")
-    assert refused.value.field == "image"
-    assert "local backend" in refused.value.message and "drop image" in refused.value.message
-    assert "Pyxis" in refused.value.message
+def test_on_the_local_backend_an_image_is_the_jobs_image_field_and_the_command_its_own():
+    request = workload_request(backend="local", command=["python", "train.py"], args=["--lr", "3e-4"],
+                               image="nvcr.io#nvidia/pytorch:24.05-py3", gpus=1)
+    assert request == {"command": ["python", "train.py", "--lr", "3e-4"], "image": "nvcr.io#nvidia/pytorch:24.05-py3",
+                       "gpus": 1}
+    # an archive's relative path goes as written: the server resolves it against the job's working directory
+    assert workload_request(backend="local", command=["true"], image="img/app.sif")["image"] == "img/app.sif"
+    with pytest.raises(InvalidRequest) as bad:
+        workload_request(backend="local", command=["true"], image="two words")
+    assert bad.value.field == "image"
 
 
 def test_on_slurm_an_image_runs_through_pyxis_with_every_argument_quoted():
@@ -50,7 +54,22 @@ def test_bad_workload_input_names_the_field():
     with pytest.raises(InvalidRequest) as nameless:
         workload_request(backend="local", command=["true"], env=[{"value": "x"}])
     assert nameless.value.field == "env"
-    for image in ("", "two words", "line\nbreak"):
+    for image in ("", "two words", "line\nbreak", "--privileged"):
         with pytest.raises(InvalidRequest) as bad:
             pyxis_script(image, ["true"])
         assert bad.value.field == "image"
+
+
+def test_the_job_and_workload_views_show_the_image():
+    from corral.core.job import Job
+    from corral.core.job_fields import job_fields
+    from corral.core.states import JobState
+    from corral.mcp.views import job_view, workload_view
+    from tests.helpers import make_spec
+
+    spec = make_spec(command=["python", "train.py"], image="nvcr.io#nvidia/pytorch:24.05-py3")
+    answer = dict(job_fields(Job(id=4, spec=spec, state=JobState.PENDING, submit_time=1.0)))
+    assert job_view(answer, home="/h")["image"] == "nvcr.io#nvidia/pytorch:24.05-py3"
+    assert workload_view(answer, home="/h")["image"] == "nvcr.io#nvidia/pytorch:24.05-py3"
+    on_host = dict(job_fields(Job(id=5, spec=make_spec(), state=JobState.PENDING, submit_time=1.0)))
+    assert job_view(on_host, home="/h")["image"] is None and workload_view(on_host, home="/h")["image"] is None

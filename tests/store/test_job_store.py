@@ -66,7 +66,7 @@ def test_unknown_job_is_none(store):
 def test_migrations_run_twice_without_change(store):
     migrate.upgrade(store.engine)
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0016"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0017"
 
 
 def test_a_database_of_the_first_release_upgrades_keeping_its_jobs(tmp_path):
@@ -160,3 +160,17 @@ def test_a_job_keeps_its_htcondor_requirements_and_event_log(tmp_path):
     kept = store.get(job.id).spec
     assert (kept.requirements, kept.user_log) == ("(CUDACapability >= 8.0)", "/tmp/job_%A.log")
     assert kept.request.requirements == "(CUDACapability >= 8.0)"
+
+
+def test_a_jobs_container_comes_back_whole_and_a_host_jobs_stays_none(store):
+    in_image = make_spec(image="nvcr.io#nvidia/pytorch:24.01-py3", container_mounts="/data:/data:ro,/scratch",
+                         container_workdir="/workspace", container_env="NCCL_DEBUG,HF_HOME",
+                         container_mount_home="no", container_remap_root="yes")
+    on_host = make_spec()
+    a, b = store.insert([in_image, on_host], now=1.0)
+    loaded = store.get(a.id)
+    assert loaded.spec.container == in_image.container
+    assert loaded.spec.container.mounts[0].read_only and not loaded.spec.container.mount_home
+    assert store.get(b.id).spec.container is None
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT container FROM jobs WHERE id = :id"), {"id": b.id}).scalar() is None

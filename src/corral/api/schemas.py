@@ -96,6 +96,19 @@ class JobRequest(BaseModel):
                                        "fixed; 0 holds it.")
     interactive: str | None = Field(None, description="srun's or salloc's job: pty (a pseudo-terminal) or stream "
                                     "(pipes); its submitter connects to it once it runs (GET /jobs/{id}/terminal).")
+    image: str | None = Field(None, description="Pyxis's --container-image: the image the job runs in (a registry "
+                              "reference, docker://..., docker-archive:/path.tar, oci-archive:/path.tar or a .sif).",
+                              examples=["nvcr.io#nvidia/pytorch:24.01-py3"])
+    container_mounts: str | list[str] | None = Field(None, description="--container-mounts: SRC:DST[:ro],... host "
+                                                     "paths seen inside (the working directory always is).")
+    container_workdir: str | None = Field(None, description="--container-workdir: where it starts inside (default: "
+                                          "its working directory).")
+    container_env: str | list[str] | None = Field(None, description="--container-env: variables whose job value "
+                                                  "wins over the image's, e.g. NCCL_DEBUG,WANDB_MODE.")
+    container_mount_home: bool | str | None = Field(None, description="no: its owner's home is not mounted "
+                                                    "(--no-container-mount-home); default yes.")
+    container_remap_root: bool | str | None = Field(None, description="yes: its owner appears as root inside "
+                                                    "(--container-remap-root); default no.")
 
 
 class JobEventOut(BaseModel, extra="allow"):

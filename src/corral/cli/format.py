@@ -167,6 +167,11 @@ def job_view(job: dict[str, Any]) -> str:
     ]
     if job.get("requirements"):
         fields.insert(11, ("Requirements", job["requirements"]))
+    container = job.get("container")
+    if container:  # after WorkDir: where the command runs
+        fields[9:9] = [("Image", container["image"]),
+                       *([("ContainerMounts", ",".join(container["mounts"]))] if container.get("mounts") else []),
+                       *([("ContainerWorkDir", container["workdir"])] if container.get("workdir") else [])]
     if job.get("user_log"):
         fields.append(("EventLog", job["user_log"]))
     events = job.get("events") or []

@@ -72,6 +72,16 @@ JOB_OPTIONS = [
     Opt("--open-mode", kind=CHOICE, choices=("append", "truncate"),
         help="append keeps what the log files hold [default: truncate]."),
     Opt("--comment", help="A note shown with the job."),
+    # Pyxis's options, as sbatch takes them on a cluster with the plugin
+    Opt("--container-image", "--image", key="image", metavar="IMAGE",
+        help="Run in this container image: a registry reference (nvcr.io#nvidia/pytorch:24.01-py3), docker://..., "
+             "docker-archive:/path.tar, oci-archive:/path.tar or /path/image.sif."),
+    Opt("--container-mounts", metavar="SRC:DST[:ro],...", help="Host paths seen inside the container."),
+    Opt("--container-workdir", help="Where the job starts inside [default: its working directory]."),
+    Opt("--container-env", metavar="NAME,...", help="Variables whose job value wins over the image's."),
+    Opt("--no-container-mount-home", kind=FLAG, help="Do not mount your home inside the container."),
+    Opt("--container-remap-root", kind=FLAG, default=None, help="Appear as root inside the container (still you "
+        "outside it)."),
     Opt("--wrap", help="Run this shell command line, as a one-line batch script (like sbatch --wrap)."),
     Opt("--condor", kind=FLAG, help="SCRIPT is an HTCondor submit description file."),
 ]
@@ -185,7 +195,8 @@ def _key_values(pairs: Sequence[str], option: str) -> dict[str, str]:
     return out
 
 
-_NOT_FIELDS = frozenset({"env_pairs", "label_pairs", "wrap", "condor", "parsable", "as_json"})
+_NOT_FIELDS = frozenset({"env_pairs", "label_pairs", "wrap", "condor", "parsable", "as_json",
+                         "no_container_mount_home"})
 
 
 def submit(call: Call) -> int:
@@ -268,6 +279,8 @@ def job_request(call: Call) -> dict[str, Any]:
         body["env"] = _key_values(call["env_pairs"], "--env")
     if call["label_pairs"]:
         body["labels"] = _key_values(call["label_pairs"], "--label")
+    if call["no_container_mount_home"]:
+        body["container_mount_home"] = False
     return body
 
 

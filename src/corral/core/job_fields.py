@@ -19,6 +19,19 @@ from corral.core.states import JobState
 
 if TYPE_CHECKING:
     from corral.core.job import Job
+    from corral.core.spec_container import ContainerSpec
+
+
+class ContainerFields(TypedDict):
+    """The image a job runs in and Pyxis's companions, as `corral.core.spec_container.ContainerSpec` holds them."""
+
+    image: str
+    mounts: list[str]
+    """SRC:DST[:ro] each."""
+    workdir: str | None
+    env: list[str]
+    mount_home: bool
+    remap_root: bool
 
 
 class JobFields(TypedDict):
@@ -92,6 +105,10 @@ class JobFields(TypedDict):
     """sbatch's --priority, set by an admin; None: computed."""
     interactive: str | None
     """srun's or salloc's job: pty or stream; None for a batch job."""
+    image: str | None
+    """The container image it runs in (`--container-image`); None: on the host."""
+    container: ContainerFields | None
+    """That image with its mounts, working directory and settings; None: on the host."""
     submit_time: str
     start_time: str | None
     estimated_start: str | None
@@ -172,6 +189,8 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
         "time_min_s": s.time_min_s,
         "fixed_priority": s.priority,
         "interactive": s.interactive,
+        "image": s.container.image if s.container is not None else None,
+        "container": container_fields(s.container),
         "submit_time": iso_utc(job.submit_time, milliseconds=True),
         "start_time": iso_utc(job.start_time, milliseconds=True),
         "estimated_start": (iso_utc(job.estimated_start, milliseconds=True)
@@ -185,3 +204,10 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
     if detail:
         fields["script"] = s.script
     return fields
+
+
+def container_fields(container: ContainerSpec | None) -> ContainerFields | None:
+    if container is None:
+        return None
+    return {"image": container.image, "mounts": [m.text() for m in container.mounts], "workdir": container.workdir,
+            "env": list(container.env), "mount_home": container.mount_home, "remap_root": container.remap_root}

@@ -38,6 +38,9 @@ _VALUED: dict[str, str] = {
     "nodelist": "nodelist", "w": "nodelist", "exclude": "exclude", "x": "exclude",
     "cpus-per-gpu": "cpus_per_gpu", "time-min": "time_min", "priority": "priority",
     "mail-type": "mail_type", "mail-user": "mail_user",
+    # Pyxis's (the Slurm plugin that runs a job in an image); corral reads them the same way
+    "container-image": "image", "container-mounts": "container_mounts", "container-workdir": "container_workdir",
+    "container-env": "container_env",
 }
 _NODES = ("nodes", "N")  # a count, checked with the request's fields: more than 1 needs the Slurm backend
 # accepted and ignored with a warning: they change nothing about where or how the job runs here
@@ -47,6 +50,9 @@ _HARMLESS_VALUED = {
 _HARMLESS_FLAGS = {"requeue", "no-requeue", "parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
 # flags that set a field to yes: corral's own (in #CORRAL lines as in #SBATCH ones), and sbatch's --hold
 _YES_FLAGS = {"preemptible": "preemptible", "hold": "hold", "H": "hold"}
+# Pyxis's flags: each sets its field to this value
+_SET_FLAGS = {"no-container-mount-home": ("container_mount_home", "no"),
+              "container-remap-root": ("container_remap_root", "yes")}
 _FLAGS = _HARMLESS_FLAGS | {"overcommit", "O", "contiguous", "wait", "W", "no-kill", "k"}
 _OPEN_MODES = ("append", "truncate")
 _DEFAULT_NICE = "100"  # what sbatch's bare --nice means
@@ -172,6 +178,14 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
         if name in _YES_FLAGS:
             out.fields[_YES_FLAGS[name]] = "yes"
             continue
+        if name in _SET_FLAGS:
+            if has_value:
+                out.problems.append(f"{at}{source} --{name}={value}: a flag takes no value (write --{name})")
+                continue
+            field_name, flag_value = _SET_FLAGS[name]
+            out.fields[field_name] = flag_value
+            out.places[field_name] = f"{at}{source} --{name}"
+            continue
         if name in _FLAGS:
             if name in _HARMLESS_FLAGS:
                 out.warnings.append(f"{source} --{name} has no effect on corral's local backend; ignored")
@@ -203,6 +217,10 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 continue
             out.fields["nodes"] = low  # checked with the request's fields; more than 1 needs the Slurm backend
             out.places["nodes"] = written
+        elif name == "container-name":
+            # Pyxis keeps a named container's filesystem between steps and jobs; corral starts each job afresh
+            out.problems.append(f"{at}{source} --container-name={value}: named containers are not supported by "
+                                "corral (remove it: each job starts from --container-image afresh)")
         elif name in _HARMLESS_VALUED:
             out.warnings.append(f"{source} --{name}={value} has no effect on corral's local backend; ignored")
         else:
@@ -212,7 +230,8 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 "--partition --qos --account --dependency --kill-on-invalid-dep --array --signal --preemptible "
                 "--hold --open-mode --comment --begin --deadline --exclusive --constraint --nodelist --exclude "
                 "--cpus-per-gpu --gpus-per-task --time-min --priority --mail-type --mail-user --nodes --ntasks "
-                "--ntasks-per-node)")
+                "--ntasks-per-node --container-image --container-mounts --container-workdir --container-env "
+                "--no-container-mount-home --container-remap-root)")
     return out
 
 

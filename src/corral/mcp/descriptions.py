@@ -77,9 +77,10 @@ Submit a workload in the seed's shape: command (a list, not run through a shell)
 gpuMemoryMb, env (an object, or a list of {name, value}), labels, preemptible, maxRuntimeSeconds. Returns
 the workload (workloadId, state, reason, log paths); poll workload_get.
 
-It runs the command as your user (whoever started corral mcp, or your API token's user). image runs the command in a container, only where the corral server uses the Slurm backend and the cluster
-has the Pyxis plugin (srun --container-image; corral's home and the working directory are mounted). The
-local backend runs commands directly on its machine and refuses image: drop it there. Checkpoints go to
+It runs the command as your user (whoever started corral mcp, or your API token's user). image runs the
+command in that container image: on corral's own machine through the server's container runtime (Podman,
+Apptainer, Docker; the server refuses image, saying so, where it has none), on a Slurm cluster through its
+Pyxis plugin (srun --container-image). Your home and the working directory are mounted. Checkpoints go to
 $CORRAL_CHECKPOINT_DIR, which survives a requeue.
 """
 

@@ -53,6 +53,8 @@ class JobView(TypedDict):
     memory: str
     node: str | None
     working_directory: str
+    image: str | None
+    """The container image it runs in; None: directly on the machine."""
     stdout_path: str | None
     stderr_path: str | None
     checkpoint_dir: str | None
@@ -78,6 +80,8 @@ class Workload(TypedDict):
 
     workloadId: str
     name: str
+    image: str | None
+    """The container image it runs in; None: directly on the machine (or in a Slurm batch script's srun)."""
     state: str
     reason: str | None
     exitCode: int | None

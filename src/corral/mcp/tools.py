@@ -226,9 +226,9 @@ class CorralTools:
             min_length=1, max_length=10_000)],
         name: Annotated[str | None, Field(description="A name to find the workload by.", max_length=200)] = None,
         image: Annotated[str | None, Field(
-            description="A container image to run in, e.g. \"nvcr.io#nvidia/pytorch:24.05-py3\". Only on a corral "
-                        "server with the Slurm backend whose cluster has the Pyxis plugin (srun --container-image); "
-                        "the local backend refuses it.", max_length=512)] = None,
+            description="A container image to run in, e.g. \"nvcr.io#nvidia/pytorch:24.05-py3\": on corral's own "
+                        "machine through the server's container runtime (Podman, Apptainer, Docker), on a Slurm "
+                        "cluster through Pyxis (srun --container-image).", max_length=512)] = None,
         gpus: Annotated[StrictInt, Field(ge=0, le=MAX_GPUS, description="Number of GPUs.")] = 1,
         gpuMemoryMb: Annotated[StrictInt | None, Field(  # noqa: N803 - the seed's names
             ge=1, le=2**31 - 1, description="Each GPU must have at least this many megabytes, e.g. 40960.")] = None,

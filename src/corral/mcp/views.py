@@ -111,7 +111,7 @@ def job_view(answer: Mapping[str, Any], *, home: str | None, given: int | str | 
         "gpus": int(job.get("gpus") or 0), "gpu_type": job.get("gpu_type"),
         "gpu_memory": format_memory(job.get("gpu_mem_mb")), "gpu_ids": list(job.get("gpu_ids") or []),
         "cpus": int(job.get("cpus") or 1), "memory": format_memory(job.get("mem_mb")), "node": job.get("node"),
-        "working_directory": job.get("workdir") or "", "stdout_path": job.get("stdout_path"),
+        "working_directory": job.get("workdir") or "", "image": _image(job), "stdout_path": job.get("stdout_path"),
         "stderr_path": job.get("stderr_path"), "checkpoint_dir": checkpoint_dir(home, int(job["id"])),
         "restarts": int(job.get("restarts") or 0), "labels": bounded_labels(job.get("labels")),
         "next_step": next_step(job),
@@ -125,7 +125,7 @@ def workload_view(answer: Mapping[str, Any], *, home: str | None) -> Workload:
     """The job in the seed's workload shape (camelCase), from the API's answer for it."""
     job = api_job(answer)
     view: Workload = {
-        "workloadId": str(public_id(job)), "name": job["name"], "state": job["state"],
+        "workloadId": str(public_id(job)), "name": job["name"], "image": _image(job), "state": job["state"],
         "reason": job.get("reason"), "exitCode": job.get("exit_code"), "submitTime": job.get("submit_time"),
         "startTime": job.get("start_time"), "endTime": job.get("end_time"), "gpus": int(job.get("gpus") or 0),
         "gpuType": job.get("gpu_type"), "gpuMemoryMb": job.get("gpu_mem_mb"),
@@ -137,6 +137,11 @@ def workload_view(answer: Mapping[str, Any], *, home: str | None) -> Workload:
     if job.get("warnings"):
         view["warnings"] = [short_text(w) for w in job["warnings"][:MAX_WARNINGS]]
     return view
+
+
+def _image(job: JobFields) -> str | None:
+    image = job.get("image")
+    return short_text(image) if image else None
 
 
 def bounded_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The seed's workload shape (`name`, `image`, `gpus`, `gpuMemoryMb`, `env`, `command`, `args`, ...)
 as a corral submit request.
 
-Images run through Pyxis/enroot on a Slurm backend (`srun --container-image`); the local backend
-runs commands on this machine and has no container runtime, so it refuses an image by name.
+An image runs through Pyxis/enroot on a Slurm backend (`srun --container-image`, in a batch script that
+mounts what the job needs), and through the server's container runtime (Podman, Apptainer, Docker) on the
+local backend, which takes the image as the job's `image` field.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from typing import Any
 from pydantic import StrictFloat, StrictInt, StrictStr
 from typing_extensions import TypedDict
 
+from corral.core.spec_container import check_image
 from corral.errors import InvalidRequest
-
-MAX_IMAGE = 512
 
 
 class EnvVar(TypedDict):
@@ -55,21 +55,18 @@ def env_dict(env: Mapping[str, EnvValue] | Sequence[EnvVar | Mapping[str, Any]] 
 
 
 def pyxis_script(image: str, argv: Sequence[str]) -> str:
-    """A batch script that runs `argv` in `image` through Pyxis (`srun --container-image`)."""
-    check_image(image)
+    """A batch script that runs `argv` in `image` through Pyxis (`srun --container-image`).
+
+    Raises:
+        InvalidRequest: field `image`, when it is not an image reference.
+    """
+    check_image(image)  # refused here as on the server; Pyxis gets it as written
     command = shlex.join(["srun", f"--container-image={image}"])
     return (
         "#!/bin/bash\n"
         "# corral workload: runs in a container through Pyxis/enroot (the cluster needs the Pyxis plugin)\n"
         f"exec {command} {_MOUNTS} {shlex.join(argv)}\n"
     )
-
-
-def check_image(image: str) -> None:
-    """Raise InvalidRequest unless `image` reads as a container image reference."""
-    if not image or len(image) > MAX_IMAGE or not image.isprintable() or any(c.isspace() for c in image):
-        raise InvalidRequest("image", f"{image[:80]!r} is not an image reference",
-                             "e.g. nvcr.io#nvidia/pytorch:24.05-py3 or docker://ubuntu:22.04")
 
 
 def workload_request(*, backend: str, command: Sequence[str] | None, args: Sequence[str] | None = None,
@@ -90,17 +87,16 @@ def workload_request(*, backend: str, command: Sequence[str] | None, args: Seque
         "name": name, "gpus": gpus, "gpu_mem_mb": gpu_memory_mb, "env": env_dict(env),
         "labels": dict(labels) if labels is not None else None, "preemptible": preemptible, "time_limit_s": max_runtime_s,
     }
-    if image is None:
-        fields["command"] = argv
-    elif backend == "slurm":
+    if image is not None and backend == "slurm":
         fields["script"] = pyxis_script(image, argv)
         fields["name"] = name or _program(argv)
     else:
-        raise InvalidRequest(
-            "image", f"this corral server runs the {backend} backend, which runs commands on its own machine, not in "
-            "containers",
-            "drop image and run the command directly with the software installed there, or use a corral server "
-            "with the Slurm backend on a cluster with the Pyxis plugin")
+        # the local backend runs the image itself (the server refuses it, saying so, without a runtime);
+        # a relative archive path is the server's to resolve, against the job's working directory
+        if image is not None:
+            check_image(image)
+        fields["command"] = argv
+        fields["image"] = image
     return {key: value for key, value in fields.items() if value is not None}
 
 

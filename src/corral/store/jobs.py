@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from corral.core.arrays import format_ranges, parse_array, parse_ranges
 from corral.core.events import JobEvent
 from corral.core.job import Job
 from corral.core.spec import JobSpec
+from corral.core.spec_container import ContainerSpec
 from corral.core.states import ACTIVE_STATES, JobState
 from corral.store.schema import job_events, job_scripts, jobs
 
@@ -200,6 +202,7 @@ def _spec_row(spec: JobSpec) -> dict[str, Any]:
     row["labels"] = dict(spec.labels)
     for name in ("nodelist", "exclude", "mail_type"):  # names, comma-separated
         row[name] = ",".join(getattr(spec, name)) or None
+    row["container"] = json.dumps(spec.container.to_dict()) if spec.container is not None else None
     return row
 
 
@@ -240,6 +243,7 @@ def _job(row: Mapping[Any, Any]) -> Job:  # a RowMapping: keyed by names (and by
         mail_user=row["mail_user"], time_min_s=row["time_min_s"], priority=row["priority"],
         interactive=row["interactive"], ntasks=row["ntasks"], ntasks_per_node=row["ntasks_per_node"],
         gpus_per_task=row["gpus_per_task"],
+        container=ContainerSpec.from_dict(json.loads(row["container"])) if row["container"] else None,
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],
     )
     return Job(

@@ -74,6 +74,8 @@ jobs = Table(
     Column("ntasks", Integer, nullable=False, server_default="1"),
     Column("ntasks_per_node", Integer),
     Column("gpus_per_task", Integer),
+    # the ContainerSpec as JSON text (NULL: on the host): read only whole, with its job
+    Column("container", Text),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,

@@ -345,3 +345,20 @@ def test_placement_time_and_mail_options_pass_to_slurm_which_honours_them_itself
         assert option in argv
     plain = build(make_job()).argv
     assert not [a for a in plain if a.startswith(("--begin", "--exclusive", "--constraint", "--mail", "--priority"))]
+
+
+def test_a_container_job_gets_pyxis_options_so_the_cluster_runs_it_in_its_image():
+    from corral.core.spec_container import ContainerSpec, Mount
+
+    container = ContainerSpec("nvcr.io#nvidia/pytorch:24.01-py3", mounts=(Mount("/data", "/data", True),
+                              Mount("/scratch/a b", "/scratch")), workdir="/workspace", env=("NCCL_DEBUG", "HF_HOME"),
+                              mount_home=False, remap_root=True)
+    argv = build(make_job(container=container)).argv
+    assert_only_options(argv)
+    assert [a for a in argv if "container" in a] == [
+        "--container-image=nvcr.io#nvidia/pytorch:24.01-py3", "--container-mounts=/data:/data:ro,/scratch/a b:/scratch",
+        "--container-workdir=/workspace", "--container-env=NCCL_DEBUG,HF_HOME", "--no-container-mount-home",
+        "--container-remap-root"]
+    only_image = build(make_job(container=ContainerSpec("ubuntu:22.04"))).argv
+    assert [a for a in only_image if "container" in a] == ["--container-image=ubuntu:22.04"]
+    assert not [a for a in build(make_job()).argv if "container" in a]

@@ -90,6 +90,7 @@ def build_sbatch(
     if spec.warn_signal:
         argv.append(f"--signal={warn_signal_option(spec.warn_signal)}")
     argv += placement_options(spec)
+    argv += container_options(spec)
     if spec.comment:
         argv.append(f"--comment={spec.comment}")
     argv.append("--requeue" if requeue else "--no-requeue")
@@ -197,4 +198,25 @@ def placement_options(spec: JobSpec) -> list[str]:
         argv.append(f"--mail-type={','.join(spec.mail_type)}")
         if spec.mail_user:
             argv.append(f"--mail-user={spec.mail_user}")
+    return argv
+
+
+def container_options(spec: JobSpec) -> list[str]:
+    """Pyxis's sbatch options for a job in a container image: the cluster's Pyxis plugin runs the batch
+    script in it. Each is one argv element (no shell); `corral.core.spec_container` has already refused
+    an image that starts with `-` and paths holding a comma, which would change their meaning here."""
+    container = spec.container
+    if container is None:
+        return []
+    argv = [f"--container-image={container.image}"]
+    if container.mounts:
+        argv.append(f"--container-mounts={','.join(mount.text() for mount in container.mounts)}")
+    if container.workdir is not None:
+        argv.append(f"--container-workdir={container.workdir}")
+    if container.env:
+        argv.append(f"--container-env={','.join(container.env)}")
+    if not container.mount_home:
+        argv.append("--no-container-mount-home")
+    if container.remap_root:
+        argv.append("--container-remap-root")
     return argv

@@ -26,10 +26,11 @@ if TYPE_CHECKING:
 # sbatch's own options (handled here); every other option goes to the server as written
 LOCAL = ("parsable", "wait", "test_only", "wrap", "quiet", "help", "usage", "version")
 
-# Slurm 22.05's sbatch options, each as getopt_long knows it: which take a value, which may
+# Slurm 22.05's sbatch options, each as getopt_long knows it: which take a value, which may (the
+# container-* ones are Pyxis's, which a cluster with the plugin adds to sbatch, srun and salloc)
 _FLAGS = ("contiguous", "hold:H", "ignore-pbs", "no-requeue", "overcommit:O", "parsable", "quiet:Q", "reboot",
           "requeue", "spread-job", "test-only", "use-min-nodes", "verbose:v", "wait:W", "help:h", "usage",
-          "version:V", "oversubscribe:s", "preemptible")
+          "version:V", "oversubscribe:s", "preemptible", "no-container-mount-home", "container-remap-root")
 _OPTIONAL = ("exclusive", "get-user-env", "nice", "no-kill:k")
 _VALUED = ("account:A", "acctg-freq", "array:a", "batch", "bb", "bbf", "begin:b", "chdir:D", "cluster-constraint",
            "clusters:M", "comment", "constraint:C", "container", "core-spec:S", "cores-per-socket", "cpu-freq",
@@ -42,7 +43,7 @@ _VALUED = ("account:A", "acctg-freq", "array:a", "batch", "bb", "bbf", "begin:b"
            "output:o", "partition:p", "power", "priority", "profile", "propagate", "qos:q", "reservation",
            "signal", "sockets-per-node", "switches", "thread-spec", "threads-per-core", "time:t", "time-min",
            "tmp", "uid", "wckey", "wrap", "container-image", "container-mounts", "container-workdir",
-           "container-env", "container-name", "no-container-mount-home", "container-remap-root")
+           "container-env", "container-name")
 
 
 def _option(spec: str, value: bool = False, optional: bool = False) -> Option:

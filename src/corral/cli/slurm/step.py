@@ -40,7 +40,13 @@ OPTIONS = [
     Option("wait", "W", value=True), Option("exclusive", value=True, optional=True), Option("overlap"),
     Option("open-mode", value=True), Option("distribution", "m", value=True), Option("help", "h"),
     Option("usage"), Option("version", "V"), Option("pty"),
+    # Pyxis's: a step may only name its job's own container (`_check_container`)
+    Option("container-image", value=True), Option("container-mounts", value=True),
+    Option("container-workdir", value=True), Option("container-env", value=True),
+    Option("container-name", value=True), Option("no-container-mount-home"), Option("container-remap-root"),
 ]
+_CONTAINER = ("container_image", "container_mounts", "container_workdir", "container_env", "container_name",
+              "no_container_mount_home", "container_remap_root")
 USAGE = """Usage: srun [OPTIONS] command [args...]   (inside a corral job: a step on the job's allocation)
   -n, --ntasks=N            tasks [default: the job's]    -c, --cpus-per-task=N   CPUs of each task
   --gpus-per-task=N         GPUs of each task             -G, --gpus=N            GPUs of the step, shared
@@ -60,6 +66,8 @@ def main(argv: Sequence[str]) -> int:
         raise Refused("No command given to execute.")
     environ = os.environ
     job_id = environ.get("CORRAL_JOB_ID", "")
+    if any(key in given for key in _CONTAINER):
+        _check_container(given, job_id)
     ntasks = _count(given, "ntasks", None)
     per_node = _count(given, "ntasks_per_node", None)
     nodes = str(given.get("nodes") or "1").partition("-")[0]
@@ -99,6 +107,52 @@ def main(argv: Sequence[str]) -> int:
                         step_ref=f"{environ.get('SLURM_JOB_ID', job_id)}.{step_id}")
     recorder.close(outcome.state, outcome.exit_code, outcome.signal, outcome.max_rss_mb, outcome.cpu_time_s)
     return outcome.status
+
+
+def _check_container(given: dict[str, object], job_id: str) -> None:
+    """Accept a step's Pyxis options only where they name what its job already runs in.
+
+    A step runs where its job does (in the job's container, or on the host): a step in an image of its
+    own is not supported. A Pyxis script that repeats the job's image on its srun line still runs; a
+    companion option left out is the job's.
+
+    Raises:
+        Refused: the step asks for another image, other mounts or settings, or a named container.
+    """
+    if given.get("container_name"):
+        raise Refused(f"--container-name={given['container_name']}: named containers are not supported by corral "
+                      "(remove it)")
+    try:
+        job = server().ask("GET", f"/api/v1/jobs/{job_id}")
+    except (CorralError, OSError) as exc:
+        raise Refused(f"--container-image: cannot read job {job_id}'s container to compare ({exc})") from None
+    own = job.get("container")
+    fix = ("steps in their own images are not supported by corral: submit the job with sbatch --container-image "
+           "(its steps run in it), or drop the option from srun")
+    if not own or not given.get("container_image"):
+        raise Refused(f"--container-image: job {job_id} runs "
+                      + (f"in {own['image']}" if own else "on the host") + f"; {fix}")
+    from corral.core.spec_container import container_spec
+    from corral.errors import InvalidRequest
+
+    fields = {"image": given["container_image"], "container_mounts": given.get("container_mounts"),
+              "container_workdir": given.get("container_workdir"), "container_env": given.get("container_env"),
+              "container_mount_home": "no" if given.get("no_container_mount_home") else None,
+              "container_remap_root": "yes" if given.get("container_remap_root") else None}
+    try:
+        asked = container_spec({k: v for k, v in fields.items() if v is not None}, os.getcwd())
+    except InvalidRequest as exc:
+        raise Refused(exc.message) from None
+    assert asked is not None
+    mine = asked.to_dict()
+    # each setting the step names, with its option (an option left out is the job's)
+    named = {"image": "--container-image", "mounts": "--container-mounts", "workdir": "--container-workdir",
+             "env": "--container-env", "mount_home": "--no-container-mount-home",
+             "remap_root": "--container-remap-root"}
+    for key, option in named.items():
+        if given.get(option[2:].replace("-", "_")) and mine[key] != own.get(key):
+            raise Refused(f"{option}: this step asks for {mine[key]!r}, job {job_id}'s container has "
+                          f"{own.get(key)!r}; {fix}")
 
 
 class StepGpus:

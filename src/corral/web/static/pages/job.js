@@ -202,6 +202,9 @@ export function mount(main, ctx) {
         ["QoS", job.qos],
         ["Labels", labels.length ? h("span", {}, labels.map(([k, v]) => h("span", {class: "tag"}, `${k}=${v}`))) : null],
         ["Workdir", job.workdir ? h("code", {}, job.workdir) : null],
+        ["Image", job.image ? h("code", {}, job.image) : null],
+        ["Mounts", job.container && job.container.mounts && job.container.mounts.length
+          ? h("code", {}, job.container.mounts.join(", ")) : null],
         ["Exit", job.exit_code !== null && job.exit_code !== undefined ? `code ${job.exit_code}${job.signal ? `, signal ${job.signal}` : ""}` : job.signal ? `signal ${job.signal}` : null],
         ["Logs", h("span", {class: "small"}, h("code", {}, job.stdout_path || "—"),
           job.stderr_path && job.stderr_path !== job.stdout_path ? [h("br"), h("code", {}, job.stderr_path)] : null)],
