@@ -142,10 +142,7 @@ def python_tar() -> bytes:
     with tarfile.open(fileobj=buffer, mode="a") as tar:
         made = {"bin", "tmp", "etc"}
         interpreter = os.path.realpath(sys.executable)
-        files = [interpreter, *_libraries(interpreter)]
-        for path in files:
-            _add_dirs(tar, path, made)
-            _add_file(tar, os.path.realpath(path), path, 0o755)
+        libraries = set(_libraries(interpreter))
         stdlib = sysconfig.get_paths()["stdlib"]
         for root, dirs, names in os.walk(stdlib):
             dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_STDLIB)
@@ -153,6 +150,11 @@ def python_tar() -> bytes:
             for name in sorted(names):
                 if name.endswith((".py", ".so")):
                     _add_file(tar, os.path.join(root, name), os.path.join(root, name))
+                if name.endswith(".so"):  # an extension's own libraries (zlib for binascii, libssl...)
+                    libraries.update(_libraries(os.path.join(root, name)))
+        for path in sorted({interpreter, *libraries}):
+            _add_dirs(tar, path, made)
+            _add_file(tar, os.path.realpath(path), path, 0o755)
         info = tarfile.TarInfo("bin/python3")
         info.type, info.linkname = tarfile.SYMTYPE, interpreter
         tar.addfile(info)
@@ -162,7 +164,7 @@ def python_tar() -> bytes:
 @pytest.fixture(scope="session")
 def python_image(podman: str) -> str:
     """An image with this Python (`python3` on its PATH) and no packages: corral comes mounted."""
-    key = hashlib.sha256(f"{sys.version}{os.path.realpath(sys.executable)}".encode()).hexdigest()[:10]
+    key = hashlib.sha256(f"2{sys.version}{os.path.realpath(sys.executable)}".encode()).hexdigest()[:10]
     image = f"localhost/corral-test-python:{key}"
     if not _exists(podman, image):
         _import(podman, image, python_tar(), ["PATH=/bin"])

@@ -195,3 +195,19 @@ def test_an_archive_is_brought_in_and_its_time_recorded_apart(backend, os_users,
     bobs = start(backend, os_users[1], command=["true"], image=f"docker-archive:{archive}")
     outcome = finish(backend, bobs)
     assert outcome.state == "FAILED" and outcome.error is not None and outcome.error.startswith("image: ")
+
+
+def test_a_batch_script_runs_inside_the_image(backend, os_users, busybox_image):
+    script = f"#!/bin/sh\n#SBATCH --container-image={busybox_image}\necho \"in $(head -c 4 /etc/passwd) as $(id -u)\"\n"
+    job = start(backend, os_users[0], command=None, script=script)
+    assert finish(backend, job).state == "COMPLETED", read(job.log_path("stderr"))
+    assert read(job.log_path("stdout")) == f"in root as {pwd.getpwnam(os_users[0]).pw_uid}\n"  # the image's passwd
+
+
+def test_the_warning_signal_before_the_time_limit_reaches_the_program_inside(backend, os_users, busybox_image):
+    script = "trap 'echo warned' USR1; echo ready; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done"
+    job = start(backend, os_users[0], command=["sh", "-c", script], image=busybox_image, time="0:06",
+                signal="USR1@4")
+    outcome = finish(backend, job)
+    assert outcome.state == "TIMEOUT"
+    assert read(job.log_path("stdout")).splitlines()[:2] == ["ready", "warned"]

@@ -189,7 +189,8 @@ def test_an_agent_session_over_stdio_creates_polls_reads_measures_alerts_and_sto
     anyio.run(session)
 
 
-def test_the_seed_workload_shape_over_streamable_http_and_a_bad_image_refused_by_name(server_factory):
+def test_the_seed_workload_shape_over_streamable_http_and_a_bad_image_refused_by_name(server_factory, podman,
+                                                                                      busybox_image):
     server = server_factory(gpus=4)
     corral = server.client()
     token = corral.create_token(scope="submit", expires="1h")["token"]  # over HTTP each agent brings its own
@@ -213,8 +214,18 @@ def test_the_seed_workload_shape_over_streamable_http_and_a_bad_image_refused_by
             logs = await call(agent, "workload_logs", workloadId=ref, tail=10)
             assert logs["lines"] == ["hello world"] and logs["complete"] and logs["nextOffset"] == len("hello world\n")
 
+            # an image runs through the server's container runtime (Podman here), on the workload's GPUs
+            boxed = await call(agent, "workload_submit", name="boxed", image=busybox_image, gpus=2,
+                               command=["sh", "-c", 'echo "$IMAGE_OWN on $CUDA_VISIBLE_DEVICES"'])
+            deadline = time.monotonic() + 60
+            while (workload := await call(agent, "workload_get", workloadId=boxed["workloadId"]))["state"] != "COMPLETED":
+                assert time.monotonic() < deadline and workload["state"] in ("PENDING", "RUNNING"), workload
+                await anyio.sleep(0.2)
+            assert workload["image"] == busybox_image and workload["gpus"] == 2
+            logs = await call(agent, "workload_logs", workloadId=boxed["workloadId"], tail=10)
+            assert logs["lines"] == ["from-the-image on 0,1"]
+
             before = len(corral.history()) + len(corral.queue())
-            # (a good image runs through the server's container runtime: the executor's tests cover that)
             text = await refused(agent, "workload_submit", command=["python", "train.py"], image="two words")
             assert text.startswith("image: ") and "is not an image reference" in text
             assert len(corral.history()) + len(corral.queue()) == before  # nothing was submitted

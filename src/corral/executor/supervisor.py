@@ -406,7 +406,7 @@ class Supervisor:
 
     def check_container(self) -> str | None:
         """Why the job's container may not start, or None: every path it would see of the host (and an
-        image file) must be the owner's to open, and none may be corral's own but the job's checkpoints.
+        image file) must be the owner's to open, and none may be corral's own but the job's checkpoints and script.
 
         The runtime runs as root, so this is the only place the owner's rights are asked."""
         from corral.executor.containers import ContainerLaunch
@@ -414,7 +414,7 @@ class Supervisor:
 
         launch = ContainerLaunch.from_json(self.config.container or {})
         home = os.path.dirname(os.path.dirname(os.path.abspath(self.job_dir)))
-        allowed = self.config.env.get("CORRAL_CHECKPOINT_DIR", "")
+        allowed = (self.config.env.get("CORRAL_CHECKPOINT_DIR", ""), self.path(files.SCRIPT))
         paths = [(source, "container_mounts") for source, _, _ in launch.mounts]
         if launch.archive:
             paths.append((launch.archive, "image"))

@@ -148,6 +148,7 @@ class LocalBackend:
             cgroup = self.containers.cgroup(cgroup)
             container = self.containers.launch(
                 job, allocation, owner, checkpoint_dir=checkpoint_dir, server_env=settings.server_env,
+                script=argv[0] if job.spec.script is not None else None,
                 cgroup_layout=settings.cgroup_layout, gpu_devices=settings.gpu_devices).to_json()
             env = self.containers.environment(env, allocation)
         config = LaunchConfig(

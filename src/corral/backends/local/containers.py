@@ -33,7 +33,7 @@ class LocalContainers:
                                  "give an OCI image (docker-archive:/path.tar, a registry image), or ask the admin "
                                  "to install Apptainer")
 
-    def launch(self, job: Job, allocation: Allocation, owner: RunAs | None, *, checkpoint_dir: str,
+    def launch(self, job: Job, allocation: Allocation, owner: RunAs | None, *, checkpoint_dir: str, script: str | None,
                server_env: Mapping[str, str], cgroup_layout: Mapping[str, Any] | None,
                gpu_devices: bool) -> ContainerLaunch:
         """What the job's supervisor runs the job's image with."""
@@ -50,6 +50,8 @@ class LocalContainers:
         if container.mount_home and home and home != "/":
             mount(home, home)
         mount(checkpoint_dir, checkpoint_dir)
+        if script is not None:
+            mount(script, script, True)  # a batch script runs inside, as sbatch --container-image runs it under Pyxis
         for item in container.mounts:
             mount(item.source, item.target, item.read_only)
         parent, leftovers = _cgroup_places(cgroup_layout, job.id)

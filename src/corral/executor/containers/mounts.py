@@ -1,13 +1,13 @@
 """A path a container would see of the host, checked with the owner's rights (the supervisor calls this
 under `as_owner`): a root runtime mounts whatever it is told, so the owner must be able to open it here,
-and it may not be corral's own (its database, other jobs' files), but for the job's checkpoints."""
+and it may not be corral's own (its database, other jobs' files), but for the job's checkpoints and script."""
 
 from __future__ import annotations
 
 import os
 
 
-def refused_mount(path: str, corral_home: str, allowed: str = "") -> str | None:
+def refused_mount(path: str, corral_home: str, allowed: tuple[str, ...] = ()) -> str | None:
     """Why `path` may not be mounted for this owner, or None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
@@ -20,7 +20,7 @@ def refused_mount(path: str, corral_home: str, allowed: str = "") -> str | None:
     finally:
         os.close(fd)
     home = os.path.realpath(corral_home)
-    if _within(real, home) and not (allowed and _within(real, os.path.realpath(allowed))):
+    if _within(real, home) and not any(_within(real, os.path.realpath(a)) for a in allowed if a):
         return f"{path} is inside corral's home {home}, which holds other jobs' files and the database; mount another path"
     return None
 

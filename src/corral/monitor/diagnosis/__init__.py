@@ -8,7 +8,7 @@ about why it is slow ("warning").
 
 Here: `diagnose` and `unchecked`; what they read and report (`findings`), the log as they read it
 (`log_lines`), and the causes by what they are read in: the log (`log_causes`), how the job ended
-or stalls (`job_causes`), what it used (`usage_causes`).
+or stalls (`job_causes`), what it used (`usage_causes`), its container (`container_causes`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from corral.core.findings import CRITICAL, WARNING, Finding
 from corral.monitor.diagnosis.findings import (
     CAUSES, HUNG_AFTER_S, LOG_ERROR_CAUSES, MIN_SAMPLED_S, MIN_SAMPLES, Evidence, gpu_count, span,
 )
+from corral.monitor.diagnosis.container_causes import image_unavailable, mount_refused
 from corral.monitor.diagnosis.job_causes import hung, node_fail, time_limit, warning_lead_s
 from corral.monitor.diagnosis.log_causes import (
     command_not_found, cuda_oom, exit_status, host_oom, nan_loss, nccl_timeout, python_error,
@@ -37,6 +38,8 @@ def diagnose(evidence: Evidence, *, hung_after_s: float = HUNG_AFTER_S) -> list[
     lines = read_lines(evidence.log_lines)
     job = evidence.job
     found = [f for f in (
+        image_unavailable(job, lines),
+        mount_refused(job),
         command_not_found(job, lines),
         cuda_oom(job, lines, evidence.summary),
         host_oom(job, lines, evidence.figures),
