@@ -33,6 +33,7 @@ def _variants():
         **{**LAUNCH.__dict__, "user": None, "rootless": True, "cgroup_parent": None})
     yield "podman-declared-gpus", driver_for("podman"), ContainerLaunch(
         **{**LAUNCH.__dict__, "gpu_devices": False, "memory_mb": 16384, "cgroup_parent": None})
+    yield "podman-srun-pty", driver_for("podman"), ContainerLaunch(**{**LAUNCH.__dict__, "interactive": "pty"})
     yield "docker", driver_for("docker"), ContainerLaunch(**{**LAUNCH.__dict__, "runtime": "docker",
                                                                "binary": "/usr/bin/docker"})
     yield "apptainer", driver_for("apptainer"), ContainerLaunch(

@@ -88,3 +88,16 @@ def test_a_step_in_an_image_of_its_own_is_refused_by_name(argv, job_container, s
 def test_a_steps_named_container_is_refused():
     with pytest.raises(Refused, match="--container-name=dev: named containers are not supported"):
         step._check_container(_given(["--container-name=dev"]), "3")
+
+
+def test_sbatch_and_srun_run_in_their_image_on_a_live_server(server_factory, slurm_shell, tmp_path, podman,
+                                                            busybox_image):
+    server = server_factory(gpus=2)
+    (tmp_path / "boxed.sh").write_text(f"#!/bin/sh\n#SBATCH --container-image={busybox_image}\n#SBATCH -G 1\n"
+                                       'echo "batch $IMAGE_OWN gpu=$CUDA_VISIBLE_DEVICES"\n')
+    out = slurm_shell(server.home)(
+        f"sbatch --wait -o boxed.out boxed.sh && cat boxed.out && "
+        f"echo typed | srun --container-image={busybox_image} sh -c 'read line; echo \"srun $IMAGE_OWN $line\"'",
+        cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-2:] == ["batch from-the-image gpu=0", "srun from-the-image typed"]

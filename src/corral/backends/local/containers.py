@@ -66,7 +66,7 @@ class LocalContainers:
             workdir=container.workdir or spec.workdir, mounts=tuple(mounts.values()), env_names=container.env,
             gpus=tuple(allocation.gpu_ids), gpu_devices=gpu_devices and bool(allocation.gpu_ids), cpus=spec.cpus,
             memory_mb=spec.mem_mb or None if cgroup_layout is None else None, user=user,
-            remap_root=container.remap_root, rootless=self.rootless, mount_home=container.mount_home,
+            remap_root=container.remap_root, rootless=self.rootless, interactive=spec.interactive, mount_home=container.mount_home,
             cgroup_parent=parent, leftover_cgroups=leftovers, runtime_env=runtime_environment(server_env),
         )
 

@@ -61,6 +61,8 @@ class ContainerLaunch:
     user: tuple[int, int, tuple[int, ...]] | None = None
     """uid, gid and groups inside; None: the runtime runs as the owner already (rootless, Apptainer)."""
     remap_root: bool = False
+    interactive: str | None = None
+    """srun's or salloc's job: `pty` or `stream`; its stdin is relayed into the container (a terminal for pty)."""
     rootless: bool = False
     """The runtime runs as the owner (a personal server's Podman): no root anywhere."""
     mount_home: bool = True
@@ -89,7 +91,8 @@ class ContainerLaunch:
             "workdir": self.workdir, "mounts": [list(m) for m in self.mounts], "env_names": list(self.env_names),
             "gpus": list(self.gpus), "gpu_devices": self.gpu_devices, "cpus": self.cpus, "memory_mb": self.memory_mb,
             "user": [self.user[0], self.user[1], list(self.user[2])] if self.user else None,
-            "remap_root": self.remap_root, "rootless": self.rootless, "mount_home": self.mount_home, "cgroup_parent": self.cgroup_parent,
+            "remap_root": self.remap_root, "rootless": self.rootless, "interactive": self.interactive,
+            "mount_home": self.mount_home, "cgroup_parent": self.cgroup_parent,
             "leftover_cgroups": list(self.leftover_cgroups), "runtime_env": dict(self.runtime_env),
         }
 

@@ -36,6 +36,8 @@ class Podman(Driver):
         for source, target, read_only in launch.mounts:
             out.append(f"--volume={source}:{target}:{'ro' if read_only else 'rw'}")
         out.append(f"--workdir={launch.workdir}")
+        if launch.interactive:
+            out += ["--interactive", *(["--tty"] if launch.interactive == "pty" else [])]
         if env_file:
             out.append(f"--env-file={env_file}")
         return [*out, image, *argv]
