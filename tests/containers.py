@@ -25,7 +25,7 @@ import pytest
 BUSYBOX = "/bin/busybox"
 CONF_DIR = "/tmp/corral-test-containers"
 BUSYBOX_APPLETS = ("sh", "ls", "cat", "id", "sleep", "env", "echo", "pwd", "touch", "dd", "grep", "head", "stat",
-                   "kill", "true", "false", "mkdir", "rm", "test", "wc", "tr", "printf")
+                   "kill", "true", "false", "mkdir", "rm", "test", "wc", "tr", "printf", "date")
 _SKIPPED_STDLIB = {"test", "idlelib", "tkinter", "ensurepip", "site-packages", "lib2to3", "turtledemo",
                    "config-3.11-x86_64-linux-gnu", "__pycache__"}
 
@@ -118,8 +118,8 @@ def busybox_tar() -> bytes:
 
 @pytest.fixture(scope="session")
 def busybox_image(podman: str) -> str:
-    """`localhost/corral-test:1`: busybox's sh and tools, nothing else (PATH=/bin)."""
-    image = "localhost/corral-test:1"
+    """`localhost/corral-test:2`: busybox's sh and tools, nothing else (PATH=/bin)."""
+    image = "localhost/corral-test:2"
     if not _exists(podman, image):
         _import(podman, image, busybox_tar(), ["PATH=/bin", "IMAGE_OWN=from-the-image"])
     return image
@@ -161,11 +161,15 @@ def python_tar() -> bytes:
     return buffer.getvalue()
 
 
+def python_image_name() -> str:
+    key = hashlib.sha256(f"2{sys.version}{os.path.realpath(sys.executable)}".encode()).hexdigest()[:10]
+    return f"localhost/corral-test-python:{key}"
+
+
 @pytest.fixture(scope="session")
 def python_image(podman: str) -> str:
     """An image with this Python (`python3` on its PATH) and no packages: corral comes mounted."""
-    key = hashlib.sha256(f"2{sys.version}{os.path.realpath(sys.executable)}".encode()).hexdigest()[:10]
-    image = f"localhost/corral-test-python:{key}"
+    image = python_image_name()
     if not _exists(podman, image):
         _import(podman, image, python_tar(), ["PATH=/bin"])
     return image

@@ -24,7 +24,9 @@ def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         f"CPU Efficiency: {cpu * 100:.2f}% of {_number(elapsed * cpus)} core-seconds"
         if cpu is not None and elapsed is not None else
         (f"CPU Efficiency: {cpu * 100:.2f}%" if cpu is not None else "CPU Efficiency: -"),
-        f"Job Wall-clock time: {_number(elapsed)} s" if elapsed is not None else "Job Wall-clock time: -",
+        (f"Job Wall-clock time: {_number(elapsed)} s" + (f" (of which {_number(pull)} s bringing in its image)"
+                                                         if (pull := report.get("image_pull_s")) else ""))
+        if elapsed is not None else "Job Wall-clock time: -",
         f"Memory Utilized: {format_peak_mb(report['max_rss_mb'])}" + _from(report.get("memory_source"))
         if report.get("max_rss_mb") is not None else "Memory Utilized: -",
         f"Memory Efficiency: {mem * 100:.2f}% of {report['mem_requested_mb']:.0f} MB" if mem is not None

@@ -90,11 +90,14 @@ def open_for_writing(path: str, flags: int, create: bool = True) -> int:
 
 
 def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd: int,
-             stdio: tuple[int, int, int] | None = None, terminal: bool = False, job_dir: str = "") -> NoReturn:
+             stdio: tuple[int, int, int] | None = None, terminal: bool = False,
+             exec_instead: Callable[[], NoReturn] | None = None) -> NoReturn:
     """In the forked child: become the job. Never returns.
 
     `stdio`: an interactive job's stdin, stdout and stderr (its pseudo-terminal's end three times, or
-    pipes) in place of /dev/null and the log files; `terminal`: that end becomes its controlling terminal.
+    pipes) in place of /dev/null and the log files; `terminal`: that end becomes its controlling terminal;
+    `exec_instead`: what becomes the job once its stdio is in place (a container runtime, which takes the
+    owner's identity its own way), in place of the owner's argv.
     """
     try:
         os.setsid()
@@ -111,10 +114,8 @@ def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd
 
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # a session leader's first terminal: job control works
         os.closerange(3, 65536)  # the lock and the wake pipe stay with the supervisor
-        if config.container:
-            from corral.executor.containers.start import exec_container
-
-            exec_container(config, cgroup, job_dir)  # the runtime runs it: as root with --user, or as the owner
+        if exec_instead is not None:
+            exec_instead()
         env = become_owner(config, cgroup)
         try:
             os.chdir(config.cwd)

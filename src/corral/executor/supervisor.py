@@ -32,6 +32,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
@@ -115,10 +116,12 @@ class Supervisor:
                 os.close(int(self.config.lock_fd))   # to keep held while it waits here or starts the job
             if os.read(gate_r, 1) != b"1":
                 os._exit(1)
+            # a container job's runtime runs it: as root with the owner's ids inside, or as the owner
+            instead = (lambda: _exec_container(self.config, self.cgroup, self.job_dir)) if self.config.container else None
             if terminal is not None:
                 exec_job(self.config, self.cgroup, out_fd, err_fd, stdio=terminal.child_fds, terminal=terminal.pty,
-                         job_dir=self.job_dir)
-            exec_job(self.config, self.cgroup, out_fd, err_fd, job_dir=self.job_dir)
+                         exec_instead=instead)
+            exec_job(self.config, self.cgroup, out_fd, err_fd, exec_instead=instead)
         if terminal is not None:
             terminal.after_fork()
         os.close(gate_r)
@@ -509,6 +512,12 @@ class Supervisor:
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
+
+
+def _exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str) -> NoReturn:
+    from corral.executor.containers.start import exec_container  # only a container job's child loads it
+
+    exec_container(config, cgroup, job_dir)
 
 
 def _free_bytes(path: str) -> float:

@@ -70,6 +70,8 @@ def local_efficiency(
     gpu_mem = job.get("gpu_mem_mb")
     report: dict[str, Any] = {
         "state": job.get("state"), "elapsed_s": elapsed, "cpus": cpus,
+        # a container job's time bringing in its image, inside elapsed_s but not the program's
+        "image_pull_s": rusage.get("image_pull_s"),
         "cpu_time_s": round(cpu_time, 1) if cpu_time is not None else None, "cpu_efficiency": cpu_efficiency,
         "max_rss_mb": max_rss, "mem_requested_mb": requested,
         "mem_efficiency": round(max_rss / requested, 4) if max_rss is not None and requested else None,

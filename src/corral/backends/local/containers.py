@@ -70,7 +70,7 @@ class LocalContainers:
             cgroup_parent=parent, leftover_cgroups=leftovers, runtime_env=runtime_environment(server_env),
         )
 
-    def cgroup(self, cgroup: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    def cgroup(self, cgroup: dict[str, Any] | None) -> dict[str, Any] | None:
         """The job's cgroup for a container job. On cgroup v1 a nested cgroup may allow no device its parent
         denies, and Podman and Docker start every container with `c *:* m` allowed: the job's cgroup then
         denies nothing, and the container's own (the devices passed to it alone) keeps it from other GPUs."""

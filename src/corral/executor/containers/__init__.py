@@ -18,7 +18,6 @@ Standard library only: the supervisor imports this, and it starts for every job.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,6 +173,8 @@ def find_runtime(configured: str | None, path: str | None = None) -> tuple[str, 
     Raises:
         ValueError: a configured runtime that is unknown or not installed.
     """
+    import shutil  # the server's, once: every supervisor imports this module
+
     if configured:
         name = os.path.basename(configured)
         if name not in RUNTIMES:
