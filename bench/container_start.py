@@ -38,9 +38,7 @@ PYTHON = os.path.realpath(sys.executable)  # at the same path in the image
 
 def _image() -> str:
     """The tests' Python image (this interpreter, at its path here), built if absent; their Podman configuration."""
-    import subprocess
-
-    from tests.containers import CONF_DIR, python_image_name, python_tar
+    from tests.containers import CONF_DIR, _build, python_image_name, python_tar
 
     os.makedirs(CONF_DIR, exist_ok=True)
     with open(CONF, "w") as f:
@@ -48,11 +46,7 @@ def _image() -> str:
                 'events_logger = "file"\n')
     os.environ["CONTAINERS_CONF"] = CONF
     image = python_image_name()
-    if subprocess.run(["podman", "image", "exists", image]).returncode != 0:
-        path = os.path.join(CONF_DIR, "python.tar")
-        with open(path, "wb") as f:
-            f.write(python_tar())
-        subprocess.run(["podman", "import", "--change", "ENV PATH=/bin", path, image], check=True, capture_output=True)
+    _build("podman", image, python_tar, ["PATH=/bin"])  # as the tests build it
     return image
 
 

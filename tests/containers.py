@@ -9,6 +9,7 @@ it has here, so that `import corral` works inside with the source mounted.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
@@ -18,7 +19,7 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -59,6 +60,15 @@ def podman() -> Iterator[str]:
 
 def _exists(podman: str, image: str) -> bool:
     return subprocess.run([podman, "image", "exists", image], capture_output=True).returncode == 0
+
+
+def _build(podman: str, image: str, make_tar: Callable[[], bytes], env: list[str]) -> None:
+    """Import the image unless it is there; one test process at a time (xdist's workers share Podman)."""
+    os.makedirs(CONF_DIR, exist_ok=True)
+    with open(os.path.join(CONF_DIR, "build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _exists(podman, image):
+            _import(podman, image, make_tar(), env)
 
 
 def _import(podman: str, image: str, tar_bytes: bytes, env: list[str]) -> None:
@@ -120,8 +130,7 @@ def busybox_tar() -> bytes:
 def busybox_image(podman: str) -> str:
     """`localhost/corral-test:2`: busybox's sh and tools, nothing else (PATH=/bin)."""
     image = "localhost/corral-test:2"
-    if not _exists(podman, image):
-        _import(podman, image, busybox_tar(), ["PATH=/bin", "IMAGE_OWN=from-the-image"])
+    _build(podman, image, busybox_tar, ["PATH=/bin", "IMAGE_OWN=from-the-image"])
     return image
 
 
@@ -170,6 +179,5 @@ def python_image_name() -> str:
 def python_image(podman: str) -> str:
     """An image with this Python (`python3` on its PATH) and no packages: corral comes mounted."""
     image = python_image_name()
-    if not _exists(podman, image):
-        _import(podman, image, python_tar(), ["PATH=/bin"])
+    _build(podman, image, python_tar, ["PATH=/bin"])
     return image

@@ -36,7 +36,6 @@ from typing import NoReturn
 
 from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
-from corral.executor.containers import OWN_CGROUPS, RUNTIME_LEAF
 from corral.executor.job_owner import as_owner, exec_job, open_for_writing, open_logs
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.terminal import NoClient, Terminal
@@ -131,7 +130,7 @@ class Supervisor:
         if self.cgroup is not None:
             try:
                 # before the job runs a single instruction of its own
-                self.cgroup.attach(self.pid, leaf=RUNTIME_LEAF if self.config.container else None)
+                self.cgroup.attach(self.pid, leaf=_runtime_leaf() if self.config.container else None)
             except OSError as exc:
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
@@ -404,7 +403,7 @@ class Supervisor:
         elif sig == signal.SIGKILL:
             self.cgroup.kill()
         else:
-            inside = self.cgroup.nested_pids(OWN_CGROUPS) if self.config.container else []
+            inside = self.cgroup.nested_pids(_runtime_cgroups()) if self.config.container else []
             self.cgroup.signal(sig, inside or None)
 
     def check_container(self) -> str | None:
@@ -512,6 +511,18 @@ class Supervisor:
 
     def _on_cancel_signal(self, signum: int, frame: object) -> None:
         self.cancel_requested = True
+
+
+def _runtime_leaf() -> str:
+    from corral.executor.containers import RUNTIME_LEAF  # a container job's alone: dataclasses cost a plain start
+
+    return RUNTIME_LEAF
+
+
+def _runtime_cgroups() -> tuple[str, ...]:
+    from corral.executor.containers import OWN_CGROUPS
+
+    return OWN_CGROUPS
 
 
 def _exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str) -> NoReturn:
