@@ -231,3 +231,50 @@ def test_placement_on_this_machine_and_its_fallback(short_tmp):
     off = find_layout(short_tmp, "off")
     assert off.layout is None and "setsid escapes" in off.summary
     assert home_key(short_tmp) != home_key(short_tmp + "x")
+
+
+def _spawn_nested(cgroup_dirs: list[str], code: str) -> subprocess.Popen:
+    """A process put in a cgroup nested in the job's, as a container runtime puts a container's."""
+    gate_r, gate_w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", f"import os; os.read({gate_r}, 1)\n" + textwrap.dedent(code)],
+                            pass_fds=(gate_r,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(gate_r)
+    for path in cgroup_dirs:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(proc.pid))
+    os.write(gate_w, b"1")
+    os.close(gate_w)
+    return proc
+
+
+@needs_v1
+def test_v1_counts_an_oom_kill_in_a_nested_cgroup_the_runtime_removed(v1_job):
+    """Podman runs a container in a cgroup under the job's and removes it as the container ends; v1 keeps the
+    kill's count there, so the job's own memory event is what says it ran out of memory."""
+    v1_job.create(JobLimits(memory_bytes=64 << 20))
+    inner = [os.path.join(path, "libpod-test") for path in v1_job.paths()]
+    proc = _spawn_nested(inner, "x = bytearray(300 * 2**20)")
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    for path in inner:
+        os.rmdir(path)
+    assert v1_job.oom_kills() >= 1
+
+
+@needs_v2
+def test_v2_runtime_leaf_and_a_nested_container_are_the_jobs_and_removed_with_it(v2_job):
+    v2_job.create(JobLimits())
+    gate_r, gate_w = os.pipe()
+    client = subprocess.Popen([sys.executable, "-c", f"import os, time; os.read({gate_r}, 1); time.sleep(600)"],
+                              pass_fds=(gate_r,))
+    os.close(gate_r)
+    v2_job.attach(client.pid, leaf="runtime")  # v2: the job's cgroup itself holds no process
+    os.write(gate_w, b"1")
+    os.close(gate_w)
+    container = _spawn_nested([os.path.join(v2_job.paths()[0], "libpod-test")], "import time; time.sleep(600)")
+    wait_for(lambda: sorted(v2_job.pids()) == sorted([client.pid, container.pid]))
+    assert v2_job.nested_pids(("runtime", "conmon")) == [container.pid]  # what a signal for the program reaches
+    v2_job.kill_until_empty()
+    assert client.wait(timeout=10) == -signal.SIGKILL and container.wait(timeout=10) == -signal.SIGKILL
+    v2_job.remove()
+    assert not os.path.exists(v2_job.paths()[0])

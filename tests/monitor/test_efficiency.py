@@ -248,3 +248,12 @@ def test_a_report_with_nothing_measured_still_formats():
     assert report["source"] is None
     assert "CPU Utilized: -" in text and "CPU Efficiency: -" in text and "Memory Utilized: -" in text
     assert "Advice:" not in text
+
+
+def test_a_container_jobs_time_bringing_in_its_image_is_said_apart():
+    report = local_efficiency(job(), summary(), {"cpu_time_s": 10.0, "max_rss_mb": 100.0, "image_pull_s": 41.2})
+    assert report["image_pull_s"] == 41.2
+    text = format_efficiency(job(), report)
+    line = next(line for line in text.splitlines() if line.startswith("Job Wall-clock time: "))
+    assert line.endswith(" s (of which 41.2 s bringing in its image)")
+    assert "bringing in" not in format_efficiency(job(), local_efficiency(job(), summary(), None))
