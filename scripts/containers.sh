@@ -4,6 +4,11 @@
 # the tests build their images (nothing is pulled: tests/containers.py). As root it installs what is
 # missing; otherwise it only reports.
 set -euo pipefail
+# POSIX message queues, which every systemd host mounts and Podman binds into a container that shares the host's
+# IPC in a user namespace (--container-remap-root); a bare container of a machine may lack them.
+if [ "$(id -u)" = 0 ] && [ ! -d /dev/mqueue ]; then
+  mkdir -p /dev/mqueue && mount -t mqueue mqueue /dev/mqueue || echo "containers.sh: cannot mount /dev/mqueue" >&2
+fi
 if command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && [ -x /bin/busybox ]; then
   exit 0
 fi

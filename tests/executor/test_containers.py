@@ -211,3 +211,15 @@ def test_the_warning_signal_before_the_time_limit_reaches_the_program_inside(bac
     outcome = finish(backend, job)
     assert outcome.state == "TIMEOUT"
     assert read(job.log_path("stdout")).splitlines()[:2] == ["ready", "warned"]
+
+
+def test_remap_root_is_root_inside_and_the_owner_outside(backend, os_users, busybox_image):
+    alice = pwd.getpwnam(os_users[0])
+    marker = os.path.join(alice.pw_dir, "made-as-root-inside")
+    if os.path.exists(marker):
+        os.unlink(marker)
+    job = start(backend, alice.pw_name, command=["sh", "-c", f"id -u; touch {marker}; cat /etc/shadow 2>&1 | head -1"],
+                image=busybox_image, container_remap_root=True)
+    assert finish(backend, job).state == "COMPLETED", read(job.log_path("stderr"))
+    assert read(job.log_path("stdout")).splitlines()[0] == "0"
+    assert os.stat(marker).st_uid == alice.pw_uid  # root inside is alice on the host
