@@ -101,3 +101,22 @@ def test_sbatch_and_srun_run_in_their_image_on_a_live_server(server_factory, slu
         cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-2:] == ["batch from-the-image gpu=0", "srun from-the-image typed"]
+
+
+def test_srun_pty_gives_a_terminal_inside_the_image_and_its_exit_code(server_factory, slurm_path, tmp_path, podman,
+                                                                      busybox_image):
+    import os
+
+    import pexpect
+
+    server = server_factory(gpus=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+    env.update(PATH=f"{slurm_path}:{os.environ['PATH']}", CORRAL_HOME=server.home)
+    child = pexpect.spawn("srun", [f"--container-image={busybox_image}", "--pty", "sh"], env=env, cwd=str(tmp_path),
+                          timeout=60)
+    child.sendline('tty; echo "in-$IMAGE_OWN"; exit 3')
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = child.before.decode()
+    assert "/dev/pts/" in shown and "in-from-the-image" in shown
+    assert child.exitstatus == 3
