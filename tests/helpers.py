@@ -27,3 +27,12 @@ def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         time.sleep(interval)
+
+
+def alive(pid: int) -> bool:
+    """Running: a zombie waits for its reaper (pid 1 here, which may take its time) and counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False

@@ -21,7 +21,7 @@ import pytest
 
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 from corral.executor.cgroups.placement import _mounts, find_layout, home_key
-from tests.helpers import wait_for
+from tests.helpers import alive, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="making cgroups needs root (CI runs as root)")
 
@@ -75,14 +75,6 @@ DETACH = """
     print("detached", flush=True)
     time.sleep(600)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def held_by_cgroup_but_not_session(cgroup: JobCgroup) -> int:

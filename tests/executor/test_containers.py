@@ -23,7 +23,7 @@ from corral.executor.cgroups import read_pids
 from corral.executor.cgroups.placement import find_layout
 from corral.executor.containers.start import read_state
 from corral.executor.users import owned_dir, run_as_for, share_home_with_jobs
-from tests.helpers import make_spec, wait_for
+from tests.helpers import alive, make_spec, wait_for
 from tests.users import user_pids
 
 _next_id = iter(range(1, 10_000))
@@ -59,15 +59,6 @@ def finish(backend: LocalBackend, job: Job, timeout: float = 60.0):
 def read(path: str) -> str:
     with open(path) as f:
         return f.read()
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waits for its reaper, pid 1 here, which may take its time)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def containers_named(podman: str, job: Job, backend: LocalBackend) -> str:

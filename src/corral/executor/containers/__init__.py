@@ -140,6 +140,25 @@ class Driver:
         return f"{head}/{rest}" if sep and "/" not in head else image
 
 
+def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | None) -> list[str]:
+    """What Podman and Docker (one command line between them) are told of the job but for who it is: its
+    cgroup, CPUs and memory, its GPUs (`gpus`, each runtime's own flags), its mounts, where it starts, its
+    stdin and its environment file."""
+    out = [f"--cgroup-parent={launch.cgroup_parent}"] if launch.cgroup_parent else []
+    if launch.cpus:
+        out.append(f"--cpus={launch.cpus}")
+    if launch.memory_mb:
+        out += [f"--memory={launch.memory_mb}m", f"--memory-swap={launch.memory_mb}m"]
+    out += gpus
+    out += [f"--volume={source}:{target}:{'ro' if read_only else 'rw'}" for source, target, read_only in launch.mounts]
+    out.append(f"--workdir={launch.workdir}")
+    if launch.interactive:
+        out += ["--interactive", *(["--tty"] if launch.interactive == "pty" else [])]
+    if env_file:
+        out.append(f"--env-file={env_file}")
+    return out
+
+
 def visible_devices(driver: Driver, gpus: Sequence[int]) -> str:
     """CUDA_VISIBLE_DEVICES inside the container: as the container numbers the job's GPUs."""
     return ",".join(str(i) for i in range(len(gpus))) if driver.visible_renumbered else ",".join(map(str, gpus))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from corral.executor.containers import ContainerLaunch, Driver
+from corral.executor.containers import ContainerLaunch, Driver, oci_options
 
 
 class Docker(Driver):
@@ -21,20 +21,7 @@ class Docker(Driver):
         if launch.user:
             uid, gid, groups = launch.user
             out += [f"--user={uid}:{gid}", *(f"--group-add={g}" for g in groups if g != gid)]
-        if launch.cgroup_parent:
-            out.append(f"--cgroup-parent={launch.cgroup_parent}")
-        if launch.cpus:
-            out.append(f"--cpus={launch.cpus}")
-        if launch.memory_mb:
-            out += [f"--memory={launch.memory_mb}m", f"--memory-swap={launch.memory_mb}m"]
-        if launch.gpu_devices and launch.gpus:
-            # the quotes are Docker's own syntax for a list inside the option's value
-            out.append(f'--gpus="device={",".join(map(str, launch.gpus))}"')
-        for source, target, read_only in launch.mounts:
-            out.append(f"--volume={source}:{target}:{'ro' if read_only else 'rw'}")
-        out.append(f"--workdir={launch.workdir}")
-        if launch.interactive:
-            out += ["--interactive", *(["--tty"] if launch.interactive == "pty" else [])]
-        if env_file:
-            out.append(f"--env-file={env_file}")
+        # the quotes are Docker's own syntax for a list inside the option's value
+        gpus = [f'--gpus="device={",".join(map(str, launch.gpus))}"'] if launch.gpu_devices and launch.gpus else []
+        out += oci_options(launch, gpus, env_file)
         return [*out, image, *argv]

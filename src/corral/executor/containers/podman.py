@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from corral.executor.containers import ContainerLaunch, Driver
+from corral.executor.containers import ContainerLaunch, Driver, oci_options
 
 
 class Podman(Driver):
@@ -25,21 +25,8 @@ class Podman(Driver):
                "--pid=host", "--network=host", "--ipc=host",
                "--security-opt=no-new-privileges", "--log-driver=none"]
         out += _identity(self, launch)
-        if launch.cgroup_parent:
-            out.append(f"--cgroup-parent={launch.cgroup_parent}")
-        if launch.cpus:
-            out.append(f"--cpus={launch.cpus}")
-        if launch.memory_mb:
-            out += [f"--memory={launch.memory_mb}m", f"--memory-swap={launch.memory_mb}m"]
-        if launch.gpu_devices:
-            out += [f"--device=nvidia.com/gpu={index}" for index in launch.gpus]
-        for source, target, read_only in launch.mounts:
-            out.append(f"--volume={source}:{target}:{'ro' if read_only else 'rw'}")
-        out.append(f"--workdir={launch.workdir}")
-        if launch.interactive:
-            out += ["--interactive", *(["--tty"] if launch.interactive == "pty" else [])]
-        if env_file:
-            out.append(f"--env-file={env_file}")
+        devices = [f"--device=nvidia.com/gpu={index}" for index in launch.gpus] if launch.gpu_devices else []
+        out += oci_options(launch, devices, env_file)
         return [*out, image, *argv]
 
 
