@@ -224,6 +224,8 @@ def test_the_seed_workload_shape_over_streamable_http_and_a_bad_image_refused_by
             assert workload["image"] == busybox_image and workload["gpus"] == 2
             logs = await call(agent, "workload_logs", workloadId=boxed["workloadId"], tail=10)
             assert logs["lines"] == ["from-the-image on 0,1"]
+            created = await call(agent, "create_gpu_job", command='echo "$IMAGE_OWN"', image=busybox_image, gpus=1)
+            assert created["image"] == busybox_image
 
             before = len(corral.history()) + len(corral.queue())
             text = await refused(agent, "workload_submit", command=["python", "train.py"], image="two words")

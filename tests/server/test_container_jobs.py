@@ -8,7 +8,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import corral
+from corral.errors import InvalidRequest
 from tests.helpers import wait_for
 
 SOURCE = os.path.dirname(os.path.dirname(corral.__file__))  # corral's source, mounted into the Python image
@@ -92,3 +95,25 @@ def test_an_image_the_server_cannot_pull_fails_the_job_and_diagnose_names_it(ser
         assert findings[0]["cause"] == "image_unavailable"
         assert "registry.invalid/team/trainer:1" in findings[0]["title"]
         assert any("cannot bring in the image" in line for line in findings[0]["evidence"])
+
+
+def test_what_the_runtime_cannot_run_is_refused_at_submit_by_field_and_nothing_is_queued(
+        server_factory, podman, monkeypatch, tmp_path):
+    server = server_factory()
+    with server.client() as client:
+        with pytest.raises(InvalidRequest) as refused:
+            client.submit(["true"], image="/shared/images/pytorch.sif")
+        assert refused.value.field == "image" and "SIF file, which podman cannot run" in str(refused.value)
+        with pytest.raises(InvalidRequest) as refused:
+            client.submit(["true"], container_mounts="/data:/data")
+        assert refused.value.field == "container_mounts" and "--container-image" in str(refused.value)
+        assert client.queue() == [] and client.history() == []
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", f"{bare}:{os.path.dirname(sys.executable)}")  # no runtime on the server's PATH
+    without = server_factory()
+    with without.client() as client:
+        with pytest.raises(InvalidRequest) as refused:
+            client.submit(["true"], image="ubuntu:22.04")
+        assert refused.value.field == "image" and "no container runtime" in str(refused.value)
+        assert "install Podman" in str(refused.value)

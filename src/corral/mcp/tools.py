@@ -88,6 +88,13 @@ Labels = Annotated[dict[str, StrictStr] | None, Field(
                 "the GPUs asked for cannot hold the model.")]
 
 
+JobImage = Annotated[StrictStr | None, Field(
+    description="A container image the job runs in (Pyxis's --container-image), e.g. "
+                "\"nvcr.io/nvidia/pytorch:24.01-py3\": its working directory, home and $CORRAL_CHECKPOINT_DIR are "
+                "mounted at the same paths and it gets its GPUs; through the server's Podman or Apptainer, or Pyxis "
+                "on a Slurm cluster.", max_length=512)]
+
+
 def _gpu_job_request(command: str | None, script: str | None, *, cwd: str, working_directory: str | None,
                      **fields: Any) -> tuple[list[str] | None, dict[str, Any]]:
     """create_gpu_job's arguments as a submit's: the argv (None for a script) and the other fields."""
@@ -104,6 +111,8 @@ def _gpu_job_request(command: str | None, script: str | None, *, cwd: str, worki
         "name": fields["name"] or (job_name_of(command) if command is not None else None), "stdout": fields["log_file"],
         "submit_dir": cwd, "workdir": working_directory,
     }
+    if fields.get("image") is not None:
+        request["image"] = fields["image"]
     return (["bash", "-c", command] if command is not None else None), request
 
 
@@ -136,13 +145,13 @@ class CorralTools:
         self, command: GpuCommand = None, script: GpuScript = None, working_directory: WorkingDirectory = None,
         gpus: GpuCount = 1, gpu_memory: GpuMemory = None, gpu_type: GpuType = None, cpus: Cpus = None,
         memory: Size = None, time_limit: TimeLimit = None, env: JobEnv = None, name: JobName = None,
-        log_file: LogFile = None, labels: Labels = None,
+        log_file: LogFile = None, labels: Labels = None, image: JobImage = None,
     ) -> JobView:
         """Submit a GPU job; returns its id, state, reason and log paths."""
         argv, request = _gpu_job_request(command, script, gpus=gpus, gpu_memory=gpu_memory, gpu_type=gpu_type,
                                          cpus=cpus, memory=memory, time_limit=time_limit, env=env, name=name,
                                          log_file=log_file, labels=labels, cwd=self._cwd,
-                                         working_directory=working_directory)
+                                         working_directory=working_directory, image=image)
         with self._client() as client, fields_named(JOB_FIELDS):
             home = self._check_log_file(client, request, log_file, working_directory)
             job = client.submit(argv, script=script, **request)
@@ -152,13 +161,13 @@ class CorralTools:
         self, command: GpuCommand = None, script: GpuScript = None, working_directory: WorkingDirectory = None,
         gpus: GpuCount = 1, gpu_memory: GpuMemory = None, gpu_type: GpuType = None, cpus: Cpus = None,
         memory: Size = None, time_limit: TimeLimit = None, env: JobEnv = None, name: JobName = None,
-        log_file: LogFile = None, labels: Labels = None,
+        log_file: LogFile = None, labels: Labels = None, image: JobImage = None,
     ) -> ForecastView:
         """When a job would start if created now, what holds it back, and what would start it sooner; creates nothing."""
         argv, request = _gpu_job_request(command, script, gpus=gpus, gpu_memory=gpu_memory, gpu_type=gpu_type,
                                          cpus=cpus, memory=memory, time_limit=time_limit, env=env, name=name,
                                          log_file=log_file, labels=labels, cwd=self._cwd,
-                                         working_directory=working_directory)
+                                         working_directory=working_directory, image=image)
         with self._client() as client, fields_named(JOB_FIELDS):
             self._check_log_file(client, request, log_file, working_directory)
             answer = client.forecast(argv, script=script, **request)
