@@ -38,6 +38,10 @@ async def resubmit(service: JobService, ref: str, changes: Mapping[str, Any], ca
     _, _, task = ref.partition("_")
     task_id = int(task) if task else original.array_task_id
     base = request_of(original.spec, task_id=task_id, same_user=caller.user == original.spec.user)
+    config = service.scheduler_config
+    for key, default in (("partition", config.default_partition), ("qos", config.default_qos)):
+        if base.get(key) == default:  # filled in by admission: the rerun gets today's default again
+            del base[key]
     parent_id = original.array_job_id if original.array_job_id is not None and task_id is None else original.id
     job = await service.submit(with_changes(base, changes), user=caller.user, privileged=caller.is_admin,
                                parent=parent_id)
