@@ -16,7 +16,7 @@ import os
 import socket
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from corral.core.states import TERMINAL_STATES
@@ -86,6 +86,28 @@ class Client:
         if script is not None:
             body["script"] = script
         return self._request("POST", "/api/v1/forecast", body)
+
+    def resubmit(self, job_id: int | str, **changes: Any) -> dict[str, Any]:
+        """Run a job again as this client's user (its owner or an admin), with `changes` (submit fields; `env` and
+        `labels` are merged into the job's own); the new job's `parent` is `job_id`."""
+        return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/resubmit", changes)
+
+    def sweep(self, command: Sequence[str], params: Mapping[str, Any] | Sequence[str], *, samples: int | None = None,
+              seed: int | None = None, method: str | None = None, concurrency: int | None = None,
+              metric: str | None = None, **fields: Any) -> dict[str, Any]:
+        """Start a sweep: `command` with `{name}` for each parameter, run as one job array, a task per set of
+        values (`params`: {"lr": "1e-4,3e-4"} or ["lr=loguniform:1e-5:1e-2"]); `fields` as `submit`'s."""
+        body = {k: v for k, v in fields.items() if v is not None}
+        body.update({k: v for k, v in {"samples": samples, "seed": seed, "method": method, "concurrency": concurrency,
+                                        "metric": metric}.items() if v is not None})
+        body["command"] = list(command)
+        body["params"] = dict(params) if isinstance(params, Mapping) else list(params)
+        return self._request("POST", "/api/v1/sweeps", body)
+
+    def get_sweep(self, sweep_id: int | str, *, metric: str | None = None) -> dict[str, Any]:
+        """A sweep: every task's values, state, and its run's final and best `metric`; the best task."""
+        query = f"?{urllib.parse.urlencode({'metric': metric})}" if metric else ""
+        return self._request("GET", f"/api/v1/sweeps/{_ref(sweep_id)}{query}")
 
     def efficiency(self, job_id: int | str) -> dict[str, Any]:
         """How well a job used its CPUs, memory and GPUs, with advice (sacct on Slurm, samples locally)."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import alerts, dashboard, events, forecast, identity, jobs, monitoring, nodes, runs, sizing, steps, webhooks
+from corral.api import alerts, dashboard, events, forecast, identity, jobs, monitoring, nodes, runs, sizing, steps, sweeps, webhooks
 from corral.api import tokens as token_routes
 from corral.api.errors import install_error_handlers
 from corral.api.identity import Authenticate, AuthSettings, Identifier
@@ -86,6 +86,7 @@ def create_app(
     app.include_router(identity.router)
     app.include_router(token_routes.router)
     app.include_router(jobs.router)
+    app.include_router(sweeps.router)
     app.include_router(steps.router)
     app.include_router(steps.many)
     app.include_router(forecast.router)

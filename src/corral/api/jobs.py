@@ -202,6 +202,17 @@ async def job_terminal(request: Request, job_id: str = JobRef) -> Response:
     return _json({"socket": _service(request).terminal(job_id, caller.user, caller.is_admin)})
 
 
+@router.post("/{job_id}/resubmit", response_model=JobOut, status_code=201, responses={403: {"model": ErrorOut}},
+             summary="Run a job again, with changes, as the caller (its owner or an admin); the new job's `parent` is it")
+async def resubmit_job(request: Request, job_id: str = JobRef) -> Response:
+    raw = await request.body()
+    changes = json_object(raw, bytes_in=SUBMITTED_ENVIRONMENT) if raw.strip() else {}
+    job = await _service(request).resubmit(job_id, changes, caller_of(request))
+    view = job.to_dict()
+    view["warnings"] = list(job.spec.warnings)
+    return _json(view, 201)
+
+
 @router.post("/{job_id}/hold", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Hold a pending job")
 async def hold_job(request: Request, job_id: str = JobRef) -> Response:
     owned_job(request, job_id, "holding")

@@ -42,16 +42,22 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         sys.exit(0)
     from corral.cli.jobs import COMMANDS
 
-    if i == len(args) or args[i] not in COMMANDS:
+    if i < len(args) and args[i] in ("resubmit", "sweep"):  # corral.cli.launch: quick commands too
+        from corral.cli.launch import COMMANDS as LAUNCH_COMMANDS
+        from corral.cli.launch import run_launch as run_command
+        commands = LAUNCH_COMMANDS
+    else:
+        from corral.cli.jobs import run as run_command
+        commands = COMMANDS
+    if i == len(args) or args[i] not in commands:
         _click(args)
     # as click's envvar= reads them: an option given wins, else the variable if it is set and not empty
     home = given["--home"] if "--home" in given else os.environ.get("CORRAL_HOME") or None
     url = given["--url"] if "--url" in given else os.environ.get("CORRAL_URL") or None
-    from corral.cli.jobs import run
     from corral.cli.options import HelpRequested
 
     try:
-        status = run(COMMANDS[args[i]], args[i + 1:], home, url)
+        status = run_command(commands[args[i]], args[i + 1:], home, url)
     except HelpRequested:
         _click(args)  # click writes the help, from the same declarations
     except KeyboardInterrupt:  # as click: a new line, then Aborted!

@@ -17,7 +17,7 @@ from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from corral.cli.wire import Server
@@ -151,16 +151,18 @@ class Call:
         return Server(self.url, self.home).require_http()
 
 
-def run(command: Command, argv: Sequence[str], home: str | None, url: str | None) -> int:
+def run(command: Command, argv: Sequence[str], home: str | None, url: str | None,
+        table: Mapping[str, Callable[[Call], int]] | None = None) -> int:
     """The command's exit status, its errors printed as `corral` prints them (`corral: error: ...`, 1;
-    a command line it cannot read: click's usage and message, 2).
+    a command line it cannot read: click's usage and message, 2). `table`: the commands' functions by name
+    (these, unless given: `corral.cli.launch` gives its own).
 
     Raises:
         HelpRequested: for the caller to print the command's help.
     """
     try:
         call = Call(command, argv, home, url)
-        return _RUN[command.name](call)
+        return (_RUN if table is None else table)[command.name](call)
     except UsageError as exc:
         _usage_error(command, exc)
         return 2

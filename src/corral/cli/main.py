@@ -9,12 +9,15 @@ inside the commands that need them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from corral.cli.connect import client_for
 from corral.cli.jobs import COMMANDS as QUICK_COMMANDS
+from corral.cli.launch import COMMANDS as LAUNCH_COMMANDS
+from corral.cli.launch import run_launch
 from corral.cli.mcp import mcp
 from corral.cli.monitoring import MONITORING_COMMANDS
 from corral.cli.options import CHOICE, FLAG, INT, Command, HelpRequested, Opt
@@ -155,12 +158,13 @@ class QuickCommand(click.Command):
     `corral` program runs it without click, through corral.cli.entry); click writes its help, from the
     same declarations, and runs it for callers of the group itself (CliRunner)."""
 
-    def __init__(self, spec: Command) -> None:
+    def __init__(self, spec: Command, runner: Callable[..., int] | None = None) -> None:
         params: list[click.Parameter] = [_click_option(option) for option in spec.options]
         if spec.operand:
             params.append(click.Argument([spec.operand], nargs=-1 if spec.many else 1, required=spec.required))
         super().__init__(spec.name, params=params, help=spec.help)
         self.spec = spec
+        self.runner = runner
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["corral.argv"] = list(args)
@@ -170,7 +174,7 @@ class QuickCommand(click.Command):
         from corral.cli.jobs import run
 
         try:
-            status = run(self.spec, ctx.meta["corral.argv"], ctx.obj["home"], ctx.obj["url"])
+            status = (self.runner or run)(self.spec, ctx.meta["corral.argv"], ctx.obj["home"], ctx.obj["url"])
         except HelpRequested:
             click.echo(ctx.get_help())
             status = 0
@@ -346,5 +350,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token,
-                 *(QuickCommand(spec) for spec in QUICK_COMMANDS.values())):
+                 *(QuickCommand(spec) for spec in QUICK_COMMANDS.values()),
+                 *(QuickCommand(spec, run_launch) for spec in LAUNCH_COMMANDS.values())):
     cli.add_command(_command)

@@ -98,6 +98,14 @@ class AccessPolicy:
             who = f"its owner ({owner}), an admin or a coordinator of account {account}"
         raise Forbidden(f"{action}: only {who} may do this; you are {caller.user}")
 
+    def check_rerun(self, caller: Caller, owner: str, action: str) -> None:
+        """Raises Forbidden unless the caller may run `owner`'s job again: its owner or an admin (not an
+        account's coordinator: a rerun is the caller's own job, and copies the owner's command and environment).
+        """
+        self.require(caller, "submit", action)
+        if caller.user != owner and not caller.is_admin:
+            raise Forbidden(f"{action}: only its owner ({owner}) or an admin may run it again; you are {caller.user}")
+
     def account_for(self, user: str, asked: str | None) -> str | None:
         """The account a user's job is charged to: the one asked for, else the user's first.
 

@@ -109,6 +109,8 @@ class JobFields(TypedDict):
     """The container image it runs in (`--container-image`); None: on the host."""
     container: ContainerFields | None
     """That image with its mounts, working directory and settings; None: on the host."""
+    parent: int | None
+    """The job this one runs again (`corral resubmit`, "Run again"); None for a first submit."""
     submit_time: str
     start_time: str | None
     estimated_start: str | None
@@ -191,6 +193,7 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
         "interactive": s.interactive,
         "image": s.container.image if s.container is not None else None,
         "container": container_fields(s.container),
+        "parent": s.parent,
         "submit_time": iso_utc(job.submit_time, milliseconds=True),
         "start_time": iso_utc(job.start_time, milliseconds=True),
         "estimated_start": (iso_utc(job.estimated_start, milliseconds=True)

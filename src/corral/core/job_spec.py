@@ -147,6 +147,9 @@ class JobSpec:
     sees its own share of them."""
     container: ContainerSpec | None = None
     """The image it runs in (`--container-image`) and Pyxis's companions; None: on the host."""
+    parent: int | None = None
+    """The job it is a rerun of (`corral resubmit`, the dashboard's "Run again"); set by the server, never by a
+    request."""
     hold: bool = field(default=False, compare=False)
     """Submitted held (sbatch -H): the job's `held` starts so; not stored, since the job's `held` is."""
     warnings: tuple[str, ...] = field(default=(), compare=False)

@@ -23,6 +23,21 @@ def config_dict(config: Any) -> dict[str, Any]:
     return {str(k): _jsonable(v) for k, v in config.items()}
 
 
+def with_sweep_values(config: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The config with a sweep task's values (`$CORRAL_SWEEP_PARAMS`, `corral.core.sweeps.task_env`) filled in
+    where the script's own config does not name them: what the script parsed itself is what it ran with."""
+    text = environ.get("CORRAL_SWEEP_PARAMS")
+    if not text:
+        return config
+    try:
+        values = json.loads(text)
+    except ValueError:
+        return config
+    if not isinstance(values, dict):
+        return config
+    return {**{str(k): _jsonable(v) for k, v in values.items()}, **config}
+
+
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value

@@ -31,7 +31,7 @@ from corral.core.checkpointing import recommended_checkpoint_interval_s
 from corral.sdk.backoff import RETRY_INTERVAL_S
 from corral.sdk.checkpoint_schedule import CheckpointSchedule
 from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
-from corral.sdk.config_values import config_dict
+from corral.sdk.config_values import config_dict, with_sweep_values
 from corral.sdk.context import detect_job, git_commit
 from corral.sdk.context import resume_key as derive_resume_key
 from corral.sdk.places import SpoolPlaces, resume_spool
@@ -313,7 +313,7 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
     key = resume_key or derive_resume_key(job.job, project, name, index, None if rank_zero_only else job.rank)
     request: dict[str, Any] = {
         "project": project, "name": name, "uid": secrets.token_hex(8), "resume_key": key,
-        "config": config_dict(config), "tags": tag_list, "job_id": job.corral_job_id, "node": job.node,
+        "config": with_sweep_values(config_dict(config), os.environ), "tags": tag_list, "job_id": job.corral_job_id, "node": job.node,
         "git_commit": git_commit(), "start_time": time.time(),
     }
     request = {k: v for k, v in request.items() if v is not None}

@@ -45,13 +45,16 @@ from corral.server.nodes_view import nodes_view
 from corral.server.plan_view import plan_view
 from corral.server.placed import PlacedJobs
 from corral.server.queries import JobQueries
+from corral.server.relaunching import resubmit
 from corral.server.scheduling import RunningJobs, SchedulingPass
 from corral.server.settings import ServiceSettings
 from corral.server.steps import JobSteps
 from corral.server.submission import Submissions
+from corral.server.sweeping import Sweeps
 from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
 from corral.store.steps import StepStore
+from corral.store.sweeps import SweepStore
 from corral.store.usage import UsageStore
 
 
@@ -87,6 +90,7 @@ class JobService:
             backend.placement, self.table, self.scheduling, store, self.submissions.db_thread,
             clock=clock, forget=self.forget, changed=self.mark_dirty)
         self.steps = JobSteps(StepStore(store.engine), self.submissions.db_thread, clock=clock)
+        self.sweeps = Sweeps(SweepStore(store.engine))
         self.watchers.on_job_ended.append(self.steps.job_ended)
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
 
@@ -139,13 +143,30 @@ class JobService:
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def submit(self, request: Mapping[str, Any], user: str | None = None, privileged: bool = True) -> Job:
+    async def submit(self, request: Mapping[str, Any], user: str | None = None, privileged: bool = True,
+                     parent: int | None = None) -> Job:
         """Validate, refuse what could never run, persist; the job is acknowledged once committed.
 
         `user`: who submits it (the caller), and so whose it is and as whom it runs; `privileged`:
-        an admin, who may raise a job above others with a negative nice (as in Slurm).
+        an admin, who may raise a job above others with a negative nice (as in Slurm); `parent`: the job it
+        runs again.
         """
-        return await self.submissions.submit(request, user or self.user, privileged)
+        return await self.submissions.submit(request, user or self.user, privileged, parent)
+
+    async def resubmit(self, ref: str, changes: Mapping[str, Any], caller: Caller) -> Job:
+        """Run job `ref` again as `caller`, with changes (`corral.server.relaunching`)."""
+        return await resubmit(self, ref, changes, caller)
+
+    async def submit_sweep(self, body: Mapping[str, Any], caller: Caller) -> tuple[Job, dict[str, Any]]:
+        """Submit a sweep as one job array (`corral.server.sweeping`)."""
+        return await self.sweeps.submit(self, body, caller)
+
+    async def sweep(self, ref: str) -> tuple[Job, dict[str, Any], list[Job]]:
+        """A sweep: its array job, its definition, and its tasks that have records."""
+        job = self.resolve(ref)
+        definition = await asyncio.to_thread(self.sweeps.get, job.id)
+        _, tasks = self.array_tasks(job.id)
+        return job, definition, tasks
 
     async def forecast(self, request: Mapping[str, Any], user: str | None = None,
                        privileged: bool = True) -> SubmitForecast:

@@ -54,9 +54,12 @@ class Submissions:
         self.db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
         self.inserts = GroupCommit(store, self.db_thread, clock=clock, inserted=self._inserted)
 
-    async def submit(self, request: Mapping[str, Any], user: str, privileged: bool) -> Job:
-        """Validate, refuse what could never run, persist; the job is acknowledged once committed."""
+    async def submit(self, request: Mapping[str, Any], user: str, privileged: bool, parent: int | None = None) -> Job:
+        """Validate, refuse what could never run, persist; the job is acknowledged once committed.
+        `parent`: the job this one runs again (`corral.server.relaunching`)."""
         spec = self.prepare(request, user, privileged)
+        if parent is not None:
+            spec = replace(spec, parent=parent)
         self.check_request(spec)
         spec = self.place(spec)
         key = (spec.user, spec.qos)

@@ -293,6 +293,17 @@ class RunStore:
             offset += page
         return found[:limit]
 
+    def of_jobs(self, conn: Connection, job_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The runs of these jobs (a sweep's tasks), with their metrics' summaries, oldest first."""
+        ids: list[int] = []
+        for at in range(0, len(job_ids), 500):  # well under SQLite's bound-parameter limit
+            chunk = list(job_ids[at:at + 500])
+            ids += conn.execute(select(runs.c.id).where(runs.c.job_id.in_(chunk))).scalars()
+        found: list[dict[str, Any]] = []
+        for at in range(0, len(ids), 500):
+            found += self._rows(conn, sorted(ids)[at:at + 500])
+        return found
+
     def _rows(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]]:
         query = (select(runs, projects.c.name.label("project"))
                  .join(projects, projects.c.id == runs.c.project_id).where(runs.c.id.in_(list(ids))))

@@ -76,6 +76,8 @@ jobs = Table(
     Column("gpus_per_task", Integer),
     # the ContainerSpec as JSON text (NULL: on the host): read only whole, with its job
     Column("container", Text),
+    # the job this one runs again (`corral resubmit`); no foreign key: a parent may be purged before its reruns
+    Column("parent", Integer),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,
@@ -135,6 +137,23 @@ usage_charges = Table(
     Column("at", Float, nullable=False),
     Column("job_id", Integer),
     Index("ix_usage_charges_at", "at"),
+)
+
+
+# A sweep (`corral sweep`): the array job it runs as, its parameters, and each task's values, so that
+# `sweep show` knows what every task ran with. Keyed by the array's job id: one id names both.
+sweeps = Table(
+    "sweeps",
+    metadata,
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True, autoincrement=False),
+    Column("user", String(64), nullable=False),
+    Column("method", String(16), nullable=False),
+    Column("seed", BigInteger),
+    Column("params", JSON, nullable=False),
+    Column("command", JSON, nullable=False),
+    Column("tasks", JSON, nullable=False),
+    Column("metric", String(200)),
+    Column("created", Float, nullable=False),
 )
 
 

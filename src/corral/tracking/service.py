@@ -292,6 +292,10 @@ class TrackingService:
         return await self._read(lambda conn: self.store.search(
             conn, project=project, tag=tag, state=state, job_id=job_id, filters=filters, limit=limit))
 
+    async def runs_of_jobs(self, job_ids: list[int]) -> list[dict[str, Any]]:
+        """The runs these jobs logged (a sweep's tasks'), with their metrics' summaries."""
+        return await self._read(lambda conn: self.store.of_jobs(conn, job_ids))
+
     async def projects(self) -> list[dict[str, Any]]:
         return await self._read(self.store.projects)
 

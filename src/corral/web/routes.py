@@ -10,7 +10,8 @@ from starlette.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
-PAGES = ("/", "/queue", "/jobs/{job_id}", "/runs", "/runs/{run_id}", "/compare", "/alerts", "/plan", "/login")
+PAGES = ("/", "/queue", "/jobs/{job_id}", "/runs", "/runs/{run_id}", "/compare", "/alerts", "/plan", "/login", "/new",
+         "/sweeps/{sweep_id}")
 
 router = APIRouter(include_in_schema=False)
 

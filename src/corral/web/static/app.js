@@ -13,7 +13,21 @@
 //   data-testid              where                                         extra attributes / text
 //   nav-cluster nav-queue    top navigation links                           aria-current="page" on the active one
 //   nav-runs nav-alerts
-//   nav-plan
+//   nav-plan nav-new
+//   new-job-form             new job (/new, /new?from=ID): the form       data-mode = new | rerun
+//   field-NAME               new job: each field's input (command, script, name, gpus, cpus, mem, time, partition,
+//                            env, labels, workdir, params, samples, seed, concurrency, metric)
+//   field-error-NAME         new job: the server's message beside the field it names (role=alert)
+//   form-error               new job: a refusal that names no field of the form
+//   new-job-submit           new job: its button
+//   rerun rerun-changes      job, run: "Run again" (submits at once) and "Run again with changes" (opens /new?from=)
+//   job-parent run-parent    job, run: the job (run) this one runs again
+//   job-sweep                job: the sweep an array is
+//   sweep-row                sweep: one per task (<tr>)                    data-task, data-state
+//   sweep-sort-KEY           sweep: header sort buttons (task, state, final, best, param.NAME)
+//   sweep-best               sweep: the best configuration named
+//   sweep-parallel           sweep: the parallel-coordinates chart (<svg>)   data-lines = tasks drawn
+//   sweep-metric             sweep: the metric picker
 //   live-status              live indicator                                 text "connecting" | "live" | "reconnecting"
 //                                                                           | "paused" (a tab hidden for 10 s)
 //                                                                           | "offline" (logged out)
@@ -98,6 +112,8 @@ const ROUTES = [
   {pattern: /^\/compare\/?$/, page: "compare", nav: "runs", title: "Compare runs"},
   {pattern: /^\/alerts\/?$/, page: "alerts", nav: "alerts", title: "Alerts"},
   {pattern: /^\/plan\/?$/, page: "plan", nav: "plan", title: "Plan"},
+  {pattern: /^\/new\/?$/, page: "new_job", nav: "new", title: "New job"},
+  {pattern: /^\/sweeps\/([0-9]+)\/?$/, page: "sweep", nav: "queue", title: "Sweep"},
   {pattern: /^\/login\/?$/, page: "login", nav: null, title: "Log in"},
 ];
 

@@ -11,6 +11,7 @@ import {allowedActions, commandText, reasonText, resourcesText} from "../lib/job
 import {TimeChart, readyCounter} from "../lib/chart.js";
 import {identity, mayManage, onIdentity} from "../lib/session.js";
 import {ArrayTasks, isArrayJob} from "./job_array.js";
+import {rerunButtons} from "../lib/relaunch.js";
 
 const SYSTEM_CHARTS = [
   ["gpu_utilization", "GPU utilization", "%"],
@@ -141,6 +142,17 @@ export function mount(main, ctx) {
   }
 
   function renderActions() {
+    const reruns = rerunButtons(job, job.ref && !job.ref.includes("[") ? job.ref : String(job.id), {
+      navigate: ctx.navigate, signal: ctx.signal,
+      onError: (err) => {
+        replace(message, h("strong", {}, `✗ Could not run job #${id} again: `), err.message, err.hint ? ` (${err.hint})` : "");
+        message.hidden = false;
+      }});
+    renderJobActions();
+    if (reruns.length) actions.append(" ", ...reruns);
+  }
+
+  function renderJobActions() {
     const allowed = allowedActions(job);
     if (mayManage(job) === "no") {
       // the server would refuse: say why instead of offering buttons that cannot work
@@ -196,6 +208,9 @@ export function mount(main, ctx) {
       facts([
         ["Command", h("code", {class: "cmd"}, commandText(job))],
         ["User", job.user],
+        ["Run again from", job.parent ? h("a", {href: `/jobs/${job.parent}`, "data-testid": "job-parent"}, `#${job.parent}`) : null],
+        ["Sweep", isArrayJob(job) && job.script && job.script.includes("# corral sweep:")
+          ? h("a", {href: `/sweeps/${job.id}`, "data-testid": "job-sweep"}, `sweep ${job.id}`) : null],
         ["Resources", resourcesText(job)],
         ["GPUs held", job.gpu_ids && job.gpu_ids.length ? `${job.gpu_ids.join(", ")}${job.node ? " on " + job.node : ""}` : null],
         ["Partition", job.partition || "default"],

@@ -11,6 +11,7 @@ import {elapsedEl, flatten, fmtBytes, fmtDuration, fmtNumber, fmtValue, stateBad
 import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
 import {seriesLoader} from "../lib/series.js";
 import {duration} from "./runs.js";
+import {rerunButtons} from "../lib/relaunch.js";
 
 /** Metric keys in display order: training metrics by name, then system/... ones. */
 export function orderKeys(keys) {
@@ -67,18 +68,43 @@ export function mount(main, ctx) {
       makeCharts();
       renderConfig();
       loadArtifacts();
+      loadOrigin();
     } else {
       addNewCharts();
       renderConfig();
     }
   }
 
+  let origin = null;  // {job, parentRun}: the job this run's job runs again, and that job's run
+  async function loadOrigin() {
+    if (!run.job_id) return;
+    try {
+      const job = await api(`/api/v1/jobs/${run.job_id}`, {signal: ctx.signal});
+      let parentRun = null;
+      if (job.parent) {
+        const found = await api(withQuery("/api/v1/runs", {job: job.parent, limit: 1}), {signal: ctx.signal});
+        parentRun = (found.runs || found)[0] || null;
+      }
+      origin = {job, parentRun};
+      renderHead();
+    } catch (err) {
+      if (!isAbort(err)) origin = null;
+    }
+  }
+
   function renderHead() {
+    const reruns = origin ? rerunButtons(origin.job, String(origin.job.ref || origin.job.id), {
+      navigate: ctx.navigate, signal: ctx.signal,
+      onError: (err) => replace(status, errorState(err))}) : [];
     replace(head, h("h1", {}, h("a", {href: withQuery("/runs", {project: run.project})}, run.project), " / ", run.name || `run ${run.id}`),
-      stateBadge(run.state, {testid: "run-state"}));
+      stateBadge(run.state, {testid: "run-state"}), reruns.length ? h("span", {class: "actions"}, ...reruns) : null);
     const tags = run.tags || [];
     replace(summary, facts([
       ["Job", run.job_id ? h("a", {href: `/jobs/${run.job_id}`}, `#${run.job_id}`) : null],
+      ["Run again from", origin && origin.job.parent ? (origin.parentRun
+        ? h("a", {href: `/runs/${origin.parentRun.uid || origin.parentRun.id}`, "data-testid": "run-parent"},
+          origin.parentRun.name || `run ${origin.parentRun.id}`)
+        : h("a", {href: `/jobs/${origin.job.parent}`, "data-testid": "run-parent"}, `job #${origin.job.parent}`)) : null],
       ["User", run.user],
       ["Started", run.start_time ? timeEl(run.start_time) : null],
       ["Duration", run.start_time ? (run.end_time ? h("span", {"data-testid": "run-duration"}, fmtDuration(duration(run)))

@@ -1,0 +1,56 @@
+"""A job's spec back as a request: built again by build_spec, it is the same job (as its owner)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from corral.core.resubmit import parse_sets, request_of, with_changes
+from corral.core.spec import build_spec
+from corral.errors import InvalidRequest
+
+
+def _build(request, user="alice"):
+    return build_spec(request, user=user, log_dir="/logs/alice", default_workdir="/home/alice", server_env={"PATH": "/bin"})
+
+
+def test_a_spec_built_again_from_its_request_is_the_same_job():
+    first = _build({"command": ["python", "train.py"], "gpus": "A100:2", "cpus": 4, "ntasks": 2, "mem": "16G",
+                    "time": "2:00:00", "env": {"LR": "1"}, "labels": {"team": "vision"}, "workdir": "/tmp",
+                    "nice": 5, "preemptible": True, "signal": "USR1@90", "exclude": "n1,n2", "comment": "hi",
+                    "time_min": "30", "array": "0-3%2"})
+    again = _build(request_of(first))
+    assert again == first
+
+
+def test_changes_replace_every_spelling_and_merge_env_and_labels():
+    first = _build({"command": ["x"], "time": "1:00:00", "env": {"A": "1", "B": "2"}, "labels": {"k": "v"}})
+    changed = _build(with_changes(request_of(first), {"time": "2h", "env": {"B": None, "C": "3"}, "gpus": 0}))
+    assert changed.time_limit_s == 7200
+    assert changed.env["A"] == "1" and "B" not in changed.env and changed.env["C"] == "3"
+    assert changed.labels == {"k": "v"}
+    script = _build(with_changes(request_of(first), {"script": "#!/bin/sh\necho hi\n"}))
+    assert script.command == () and script.script is not None
+
+
+def test_a_task_runs_again_alone_and_another_user_gets_none_of_the_owners_identity():
+    first = _build({"command": ["x"], "array": "0-9", "env": {"HOME": "/home/alice", "X": "1"}, "stdout": "/o/%j"})
+    request = request_of(replace(first), task_id=3, same_user=False)
+    assert request["array"] == "3"
+    assert "HOME" not in request["env"] and request["env"]["X"] == "1"
+    assert "stdout" not in request and "account" not in request
+
+
+def test_an_interactive_job_cannot_run_again():
+    with pytest.raises(InvalidRequest):
+        request_of(replace(_build({"command": ["bash"]}), interactive="pty"))
+
+
+def test_sets_name_request_fields_and_env_and_label_entries():
+    assert parse_sets(["time=2h", "env.LR=3e-4", "label.try=2", "gpu-type=A100"]) == {
+        "time": "2h", "env": {"LR": "3e-4"}, "labels": {"try": "2"}, "gpu_type": "A100"}
+    for bad in ("time", "bogus=1", "=1"):
+        with pytest.raises(InvalidRequest) as exc:
+            parse_sets([bad])
+        assert exc.value.field == "set"
