@@ -1,12 +1,12 @@
 """Jobs say which job they run again (`parent`); sweeps keep their parameters and each task's values.
 
-Revision ID: 0020
+Revision ID: 0018
 Revises: 0017
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020"
+revision = "0018"
 down_revision = "0017"
 branch_labels = None
 depends_on = None
