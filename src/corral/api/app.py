@@ -98,12 +98,12 @@ def create_app(
     app.include_router(forecast.router)
     app.include_router(nodes.router)
     app.include_router(runs.router)
-    app.include_router(mlflow_routes.router)
     app.include_router(webhooks.router)
     app.include_router(monitoring.router)
     app.include_router(alerts.router)
     app.include_router(sizing.router)
     app.include_router(events.router)
     app.include_router(dashboard.router)
+    app.router.routes.insert(0, mlflow_routes.mount())  # MLflow's API (/api/2.0), matched first: see mount()
     install_dashboard(app)
     return app

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import FileResponse, Response
+from starlette.routing import Mount
 
 from corral.api.identity import caller_of, policy_of
 from corral.errors import Conflict, CorralError, Forbidden, InvalidRequest, NotFound, RateLimited, Unauthenticated
@@ -26,8 +27,15 @@ from corral.tracking.mlflow_artifacts import ArtifactFiles, TooLarge, artifact_t
 from corral.tracking.mlflow_compat import MlflowTracking
 
 router = APIRouter(include_in_schema=False)
-PREFIX = "/api/2.0/mlflow"
-ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts"
+MOUNT = "/api/2.0"
+PREFIX = "/mlflow"  # within MOUNT
+ARTIFACTS = "/mlflow-artifacts/artifacts"
+
+
+def mount() -> Mount:
+    """The routes under `/api/2.0`, as one entry of the app's routes: matching a path against them costs
+    the other routes one prefix check, and an MLflow call never walks the whole API's list."""
+    return Mount(MOUNT, routes=list(router.routes))
 
 _CODES: list[tuple[type[CorralError], str, int]] = [
     (NotFound, "RESOURCE_DOES_NOT_EXIST", 404),

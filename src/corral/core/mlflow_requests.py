@@ -35,6 +35,7 @@ STATUS_TO_STATE = {"RUNNING": "running", "SCHEDULED": "running", "FINISHED": "fi
 STATE_TO_STATUS = {"running": "RUNNING", "finished": "FINISHED", "failed": "FAILED", "crashed": "KILLED"}
 VIEW_TYPES = {"ACTIVE_ONLY": ("active",), "DELETED_ONLY": ("deleted",), "ALL": ("active", "deleted"),
               "1": ("active",), "2": ("deleted",), "3": ("active", "deleted")}
+_NUMBER_TYPES, _INT = {float, int}, {int}  # exact types: a bool is not a number here
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -171,8 +172,9 @@ def _columns(metrics: list[Any]) -> dict[str, Points] | None:
         steps = [m.get("step", 0) for m in metrics]
     except (TypeError, KeyError, AttributeError):
         return None
-    if not (all(type(v) is float or type(v) is int for v in values) and all(type(t) is int for t in stamps)
-            and all(type(t) is int for t in steps)):
+    if not metrics:
+        return {}
+    if not (set(map(type, values)) <= _NUMBER_TYPES and set(map(type, stamps)) == _INT and set(map(type, steps)) == _INT):
         return None
     try:
         for name in set(names):

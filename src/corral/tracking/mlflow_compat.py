@@ -210,16 +210,16 @@ class MlflowTracking:
         if state in ("finished", "failed", "crashed") and end_s is None:
             end_s = self.clock()
 
-        def apply(conn: Connection) -> dict[str, Any]:
+        def apply(conn: Connection) -> tuple[dict[str, Any], dict[str, Any]]:
             self._active(conn, run_id)
             X.set_run(conn, run_id, state=state, end_time=end_s, name=name)
-            return self._runs_json(conn, [run_id])[0]
+            run = self.runs.get(conn, run_id)
+            return self._runs_json(conn, [run_id])[0], run
 
-        run = await self.tracking.transact(apply)
-        info = run["info"]
-        self.tracking.notify([{"id": run_id, "uid": info["run_id"], "job_id": None, "last_step": None,
-                               "state": M.STATUS_TO_STATE[info["status"]]}])
-        return {"run_info": info}
+        mlflow_run, run = await self.tracking.transact(apply)
+        self.tracking.notify([{"id": run_id, "uid": run["uid"], "job_id": run["job_id"], "last_step": run["last_step"],
+                               "state": run["state"]}])
+        return {"run_info": mlflow_run["info"]}
 
     async def set_lifecycle(self, run_id: int, stage: str) -> dict[str, Any]:
         await self.tracking.transact(lambda conn: X.set_lifecycle(conn, run_id, stage))
@@ -260,7 +260,7 @@ class MlflowTracking:
         metrics = MetricsBatch(None, series)
         given = dict(params)
 
-        def apply(conn: Connection) -> int | None:
+        def apply(conn: Connection) -> dict[str, Any] | None:
             self._active(conn, run_id)
             config = self.runs.get(conn, run_id)["config"] if given else {}
             for key, value in given.items():  # MLflow: a param is set once; the same value again is fine
@@ -275,14 +275,15 @@ class MlflowTracking:
             if names:
                 X.set_run(conn, run_id, state=None, end_time=None, name=parse_run_request({"name": names[-1]}).name)
             X.set_tags(conn, run_id, [(k, v) for k, v in tags if k != RUN_NAME_TAG])
-            if metrics.series:
-                self.runs.append(conn, run_id, metrics)
-                return max(int(p.steps[-1]) for p in metrics.series.values())
+            if metrics.series and self.runs.append(conn, run_id, metrics).accepted:
+                job_id, uid = self.runs.identity(conn, run_id)
+                last = max(int(p.steps[-1]) for p in metrics.series.values())
+                return {"id": run_id, "uid": uid, "job_id": job_id, "last_step": last}
             return None
 
-        last = await self.tracking.transact(apply)
-        if last is not None:
-            self.tracking.notify([{"id": run_id, "uid": None, "job_id": None, "last_step": last}])
+        changed = await self.tracking.transact(apply)
+        if changed is not None:  # the live views (dashboard charts), as corral's own batches tell them
+            self.tracking.notify([changed])
 
     def _active(self, conn: Connection, run_id: int) -> None:
         if X.lifecycles(conn, [run_id])[run_id] != X.ACTIVE:
