@@ -42,6 +42,7 @@ SCRIPT = textwrap.dedent('''
         mlflow.log_metrics({"acc": 0.9, "f1": 0.75}, step=4)
         mlflow.set_tag("team", "vision")
         mlflow.log_artifact(artifact)
+        mlflow.log_dict({"layers": 4}, "config/model.json")
         run_id = run.info.run_id
     with mlflow.start_run(run_name="lr-1.0"):  # a second run, that the filter below leaves out
         mlflow.log_param("lr", "1.0")
@@ -58,6 +59,8 @@ SCRIPT = textwrap.dedent('''
     got = client.get_run(run_id)
     listed = client.list_artifacts(run_id)
     downloaded = client.download_artifacts(run_id, "notes.txt", tempfile.mkdtemp())
+    nested = client.list_artifacts(run_id, "config")
+    loaded = mlflow.artifacts.load_dict(f"runs:/{run_id}/config/model.json")
     print(json.dumps({
         "run_id": run_id, "experiment_id": experiment.experiment_id,
         "found": [r.info.run_id for r in found], "ranked": [r.info.run_name for r in ranked],
@@ -66,6 +69,7 @@ SCRIPT = textwrap.dedent('''
         "metrics": got.data.metrics, "tags": got.data.tags, "artifact_uri": got.info.artifact_uri,
         "listed": [[a.path, a.is_dir, a.file_size] for a in listed],
         "downloaded": open(downloaded).read(),
+        "nested": [a.path for a in nested], "loaded": loaded,
     }))
 ''')
 
@@ -122,7 +126,8 @@ def test_an_unchanged_mlflow_script_logs_into_corral(server, tmp_path):
     assert out["tags"]["team"] == "vision" and out["tags"]["mlflow.user"] == "alice"
     assert out["tags"]["mlflow.runName"] == "lr-0.1" and out["tags"]["mlflow.source.type"] == "LOCAL"
     assert out["artifact_uri"] == f"mlflow-artifacts:/{out['experiment_id']}/{out['run_id']}/artifacts"
-    assert out["listed"] == [["notes.txt", False, len("hello from mlflow\n")]]
+    assert out["listed"] == [["config", True, None], ["notes.txt", False, len("hello from mlflow\n")]]
+    assert out["nested"] == ["config/model.json"] and out["loaded"] == {"layers": 4}
     assert out["downloaded"] == "hello from mlflow\n"
 
     # what corral has: the same run, in the project of that name, alice's

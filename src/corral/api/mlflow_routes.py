@@ -230,6 +230,13 @@ async def _metric_history(request: Request, body: dict[str, Any]) -> Any:
                                                  body.get("max_results"), body.get("page_token"))
 
 
+@_route(f"{PREFIX}/logged-models/search", "POST")
+async def _search_logged_models(request: Request, body: dict[str, Any]) -> Any:
+    """MLflow 3's logged models, which corral does not keep: none. The client asks before it lists or
+    downloads a run's artifacts by a path below their root (a model of that name would be listed too)."""
+    return {"models": []}
+
+
 # -- artifacts: the mlflow-artifacts proxy -------------------------------------------------------
 
 async def _artifact_run(request: Request, path: str, action: str) -> tuple[str, str]:
