@@ -103,8 +103,9 @@ def call(server, method: str, path: str, body=None, token: str | None = None, ra
 
 
 @pytest.fixture
-def server(server_factory):
-    return server_factory(gpus=0)
+def server(server_factory, db_url):
+    """On SQLite and on PostgreSQL."""
+    return server_factory(gpus=0, db=db_url)
 
 
 def token_for(server, user: str, scope: str = "submit") -> str:

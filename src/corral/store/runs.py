@@ -26,6 +26,9 @@ from corral.errors import Forbidden, NotFound
 from corral.store.db import inserted_id
 from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
 
+_OTHER = metric_chunks.alias("other")
+_LAST_CHUNK = select(func.max(_OTHER.c.first_step)).where(  # each key's last chunk: an index lookup
+    _OTHER.c.run_id == metric_chunks.c.run_id, _OTHER.c.key == metric_chunks.c.key).scalar_subquery()
 _RAW_FACTOR = 32  # read raw points while a range holds at most this many per point asked for
 _STAT_COLUMN = {"last": metric_series.c.last_value, "min": metric_series.c.min_value, "max": metric_series.c.max_value}
 
@@ -122,13 +125,10 @@ class RunStore:
         merging = dict(kept)
         done: dict[str, S.Points] = {}
         c = metric_chunks.c
-        other = metric_chunks.alias("other")
-        latest = select(func.max(other.c.first_step)).where(  # each key's last chunk: an index lookup
-            other.c.run_id == run_id, other.c.key == c.key).scalar_subquery()
         while merging:
             tails = {row.key: row for row in conn.execute(
                 select(c.id, c.key, c.count.label("points"))  # Row.count is tuple's
-                .where(c.run_id == run_id, c.key.in_(list(merging)), c.first_step == latest))}
+                .where(c.run_id == run_id, c.key.in_(list(merging)), c.first_step == _LAST_CHUNK))}
             taken = {}
             for key in list(merging):
                 tail = tails.get(key)
