@@ -117,6 +117,12 @@ class HomeLayout:
         return self._path(LOGS_DIR, user)
 
     @property
+    def mlflow_artifacts(self) -> str:
+        """`<home>/artifacts/mlflow/`: the files MLflow's clients upload (`tracking.mlflow_artifacts`), one
+        directory per run; the server's own, never a job's."""
+        return self._path("artifacts", "mlflow")
+
+    @property
     def job_facing_dirs(self) -> tuple[str, ...]:
         """What a job reaches by name in the home: its job directory's script, its checkpoints, its logs."""
         return (self.jobs, self.checkpoints, self.logs)

@@ -24,7 +24,7 @@ def test_a_job_placed_by_slurm_gets_corrals_variables_and_nothing_slurm_or_the_g
     assert env == {
         "MINE": "1", "OMP_NUM_THREADS": "3", "CORRAL_JOB_ID": "42", "CORRAL_JOB_NAME": job.spec.name,
         "CORRAL_CHECKPOINT_DIR": "/h/checkpoints/42", "CORRAL_TIME_LIMIT_S": "60", "CORRAL_URL": "http://h:1",
-        "CORRAL_HOME": "/h",
+        "CORRAL_HOME": "/h", "MLFLOW_RUN_CONTEXT": '{"corral.job_id": "42"}',
     }
 
 
@@ -54,3 +54,14 @@ def test_a_multi_task_job_tells_its_tasks_as_slurm_does_and_finds_corrals_srun_f
     env = job_environment(per_node, Allocation(job_id=42, node="n1", gpu_ids=(), cpus=2, mem_mb=0), server_env={},
                           checkpoint_dir="/c", server_url=None, slurm_commands="/opt/corral-slurm")
     assert env["SLURM_NTASKS_PER_NODE"] == "2" and env["PATH"].startswith("/opt/corral-slurm:")
+
+
+def test_mlflows_run_context_names_the_job_and_keeps_the_users_tags():
+    def context(given: str | None) -> str | None:
+        job = Job(id=7, spec=make_spec(env={"MLFLOW_RUN_CONTEXT": given} if given is not None else {}),
+                  state=JobState.RUNNING, submit_time=0.0)
+        return job_environment(job, None, server_env={}, checkpoint_dir="/c", server_url=None).get("MLFLOW_RUN_CONTEXT")
+
+    assert context(None) == '{"corral.job_id": "7"}'
+    assert context('{"team": "vision", "corral.job_id": "1"}') == '{"team": "vision", "corral.job_id": "7"}'
+    assert context("not json") == "not json" and context("[1]") == "[1]"  # the user's, left as it is

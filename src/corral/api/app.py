@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import alerts, dashboard, events, forecast, identity, jobs, monitoring, nodes, runs, sizing, steps, sweeps, webhooks
+from corral.api import (
+    alerts, dashboard, events, forecast, identity, jobs, mlflow_routes, monitoring, nodes, runs, sizing, steps, sweeps,
+    webhooks,
+)
 from corral.api import tokens as token_routes
 from corral.api.errors import install_error_handlers
 from corral.api.identity import Authenticate, AuthSettings, Identifier
@@ -18,10 +21,13 @@ from corral.api.limits import BodyLimit
 from corral.api.streams import StreamCap
 from corral.api.submit_path import SubmitPath
 from corral.core.identity import AccessPolicy
+from corral.home import HomeLayout
 from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService
 from corral.server.tokens import TokenService
+from corral.tracking.mlflow_artifacts import ArtifactFiles, RunArtifactFiles
+from corral.tracking.mlflow_compat import MlflowTracking
 from corral.tracking.service import TrackingService
 from corral.web.routes import install_dashboard
 
@@ -33,7 +39,7 @@ def create_app(
     service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, policy: AccessPolicy,
     tokens: TokenStore, sessions: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
     on_started: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
-    stopping: Callable[[], bool] = lambda: False,
+    stopping: Callable[[], bool] = lambda: False, mlflow_artifacts: ArtifactFiles | None = None,
 ) -> FastAPI:
     """The API and dashboard on one service; `policy` says who may do what, `tokens` and `sessions` hold the
     API tokens and the dashboard's sessions."""
@@ -66,6 +72,8 @@ def create_app(
     app.state.service = service
     app.state.home = home
     app.state.tracking = tracking
+    app.state.mlflow = MlflowTracking(tracking, tracking.store)  # MLflow's API over the same runs
+    app.state.mlflow_artifacts = mlflow_artifacts or RunArtifactFiles(HomeLayout(home).mlflow_artifacts)
     app.state.monitor = monitor
     app.state.events = bus
     app.state.stopping = stopping  # long-lived event streams end when the server stops
@@ -98,5 +106,6 @@ def create_app(
     app.include_router(sizing.router)
     app.include_router(events.router)
     app.include_router(dashboard.router)
+    app.router.routes.insert(0, mlflow_routes.mount())  # MLflow's API (/api/2.0), matched first: see mount()
     install_dashboard(app)
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 
@@ -36,6 +37,9 @@ def job_environment(
         "CORRAL_JOB_NAME": spec.name,
         "CORRAL_CHECKPOINT_DIR": checkpoint_dir,
     })
+    mlflow_context = _mlflow_run_context(env.get("MLFLOW_RUN_CONTEXT"), job.id)
+    if mlflow_context is not None:
+        env["MLFLOW_RUN_CONTEXT"] = mlflow_context
     if spec.time_limit_s:
         env["CORRAL_TIME_LIMIT_S"] = str(spec.time_limit_s)
     if server_url:
@@ -52,6 +56,22 @@ def job_environment(
         rest = [entry for entry in (env.get("PATH") or os.defpath).split(os.pathsep) if entry not in ("", slurm_commands)]
         env["PATH"] = os.pathsep.join([slurm_commands, *rest])
     return env
+
+
+def _mlflow_run_context(given: str | None, job_id: int) -> str | None:
+    """MLflow's client turns `MLFLOW_RUN_CONTEXT` (JSON) into tags of every run it creates: the tag
+    `corral.job_id` attaches an MLflow run to its job (corral.tracking.mlflow_compat), as the SDK's
+    `job_id` does. Tags the user put there are kept; one that is not a JSON object is left alone."""
+    context: dict[str, object] = {}
+    if given:
+        try:
+            parsed = json.loads(given)
+        except ValueError:
+            return None
+        if not isinstance(parsed, dict):
+            return None
+        context = parsed
+    return json.dumps({**context, "corral.job_id": str(job_id)})
 
 
 def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str]) -> dict[str, str]:

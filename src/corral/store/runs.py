@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, delete, exists, func, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, exists, func, insert, select, update
 
 from corral.core import metric_series as S
 from corral.core.metrics_batch import MetricsBatch, increasing_only
@@ -26,6 +26,9 @@ from corral.errors import Forbidden, NotFound
 from corral.store.db import inserted_id
 from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
 
+_OTHER = metric_chunks.alias("other")
+_LAST_CHUNK = select(func.max(_OTHER.c.first_step)).where(  # each key's last chunk: an index lookup
+    _OTHER.c.run_id == metric_chunks.c.run_id, _OTHER.c.key == metric_chunks.c.key).scalar_subquery()
 _RAW_FACTOR = 32  # read raw points while a range holds at most this many per point asked for
 _STAT_COLUMN = {"last": metric_series.c.last_value, "min": metric_series.c.min_value, "max": metric_series.c.max_value}
 
@@ -99,71 +102,70 @@ class RunStore:
         current = {row.key: row for row in conn.execute(
             select(metric_series).where(metric_series.c.run_id == run_id, metric_series.c.key.in_(list(batch.series))))}
         accepted = skipped = 0
+        kept_by_key: dict[str, S.Points] = {}
         for key, points in batch.series.items():
             meta = current.get(key)
             kept = increasing_only(points, None if meta is None else meta.last_step)
             skipped += len(points) - len(kept)
             if len(kept):
-                self._append_series(conn, run_id, key, kept, meta)
+                kept_by_key[key] = kept
                 accepted += len(kept)
+        if kept_by_key:
+            self._append_series(conn, run_id, kept_by_key, current)
         if batch.batch_id is not None:
             conn.execute(insert(run_batches).values(run_id=run_id, batch_id=batch.batch_id))
         return Appended(accepted, skipped, False)
 
-    def _append_series(self, conn: Connection, run_id: int, key: str, points: S.Points, meta: Any) -> None:
+    def _append_series(self, conn: Connection, run_id: int, kept: dict[str, S.Points], current: dict[str, Any]) -> None:
+        """Append each key's points: every key of a batch in the same few statements (a batch of ten
+        keys costs what one did), whatever the number of keys."""
         # Small appends are merged into the series' last chunk while it is small and no larger
         # than what comes in (a binary counter): each point is rewritten O(log) times, and a
         # long series ends up in chunks of at least MERGE_BELOW points whatever the batch size.
-        merged = points
-        while True:
-            tail = conn.execute(
-                select(metric_chunks.c.id, metric_chunks.c.count.label("points"))  # Row.count is tuple's
-                .where(metric_chunks.c.run_id == run_id, metric_chunks.c.key == key)
-                .order_by(metric_chunks.c.first_step.desc()).limit(1)
-            ).first()
-            if (tail is None or tail.points >= S.MERGE_BELOW or tail.points > len(merged)
-                    or tail.points + len(merged) > S.CHUNK_TARGET):
+        merging = dict(kept)
+        done: dict[str, S.Points] = {}
+        c = metric_chunks.c
+        while merging:
+            tails = {row.key: row for row in conn.execute(
+                select(c.id, c.key, c.count.label("points"))  # Row.count is tuple's
+                .where(c.run_id == run_id, c.key.in_(list(merging)), c.first_step == _LAST_CHUNK))}
+            taken = {}
+            for key in list(merging):
+                tail = tails.get(key)
+                if (tail is None or tail.points >= S.MERGE_BELOW or tail.points > len(merging[key])
+                        or tail.points + len(merging[key]) > S.CHUNK_TARGET):
+                    done[key] = merging.pop(key)
+                else:
+                    taken[tail.id] = key
+            if not taken:
                 break
-            data: bytes = conn.execute(select(metric_chunks.c.data).where(metric_chunks.c.id == tail.id)).scalar_one()
-            conn.execute(delete(metric_chunks).where(metric_chunks.c.id == tail.id))
-            merged = S.concat([S.decode(data), merged])
+            data = {row.id: row.data for row in conn.execute(select(c.id, c.data).where(c.id.in_(list(taken))))}
+            conn.execute(delete(metric_chunks).where(c.id.in_(list(taken))))
+            for chunk_id, key in taken.items():
+                merging[key] = S.concat([S.decode(data[chunk_id]), merging[key]])
         rows = []
-        for lo in range(0, len(merged), S.CHUNK_TARGET):
-            part = merged.take(slice(lo, lo + S.CHUNK_TARGET))
-            rows.append({
-                "run_id": run_id, "key": key, "first_step": int(part.steps[0]), "last_step": int(part.steps[-1]),
-                "count": len(part), "first_value": _db_float(part.values[0]), "first_time": float(part.times[0]),
-                "last_value": _db_float(part.values[-1]), "last_time": float(part.times[-1]),
-                "lod2": S.encode(S.summarize(part, S.LOD2)), "lod1": S.encode(S.summarize(part, S.LOD1)),
-                "data": S.encode(part),
-            })
+        for key, merged in done.items():
+            for lo in range(0, len(merged), S.CHUNK_TARGET):
+                part = merged.take(slice(lo, lo + S.CHUNK_TARGET))
+                rows.append({
+                    "run_id": run_id, "key": key, "first_step": int(part.steps[0]), "last_step": int(part.steps[-1]),
+                    "count": len(part), "first_value": _db_float(part.values[0]), "first_time": float(part.times[0]),
+                    "last_value": _db_float(part.values[-1]), "last_time": float(part.times[-1]),
+                    "lod2": S.encode(S.summarize(part, S.LOD2)), "lod1": S.encode(S.summarize(part, S.LOD1)),
+                    "data": S.encode(part),
+                })
         conn.execute(insert(metric_chunks), rows)
-        self._summarize(conn, run_id, key, points, meta)
-
-    def _summarize(self, conn: Connection, run_id: int, key: str, points: S.Points, meta: Any) -> None:
-        values = points.values
-        finite = np.isfinite(values)
-        summary: dict[str, Any] = {
-            "count": (meta.count if meta else 0) + len(points), "last_step": int(points.steps[-1]),
-            "last_value": _db_float(values[-1]), "last_time": float(points.times[-1]),
-            "min_value": meta.min_value if meta else None, "min_step": meta.min_step if meta else None,
-            "max_value": meta.max_value if meta else None, "max_step": meta.max_step if meta else None,
-        }
-        if not finite.all() and (meta is None or meta.first_nonfinite_step is None):
-            summary["first_nonfinite_step"] = int(points.steps[int(np.argmin(finite))])
-        if finite.any():
-            candidates = np.where(finite, values, np.inf)
-            i = int(np.argmin(candidates))
-            if summary["min_value"] is None or values[i] < summary["min_value"]:
-                summary["min_value"], summary["min_step"] = float(values[i]), int(points.steps[i])
-            i = int(np.argmax(np.where(finite, values, -np.inf)))
-            if summary["max_value"] is None or values[i] > summary["max_value"]:
-                summary["max_value"], summary["max_step"] = float(values[i]), int(points.steps[i])
-        if meta is None:
-            conn.execute(insert(metric_series).values(run_id=run_id, key=key, first_step=int(points.steps[0]), **summary))
-        else:
-            conn.execute(update(metric_series).where(metric_series.c.run_id == run_id, metric_series.c.key == key)
-                         .values(**summary))
+        summaries = {key: _summary(points, current.get(key)) for key, points in kept.items()}
+        new = [{"run_id": run_id, "key": key, "first_step": int(kept[key].steps[0]), **summary}
+               for key, summary in summaries.items() if key not in current]
+        if new:
+            conn.execute(insert(metric_series), new)
+        changed = [{"b_key": key, **{f"b_{name}": value for name, value in summary.items()}}
+                   for key, summary in summaries.items() if key in current]
+        if changed:
+            conn.execute(update(metric_series).where(metric_series.c.run_id == run_id,
+                                                     metric_series.c.key == bindparam("b_key"))
+                         .values({name: bindparam(f"b_{name}") for name in _SUMMARY_COLUMNS}), changed)
 
     def merge_params(self, conn: Connection, run_id: int, params: dict[str, Any]) -> None:
         config = self._require(conn, run_id).config
@@ -304,6 +306,10 @@ class RunStore:
             found += self._rows(conn, sorted(ids)[at:at + 500])
         return found
 
+    def many(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The runs of these ids (those that exist), in the order given, as `get` shows each."""
+        return self._rows(conn, ids)
+
     def _rows(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]]:
         query = (select(runs, projects.c.name.label("project"))
                  .join(projects, projects.c.id == runs.c.project_id).where(runs.c.id.in_(list(ids))))
@@ -377,6 +383,33 @@ class RunStore:
                             .order_by(metric_chunks.c.first_step))
         chunks: list[bytes] = list(rows.scalars())
         return S.concat([S.decode(data) for data in chunks])
+
+
+_SUMMARY_COLUMNS = ("count", "last_step", "last_value", "last_time", "min_value", "min_step", "max_value", "max_step",
+                    "first_nonfinite_step")
+
+
+def _summary(points: S.Points, meta: Any) -> dict[str, Any]:
+    """A series' summary columns once `points` are appended to what `meta` (None: nothing yet) summed up."""
+    values = points.values
+    finite = np.isfinite(values)
+    summary: dict[str, Any] = {
+        "count": (meta.count if meta else 0) + len(points), "last_step": int(points.steps[-1]),
+        "last_value": _db_float(values[-1]), "last_time": float(points.times[-1]),
+        "min_value": meta.min_value if meta else None, "min_step": meta.min_step if meta else None,
+        "max_value": meta.max_value if meta else None, "max_step": meta.max_step if meta else None,
+        "first_nonfinite_step": meta.first_nonfinite_step if meta else None,
+    }
+    if not finite.all() and summary["first_nonfinite_step"] is None:
+        summary["first_nonfinite_step"] = int(points.steps[int(np.argmin(finite))])
+    if finite.any():
+        i = int(np.argmin(np.where(finite, values, np.inf)))
+        if summary["min_value"] is None or values[i] < summary["min_value"]:
+            summary["min_value"], summary["min_step"] = float(values[i]), int(points.steps[i])
+        i = int(np.argmax(np.where(finite, values, -np.inf)))
+        if summary["max_value"] is None or values[i] > summary["max_value"]:
+            summary["max_value"], summary["max_step"] = float(values[i]), int(points.steps[i])
+    return summary
 
 
 def _point(step: int, value: float | None, time_: float) -> S.Points:

@@ -276,6 +276,35 @@ artifacts = Table(
     sqlite_autoincrement=True,
 )
 
+# What MLflow's clients keep that corral's own model has no place for (corral.tracking.mlflow_compat):
+# an experiment is a project, a run a run; these hold MLflow's lifecycle (a soft delete), an
+# experiment's tags and artifact location, and a run's key-value tags.
+mlflow_experiments = Table(
+    "mlflow_experiments",
+    metadata,
+    Column("project_id", Integer, ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True),
+    Column("lifecycle_stage", String(16), nullable=False),
+    Column("artifact_location", Text),
+    Column("tags", JSON, nullable=False),
+    Column("last_update_time", Float, nullable=False),
+)
+
+mlflow_runs = Table(
+    "mlflow_runs",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("lifecycle_stage", String(16), nullable=False),
+)
+
+mlflow_run_tags = Table(
+    "mlflow_run_tags",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key", String(250), nullable=False),
+    Column("value", Text, nullable=False),
+    PrimaryKeyConstraint("run_id", "key"),
+)
+
 
 # -- monitoring -----------------------------------------------------------------------------------
 

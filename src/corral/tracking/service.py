@@ -196,6 +196,21 @@ class TrackingService:
         self._enqueue(write)
         write.future.result(timeout_s)
 
+    async def transact(self, apply: Callable[[Connection], Any]) -> Any:
+        """Run `apply` in the writer's next group commit and return what it returns (the MLflow
+        routes' writes: `corral.tracking.mlflow_compat`). It must check before it writes, as the
+        store's methods do: a CorralError it raises leaves the shared transaction untouched."""
+        return await self._write(lambda conn, _: apply(conn))
+
+    async def read(self, fn: Callable[[Connection], Any]) -> Any:
+        """`fn` on a connection of its own, off the event loop."""
+        return await self._read(fn)
+
+    def notify(self, changed: list[dict[str, Any]]) -> None:
+        """Tell the live views that these runs changed (id, uid, job_id, last_step, state)."""
+        for listener in self.on_metrics:
+            listener(changed)
+
     def _then_get(self, conn: Connection, ref: str, change: Callable[[int], None]) -> dict[str, Any]:
         run_id = self.store.resolve(conn, ref)
         change(run_id)
