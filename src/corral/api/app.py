@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 
 from corral import __version__
-from corral.api import alerts, dashboard, events, forecast, identity, jobs, monitoring, nodes, runs, sizing, steps, webhooks
+from corral.api import alerts, course_tracker, dashboard, events, forecast, identity, jobs, monitoring, nodes, runs, sizing, steps, webhooks
 from corral.api import tokens as token_routes
+from corral.api.course_paths import COURSE_PREFIX
 from corral.api.errors import install_error_handlers
 from corral.api.identity import Authenticate, AuthSettings, Identifier
 from corral.api.limits import BodyLimit
@@ -97,5 +98,7 @@ def create_app(
     app.include_router(sizing.router)
     app.include_router(events.router)
     app.include_router(dashboard.router)
+    app.include_router(course_tracker.router, prefix=COURSE_PREFIX)  # TRACKER_API=http://host:8765/tracker
+    app.include_router(course_tracker.router, include_in_schema=False)  # TRACKER_API=http://host:8765 (POSTs only)
     install_dashboard(app)
     return app
