@@ -66,7 +66,8 @@ class RunStore:
                 runs.c.user == owner, runs.c.resume_key == request.resume_key)).first()
             if found is not None:
                 _check_taken(found, may_take, user)
-                conn.execute(update(runs).where(runs.c.id == found.id).values(state="running", end_time=None))
+                conn.execute(update(runs).where(runs.c.id == found.id).values(
+                    state="running", end_time=None, resumes=runs.c.resumes + 1))
                 return found.id, True
         project_id = self._project_id(conn, request.project, now)
         uid = request.uid or secrets.token_hex(8)
@@ -390,7 +391,8 @@ def _sql_compare(column: Any, op: str, value: float) -> Any:
 def _artifact_dict(row: Any) -> dict[str, Any]:
     return {
         "id": row.id, "run_id": row.run_id, "path": row.path, "type": row.type, "size": row.size, "sha256": row.sha256,
-        "step": row.step, "metric": row.metric, "metric_value": row.metric_value, "deleted": row.deleted,
+        "step": row.step, "metric": row.metric, "metric_value": row.metric_value, "goal": row.goal,
+        "deleted": row.deleted,
         "created": row.created,
     }
 
@@ -400,7 +402,7 @@ def _run_dict(row: Any) -> dict[str, Any]:
         "id": row.id, "uid": row.uid, "project": row.project, "name": row.name, "user": row.user, "state": row.state,
         "config": row.config, "tags": row.tags, "job_id": row.job_id, "node": row.node, "gpu_type": row.gpu_type,
         "git_commit": row.git_commit, "resume_key": row.resume_key, "start_time": row.start_time,
-        "end_time": row.end_time, "metrics": {}, "last_step": None,
+        "end_time": row.end_time, "resumes": row.resumes, "resumed": row.resumes > 0, "metrics": {}, "last_step": None,
     }
 
 
