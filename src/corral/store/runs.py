@@ -208,7 +208,9 @@ class RunStore:
             found = conn.execute(select(artifacts.c.id).where(
                 artifacts.c.run_id == run_id, artifacts.c.path == item["path"])).scalar()
             if found is None:
-                row = item | {"type": item["type"] or "file", "deleted": bool(item["deleted"])}
+                # what was not given stays NULL (and a column a newer field needs is named only when used)
+                row = {k: v for k, v in item.items() if v is not None} | {
+                    "type": item["type"] or "file", "deleted": bool(item["deleted"])}
                 found = inserted_id(conn.execute(insert(artifacts).values(run_id=run_id, created=now, **row)))
             else:  # only what was given changes: marking a checkpoint deleted keeps its step and metric
                 changes = {k: v for k, v in item.items() if v is not None}
