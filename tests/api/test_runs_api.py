@@ -98,6 +98,8 @@ def test_a_known_resume_key_resumes_the_run_and_sets_it_running(live):
     assert status == 200, resumed
     assert resumed["id"] == run["id"] and resumed["resumed"] is True
     assert resumed["state"] == "running" and resumed["end_time"] is None and resumed["last_step"] == 9
+    read = ok(live, "GET", f"/api/v1/runs/{run['id']}")  # the run says so whenever it is read, not only here
+    assert (read["resumed"], read["resumes"]) == (True, 1)
     # the requeued job logs from the start again: nothing is stored twice
     done = ok(live, "POST", f"/api/v1/runs/{run['id']}/metrics", {"batch_id": "second", "points": [
         {"key": "loss", "step": s, "value": 5.0} for s in range(15)]})

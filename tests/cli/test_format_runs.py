@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from corral.core.metric_goals import metric_goal
 from corral.cli.format_runs import (
     checkpoint_marks,
     compare_runs,
@@ -12,7 +13,6 @@ from corral.cli.format_runs import (
     flatten_config,
     format_config_value,
     format_value,
-    lower_is_better,
     metric_columns,
     run_duration,
     run_view,
@@ -40,11 +40,15 @@ def make_run(id: int, name: str, config: dict[str, Any], metrics: dict[str, Any]
     return run
 
 
-def test_losses_errors_and_perplexities_are_lower_is_better_the_rest_higher():
+def test_losses_errors_and_perplexities_go_down_accuracies_up_and_the_rest_nowhere():
     for key in ("loss", "val_loss", "train/Loss", "error_rate", "ppl", "eval_perplexity", "mse", "mae", "val_rmse"):
-        assert lower_is_better(key), key
-    for key in ("acc", "val_accuracy", "f1", "bleu", "reward"):
-        assert not lower_is_better(key), key
+        assert metric_goal(key) == "min", key
+    for key in ("acc", "val_accuracy", "f1", "bleu", "reward", "eval-f1", "val/mAP"):
+        assert metric_goal(key) == "max", key
+    # hyperparameters and counters logged as metrics have no better side
+    for key in ("lr", "learning_rate", "epoch", "grad_accum", "system/gpu_memory", "heatmap_size", "metric"):
+        assert metric_goal(key) is None, key
+    assert metric_goal("lr", {"lr": "max"}) == "max"  # a declared goal wins
 
 
 def test_values_are_short_and_non_finite_ones_readable():
@@ -113,6 +117,36 @@ ARTIFACTS = [
     {"id": 4, "path": "/out/confusion.png", "type": "file", "size": 10, "step": None, "metric": None,
      "metric_value": None, "deleted": False},
 ]
+
+
+def test_without_best_metric_the_best_checkpoint_is_the_lowest_as_the_sdk_keeps_it():
+    # corral.init(keep_best=1) with no best_metric: the SDK names the metric "metric" and keeps the lowest
+    plain = [{**a, "metric": "metric"} for a in ARTIFACTS[:3]]
+    assert checkpoint_marks(plain) == {2: ["best"], 3: ["latest"]}
+    # a declared best_mode wins over the name, whatever the name says
+    declared = [{**a, "metric": "val_loss", "goal": "max"} for a in ARTIFACTS[:3]]
+    assert checkpoint_marks(declared) == {1: ["best"], 3: ["latest"]}
+    # ties go to the later step, as the SDK's retention keeps them
+    tied = [{**a, "metric_value": 0.3} for a in ARTIFACTS[:3]]
+    assert checkpoint_marks(tied) == {3: ["best", "latest"]}
+
+
+def test_run_view_says_a_resumed_run_was_resumed():
+    run = make_run(7, "lr-0.1", {}, {})
+    assert "Resumed: no" in run_view({**run, "resumes": 0, "resumed": False})
+    assert "Resumed: yes (2 times)" in run_view({**run, "resumes": 2, "resumed": True})
+
+
+def test_compare_gives_a_config_key_logged_as_a_metric_no_best_unless_a_goal_is_declared():
+    a = make_run(1, "a", {"lr": 0.1}, {"lr": summary(0.1, 0.01, 0.1), "val_loss": summary(0.3, 0.3, 1)})
+    b = make_run(2, "b", {"lr": 0.01}, {"lr": summary(0.01, 0.001, 0.01), "val_loss": summary(0.2, 0.2, 1)})
+    data = compare_runs([a, b])
+    assert data["metrics"]["lr"]["goal"] is None and data["metrics"]["lr"]["best"] == []
+    assert data["metrics"]["val_loss"]["best"] == [2]
+    lr_row = next(line for line in compare_view(data).splitlines() if line.split()[:2] == ["lr", "last"])
+    assert "higher is better" not in lr_row and "no direction" in lr_row
+    declared = compare_runs([a, b], goals={"lr": "max"})
+    assert declared["metrics"]["lr"]["best"] == [1]
 
 
 def test_the_best_checkpoint_follows_its_metrics_direction_and_the_latest_is_the_last_step():

@@ -346,3 +346,58 @@ def test_sync_uploads_an_offline_run_once(server_factory, tmp_path):
     shown = json.loads(invoke("run", "show", str(run_id), "--json").output)
     assert (shown["project"], shown["name"], shown["state"]) == ("offline", "spooled", "finished")
     assert shown["metrics"]["loss"]["count"] == 20
+
+
+def test_run_show_marks_the_sdks_best_checkpoint_and_says_a_resumed_run_was(server_factory, tmp_path, monkeypatch):
+    import corral
+    from tests.integrations.conftest import JOB_VARIABLES
+
+    for name in JOB_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CORRAL_SPOOL_DIR", str(tmp_path / "spool"))
+    monkeypatch.chdir(tmp_path)
+    server = server_factory()
+    monkeypatch.setenv("CORRAL_URL", server.url)
+    tracked = Tracked(server, {})
+
+    # keep_best without best_metric: the SDK keeps the lowest; run show must mark the same one
+    with corral.init(project="marks", resume_key="resumable", keep_best=1, keep_last=1) as run:
+        for step, value in ((100, 0.5), (200, 0.2), (300, 0.3)):
+            run.save_checkpoint({"w": step}, step=step, metric=value)
+        kept_best = run.best_checkpoint()
+    output = tracked.ok("run", "show", str(run.id))
+    marks = {line.split()[-1]: line for line in output.splitlines() if line.strip().startswith("checkpoint")}
+    assert "best" in marks[kept_best] and kept_best.endswith("ckpt-00000200.pt")
+    assert "Resumed: no" in output
+
+    with corral.init(project="marks", resume_key="resumable") as again:  # the script started again
+        assert again.id == run.id
+    assert "Resumed: yes (1 time)" in tracked.ok("run", "show", str(run.id))
+
+    # a declared best_mode="max" is what judges, whatever the metric's name says
+    with corral.init(project="marks", keep_best=1, best_metric="val_loss", best_mode="max") as maxed:
+        for step, value in ((1, 0.1), (2, 0.9), (3, 0.5)):
+            maxed.save_checkpoint({"w": step}, step=step, metric=value)
+    output = tracked.ok("run", "show", str(maxed.id))
+    best = [line.split()[-1] for line in output.splitlines() if line.strip().startswith("checkpoint") and "best" in line]
+    assert best == [maxed.best_checkpoint()] and best[0].endswith("ckpt-00000002.pt")
+
+
+def test_compare_gives_a_logged_learning_rate_no_direction_unless_declared(server_factory):
+    server = server_factory()
+    client = server.client()
+    tracked = Tracked(server, {})
+    ids = []
+    for lr, loss in ((0.1, 0.3), (0.01, 0.2)):
+        run = client.create_run(project="lr", config={"lr": lr})
+        _log(client, run["id"], {"lr": [lr, lr / 2], "val_loss": [1.0, loss]})
+        ids.append(str(run["id"]))
+    lines = tracked.ok("compare", *ids).splitlines()
+    lr_row = next(line for line in lines if line.split()[:2] == ["lr", "last"])
+    assert "better" not in lr_row and "no direction" in lr_row and "*" not in lr_row
+    loss_row = next(line for line in lines if line.split()[:2] == ["val_loss", "last"])
+    assert "(lower is better)" in loss_row
+    declared = json.loads(tracked.ok("compare", *ids, "--goal", "lr=max", "--json"))
+    assert declared["metrics"]["lr"]["goal"] == "max" and declared["metrics"]["lr"]["best"] == [int(ids[0])]
+    bad = tracked.invoke("compare", *ids, "--goal", "lr=up")
+    assert bad.exit_code == 1 and "KEY=min or KEY=max" in bad.output

@@ -135,3 +135,38 @@ def test_a_real_trainer_logs_through_the_callback(client, tmp_path):
     checkpoints = client.artifacts(run["id"], type="checkpoint")
     assert sorted(a["step"] for a in checkpoints) == [3, 6]
     assert all(a["path"].endswith(f"checkpoint-{a['step']}") for a in checkpoints)
+
+
+def test_epoch_repeated_by_the_evaluation_log_is_no_skipped_point(client, tmp_path, caplog):
+    callback = CorralCallback(project="hf-eval")
+    args = {"output_dir": str(tmp_path)}
+    state = {"global_step": 0, "is_world_process_zero": True}
+    callback.on_train_begin(args, state, None)
+    for step in (2, 4):
+        state["global_step"] = step
+        callback.on_log(args, state, None, logs={"loss": 1.0 / step, "epoch": step / 4})
+        callback.on_log(args, state, None, logs={"eval_loss": 2.0 / step, "epoch": step / 4})  # Trainer repeats epoch
+    callback.on_log(args, state, None, logs={"train_runtime": 1.5, "train_loss": 0.4, "epoch": 1.0})
+    with caplog.at_level("WARNING", logger="corral.sdk"):
+        callback.on_train_end(args, state, None)
+    assert "skipped" not in caplog.text
+    (run,) = client.runs(project="hf-eval")
+    assert client.series(run["id"], "epoch")["steps"] == [2, 4]
+    assert client.series(run["id"], "eval_loss")["steps"] == [2, 4]
+
+
+def test_the_skip_warning_counts_every_point_the_server_skipped(client, tmp_path, caplog):
+    # a Trainer resumed from checkpoint-2 logs steps 3 and 4 again, in two log calls: both skipped
+    callback = CorralCallback(project="hf-resumed")
+    args = {"output_dir": str(tmp_path)}
+    state = {"global_step": 0, "is_world_process_zero": True}
+    with caplog.at_level("WARNING", logger="corral.sdk"):
+        callback.on_train_begin(args, state, None)
+        for step in (1, 2, 3, 4, 3, 4):
+            state["global_step"] = step
+            callback.on_log(args, state, None, logs={"loss": float(step), "grad_norm": 0.5})
+            callback.run.flush()  # each log its own batch, as a slow Trainer's are
+        callback.on_train_end(args, state, None)
+    first, total = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert "skipped 2 points" in first and "the total is told when the run ends" in first
+    assert "in all, the server skipped 4 points" in total

@@ -40,7 +40,7 @@ def test_a_checkpoint_is_written_whole_hashed_and_entered_in_the_manifest(fake, 
     run.finish()
     (artifact,) = fake.artifacts(run.id).values()
     assert artifact == {"path": path, "type": "checkpoint", "size": entry["size"], "sha256": entry["sha256"],
-                        "step": 100, "metric": "metric", "metric_value": 0.5, "deleted": False}
+                        "step": 100, "metric": "metric", "metric_value": 0.5, "goal": "min", "deleted": False}
 
 
 class Unpicklable:

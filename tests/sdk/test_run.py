@@ -359,3 +359,44 @@ def test_a_forked_child_does_not_pile_up_what_it_logs(fake):
     run.log({"loss": 3.0}, step=2)
     run.finish()
     assert fake.steps(run.id, "loss") == [0, 2]
+
+
+def test_outside_a_job_each_run_keeps_its_checkpoints_apart(fake):
+    first = corral.init(project="p", client=fake, **FAST)
+    first.save_checkpoint({"w": 1}, step=100)
+    first.finish()
+    second = corral.init(project="p", client=fake, **FAST)
+    # the second run starts from scratch: the first one's checkpoint is not its latest
+    assert second.latest_checkpoint() is None
+    assert second.checkpoint_dir != first.checkpoint_dir
+    assert os.path.dirname(second.checkpoint_dir) == os.path.dirname(first.checkpoint_dir) == os.path.abspath("checkpoints")
+    second.finish()
+
+
+def test_outside_a_job_a_run_restarted_with_its_resume_key_finds_its_checkpoint(fake, monkeypatch):
+    first = corral.init(project="p", client=fake, resume_key="my-experiment", **FAST)
+    saved = first.save_checkpoint({"w": 1}, step=100)
+    first.finish()
+    monkeypatch.setattr(corral.sdk.run, "_init_count", 0)
+    again = corral.init(project="p", client=fake, resume_key="my-experiment", **FAST)
+    assert again.latest_checkpoint() == saved
+    again.finish()
+
+
+def test_a_plain_slurm_job_requeued_finds_its_checkpoints(fake, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")  # Slurm without corral: no $CORRAL_CHECKPOINT_DIR
+    first = corral.init(project="p", client=fake, **FAST)
+    saved = first.save_checkpoint({"w": 1}, step=7)
+    first.finish()
+    monkeypatch.setattr(corral.sdk.run, "_init_count", 0)  # the requeued job's new process
+    assert corral.init(project="p", client=fake, **FAST).latest_checkpoint() == saved
+
+
+def test_torchrun_ranks_outside_a_job_share_rank_zeros_checkpoints(fake, monkeypatch):
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "launch-1")
+    rank0 = corral.init(project="p", client=fake, **FAST)
+    saved = rank0.save_checkpoint({"w": 1}, step=3)
+    rank0.finish()
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(corral.sdk.run, "_init_count", 0)
+    assert corral.init(project="p", client=fake, **FAST).latest_checkpoint() == saved

@@ -123,3 +123,64 @@ def test_importing_twice_into_a_live_server_adds_nothing_the_second_time(server_
     assert (swept["steps"], swept["values"]) == ([10, 11], [3.0, 2.0])
     # the run spans its events (written at T0..T0+2), not from when the writer opened the file (now)
     assert (by_name["baseline"]["start_time"], by_name["baseline"]["end_time"]) == (T0, T0 + 2)
+
+
+def test_add_scalars_series_are_keys_of_the_writers_run_not_runs_of_their_own(server_factory, tmp_path):
+    client = server_factory().client()
+    root = tmp_path / "tb"
+    with tensorboardX.SummaryWriter(str(root / "exp")) as writer:
+        for step in range(3):
+            writer.add_scalar("lr", 0.1, step, walltime=T0 + step)
+            writer.add_scalars("loss", {"train": 1.0 / (step + 1), "val": 2.0 / (step + 1)}, step, walltime=T0 + step)
+            writer.add_scalars("eval/acc", {"top1": 0.5 + step / 10}, step, walltime=T0 + step)
+    assert {p.name for p in (root / "exp").iterdir() if p.is_dir()} == {"loss", "eval"}  # exp/loss/train/...
+    # torch.utils.tensorboard's layout: <writer>/<main tag, / as _>_<series>/, each holding the main tag
+    with tensorboardX.SummaryWriter(str(root / "torch-style")) as writer:
+        writer.add_scalar("lr", 0.1, 0, walltime=T0)
+    for series, value in (("train", 1.0), ("val", 2.0)):
+        with tensorboardX.SummaryWriter(str(root / "torch-style" / f"loss_{series}")) as writer:
+            writer.add_scalar("loss", value, 0, walltime=T0)
+
+    run, torch_style = import_tensorboard(str(root), client=client, project="scalars")
+    assert run["name"] == "exp"
+    assert set(run["metrics"]) == {"lr", "loss/train", "loss/val", "eval/acc/top1"}
+    assert client.series(run["id"], "loss/val")["values"] == [2.0, 1.0, f32(2.0 / 3)]
+    assert torch_style["name"] == "torch-style" and set(torch_style["metrics"]) == {"lr", "loss/train", "loss/val"}
+    again = import_tensorboard(str(root), client=client, project="scalars")
+    assert [r["id"] for r in again] == [run["id"], torch_style["id"]]
+    assert len(client.runs(project="scalars")) == 2
+    assert client.series(run["id"], "loss/train")["count"] == 3
+
+
+def test_a_resumed_writers_steps_replace_the_earlier_ones_and_are_counted(server_factory, tmp_path):
+    client = server_factory().client()
+    root = tmp_path / "tb" / "requeued"
+    write_scalars(str(root), {"loss": [float(s) for s in range(10)]})  # steps 0-9, then the job was requeued
+    os.utime(only_file(str(root)), (T0, T0))
+    with tensorboardX.SummaryWriter(str(root), filename_suffix=".second") as writer:  # resumed from step 5's checkpoint
+        for step in range(5, 15):
+            writer.add_scalar("loss", 100.0 + step, step, walltime=T0 + 100 + step)
+    assert len(event_files(str(root))) == 2
+
+    [run] = import_tensorboard(str(tmp_path / "tb"), client=client, project="requeued")
+    assert run["replaced_points"] == {"loss": 5}
+    loss = client.series(run["id"], "loss")
+    assert loss["steps"] == list(range(15))
+    assert loss["values"] == [0.0, 1.0, 2.0, 3.0, 4.0] + [100.0 + s for s in range(5, 15)]  # the resumed values
+    again = import_tensorboard(str(tmp_path / "tb"), client=client, project="requeued")
+    assert again[0]["id"] == run["id"] and client.series(run["id"], "loss")["count"] == 15
+
+
+def test_the_import_command_reports_what_the_resumed_values_replaced(server_factory, tmp_path):
+    from click.testing import CliRunner
+
+    from corral.cli.main import cli
+
+    server = server_factory()
+    root = tmp_path / "tb" / "again"
+    with tensorboardX.SummaryWriter(str(root)) as writer:
+        for step in (0, 1, 2, 1, 2, 3):  # a repeat of steps 1 and 2
+            writer.add_scalar("loss", float(step), step, walltime=T0 + step)
+    result = CliRunner().invoke(cli, ["--home", server.home, "import-tensorboard", str(tmp_path / "tb")])
+    assert result.exit_code == 0, result.output
+    assert "2 points at steps logged again (loss: 2) gave way to the values logged later" in result.output

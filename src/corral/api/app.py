@@ -11,10 +11,11 @@ from fastapi import FastAPI
 
 from corral import __version__
 from corral.api import (
-    alerts, dashboard, events, forecast, identity, jobs, mlflow_routes, monitoring, nodes, runs, sizing, steps, sweeps,
-    webhooks,
+    alerts, course_tracker, dashboard, events, forecast, identity, jobs, mlflow_routes, monitoring, nodes, runs, sizing,
+    steps, sweeps, webhooks,
 )
 from corral.api import tokens as token_routes
+from corral.api.course_paths import COURSE_PREFIX
 from corral.api.errors import install_error_handlers
 from corral.api.identity import Authenticate, AuthSettings, Identifier
 from corral.api.limits import BodyLimit
@@ -106,6 +107,8 @@ def create_app(
     app.include_router(sizing.router)
     app.include_router(events.router)
     app.include_router(dashboard.router)
+    app.include_router(course_tracker.router, prefix=COURSE_PREFIX)  # TRACKER_API=http://host:8765/tracker
+    app.include_router(course_tracker.router, include_in_schema=False)  # TRACKER_API=http://host:8765 (POSTs only)
     app.router.routes.insert(0, mlflow_routes.mount())  # MLflow's API (/api/2.0), matched first: see mount()
     install_dashboard(app)
     return app

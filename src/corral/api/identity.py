@@ -2,7 +2,8 @@
 
 ASGI middleware, just inside the body limit. The order of evidence:
 
-1. `Authorization: Bearer <token>`: an API token (`corral token create`), whoever sends it.
+1. `Authorization: Bearer <token>`: an API token (`corral token create`), whoever sends it; or the same
+   token as `X-API-Key: <token>` (the course's tracker client sends its key so).
 2. The `corral_session` cookie: a dashboard session (`corral.core.sessions`), valid only together with
    its key in the `X-Corral-Session` header, which the dashboard's page alone holds (a cookie reaches
    every port of its host; the key does not). A cookie without its key is refused, never ignored;
@@ -22,7 +23,8 @@ over its peer's cap (`corral.server.peers`) is answered 429 and closed.
 
 Changes (POST, PATCH, DELETE) from a page of another origin are refused whatever the credential:
 a local browser is logged in by who runs it, so a foreign page must not borrow that. Paths outside
-/api (the dashboard's files), health and the Slurm webhook (its own secret) need no caller.
+/api (the dashboard's files), health and the Slurm webhook (its own secret) need no caller; the course
+tracker's routes (`api/course_tracker.py`: under /tracker, and its POSTs at the root) need one as /api does.
 
 Tokens and sessions are looked up at most every `CREDENTIAL_CACHE_S` per credential, but their
 expiry is compared on every use; revoking a token or logging out clears the cache at once.
@@ -42,6 +44,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from corral.api.course_paths import COURSE_BARE_PATHS, COURSE_OPEN_PATHS, COURSE_PREFIX
 from corral.api.errors import error_response
 from corral.api.request_bodies import json_object
 from corral.core.identity import AccessPolicy, Caller, scope_covers
@@ -55,7 +58,7 @@ from corral.server.peers import PEER_KEY, PEER_KIND, PEER_REFUSED, PEER_UID, set
 
 CALLER = "corral.caller"
 CREDENTIAL_CACHE_S = 10.0  # a lookup is reused this long (revoking or logging out clears it); expiry is checked every use
-_OPEN_PATHS = ("/api/v1/health", "/api/v1/webhooks/", "/api/v1/session")
+_OPEN_PATHS = ("/api/v1/health", "/api/v1/webhooks/", "/api/v1/session", *COURSE_OPEN_PATHS)
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _FORWARDED = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
 
@@ -112,7 +115,7 @@ class Authenticate:
             response.headers["Connection"] = "close"
             await response(scope, receive, send)
             return
-        if not scope["path"].startswith("/api/"):
+        if not _needs_caller(scope):
             await self.app(scope, receive, send)
             return
         if scope["path"].startswith(_OPEN_PATHS):
@@ -196,6 +199,9 @@ class Identifier:
             if scheme.lower() != "bearer" or not secret.strip():
                 raise Unauthenticated("the Authorization header must be 'Bearer <token>' (make one: corral token create)")
             return self.token_caller(secret.strip(), peer)
+        api_key = headers.get(b"x-api-key", b"").decode("latin-1").strip()
+        if api_key:  # the same token as a header of its own, as the course's tracker client sends it
+            return self.token_caller(api_key, peer)
         cookies = _cookies(headers.get(b"cookie", b""), SESSION_COOKIE)
         if cookies:
             return self.session_caller(cookies, headers.get(SESSION_HEADER.encode(), b"").decode("latin-1").strip(), peer)
@@ -380,6 +386,14 @@ class Identifier:
         if name is None:
             raise Unauthenticated(f"uid {uid} has no user name on this machine; use an API token")
         return name
+
+
+def _needs_caller(scope: Scope) -> bool:
+    """The API's paths, the course tracker's, and its POSTs at the root (the dashboard's pages there are GETs)."""
+    path = scope["path"]
+    if path.startswith(("/api/", COURSE_PREFIX + "/")):
+        return True
+    return scope["method"] not in ("GET", "HEAD") and path.startswith(COURSE_BARE_PATHS)
 
 
 def peer_of(scope: Scope) -> str | None:

@@ -44,18 +44,18 @@ _METRICS = {"type": "object", "properties": {
     "points": {"type": "array", "items": {"type": "object", "required": ["key", "step", "value"]}}}}
 
 
-async def _owned_run(request: Request, ref: str, action: str) -> str:
+async def owned_run(request: Request, ref: str, action: str) -> str:
     """The run's id, to act on, if the caller owns the run or is an admin.
 
     Raises:
         Forbidden; NotFound: an unknown run.
     """
-    run_id, owner = await _tracking(request).owner(ref)
+    run_id, owner = await tracking_of(request).owner(ref)
     policy_of(request).check_manage(caller_of(request), owner, None, f"{action} run {ref}")
     return str(run_id)
 
 
-def _tracking(request: Request) -> TrackingService:
+def tracking_of(request: Request) -> TrackingService:
     return request.app.state.tracking
 
 
@@ -71,7 +71,7 @@ async def create_run(request: Request) -> Response:
     def check_job(job: dict[str, Any]) -> None:  # a run of a job is its owner's to log
         policy.check_manage(caller, job["user"], job["account"], f"tracking a run of job {job['id']}")
 
-    run, created = await _tracking(request).create_run(
+    run, created = await tracking_of(request).create_run(
         body, user=caller.user, may_take=lambda owner: policy.may_manage(caller, owner), check_job=check_job)
     return _json(run, 201 if created else 200)
 
@@ -86,38 +86,38 @@ async def list_runs(
     where: list[str] = Query([], description="config.KEY OP VALUE or metric.KEY[.last|.min|.max] OP NUMBER (repeatable)."),
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Response:
-    runs = await _tracking(request).search(project=project, tag=tag, state=state, job_id=job, where=where, limit=limit)
+    runs = await tracking_of(request).search(project=project, tag=tag, state=state, job_id=job, where=where, limit=limit)
     return _json({"runs": runs})
 
 
 @router.get("/projects", summary="Projects and how many runs each has")
 async def list_projects(request: Request) -> Response:
-    return _json({"projects": await _tracking(request).projects()})
+    return _json({"projects": await tracking_of(request).projects()})
 
 
 @router.get("/runs/{ref}", summary="One run: config, tags, state, and a summary of each metric")
 async def get_run(request: Request, ref: str = RunRef) -> Response:
-    return _json(await _tracking(request).get_run(ref))
+    return _json(await tracking_of(request).get_run(ref))
 
 
 @router.post("/runs/{ref}/metrics", summary="Append a batch of metrics (many keys and steps)", openapi_extra=_body(_METRICS))
 async def log_metrics(request: Request, ref: str = RunRef) -> Response:
-    ref = await _owned_run(request, ref, "logging metrics to")
-    return _json(await _tracking(request).log_metrics(ref, await request.body()))
+    ref = await owned_run(request, ref, "logging metrics to")
+    return _json(await tracking_of(request).log_metrics(ref, await request.body()))
 
 
 @router.post("/runs/{ref}/params", summary="Merge parameters into the run's config",
              openapi_extra=_body({"type": "object", "required": ["params"], "properties": {"params": _OBJ}}))
 async def log_params(request: Request, ref: str = RunRef) -> Response:
-    ref = await _owned_run(request, ref, "logging parameters to")
-    return _json(await _tracking(request).log_params(ref, json_object(await request.body())))
+    ref = await owned_run(request, ref, "logging parameters to")
+    return _json(await tracking_of(request).log_params(ref, json_object(await request.body())))
 
 
 @router.post("/runs/{ref}/tags", summary="Add and remove tags", openapi_extra=_body({"type": "object", "properties": {
     "add": {"type": "array", "items": {"type": "string"}}, "remove": {"type": "array", "items": {"type": "string"}}}}))
 async def change_tags(request: Request, ref: str = RunRef) -> Response:
-    ref = await _owned_run(request, ref, "tagging")
-    return _json(await _tracking(request).change_tags(ref, json_object(await request.body())))
+    ref = await owned_run(request, ref, "tagging")
+    return _json(await tracking_of(request).change_tags(ref, json_object(await request.body())))
 
 
 @router.post("/runs/{ref}/finish", summary="Mark the run finished, failed or crashed",
@@ -125,24 +125,24 @@ async def change_tags(request: Request, ref: str = RunRef) -> Response:
                  "state": {"type": "string", "enum": ["finished", "failed", "crashed"]}, "end_time": {"type": "number"},
                  "start_time": {"type": "number", "description": "corrects the run's start (an import of old logs)"}}}))
 async def finish_run(request: Request, ref: str = RunRef) -> Response:
-    ref = await _owned_run(request, ref, "finishing")
+    ref = await owned_run(request, ref, "finishing")
     raw = await request.body()
-    return _json(await _tracking(request).finish(ref, json_object(raw) if raw.strip() else {}))
+    return _json(await tracking_of(request).finish(ref, json_object(raw) if raw.strip() else {}))
 
 
 @router.post("/runs/{ref}/artifacts", summary="Register artifacts (checkpoints, files); a known path is updated",
              openapi_extra=_body({"type": "object", "required": ["artifacts"], "properties": {
                  "artifacts": {"type": "array", "items": {"type": "object", "required": ["path"]}}}}))
 async def put_artifacts(request: Request, ref: str = RunRef) -> Response:
-    ref = await _owned_run(request, ref, "registering artifacts of")
-    return _json({"artifacts": await _tracking(request).put_artifacts(ref, json_object(await request.body()))})
+    ref = await owned_run(request, ref, "registering artifacts of")
+    return _json({"artifacts": await tracking_of(request).put_artifacts(ref, json_object(await request.body()))})
 
 
 @router.get("/runs/{ref}/artifacts", summary="A run's artifacts")
 async def list_artifacts(request: Request, ref: str = RunRef, type: str | None = None,
                          deleted: bool = Query(False, description="Include those retention deleted.")) -> Response:
-    ref = await _owned_run(request, ref, "listing the artifacts of")
-    return _json({"artifacts": await _tracking(request).artifacts(ref, type_=type, deleted=deleted)})
+    ref = await owned_run(request, ref, "listing the artifacts of")
+    return _json({"artifacts": await tracking_of(request).artifacts(ref, type_=type, deleted=deleted)})
 
 
 @router.get("/runs/{ref}/series/batch", summary="Several metrics' points in one answer, each downsampled alike")
@@ -155,7 +155,7 @@ async def read_series_batch(
     end: int | None = Query(None, ge=0, lt=2**62, description="Last step of the range."),
 ) -> Response:
     """`{"series": [...]}`, each as `/series` answers it, in the order asked."""
-    body = await _tracking(request).series_many(ref, key, start=start, end=end, max_points=max_points)
+    body = await tracking_of(request).series_many(ref, key, start=start, end=end, max_points=max_points)
     return Response(body, media_type="application/json")
 
 
@@ -168,5 +168,5 @@ async def read_series(
     start: int | None = Query(None, ge=0, lt=2**62, description="First step of the range."),
     end: int | None = Query(None, ge=0, lt=2**62, description="Last step of the range."),
 ) -> Response:
-    body = await _tracking(request).series(ref, key, start=start, end=end, max_points=max_points)
+    body = await tracking_of(request).series(ref, key, start=start, end=end, max_points=max_points)
     return Response(body, media_type="application/json")

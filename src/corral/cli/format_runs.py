@@ -15,17 +15,11 @@ from typing import Any
 
 from corral.cli.format import table
 from corral.cli.terminal import escaped
+from corral.core.metric_goals import metric_goal
 from corral.core.units import format_duration
 
-LOWER_IS_BETTER = ("loss", "err", "perplexity", "ppl", "mse", "mae", "rmse")
 MAX_METRIC_COLUMNS = 3
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def lower_is_better(key: str) -> bool:
-    """Whether a smaller value of this metric is the better one: losses, errors, perplexities."""
-    name = key.lower()
-    return any(word in name for word in LOWER_IS_BETTER)
 
 
 def as_float(value: Any) -> float | None:
@@ -174,8 +168,12 @@ def checkpoint_marks(artifacts: Sequence[Mapping[str, Any]]) -> dict[Any, list[s
     scored = [(value, a) for a in checkpoints if (value := as_float(a.get("metric_value"))) is not None
               and not math.isnan(value)]
     if scored:
-        lower = lower_is_better(str(scored[0][1].get("metric") or ""))
-        _, best = (min if lower else max)(scored, key=lambda pair: pair[0])
+        # the goal the run declared (best_mode), else the metric's name, else the SDK's default best_mode: min
+        first = scored[0][1]
+        goal = first.get("goal") or metric_goal(str(first.get("metric") or "")) or "min"
+        sign = 1.0 if goal == "min" else -1.0
+        # ties go to the later step, as the SDK's retention judges them: it has trained longer
+        _, best = min(scored, key=lambda pair: (sign * pair[0], -(pair[1].get("step") or 0)))
         marks.setdefault(_artifact_key(best), []).append("best")
     if checkpoints:
         latest = max(checkpoints, key=lambda a: (a.get("step") is not None, a.get("step") or 0, a.get("created") or 0))
@@ -194,7 +192,7 @@ def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = ()
     pairs = [
         ("RunId", run["id"]), ("Uid", run.get("uid") or "-"), ("Project", run.get("project") or "-"),
         ("Name", run.get("name") or "-"), ("User", run.get("user") or "-"), ("State", run.get("state") or "-"),
-        ("Resumed", "yes" if run.get("resumed") else "no"),
+        ("Resumed", _resumed(run)),
         ("JobId", "-" if run.get("job_id") is None else run["job_id"]), ("Node", run.get("node") or "-"),
         ("GPU", gpu), ("GitCommit", run.get("git_commit") or "-"), ("ResumeKey", run.get("resume_key") or "-"),
         ("StartTime", format_time(run.get("start_time"))), ("EndTime", format_time(run.get("end_time"))),
@@ -234,6 +232,13 @@ def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = ()
     else:
         parts.append("Artifacts: (none)")
     return "\n\n".join(parts)
+
+
+def _resumed(run: Mapping[str, Any]) -> str:
+    times = run.get("resumes")
+    if isinstance(times, int) and times > 0:
+        return f"yes ({times} time{'s' if times != 1 else ''})"
+    return "yes" if run.get("resumed") else "no"
 
 
 def _artifact_order(artifact: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -286,14 +291,18 @@ def series_csv(series: Mapping[str, Any]) -> str:
 # -- comparing runs -------------------------------------------------------------------------------
 
 
-def compare_runs(runs: Sequence[Mapping[str, Any]], all_config: bool = False) -> dict[str, Any]:
+def compare_runs(runs: Sequence[Mapping[str, Any]], all_config: bool = False,
+                 goals: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What `corral compare` shows, as data: the config keys that differ (all with `all_config`), side by side,
     and for each metric all runs have its last, min and max per run and the best run(s).
 
+    A metric's direction is the goal declared for it in `goals` ("min" or "max"), else its name's
+    (`corral.core.metric_goals`); one with neither (a learning rate logged as a metric) has no best.
+
     Returns:
         `{"runs": [{id, uid, project, name, state}], "config": {key: [value per run]},
-        "metrics": {key: {"lower_is_better", "last": [...], "min": [...], "max": [...], "best": [run ids]}}}`;
-        a config key a run lacks is None in its place.
+        "metrics": {key: {"goal", "lower_is_better", "last": [...], "min": [...], "max": [...], "best": [run ids]}}}`;
+        a config key a run lacks is None in its place; goal and lower_is_better are None without a direction.
     """
     configs = [flatten_config(r.get("config") or {}) for r in runs]
     keys = sorted({k for c in configs for k in c})
@@ -309,16 +318,17 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], all_config: bool = False) ->
     summaries = [r.get("metrics") or {} for r in runs]
     common = [k for k in summaries[0] if all(k in s for s in summaries[1:])] if summaries else []
     for key in sorted(common, key=_key_rank):
-        lower = lower_is_better(key)
+        goal = metric_goal(key, goals)
+        lower = goal == "min"
         entry: dict[str, Any] = {
-            "lower_is_better": lower,
+            "goal": goal, "lower_is_better": None if goal is None else lower,
             "last": [s[key].get("last") for s in summaries],
             "min": [s[key].get("min") for s in summaries],
             "max": [s[key].get("max") for s in summaries],
         }
         judged = [as_float(v) for v in entry["min" if lower else "max"]]
         finite = [v for v in judged if v is not None and math.isfinite(v)]
-        if finite:
+        if finite and goal is not None:
             target = min(finite) if lower else max(finite)
             entry["best"] = [r["id"] for r, v in zip(runs, judged) if v == target]
         else:
@@ -329,6 +339,12 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], all_config: bool = False) ->
         "config": config,
         "metrics": metrics,
     }
+
+
+def _best_text(entry: Mapping[str, Any], best_labels: str) -> str:
+    if entry.get("goal") is None:
+        return "- (no direction: --goal KEY=min|max)"
+    return f"{best_labels} ({'lower' if entry['goal'] == 'min' else 'higher'} is better)"
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -351,7 +367,7 @@ def compare_view(comparison: Mapping[str, Any], all_config: bool = False) -> str
         rows = []
         for key, entry in comparison["metrics"].items():
             best = set(entry["best"])
-            judged = "min" if entry["lower_is_better"] else "max"
+            judged = entry["goal"]
             best_labels = ", ".join(label for r, label in zip(runs, labels) if r["id"] in best) or "-"
             for stat in ("last", "min", "max"):
                 cells = []
@@ -361,7 +377,7 @@ def compare_view(comparison: Mapping[str, Any], all_config: bool = False) -> str
                 first = stat == "last"
                 rows.append([
                     key if first else "", stat, *cells,
-                    (f"{best_labels} ({'lower' if entry['lower_is_better'] else 'higher'} is better)") if first else "",
+                    _best_text(entry, best_labels) if first else "",
                 ])
         parts.append(table(["METRIC", "", *labels, "BEST"], rows))
     else:
@@ -392,8 +408,20 @@ def _count(n: int, one: str, many: str) -> str:
 
 @escaped
 def imported_table(runs: Sequence[Mapping[str, Any]]) -> str:
-    """`corral import-tensorboard`: the runs it created."""
+    """`corral import-tensorboard` and `import-wandb`: the runs they made (or found made), and what they left out."""
     rows = [[str(r["id"]), str(r.get("project") or "-"), str(r.get("name") or "-"),
              "-" if r.get("last_step") is None else str(r["last_step"]), str(len(r.get("metrics") or {}))]
             for r in runs]
-    return table(["ID", "PROJECT", "NAME", "STEP", "METRICS"], rows)
+    notes = []
+    for r in runs:
+        replaced = r.get("replaced_points") or {}
+        if replaced:
+            keys = ", ".join(f"{k}: {n}" for k, n in sorted(replaced.items()))
+            notes.append(f"run {r['id']}: {_count(sum(replaced.values()), 'point', 'points')} at steps logged again "
+                         f"({keys}) gave way to the values logged later, as a resumed job meant them")
+        if r.get("skipped_values"):
+            notes.append(f"run {r['id']}: {_count(r['skipped_values'], 'value', 'values')} that are not numbers "
+                         "(images, tables, text) not imported")
+        if r.get("negative_steps"):
+            notes.append(f"run {r['id']}: {_count(r['negative_steps'], 'point', 'points')} at negative steps not imported")
+    return "\n".join([table(["ID", "PROJECT", "NAME", "STEP", "METRICS"], rows), *notes])

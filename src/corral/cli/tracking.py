@@ -1,4 +1,5 @@
-"""The experiment-tracking commands: `corral runs`, `run show`, `metrics`, `compare`, `sync`, `import-tensorboard`.
+"""The experiment-tracking commands: `corral runs`, `run show`, `metrics`, `compare`, `sync`, `import-tensorboard`,
+`import-wandb`.
 
 Registered on the main group by `corral.cli.main`. Like the job commands, each parses its
 options, makes its calls to the client and prints a table (or the API's JSON with --json);
@@ -111,17 +112,24 @@ def metrics(ctx: click.Context, run_ref: str, key: str, max_points: int, start: 
 @click.command()
 @click.argument("run_refs", metavar="RUN RUN...", nargs=-1, required=True)
 @click.option("--all", "all_config", is_flag=True, help="Show every config key, not only those that differ.")
+@click.option("--goal", "goals", multiple=True, metavar="KEY=min|max",
+              help="Which way a metric improves, where its name does not say (repeatable).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def compare(ctx: click.Context, run_refs: tuple[str, ...], all_config: bool, as_json: bool) -> None:
-    """Runs side by side: config that differs, and each shared metric's last/min/max; `*` marks the best."""
+def compare(ctx: click.Context, run_refs: tuple[str, ...], all_config: bool, goals: tuple[str, ...], as_json: bool) -> None:
+    """Runs side by side: config that differs, and each shared metric's last/min/max; `*` marks the best.
+
+    A metric's direction comes from its name (loss, error: lower; accuracy, F1, reward: higher) or
+    from --goal; one with neither (a learning rate) has no best."""
     from corral.cli.format_runs import compare_runs, compare_view
+    from corral.core.metric_goals import parse_goals
 
     if len(run_refs) < 2:
         raise click.UsageError("give two runs or more to compare")
+    declared = parse_goals(goals)
     client = client_for(ctx)
     found = [_get_run(client, ref) for ref in run_refs]
-    comparison = compare_runs(found, all_config=all_config)
+    comparison = compare_runs(found, all_config=all_config, goals=declared)
     click.echo(json_text(comparison) if as_json else compare_view(comparison, all_config=all_config))
 
 
@@ -179,4 +187,25 @@ def import_tensorboard(ctx: click.Context, directory: str, project: str, as_json
         click.echo(f"no TensorBoard event files under {directory}")
 
 
-COMMANDS = (runs, run, metrics, compare, sync, import_tensorboard)
+@click.command("import-wandb")
+@click.argument("paths", metavar="DIR...", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("-p", "--project", help="Project of the runs created [default: each run's W&B project].")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def import_wandb(ctx: click.Context, paths: tuple[str, ...], project: str | None, as_json: bool) -> None:
+    """Make runs of what W&B wrote offline under DIR... (WANDB_MODE=offline: wandb/offline-run-*/run-*.wandb):
+    config, tags, history with its steps, summary. Importing again adds nothing twice. Needs the wandb
+    package (pip install 'corral[wandb]')."""
+    from corral.cli.format_runs import imported_table
+    from corral.sdk.wandb_offline import import_wandb as import_paths
+
+    created = import_paths(list(paths), client=client_for(ctx), project=project)
+    if as_json:
+        print_json(created)
+    elif created:
+        click.echo(imported_table(created))
+    else:
+        click.echo(f"no W&B run files (run-*.wandb) under {', '.join(paths)}")
+
+
+COMMANDS = (runs, run, metrics, compare, sync, import_tensorboard, import_wandb)

@@ -102,7 +102,7 @@ def parse_finish(body: Any) -> tuple[str, float | None, float | None]:
     return state, (float(end) if end is not None else None), (float(start) if start is not None else None)
 
 
-_ARTIFACT_FIELDS = {"path", "type", "size", "sha256", "step", "metric", "metric_value", "deleted"}
+_ARTIFACT_FIELDS = {"path", "type", "size", "sha256", "step", "metric", "metric_value", "goal", "deleted"}
 
 
 def parse_artifacts(body: Any) -> list[dict[str, Any]]:
@@ -131,6 +131,9 @@ def parse_artifacts(body: Any) -> list[dict[str, Any]]:
         value = item.get("metric_value")
         if value is not None and (type(value) not in (int, float) or _overflows(value)):
             raise InvalidRequest(f"{name}.metric_value", f"{value!r} is not a 64-bit float")
+        goal = item.get("goal")
+        if goal is not None and goal not in ("min", "max"):
+            raise InvalidRequest(f"{name}.goal", f"{goal!r} is not a goal", 'give "min" (lower is better) or "max"')
         deleted = item.get("deleted")
         if deleted is not None and not isinstance(deleted, bool):
             raise InvalidRequest(f"{name}.deleted", "must be true or false")
@@ -138,7 +141,7 @@ def parse_artifacts(body: Any) -> list[dict[str, Any]]:
             "path": path, "type": _text(item.get("type"), f"{name}.type", limit=32),
             "size": item.get("size"), "sha256": sha, "step": item.get("step"),
             "metric": _text(item.get("metric"), f"{name}.metric", limit=250),
-            "metric_value": float(value) if value is not None else None, "deleted": deleted,
+            "metric_value": float(value) if value is not None else None, "goal": goal, "deleted": deleted,
         })
     return out
 

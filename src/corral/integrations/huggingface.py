@@ -54,6 +54,8 @@ class CorralCallback(_CallbackBase):
         self.log_checkpoints = log_checkpoints
         self._run = run
         self._owns_run = run is None
+        self._step: int | None = None
+        self._logged: set[str] = set()  # the keys logged at `_step`
 
     @property
     def run(self) -> Run | None:
@@ -68,8 +70,15 @@ class CorralCallback(_CallbackBase):
         if not _is_main(state) or not logs:
             return control
         values = numbers_only(logs)  # Trainer's final log mixes in strings and None
+        step = int(_field(state, "global_step", 0))
+        # Trainer repeats `epoch` in the evaluation's and the final log at the step its training log
+        # had: sent again, the server would skip it and the run warn of points skipped that were no loss
+        if step != self._step:
+            self._step, self._logged = step, set()
+        values = {k: v for k, v in values.items() if k not in self._logged}
         if values:
-            self._ensure_run(args, kwargs.get("model")).log(values, step=int(_field(state, "global_step", 0)))
+            self._logged.update(values)
+            self._ensure_run(args, kwargs.get("model")).log(values, step=step)
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -144,7 +144,9 @@ class CheckpointStore:
         return {"path": os.path.join(self.directory, entry["file"]), "type": "checkpoint",
                 "size": entry.get("size"), "sha256": entry.get("sha256"), "step": entry["step"],
                 "metric": self.metric_name if entry.get("metric") is not None else None,
-                "metric_value": entry.get("metric"), "deleted": deleted}
+                "metric_value": entry.get("metric"),
+                # the declared best_mode: which value is best is the run's to say, not its metric name's
+                "goal": self.policy.mode if entry.get("metric") is not None else None, "deleted": deleted}
 
     def _write_manifest(self, entries: list[dict[str, Any]]) -> None:
         write_json_atomic(os.path.join(self.directory, MANIFEST),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import hashlib
 import os
 import secrets
 import signal
@@ -179,6 +180,8 @@ class Run:
         artifact = {"path": os.path.abspath(os.fspath(path)), "type": type, "step": step,
                     "metric": metric_name or (self._checkpoints.metric_name if finite_or_none(metric) is not None else None),
                     "metric_value": finite_or_none(metric), "deleted": True if deleted else None}
+        if artifact["metric_value"] is not None and artifact["metric"] == self._checkpoints.metric_name:
+            artifact["goal"] = self._checkpoints.policy.mode  # the declared best_mode judges it
         self._extend((None, "artifact_file", {k: v for k, v in artifact.items() if v is not None}))
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -279,7 +282,8 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
         client: anything with `corral.client.Client`'s run methods, used instead of a Client.
         rank_zero_only: under DDP only rank 0 tracks; with False every rank has its own run.
         resume_key: overrides the key derived from the job, project, name and `init` count.
-        checkpoint_dir: default `$CORRAL_CHECKPOINT_DIR`, else ./checkpoints.
+        checkpoint_dir: default `$CORRAL_CHECKPOINT_DIR` (a corral job's), else a directory of this
+            run's own under ./checkpoints (`own_checkpoint_dir`).
         keep_last, keep_best, best_metric, best_mode: checkpoint retention (see RetentionPolicy).
         flush_interval_s: how often the background thread sends.
         retry_interval_s: the longest wait between a spooling run's tries of the server (they
@@ -297,7 +301,9 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     job = detect_job()
     project = project or os.environ.get("CORRAL_PROJECT") or "default"
-    directory = checkpoint_dir or job.checkpoint_dir or "checkpoints"
+    uid = secrets.token_hex(8)
+    key = resume_key or derive_resume_key(job.job, project, name, index, None if rank_zero_only else job.rank)
+    directory = checkpoint_dir or job.checkpoint_dir or own_checkpoint_dir(uid, key)
     if not rank_zero_only:  # each rank its own run, so its own checkpoints and manifest
         directory = os.path.join(directory, f"rank-{job.rank}")
     store = CheckpointStore(directory,
@@ -305,15 +311,15 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
     common = dict(project=project, name=name, rank=job.rank, checkpoints=store, time_limit_s=job.time_limit_s,
                   end_time=job.end_time, clock=clock)
     if mode == "disabled" or (rank_zero_only and job.rank != 0):
-        run = Run(uid=secrets.token_hex(8), mode="disabled", **common)  # type: ignore[arg-type]
+        run = Run(uid=uid, mode="disabled", **common)  # type: ignore[arg-type]
         _current = run
         return run
 
     tag_list = [str(t) for t in (tags or ())] + ([] if rank_zero_only else [f"rank:{job.rank}"])
-    key = resume_key or derive_resume_key(job.job, project, name, index, None if rank_zero_only else job.rank)
     request: dict[str, Any] = {
-        "project": project, "name": name, "uid": secrets.token_hex(8), "resume_key": key,
-        "config": with_sweep_values(config_dict(config), os.environ), "tags": tag_list, "job_id": job.corral_job_id, "node": job.node,
+        "project": project, "name": name, "uid": uid, "resume_key": key,
+        "config": with_sweep_values(config_dict(config), os.environ), "tags": tag_list, "job_id": job.corral_job_id,
+        "node": job.node,
         "git_commit": git_commit(), "start_time": time.time(),
     }
     request = {k: v for k, v in request.items() if v is not None}
@@ -355,6 +361,24 @@ def init(project: str | None = None, config: Any = None, name: str | None = None
     _remember(run)
     _current = run
     return run
+
+
+def own_checkpoint_dir(uid: str, resume_key: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """Where a run outside a job keeps its checkpoints: `./checkpoints/<run>`, a directory of its own,
+    so a second run never takes the first one's checkpoint for its latest.
+
+    `<run>` is what the processes that should share it have in common: the run's resume key (one given
+    to `init`, so a script restarted by hand resumes; or a Slurm job's, so its requeue finds them:
+    `resume-<hash>`), torchrun's run id (every rank of one launch finds rank 0's checkpoints,
+    `torchrun-<hash>`), else the run's uid.
+    """
+    env = os.environ if environ is None else environ
+    if resume_key:
+        return os.path.join("checkpoints", "resume-" + hashlib.sha256(resume_key.encode()).hexdigest()[:16])
+    launch = env.get("TORCHELASTIC_RUN_ID", "")
+    if launch and launch != "none":
+        return os.path.join("checkpoints", "torchrun-" + hashlib.sha256(launch.encode()).hexdigest()[:16])
+    return os.path.join("checkpoints", uid)
 
 
 def current_run() -> Run | None:

@@ -28,7 +28,7 @@ from corral.sdk.batches import MAX_BATCH_POINTS, ColumnBuilder
 from corral.sdk.files import directory_size, sha256_file
 from corral.sdk.sender_thread import SenderThread
 from corral.sdk.server_link import Connect, ServerLink
-from corral.sdk.spool import REJECTED, RunSpool, post_record, upload
+from corral.sdk.spool import REJECTED, SKIPPED_WHY, RunSpool, post_record, upload
 
 if TYPE_CHECKING:
     from corral.sdk.places import SpoolPlaces
@@ -54,6 +54,8 @@ class Sender:
         self._backoff = Backoff(retry_interval_s, clock)
         self._on_created = on_created
         self._warned: set[str] = set()
+        self._skipped_points = 0  # this run's points the server skipped, all told
+        self._skipped_told = 0  # how many of them a warning has counted
         self._builder = ColumnBuilder(max_batch_points, self._warn)
         self._thread = SenderThread(self._loop, flush_interval_s, clock)
 
@@ -105,6 +107,9 @@ class Sender:
             if closing and not self.queue:
                 break
         self._close_spool()
+        if self._skipped_points > self._skipped_told:  # the first warning counted one batch: now the whole run
+            logger.warning("corral: run %s: in all, the server skipped %d points %s", self.request.get("uid"),
+                           self._skipped_points, SKIPPED_WHY)
 
     def _pump(self) -> None:
         """Take what is queued now (not what arrives meanwhile: a fast loop must not starve a flush)."""
@@ -160,7 +165,7 @@ class Sender:
     def _deliver(self, record: dict[str, Any]) -> None:
         if not self.spooling:
             try:
-                post_record(self._link.client(), self.run_id, record)  # type: ignore[arg-type]
+                post_record(self._link.client(), self.run_id, record, self._skipped)  # type: ignore[arg-type]
                 return
             except REJECTED as exc:
                 self._warn(f"rejected:{record['kind']}", f"the server refused a {record['kind']} record: {exc}")
@@ -248,6 +253,15 @@ class Sender:
                 self._warn("spool-place", f"cannot write the spool in {refused}; spooling in {self.spool.path} "
                                           "instead (the run is uploaded from there when the server is back)")
         return self.spool
+
+    def _skipped(self, count: int) -> None:
+        """The server skipped `count` points of a batch: warned at once (this batch's count), and the
+        run's total once it ends, where more followed."""
+        self._skipped_points += count
+        if not self._skipped_told:
+            self._skipped_told = self._skipped_points
+            logger.warning("corral: run %s: the server skipped %d points %s (the total is told when the run ends)",
+                           self.request.get("uid"), count, SKIPPED_WHY)
 
     def _warn(self, key: str, message: str) -> None:
         """Log `message` the first time `key` comes up in this run; training logs are no place for floods."""

@@ -23,7 +23,7 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -256,13 +256,17 @@ def read_record(path: str) -> dict[str, Any]:
         return json.loads(f.read())
 
 
-def post_record(client: Client, run_id: int | str, record: dict[str, Any]) -> int:
-    """Send one record to the server; returns the metric points it carried."""
+def post_record(client: Client, run_id: int | str, record: dict[str, Any],
+                on_skipped: Callable[[int], None] | None = None) -> int:
+    """Send one record to the server; returns the metric points it carried.
+
+    `on_skipped` hears how many points of a metrics record the server skipped (steps not above
+    those it holds); by default the first such record of the process is warned about."""
     kind = record.get("kind")
     if kind == "metrics":
         answer = client.log_metrics(run_id, record["batch"])
         if isinstance(answer, dict) and answer.get("skipped"):
-            _warn_skipped(int(answer["skipped"]))
+            (on_skipped or _warn_skipped)(int(answer["skipped"]))
         return int(record.get("points", 0))
     if kind == "params":
         client.log_params(run_id, record["params"])
@@ -279,14 +283,15 @@ REJECTED = (InvalidRequest, Conflict)  # the server will never take such a recor
 _skipped_warned = False
 
 
+SKIPPED_WHY = ("whose steps were not above the steps already stored for their keys (a resumed run logging "
+               "steps again, or steps going backwards); steps only move forward")
+
+
 def _warn_skipped(count: int) -> None:
     global _skipped_warned
     if not _skipped_warned:
         _skipped_warned = True
-        logging.getLogger("corral.sdk").warning(
-            "corral: the server skipped %d points whose steps were not above the steps already stored for "
-            "their keys (a resumed run logging steps again, or steps going backwards); steps only move forward",
-            count)
+        logging.getLogger("corral.sdk").warning("corral: the server skipped %d points %s", count, SKIPPED_WHY)
 
 
 def _lock(path: str, *, blocking: bool) -> int:

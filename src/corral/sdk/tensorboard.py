@@ -323,50 +323,134 @@ def run_directories(root: str) -> list[str]:
 
 # -- importing ------------------------------------------------------------------------------------
 
+Point = tuple[int, float, float]  # (step, wall_time, value)
+
 
 def import_tensorboard(directory: str, *, client: Client, project: str) -> list[dict[str, Any]]:
     """Import each directory of event files under `directory` as one finished run.
+
+    `add_scalars("loss", {"train": ..., "val": ...})` writes each series into a directory of its own
+    beside the writer's (`loss_train/`, `loss_val/`, each with the one tag `loss`): those are keys of
+    the writer's run (`loss/train`, `loss/val`), not runs. A series whose steps repeat or go back (a
+    requeued job that resumed from an older checkpoint) keeps the values written last, as the job
+    meant; the earlier ones they replace are counted in each run's `replaced_points`.
 
     Importing again adds nothing twice: the run's uid and every batch id are derived from the
     files, so the server returns the same run and acknowledges batches it already holds.
 
     Returns:
-        The runs, as the server describes them after the import.
+        The runs, as the server describes them after the import, each with `replaced_points` (by key)
+        and `negative_steps` (scalars at steps below 0, which are not imported).
     """
     root = os.path.abspath(directory)
     if not os.path.isdir(root):
         raise FileNotFoundError(f"{directory} is not a directory")
     runs = []
-    for run_dir in run_directories(root):
-        files = event_files(run_dir)
-        if not files:
-            continue
+    for run_dir, parts in _runs_under(root).items():
         name = os.path.relpath(run_dir, root)
         if name == ".":
             name = os.path.basename(root) or root
-        runs.append(_import_run(client, project, name, run_dir, files))
+        runs.append(_import_run(client, project, name, run_dir, parts))
     return runs
 
 
-def _import_run(client: Client, project: str, name: str, run_dir: str, files: list[str]) -> dict[str, Any]:
+def _runs_under(root: str) -> dict[str, list[tuple[str, list[str], str | None]]]:
+    """run directory -> its parts: (directory, event files, the add_scalars series' name or None)."""
+    found = {d: files for d in run_directories(root) if (files := event_files(d))}
+    series = {d: part for d, files in found.items() if d != root and (part := _add_scalars_part(root, d, files))}
+    writers: dict[str, int] = {}
+    for writer, _ in series.values():
+        writers[writer] = writers.get(writer, 0) + 1
+    runs: dict[str, list[tuple[str, list[str], str | None]]] = {}
+    for d, files in found.items():
+        part = series.get(d)
+        # a lone directory that merely looks like a series is a run of its own, unless its writer wrote too
+        if part is not None and (part[0] in found or writers[part[0]] > 1):
+            runs.setdefault(part[0], []).append((d, files, part[1]))
+        else:
+            runs.setdefault(d, []).insert(0, (d, files, None))
+    return dict(sorted(runs.items()))
+
+
+def _add_scalars_part(root: str, directory: str, files: list[str]) -> tuple[str, str] | None:
+    """(the writer's directory, the series' name) where `directory` holds one series of `add_scalars`:
+    every scalar tagged with the main tag `loss`, in `<writer>/loss_train/` (torch.utils.tensorboard)
+    or `<writer>/loss/train/` (tensorboardX); else None."""
+    tags = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a damaged file is warned about when it is imported
+        for file in files:
+            for _, tag, _, _, _ in iter_scalars(file):
+                tags.add(tag)
+                if len(tags) > 1:
+                    return None
+    if len(tags) != 1:
+        return None
+    main_tag = tags.pop()
+    parent, name = os.path.split(directory)
+    flat = main_tag.replace("/", "_") + "_"
+    if name.startswith(flat) and len(name) > len(flat):
+        writer, series = parent, name[len(flat):]
+    else:
+        nested = os.sep + main_tag.strip("/").replace("/", os.sep)
+        if not parent.endswith(nested) or not main_tag.strip("/"):
+            return None
+        writer, series = parent[: -len(nested)], name
+    inside = writer == root or writer.startswith(root + os.sep)
+    return (writer, series) if inside else None
+
+
+def keep_resumed(points: list[Point]) -> tuple[list[Point], int]:
+    """A series in step order, and how many points were dropped: where a step repeats or goes back
+    (a requeued job resumed from an older checkpoint), what was written later replaces what was
+    written earlier from that step on."""
+    kept: list[Point] = []
+    replaced = 0
+    for point in points:
+        while kept and kept[-1][0] >= point[0]:
+            kept.pop()
+            replaced += 1
+        kept.append(point)
+    return kept, replaced
+
+
+def _import_run(client: Client, project: str, name: str, run_dir: str,
+                parts: list[tuple[str, list[str], str | None]]) -> dict[str, Any]:
+    files = [f for _, part_files, _ in parts for f in part_files]
     # the first file's name holds its start time and host: unique to this run, and stable when
     # the directory is moved or more files are written later
     identity = f"tensorboard\0{project}\0{name}\0{os.path.basename(files[0])}"
     uid = hashlib.sha256(identity.encode()).hexdigest()[:16]
     opened = _first_wall_time(files[0])
+    series: dict[str, list[Point]] = {}
+    negative = 0
+    for _, part_files, suffix in parts:
+        for file in part_files:
+            for _, tag, step, wall_time, value in iter_scalars(file):
+                if step < 0:  # the server stores steps from 0
+                    negative += 1
+                    continue
+                series.setdefault(tag if suffix is None else f"{tag}/{suffix}", []).append((step, wall_time, value))
+    if negative:
+        warnings.warn(f"{run_dir}: {negative} scalars at negative steps were not imported", stacklevel=2)
+    replaced: dict[str, int] = {}
+    for key, points in series.items():
+        series[key], dropped = keep_resumed(points)
+        if dropped:
+            replaced[key] = dropped
     run = client.create_run(project=project, name=name, uid=uid, tags=["tensorboard"],
                             config={"tensorboard_dir": run_dir}, start_time=opened)
-    first_time = last_time = None
-    for file in files:
-        for batch_id, series, batch_first, batch_last in _batches(uid, file):
-            client.log_metrics(run["id"], {"batch_id": batch_id, "metrics": series})
-            first_time = min((t for t in (first_time, batch_first) if t is not None), default=None)
-            last_time = max((t for t in (last_time, batch_last) if t is not None), default=None)
+    for batch_id, batch in _batches(uid, series):
+        client.log_metrics(run["id"], {"batch_id": batch_id, "metrics": batch})
     # The run spans its events. The writer's opening record is its start only when it comes first:
     # scalars written with an explicit, older walltime (re-logged history) start the run earlier.
+    # 0 is an event that carried no time.
+    times = [t for points in series.values() for _, t, _ in points if t > 0]
+    first_time, last_time = (min(times), max(times)) if times else (None, None)
     start = min((t for t in (opened, first_time) if t is not None), default=None)
     end = last_time if last_time is not None else start
-    return client.finish_run(run["id"], "finished", end_time=end, start_time=start)
+    finished = client.finish_run(run["id"], "finished", end_time=end, start_time=start)
+    return {**finished, "replaced_points": replaced, "negative_steps": negative}
 
 
 def _first_wall_time(path: str) -> float | None:
@@ -381,49 +465,30 @@ def _first_wall_time(path: str) -> float | None:
     return None
 
 
-def _batches(uid: str, path: str) -> Iterator[tuple[str, list[dict[str, str]], float | None, float | None]]:
-    """Batches of at most about BATCH_POINTS points: (batch id, series, first and last wall time;
-    None where no point has one).
-
-    A batch starts at a record and is named by its offset, so a file that has grown since the last
-    import yields the same batches for its old part.
-    """
-    pending: dict[str, tuple[list[int], list[float], list[float]]] = {}
-    count, start, last_offset, negative = 0, -1, -1, 0
-    first_time: float | None = None
-    last_time: float | None = None
-    name = os.path.basename(path)
-    for offset, tag, step, wall_time, value in iter_scalars(path):
-        if step < 0:  # the server stores steps from 0
-            negative += 1
-            continue
-        if count >= BATCH_POINTS and offset != last_offset:
-            yield _batch_id(uid, name, start), _series(pending), first_time, last_time
-            pending, count, first_time, last_time = {}, 0, None, None
-        if not count:
-            start = offset
-        steps, values, times = pending.setdefault(tag, ([], [], []))
-        steps.append(step)
-        values.append(value)
-        times.append(wall_time)
-        count += 1
-        last_offset = offset
-        if wall_time > 0:  # 0: the event carried no time
-            first_time = wall_time if first_time is None else min(first_time, wall_time)
-            last_time = wall_time if last_time is None else max(last_time, wall_time)
-    if pending:
-        yield _batch_id(uid, name, start), _series(pending), first_time, last_time
-    if negative:
-        warnings.warn(f"{path}: {negative} scalars at negative steps were not imported", stacklevel=2)
+def _batches(uid: str, series: dict[str, list[Point]]) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """Batches of at most BATCH_POINTS points, each named by what it holds: importing the same
+    files again sends the same batches, which the server acknowledges without storing them twice."""
+    batch: list[dict[str, str]] = []
+    count = 0
+    digest = hashlib.sha256(uid.encode())
+    for key in series:
+        points = series[key]
+        for start in range(0, len(points), BATCH_POINTS):
+            piece = points[start:start + BATCH_POINTS]
+            if count and count + len(piece) > BATCH_POINTS:
+                yield "tb-" + digest.hexdigest()[:40], batch
+                batch, count, digest = [], 0, hashlib.sha256(uid.encode())
+            entry = _series(key, piece)
+            digest.update(b"\0".join(entry[k].encode() for k in ("key", "steps_i64", "values_f64", "times_f64")))
+            batch.append(entry)
+            count += len(piece)
+    if batch:
+        yield "tb-" + digest.hexdigest()[:40], batch
 
 
-def _batch_id(uid: str, file_name: str, offset: int) -> str:
-    return "tb-" + hashlib.sha256(f"{uid}\0{file_name}\0{offset}".encode()).hexdigest()[:40]
-
-
-def _series(pending: dict[str, tuple[list[int], list[float], list[float]]]) -> list[dict[str, str]]:
-    def packed(code: str, items: list) -> str:
+def _series(key: str, points: list[Point]) -> dict[str, str]:
+    def packed(code: str, items: Any) -> str:
         return base64.b64encode(struct.pack(f"<{len(items)}{code}", *items)).decode("ascii")
 
-    return [{"key": tag, "steps_i64": packed("q", steps), "values_f64": packed("d", values), "times_f64": packed("d", times)}
-            for tag, (steps, values, times) in pending.items()]
+    steps, times, values = zip(*points)
+    return {"key": key, "steps_i64": packed("q", steps), "values_f64": packed("d", values), "times_f64": packed("d", times)}

@@ -76,6 +76,18 @@ class JobQueries:
         return {"id": job.id, "user": job.spec.user, "account": job.spec.account, "node": job.node,
                 "gpu_type": ",".join(types) or None}
 
+    def job_named(self, ref: str) -> int | None:
+        """The corral job a job's own id names, as its environment shows it ($SLURM_JOB_ID): the Slurm
+        backend's id of an unfinished job first (a self-scheduled backend's ids are not corral's),
+        else a corral job id or `12_3`; None where it names none."""
+        for job in self.table.active.values():
+            if job.backend_id is not None and job.backend_id == ref:
+                return job.id
+        try:
+            return self.resolve(ref).id
+        except (InvalidRequest, NotFound):
+            return None
+
     def get(self, job_id: int) -> Job:
         job = self.table.active.get(job_id)
         if job is not None:

@@ -205,6 +205,10 @@ class JobService:
     def job_info(self, job_id: int) -> dict[str, Any] | None:
         return self.queries.job_info(job_id)
 
+    def job_named(self, ref: str) -> int | None:
+        """The corral job `ref` names: a Slurm backend id, else a corral id (`JobQueries.job_named`)."""
+        return self.queries.job_named(ref)
+
     def list_active(self, *, states: Sequence[str] = (), limit: int = 10_000, after_id: int = 0,
                     name: str | None = None) -> list[Job]:
         return self.queries.list_active(states=states, limit=limit, after_id=after_id, name=name)

@@ -69,7 +69,8 @@ class RunStore:
                 runs.c.user == owner, runs.c.resume_key == request.resume_key)).first()
             if found is not None:
                 _check_taken(found, may_take, user)
-                conn.execute(update(runs).where(runs.c.id == found.id).values(state="running", end_time=None))
+                conn.execute(update(runs).where(runs.c.id == found.id).values(
+                    state="running", end_time=None, resumes=runs.c.resumes + 1))
                 return found.id, True
         project_id = self._project_id(conn, request.project, now)
         uid = request.uid or secrets.token_hex(8)
@@ -209,7 +210,9 @@ class RunStore:
             found = conn.execute(select(artifacts.c.id).where(
                 artifacts.c.run_id == run_id, artifacts.c.path == item["path"])).scalar()
             if found is None:
-                row = item | {"type": item["type"] or "file", "deleted": bool(item["deleted"])}
+                # what was not given stays NULL (and a column a newer field needs is named only when used)
+                row = {k: v for k, v in item.items() if v is not None} | {
+                    "type": item["type"] or "file", "deleted": bool(item["deleted"])}
                 found = inserted_id(conn.execute(insert(artifacts).values(run_id=run_id, created=now, **row)))
             else:  # only what was given changes: marking a checkpoint deleted keeps its step and metric
                 changes = {k: v for k, v in item.items() if v is not None}
@@ -434,7 +437,8 @@ def _sql_compare(column: Any, op: str, value: float) -> Any:
 def _artifact_dict(row: Any) -> dict[str, Any]:
     return {
         "id": row.id, "run_id": row.run_id, "path": row.path, "type": row.type, "size": row.size, "sha256": row.sha256,
-        "step": row.step, "metric": row.metric, "metric_value": row.metric_value, "deleted": row.deleted,
+        "step": row.step, "metric": row.metric, "metric_value": row.metric_value, "goal": row.goal,
+        "deleted": row.deleted,
         "created": row.created,
     }
 
@@ -444,7 +448,7 @@ def _run_dict(row: Any) -> dict[str, Any]:
         "id": row.id, "uid": row.uid, "project": row.project, "name": row.name, "user": row.user, "state": row.state,
         "config": row.config, "tags": row.tags, "job_id": row.job_id, "node": row.node, "gpu_type": row.gpu_type,
         "git_commit": row.git_commit, "resume_key": row.resume_key, "start_time": row.start_time,
-        "end_time": row.end_time, "metrics": {}, "last_step": None,
+        "end_time": row.end_time, "resumes": row.resumes, "resumed": row.resumes > 0, "metrics": {}, "last_step": None,
     }
 
 

@@ -186,6 +186,7 @@ runs = Table(
     Column("resume_key", String(400)),
     Column("start_time", Float, nullable=False),
     Column("end_time", Float),
+    Column("resumes", Integer, nullable=False, server_default="0"),  # times a requeued job took it up again
     Index("ix_runs_project", "project_id", "id"),
     Index("ix_runs_job", "job_id"),
     Index("ux_runs_user_resume_key", "user", "resume_key", unique=True),  # a resume key is its owner's alone
@@ -270,6 +271,7 @@ artifacts = Table(
     Column("step", BigInteger),
     Column("metric", String(250)),
     Column("metric_value", Float),
+    Column("goal", String(3)),  # "min" or "max": which metric_value is best, as the run declared it (best_mode)
     Column("deleted", Boolean, nullable=False),
     Column("created", Float, nullable=False),
     UniqueConstraint("run_id", "path", name="uq_artifacts_run_path"),
