@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from corral import __version__
 from corral.api import alerts, dashboard, events, forecast, identity, jobs, monitoring, nodes, runs, sizing, steps, webhooks
+from corral.api import artifacts as artifact_routes
 from corral.api import tokens as token_routes
 from corral.api.errors import install_error_handlers
 from corral.api.identity import Authenticate, AuthSettings, Identifier
@@ -22,6 +23,7 @@ from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService
 from corral.server.tokens import TokenService
+from corral.tracking.artifacts import ArtifactService
 from corral.tracking.service import TrackingService
 from corral.web.routes import install_dashboard
 
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
 def create_app(
     service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, policy: AccessPolicy,
-    tokens: TokenStore, sessions: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
+    tokens: TokenStore, sessions: Any, artifact_service: ArtifactService, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
     on_started: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
     stopping: Callable[[], bool] = lambda: False,
 ) -> FastAPI:
@@ -66,6 +68,7 @@ def create_app(
     app.state.service = service
     app.state.home = home
     app.state.tracking = tracking
+    app.state.artifacts = artifact_service
     app.state.monitor = monitor
     app.state.events = bus
     app.state.stopping = stopping  # long-lived event streams end when the server stops
@@ -91,6 +94,7 @@ def create_app(
     app.include_router(forecast.router)
     app.include_router(nodes.router)
     app.include_router(runs.router)
+    app.include_router(artifact_routes.router)
     app.include_router(webhooks.router)
     app.include_router(monitoring.router)
     app.include_router(alerts.router)

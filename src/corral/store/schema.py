@@ -167,6 +167,8 @@ runs = Table(
     Column("resume_key", String(400)),
     Column("start_time", Float, nullable=False),
     Column("end_time", Float),
+    Column("notes", Text),  # Markdown, the owner's; rendered as text on the dashboard
+    Column("archived", Boolean, nullable=False, server_default=false()),  # hidden from listings, kept
     Index("ix_runs_project", "project_id", "id"),
     Index("ix_runs_job", "job_id"),
     Index("ux_runs_user_resume_key", "user", "resume_key", unique=True),  # a resume key is its owner's alone
@@ -253,7 +255,11 @@ artifacts = Table(
     Column("metric_value", Float),
     Column("deleted", Boolean, nullable=False),
     Column("created", Float, nullable=False),
+    # True: the bytes are in the artifact store under sha256 (uploaded); False: registered where the
+    # job wrote them (checkpoints), read from there on demand
+    Column("stored", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("run_id", "path", name="uq_artifacts_run_path"),
+    Index("ix_artifacts_sha256", "sha256"),  # is a blob still linked anywhere (dedup, deletion)
     sqlite_autoincrement=True,
 )
 

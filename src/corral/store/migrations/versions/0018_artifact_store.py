@@ -1,0 +1,23 @@
+"""Artifacts uploaded to the server's store (content-addressed by sha256) beside those only registered.
+
+Revision ID: 0018
+Revises: 0017
+"""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0018"
+down_revision = "0017"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("artifacts", sa.Column("stored", sa.Boolean, nullable=False, server_default=sa.false()))
+    op.create_index("ix_artifacts_sha256", "artifacts", ["sha256"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_artifacts_sha256", "artifacts")
+    with op.batch_alter_table("artifacts") as batch:
+        batch.drop_column("stored")

@@ -1,0 +1,23 @@
+"""Runs take notes (Markdown) and may be archived.
+
+Revision ID: 0019
+Revises: 0018
+"""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0019"
+down_revision = "0018"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("runs", sa.Column("notes", sa.Text))
+    op.add_column("runs", sa.Column("archived", sa.Boolean, nullable=False, server_default=sa.false()))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("runs") as batch:
+        batch.drop_column("archived")
+        batch.drop_column("notes")

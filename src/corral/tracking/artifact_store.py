@@ -1,0 +1,224 @@
+"""The artifact store: content-addressed blobs on disk, and the resumable uploads that become them.
+
+    <root>/blobs/ab/abcdef...      one file per distinct content, named by its sha256 (one copy
+                                   however many runs link it)
+    <root>/uploads/<id>.part       the bytes of an upload so far (its length is the offset to resume at)
+    <root>/uploads/<id>.json       what the upload will be: {"sha256", "size", ...the caller's meta}
+    <root>/tmp/                    `put`'s streams while they are written
+
+Nothing here knows runs or users: the tracking service decides who may upload what and links a
+blob to a run (`corral.tracking.artifacts`). Blobs are written whole (a temporary file, fsync,
+rename), so a blob that exists is complete and its name is its content's hash. Every method does
+blocking file I/O: call it off the event loop.
+
+The interface other parts use (the MLflow routes included):
+    put(chunks, max_bytes) -> (sha256, size)    a stream of bytes into a blob
+    open(sha256) -> file                         read it (seek for ranges)
+    has(sha256), size(sha256), remove(sha256)
+    begin(id, sha256, size, meta) -> offset      a resumable upload: where to continue
+    append(id, offset, chunks) -> offset         bytes at `offset` (anything else is a Conflict)
+    upload_meta(id)                              what `begin` recorded
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+from corral.atomic import fsync_dir, write_json_atomic
+from corral.errors import Conflict, InvalidRequest, NotFound
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
+_READ = 1 << 20
+
+
+class ArtifactStore:
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        for sub in ("blobs", "uploads", "tmp"):
+            os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
+        os.chmod(self.root, 0o700)  # blobs are read through the API, with its checks, never directly
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    # -- blobs ------------------------------------------------------------------------------------
+
+    def blob_path(self, sha256: str) -> str:
+        if not _SHA256.match(sha256):
+            raise InvalidRequest("sha256", f"{sha256!r} is not a SHA-256", "give 64 lowercase hex digits")
+        return os.path.join(self.root, "blobs", sha256[:2], sha256)
+
+    def has(self, sha256: str) -> bool:
+        return os.path.isfile(self.blob_path(sha256))
+
+    def size(self, sha256: str) -> int | None:
+        try:
+            return os.stat(self.blob_path(sha256)).st_size
+        except FileNotFoundError:
+            return None
+
+    def open(self, sha256: str) -> BinaryIO:
+        """The blob for reading (seek to serve a range).
+
+        Raises:
+            NotFound: no such blob.
+        """
+        try:
+            return open(self.blob_path(sha256), "rb")
+        except FileNotFoundError:
+            raise NotFound(f"the artifact store has no blob {sha256[:12]}…") from None
+
+    def put(self, chunks: Iterable[bytes], max_bytes: int | None = None) -> tuple[str, int]:
+        """Write a stream into a blob; (sha256, size). Content already stored is not kept twice.
+
+        Raises:
+            InvalidRequest: the stream passed `max_bytes` (nothing is kept).
+        """
+        tmp = os.path.join(self.root, "tmp", secrets.token_hex(16))
+        digest, size = hashlib.sha256(), 0
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in chunks:
+                    size += len(chunk)
+                    if max_bytes is not None and size > max_bytes:
+                        raise InvalidRequest("size", f"the artifact is over the limit of {max_bytes:,} bytes",
+                                             "ask the server's admin to raise [tracking] max_artifact_mb")
+                    digest.update(chunk)
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            sha = digest.hexdigest()
+            self._install(tmp, sha)
+            return sha, size
+        finally:
+            _unlink(tmp)
+
+    def remove(self, sha256: str) -> bool:
+        """Delete a blob (the caller knows no run links it any more); False if it was not there."""
+        try:
+            os.unlink(self.blob_path(sha256))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _install(self, tmp: str, sha256: str) -> None:
+        final = self.blob_path(sha256)
+        if os.path.exists(final):
+            return  # the same bytes are stored: one copy
+        os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
+        os.replace(tmp, final)
+        fsync_dir(os.path.dirname(final))
+
+    # -- resumable uploads ------------------------------------------------------------------------
+
+    def begin(self, upload_id: str, sha256: str, size: int, meta: dict[str, Any]) -> int:
+        """Start the upload `upload_id`, or find it again: the offset to send from.
+
+        An id names one (content, destination): a client that lost its connection asks again and
+        continues where the bytes stopped. Beginning it with another size or hash starts it afresh.
+        """
+        with self._lock(upload_id):
+            part, info = self._upload_paths(upload_id)
+            known = _read_json(info)
+            if known is not None and known.get("sha256") == sha256 and known.get("size") == size and os.path.exists(part):
+                return min(os.path.getsize(part), size)
+            with open(part, "wb"):
+                pass
+            write_json_atomic(info, {**meta, "sha256": sha256, "size": size})
+            return 0
+
+    def upload_meta(self, upload_id: str) -> dict[str, Any]:
+        """What `begin` recorded for the upload.
+
+        Raises:
+            NotFound: no such upload (finished, abandoned, or never begun).
+        """
+        known = _read_json(self._upload_paths(upload_id)[1])
+        if known is None:
+            raise NotFound(f"no upload {upload_id}; begin it again (the bytes already stored are kept)")
+        return known
+
+    def append(self, upload_id: str, offset: int, chunks: Iterable[bytes]) -> tuple[int, str | None]:
+        """Write `chunks` at `offset`: (the new offset, the blob's sha256 once the upload is whole).
+
+        The last byte in, the content is checked against the hash `begin` was given and becomes a
+        blob; the upload is gone then. Bytes past the declared size are refused.
+
+        Raises:
+            Conflict: `offset` is not where the upload stands (the message says where it does).
+            InvalidRequest: more bytes than declared, or content whose hash is not the one declared
+            (the upload starts again from 0).
+        """
+        with self._lock(upload_id):
+            meta = self.upload_meta(upload_id)
+            part, info = self._upload_paths(upload_id)
+            size, sha = int(meta["size"]), str(meta["sha256"])
+            current = os.path.getsize(part)
+            if offset != current:
+                raise Conflict(f"upload {upload_id} stands at byte {current}, not {offset}; send from {current}")
+            written = current
+            with open(part, "r+b") as f:
+                f.seek(current)
+                for chunk in chunks:
+                    if written + len(chunk) > size:
+                        f.truncate(current)
+                        raise InvalidRequest("body", f"the upload is {size:,} bytes; these go past its end",
+                                             f"send at most {size - current:,} bytes from {current}")
+                    f.write(chunk)
+                    written += len(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            if written < size:
+                return written, None
+            if _hash_file(part) != sha:
+                _unlink(part)
+                _unlink(info)
+                raise InvalidRequest("sha256", f"the bytes received do not hash to {sha}",
+                                     "the file changed while it was sent; hash it again and upload it again")
+            self._install(part, sha)
+            _unlink(part)
+            _unlink(info)
+            return written, sha
+
+    def _upload_paths(self, upload_id: str) -> tuple[str, str]:
+        if not _UPLOAD_ID.match(upload_id):
+            raise InvalidRequest("upload", f"{upload_id!r} is not an upload id", "use the id `begin` answered")
+        base = os.path.join(self.root, "uploads", upload_id)
+        return base + ".part", base + ".json"
+
+    def _lock(self, upload_id: str) -> threading.Lock:
+        with self._guard:
+            if len(self._locks) > 10_000:
+                self._locks = {k: v for k, v in self._locks.items() if v.locked()}
+            return self._locks.setdefault(upload_id, threading.Lock())
+
+
+def _hash_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_READ):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as f:
+            value = json.loads(f.read())
+    except (FileNotFoundError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
