@@ -171,12 +171,24 @@ class Run:
             self._extend((None, "tags", {"add": [str(t) for t in tags], "remove": []}))
 
     def log_artifact(self, path: str | os.PathLike[str], type: str = "file", step: int | None = None,
-                     metric: float | None = None, metric_name: str | None = None, *, deleted: bool = False) -> None:
-        """Register a file (or a directory) with the run; its size and sha256 are computed in the
-        background. `deleted=True` records that an artifact registered earlier is gone."""
+                     metric: float | None = None, metric_name: str | None = None, *, deleted: bool = False,
+                     name: str | None = None) -> None:
+        """Upload a file, or a directory's files, to the server's artifact store (in the background:
+        hashed, sent in chunks, resumed after an interruption, spooled and synced when offline).
+
+        `name`: the artifact's name in the run (default: the file's or directory's own name; a
+        directory's files go under it). Checkpoints (`type="checkpoint"`) are not copied: they stay
+        where the job wrote them and are registered, with their size and sha256, to be downloaded
+        from there. `deleted=True` records that an artifact registered earlier is gone.
+        """
         if self._finished:
             return
-        artifact = {"path": os.path.abspath(os.fspath(path)), "type": type, "step": step,
+        source = os.path.abspath(os.fspath(path))
+        if type != "checkpoint" and not deleted:
+            self._extend((None, "artifact_upload", {"source": source, "type": type,
+                                                     "name": name or os.path.basename(source.rstrip(os.sep))}))
+            return
+        artifact = {"path": source, "type": type, "step": step,
                     "metric": metric_name or (self._checkpoints.metric_name if finite_or_none(metric) is not None else None),
                     "metric_value": finite_or_none(metric), "deleted": True if deleted else None}
         self._extend((None, "artifact_file", {k: v for k, v in artifact.items() if v is not None}))

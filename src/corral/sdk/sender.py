@@ -140,6 +140,9 @@ class Sender:
     def _operation(self, kind: str, payload: Any) -> None:
         if kind == "artifact_file":
             self._deliver({"kind": "artifacts", "artifacts": [self._describe_file(payload)]})
+        elif kind == "artifact_upload":
+            for record in self._uploads(payload):
+                self._deliver(record)
         elif kind == "finish":
             self._finish(payload["state"], payload["end_time"])
         else:
@@ -157,6 +160,25 @@ class Sender:
             self._warn(f"artifact:{artifact['path']}", f"cannot read artifact {artifact['path']}: {exc}")
         return artifact
 
+    def _uploads(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        """One upload record per file (a directory's files under its name), each hashed now."""
+        source, name = payload["source"], payload["name"]
+        if os.path.isdir(source):
+            files = [(os.path.join(root, f), f"{name}/{os.path.relpath(os.path.join(root, f), source)}")
+                     for root, _, names in sorted(os.walk(source)) for f in sorted(names)]
+        else:
+            files = [(source, name)]
+        records = []
+        for path, artifact_name in files:
+            try:
+                size, sha = sha256_file(path)
+            except OSError as exc:
+                self._warn(f"artifact:{path}", f"cannot read artifact {path}: {exc}")
+                continue
+            records.append({"kind": "upload", "source": path, "name": artifact_name.replace(os.sep, "/"),
+                            "type": payload["type"], "size": size, "sha256": sha})
+        return records
+
     def _deliver(self, record: dict[str, Any]) -> None:
         if not self.spooling:
             try:
@@ -168,7 +190,11 @@ class Sender:
             except Exception as exc:  # noqa: BLE001
                 self._failed(exc)
         try:
-            self._open_spool().write(record)
+            spool = self._open_spool()
+            if record["kind"] == "upload":  # the bytes travel with the spool: the file may be gone by the sync
+                kept, size, sha = spool.keep_file(record["source"])
+                record = {**record, "source": kept, "size": size, "sha256": sha}
+            spool.write(record)
         except OSError as exc:
             self._warn("spool", f"cannot write the spool ({exc}); dropping data")
 
