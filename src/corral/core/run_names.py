@@ -1,8 +1,9 @@
 """Readable default names for runs started without one.
 
-A run among others of its project is named by the config values that set it apart from them
-(`lr=0.0003 bs=64`), which is what one would have typed; a run with nothing apart (the first of
-its project, or a repeat) gets an adjective-noun pair and its number in the project (`calm-heron-3`).
+A run among others of its project is named by the config values that set it apart from the run
+nearest to it (the recent one it differs from least: `lr=0.0003 bs=64`), which is what one would
+have typed; a run with nothing apart (the first of its project, or a repeat) gets an adjective-noun
+pair and its number in the project (`calm-heron-3`).
 """
 
 from __future__ import annotations
@@ -38,16 +39,15 @@ def default_name(config: Mapping[str, Any], others: Sequence[Mapping[str, Any]],
 
 
 def differing_keys(config: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The top-level keys of `config` with scalar values some of `others` do not share, in config order."""
-    if not others:
-        return []
-    keys = []
-    for key, value in config.items():
-        if isinstance(value, (dict, list)) or value is None:
-            continue
-        if any(other.get(key) != value for other in others):
-            keys.append(key)
-    return keys
+    """The top-level scalar keys of `config` whose values the nearest of `others` (newest first; the
+    one with the fewest such keys, the newest of those) does not share, in config order."""
+    nearest: list[str] | None = None
+    for other in others:
+        keys = [key for key, value in config.items()
+                if not isinstance(value, (dict, list)) and value is not None and other.get(key) != value]
+        if nearest is None or len(keys) < len(nearest):
+            nearest = keys
+    return nearest or []
 
 
 def _short(value: Any) -> str:
