@@ -139,6 +139,11 @@ def test_the_owner_renames_annotates_tags_archives_and_deletes_a_run(setup, open
     page.locator("[data-testid=run-archived]").wait_for()
     assert alice.get_run(run["id"])["archived"] is True
     screenshot(page, "run-manage")
+    page.goto(setup.url("/runs?project=web-manage"))  # archived runs leave the list, until asked for
+    page.locator("[data-testid=empty-state]").wait_for()
+    page.locator("[data-testid=show-archived]").check()
+    page.locator(f"[data-testid=run-row][data-run-id='{run['id']}']").wait_for()
+    page.goto(setup.url(f"/runs/{run['id']}"))
 
     page.locator("[data-testid=run-delete]").click()
     page.locator("[data-testid=confirm-no]").click()
