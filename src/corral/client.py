@@ -287,12 +287,13 @@ class Client:
         return self._request("DELETE", f"/api/v1/runs/{_run_ref(ref)}")
 
     def upload_artifact(self, ref: int | str, source: str, name: str, *, type: str = "file",
-                        chunk_bytes: int = UPLOAD_CHUNK, sha256: str | None = None,
-                        on_chunk: Any = None) -> dict[str, Any]:
+                        chunk_bytes: int = UPLOAD_CHUNK, sha256: str | None = None, step: int | None = None,
+                        caption: str | None = None, on_chunk: Any = None) -> dict[str, Any]:
         """Upload the file `source` as the run's artifact `name`, resumably: an upload cut short
         continues where the server's bytes stop when called again. Content the owner's runs hold
         already is linked without sending it. Returns the artifact.
 
+        `step`, `caption`: where a logged image or histogram belongs (corral.sdk.media).
         `on_chunk(offset)` is called after each chunk is acknowledged.
         """
         import hashlib
@@ -305,7 +306,9 @@ class Client:
                     digest.update(block)
                 sha256 = digest.hexdigest()
             base = f"/api/v1/runs/{_run_ref(ref)}/uploads"
-            state = self._request("POST", base, {"path": name, "size": size, "sha256": sha256, "type": type})
+            begin = {"path": name, "size": size, "sha256": sha256, "type": type, "step": step, "caption": caption}
+            begin = {k: v for k, v in begin.items() if v is not None}
+            state = self._request("POST", base, begin)
             while not state["complete"]:
                 offset = int(state["offset"])
                 f.seek(offset)
@@ -315,7 +318,7 @@ class Client:
                 path = f"{base}/{state['upload_id']}?offset={offset}"
                 status, _, data = self._raw("PUT", path, chunk, content_type="application/octet-stream")
                 if status == 409:  # another try got further (or less far): ask where it stands
-                    state = self._request("POST", base, {"path": name, "size": size, "sha256": sha256, "type": type})
+                    state = self._request("POST", base, begin)
                     continue
                 if status >= 400:
                     raise error_from_answer(status, data)

@@ -71,3 +71,56 @@ def test_checkpoints_stay_where_they_were_written_and_download_on_demand(server,
     assert os.listdir(os.path.join(server.home, "artifacts", "blobs")) == []  # not copied
     with open(saved, "rb") as f:
         assert fetch(client, run.id, saved) == f.read()
+
+
+def decode_png(data: bytes):
+    """The pixels of an 8-bit, filter-0 PNG as corral writes it (H×W×C uint8)."""
+    import struct
+    import zlib
+
+    import numpy as np
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height, depth, color = struct.unpack(">IIBB", data[16:26])
+    channels = {0: 1, 2: 3, 6: 4}[color]
+    raw = zlib.decompress(data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8])
+    rows = np.frombuffer(raw, np.uint8).reshape(height, 1 + width * channels)
+    assert depth == 8 and (rows[:, 0] == 0).all()
+    return rows[:, 1:].reshape(height, width, channels)
+
+
+def test_images_and_histograms_logged_by_step_become_media_artifacts(server, monkeypatch, tmp_path):
+    import json
+
+    import numpy as np
+
+    monkeypatch.setenv("CORRAL_HOME", server.home)
+    run = corral.init(project="media", **FAST)
+    rgb = np.random.default_rng(0).integers(0, 256, size=(8, 5, 3), dtype=np.uint8)
+    grey = np.linspace(0.0, 1.0, 12).reshape(3, 4)
+    for step in (0, 10):
+        run.log({"loss": 1.0 / (step + 1), "samples": corral.Image(rgb if step == 0 else grey, caption=f"at {step}"),
+                 "weights": corral.Histogram(np.arange(100) * (step + 1), bins=10)}, step=step)
+    png_file = tmp_path / "plot.png"
+    png_file.write_bytes(fetch_png(rgb))
+    run.log({"plot": corral.Image(str(png_file))}, step=3)
+    run.finish()
+    client = server.client()
+    media = {a["path"]: a for a in client.artifacts(run.id)}
+    assert set(media) == {"media/samples/00000000.png", "media/samples/00000010.png", "media/plot/00000003.png",
+                          "media/weights/00000000.hist.json", "media/weights/00000010.hist.json"}
+    first = media["media/samples/00000000.png"]
+    assert (first["type"], first["step"], first["caption"]) == ("image", 0, "at 0")
+    assert (decode_png(fetch(client, run.id, first["path"])) == rgb).all()
+    assert decode_png(fetch(client, run.id, "media/samples/00000010.png"))[:, :, 0].tolist() == \
+        (np.round(grey * 255)).astype(int).tolist()
+    assert fetch(client, run.id, "media/plot/00000003.png") == png_file.read_bytes()
+    hist = json.loads(fetch(client, run.id, "media/weights/00000010.hist.json"))
+    assert sum(hist["counts"]) == 100 and hist["edges"][0] == 0 and hist["edges"][-1] == 99 * 11
+    assert client.get_run(run.id)["metrics"]["loss"]["count"] == 2  # the numbers went on as metrics
+
+
+def fetch_png(pixels) -> bytes:
+    from corral.sdk.media import png
+
+    return png(pixels)

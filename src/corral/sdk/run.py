@@ -33,6 +33,7 @@ from corral.sdk.checkpoint_schedule import CheckpointSchedule
 from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
 from corral.sdk.config_values import config_dict
 from corral.sdk.context import detect_job, git_commit
+from corral.sdk.media import Media
 from corral.sdk.context import resume_key as derive_resume_key
 from corral.sdk.places import SpoolPlaces, resume_spool
 from corral.sdk.run_record import RunRecord
@@ -148,17 +149,29 @@ class Run:
         """Record metric values at `step` (default: the step after the previous call's).
 
         Only appends to a queue: conversion, batching and sending happen in the run's thread.
-        Values are anything `float()` takes (Python, numpy and one-element torch scalars).
+        Values are anything `float()` takes (Python, numpy and one-element torch scalars), or
+        `corral.Image(...)` and `corral.Histogram(...)`, uploaded as the run's media at `step`.
         """
         if step is None:
             step = self._next_step
         self._next_step = step + 1
         values = dict(data)  # a copy: callers reuse their dicts
+        media = None
         for key, value in values.items():
             if type(value) is not float and type(value) is not int:
+                if isinstance(value, Media):  # an image or histogram: uploaded as an artifact at this step
+                    media = media or {}
+                    media[key] = value
+                    continue
                 # the value as it is now: a tensor or array may be changed in place before the
                 # background thread reads it
                 values[key] = _snapshot(value)
+        if media is not None:
+            for key in media:
+                del values[key]
+            self._extend((None, "media", {"step": step, "items": media}))
+            if not values:
+                return
         self._extend((step, _now(), values))
 
     def log_params(self, params: Mapping[str, Any] | argparse.Namespace) -> None:

@@ -13,8 +13,10 @@ here raises into the training loop.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import tempfile
 import sys
 import time
 from collections import deque
@@ -143,6 +145,9 @@ class Sender:
         elif kind == "artifact_upload":
             for record in self._uploads(payload):
                 self._deliver(record)
+        elif kind == "media":
+            for key, item in payload["items"].items():
+                self._deliver_media(key, payload["step"], item)
         elif kind == "finish":
             self._finish(payload["state"], payload["end_time"])
         else:
@@ -178,6 +183,26 @@ class Sender:
             records.append({"kind": "upload", "source": path, "name": artifact_name.replace(os.sep, "/"),
                             "type": payload["type"], "size": size, "sha256": sha})
         return records
+
+    def _deliver_media(self, key: str, step: int, item: Any) -> None:
+        """An image or histogram made into bytes here (off the training loop), then uploaded (or
+        spooled) as `media/<key>/<step>`; the temporary file goes once it is sent or copied."""
+        try:
+            data = item.encode()
+            fd, path = tempfile.mkstemp(prefix="corral-media-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except Exception as exc:  # noqa: BLE001 - a bad image must not stop the run's thread
+            self._warn(f"media:{key}", f"dropped {item.type} {key!r}: {exc}")
+            return
+        try:
+            record = {"kind": "upload", "source": path, "name": f"media/{key}/{int(step):08d}{item.suffix}",
+                      "type": item.type, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "step": int(step)}
+            if item.caption:
+                record["caption"] = item.caption
+            self._deliver(record)
+        finally:
+            os.unlink(path)
 
     def _deliver(self, record: dict[str, Any]) -> None:
         if not self.spooling:

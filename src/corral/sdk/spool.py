@@ -294,7 +294,7 @@ def post_record(client: Client, run_id: int | str, record: dict[str, Any]) -> in
     elif kind == "upload":
         try:
             client.upload_artifact(run_id, record["source"], record["name"], type=record.get("type", "file"),
-                                   sha256=record.get("sha256"))
+                                   sha256=record.get("sha256"), step=record.get("step"), caption=record.get("caption"))
         except FileNotFoundError:
             raise InvalidRequest("source", f"{record['source']} is gone; artifact {record['name']!r} cannot be uploaded") from None
     else:

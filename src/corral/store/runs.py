@@ -224,10 +224,11 @@ class RunStore:
         return ids
 
     def link_blob(self, conn: Connection, run_id: int, *, path: str, type_: str, size: int, sha256: str,
-                  now: float) -> int:
+                  now: float, step: int | None = None, caption: str | None = None) -> int:
         """Link an uploaded blob to the run under `path` (a path known already now names this content)."""
         self._require(conn, run_id)
-        values = {"type": type_, "size": size, "sha256": sha256, "stored": True, "deleted": False, "created": now}
+        values = {"type": type_, "size": size, "sha256": sha256, "stored": True, "deleted": False, "created": now,
+                  "step": step, "caption": caption}
         found = conn.execute(select(artifacts.c.id).where(
             artifacts.c.run_id == run_id, artifacts.c.path == path)).scalar()
         if found is None:
@@ -456,7 +457,7 @@ def _artifact_dict(row: Any) -> dict[str, Any]:
     return {
         "id": row.id, "run_id": row.run_id, "path": row.path, "type": row.type, "size": row.size, "sha256": row.sha256,
         "step": row.step, "metric": row.metric, "metric_value": row.metric_value, "deleted": row.deleted,
-        "created": row.created, "stored": bool(row.stored),
+        "created": row.created, "stored": bool(row.stored), "caption": row.caption,
     }
 
 

@@ -258,6 +258,7 @@ artifacts = Table(
     # True: the bytes are in the artifact store under sha256 (uploaded); False: registered where the
     # job wrote them (checkpoints), read from there on demand
     Column("stored", Boolean, nullable=False, server_default=false()),
+    Column("caption", Text),  # a logged image's caption
     UniqueConstraint("run_id", "path", name="uq_artifacts_run_path"),
     Index("ix_artifacts_sha256", "sha256"),  # is a blob still linked anywhere (dedup, deletion)
     sqlite_autoincrement=True,

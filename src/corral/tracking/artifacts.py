@@ -86,9 +86,10 @@ class ArtifactService:
         Raises:
             InvalidRequest: a bad field, a file over the size limit, or the owner's quota full.
         """
-        unknown = set(body) - {"path", "size", "sha256", "type"}
+        unknown = set(body) - {"path", "size", "sha256", "type", "step", "caption"}
         if unknown:
-            raise InvalidRequest(sorted(unknown)[0], "unknown field", "an upload takes path, size, sha256 and type")
+            raise InvalidRequest(sorted(unknown)[0], "unknown field", "an upload takes path, size, sha256, type, step "
+                                                                      "and caption")
         path = check_artifact_name(body.get("path"))
         sha = check_sha256(body.get("sha256"))
         size = body.get("size")
@@ -97,13 +98,19 @@ class ArtifactService:
         type_ = body.get("type") or "file"
         if not isinstance(type_, str) or not 0 < len(type_) <= 32 or not type_.isprintable():
             raise InvalidRequest("type", f"{type_!r} is not an artifact type", 'e.g. "model", "dataset", "file"')
+        step = body.get("step")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < 2**62):
+            raise InvalidRequest("step", f"{step!r} is not a step", "a whole number from 0")
+        caption = body.get("caption")
+        if caption is not None and (not isinstance(caption, str) or len(caption) > 1000):
+            raise InvalidRequest("caption", "must be text of at most 1,000 characters")
         await self._check_limits(owner, size)
         async with self._gc:
             if await self.tracking.blob_linked(sha, user=owner) and await asyncio.to_thread(self.store.size, sha) == size:
                 return {"complete": True, "offset": size, "size": size,
-                        "artifact": await self._link(run_id, path, type_, size, sha)}
+                        "artifact": await self._link(run_id, path, type_, size, sha, step=step, caption=caption)}
         upload_id = hashlib.sha256(f"{run_id}\0{path}\0{sha}".encode()).hexdigest()[:32]
-        meta = {"run_id": run_id, "path": path, "type": type_}
+        meta = {"run_id": run_id, "path": path, "type": type_, "step": step, "caption": caption}
         offset = await asyncio.to_thread(self.store.begin, upload_id, sha, size, meta)
         if size == 0:  # nothing to send: the empty file is whole already
             return await self.append(run_id, upload_id, 0, b"")
@@ -124,7 +131,8 @@ class ArtifactService:
             offset, sha = await asyncio.to_thread(self.store.append, upload_id, offset, [data] if data else [])
             if sha is None:
                 return {"complete": False, "upload_id": upload_id, "offset": offset, "size": meta["size"]}
-            artifact = await self._link(run_id, meta["path"], meta["type"], offset, sha)
+            artifact = await self._link(run_id, meta["path"], meta["type"], offset, sha, step=meta.get("step"),
+                                        caption=meta.get("caption"))
         return {"complete": True, "offset": offset, "size": offset, "artifact": artifact}
 
     async def put(self, run_id: int, owner: str, path: str, chunks: Iterator[bytes], type_: str = "file") -> dict[str, Any]:
@@ -141,8 +149,10 @@ class ArtifactService:
             sha, size = await asyncio.to_thread(self.store.put, chunks, limit)
             return await self._link(run_id, path, type_, size, sha)
 
-    async def _link(self, run_id: int, path: str, type_: str, size: int, sha: str) -> dict[str, Any]:
-        return await self.tracking.link_blob(run_id, path=path, type_=type_, size=size, sha256=sha)
+    async def _link(self, run_id: int, path: str, type_: str, size: int, sha: str, step: int | None = None,
+                    caption: str | None = None) -> dict[str, Any]:
+        return await self.tracking.link_blob(run_id, path=path, type_=type_, size=size, sha256=sha, step=step,
+                                             caption=caption)
 
     async def _check_limits(self, owner: str, size: int) -> None:
         limit = self.limits.max_file_bytes

@@ -164,10 +164,12 @@ class TrackingService:
 
         return await self._write(apply)
 
-    async def link_blob(self, run_id: int, *, path: str, type_: str, size: int, sha256: str) -> dict[str, Any]:
+    async def link_blob(self, run_id: int, *, path: str, type_: str, size: int, sha256: str, step: int | None = None,
+                        caption: str | None = None) -> dict[str, Any]:
         """Link a blob of the artifact store to the run under `path` (corral.tracking.artifacts)."""
         def apply(conn: Connection, _: Any) -> dict[str, Any]:
-            found = self.store.link_blob(conn, run_id, path=path, type_=type_, size=size, sha256=sha256, now=self.clock())
+            found = self.store.link_blob(conn, run_id, path=path, type_=type_, size=size, sha256=sha256, now=self.clock(),
+                                         step=step, caption=caption)
             return self.store.artifacts_by_id(conn, [found])[0]
 
         return await self._write(apply)

@@ -1,4 +1,5 @@
-"""Artifacts uploaded to the server's store (content-addressed by sha256) beside those only registered.
+"""Artifacts uploaded to the server's store (content-addressed by sha256) beside those only registered;
+logged images' captions.
 
 Revision ID: 0018
 Revises: 0017
@@ -14,10 +15,11 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("artifacts", sa.Column("stored", sa.Boolean, nullable=False, server_default=sa.false()))
+    op.add_column("artifacts", sa.Column("caption", sa.Text))
     op.create_index("ix_artifacts_sha256", "artifacts", ["sha256"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_artifacts_sha256", "artifacts")
-    with op.batch_alter_table("artifacts") as batch:
-        batch.drop_column("stored")
+    op.drop_column("artifacts", "caption")
+    op.drop_column("artifacts", "stored")

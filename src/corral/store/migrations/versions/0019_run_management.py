@@ -18,6 +18,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("archived")
-        batch.drop_column("notes")
+    op.drop_column("runs", "archived")
+    op.drop_column("runs", "notes")
