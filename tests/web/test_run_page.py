@@ -163,3 +163,36 @@ def test_another_user_gets_no_controls_and_no_artifacts(setup, open_page, tmp_pa
     page.locator("[data-testid=notes-view] em", has_text="hers").wait_for()  # runs are everybody's to see
     assert page.locator("[data-testid=run-manage]").is_hidden()
     page.locator("[data-testid=error-state]", has_text="artifacts").wait_for()
+
+
+def test_the_run_page_shows_images_and_histograms_by_step(setup, open_page, tmp_path):
+    import numpy as np
+
+    from corral.sdk.media import Histogram, Image
+
+    client = setup.server.client()
+    run = client.create_run(project="web-media", name="with media")
+    for step in (0, 5, 9):
+        for name, item in ((f"media/samples/{step:08d}.png", Image(np.full((16, 24, 3), step * 25, np.uint8),
+                                                                     caption=f"epoch {step}")),
+                           (f"media/weights/{step:08d}.hist.json", Histogram(np.arange(step + 1), bins=4))):
+            path = tmp_path / "m"
+            path.write_bytes(item.encode())
+            client.upload_artifact(run["id"], str(path), name, type=item.type, step=step, caption=item.caption)
+    page = open_page()
+    page.goto(setup.url(f"/runs/{run['id']}"))
+    images = page.locator("[data-testid=media-card][data-key=samples]")
+    images.locator("[data-testid=media-image][data-step='9']").wait_for()  # the last step first
+    assert images.locator("[data-testid=media-caption]").inner_text() == "epoch 9"
+    images.locator("[data-testid=media-slider]").fill("0")
+    images.locator("[data-testid=media-image][data-step='0']").wait_for()
+    assert images.locator("[data-testid=media-step]").inner_text() == "step 0 (1 of 3)"
+    assert images.locator("[data-testid=media-caption]").inner_text() == "epoch 0"
+    assert page.evaluate("document.querySelector('[data-testid=media-image]').naturalWidth") == 24
+    hist = page.locator("[data-testid=media-card][data-key=weights]")
+    hist.locator("[data-testid=media-histogram][data-step='9']").wait_for()
+    assert sum(int(c) for c in hist.locator("rect").evaluate_all("bars => bars.map(b => b.dataset.count)")) == 10
+    hist.locator("[data-testid=media-slider]").fill("1")
+    hist.locator("[data-testid=media-histogram][data-step='5']").wait_for()
+    assert page.locator("[data-testid=artifact-row]").count() == 0  # media are not listed twice
+    screenshot(page, "run-media")

@@ -76,6 +76,10 @@
 //   run-rename run-tags           buttons; rename-input rename-save, tag-input tag-add tag-remove (data-tag)
 //   run-edit-notes run-archive    open their forms; confirm-yes confirm-no confirm a delete
 //   run-delete
+//   media media-card         run: images and histograms logged with run.log; a card per key (data-key,
+//                            data-type image | histogram) with media-slider (one position per step),
+//                            media-step ("step N (i of n)"), media-caption, and media-image (<img>) or
+//                            media-histogram (<svg>, bars carry data-count), each with data-step
 //   manage-error             run: the server's message when a change is refused (role=alert)
 //   run-notes notes-view     run: the notes card; the Markdown rendered (as DOM, never HTML)
 //   notes-input notes-save   run: the notes editor

@@ -48,8 +48,11 @@ export function mount(main, ctx) {
   const manageBox = h("div", {class: "toolbar run-manage", "data-testid": "run-manage", hidden: true});
   const manageMessage = h("p", {class: "error-state", role: "alert", "data-testid": "manage-error", hidden: true});
   const notesBox = h("section", {class: "card", "aria-labelledby": "notes-h", "data-testid": "run-notes", hidden: true});
-  main.append(head, status, manageBox, manageMessage, summary, notesBox, controls, chartsBox,
+  const mediaBox = h("section", {"aria-labelledby": "media-h", "data-testid": "media", hidden: true});
+  main.append(head, status, manageBox, manageMessage, summary, notesBox, controls, chartsBox, mediaBox,
     h("div", {class: "two"}, configBox, artifactsBox));
+  const mediaUrls = [];  // object URLs of the images shown, revoked when the page is left
+  ctx.onLeave(() => mediaUrls.forEach((u) => URL.revokeObjectURL(u)));
   ctx.onLeave(() => charts.forEach((c) => c.destroy()));
   ctx.onLeave(onIdentity(() => { if (run) { renderManage(); renderNotes(); } }));
   let managing = null;  // null, "rename", "tags", "delete": which control is open
@@ -280,7 +283,9 @@ export function mount(main, ctx) {
   async function loadArtifacts() {
     try {
       const {artifacts} = await api(`/api/v1/runs/${encodeURIComponent(id)}/artifacts`, {signal: ctx.signal});
-      const sorted = [...artifacts].sort((a, b) => (a.type !== "checkpoint") - (b.type !== "checkpoint") || (b.step ?? -1) - (a.step ?? -1));
+      renderMedia(artifacts);
+      const sorted = [...artifacts].filter((a) => !isMedia(a))
+        .sort((a, b) => (a.type !== "checkpoint") - (b.type !== "checkpoint") || (b.step ?? -1) - (a.step ?? -1));
       replace(artifactsBox, h("h2", {id: "art-h"}, "Artifacts and checkpoints"),
         sorted.length
           ? h("div", {class: "table-box"}, h("table", {class: "grid", "data-testid": "artifacts"},
@@ -299,6 +304,95 @@ export function mount(main, ctx) {
       if (isAbort(err)) return;
       replace(artifactsBox, h("h2", {id: "art-h"}, "Artifacts and checkpoints"), errorState(err, loadArtifacts, {what: "artifacts"}));
     }
+  }
+
+  // -- media: images and histograms logged with run.log, one card per key, a slider over steps -------
+
+  function isMedia(a) {
+    return a.stored && (a.type === "image" || a.type === "histogram") && a.path.startsWith("media/");
+  }
+
+  function renderMedia(artifacts) {
+    const byKey = new Map();
+    for (const a of artifacts.filter(isMedia)) {
+      const key = a.path.slice("media/".length, a.path.lastIndexOf("/"));
+      if (!byKey.has(key)) byKey.set(key, []);
+      byKey.get(key).push(a);
+    }
+    mediaBox.hidden = !byKey.size;
+    if (!byKey.size) return;
+    const cards = [...byKey.keys()].sort().map((key) => mediaCard(key, byKey.get(key).sort((a, b) => (a.step ?? 0) - (b.step ?? 0))));
+    replace(mediaBox, h("h2", {id: "media-h"}, "Media"), h("div", {class: "charts"}, cards));
+  }
+
+  function mediaCard(key, items) {
+    const view = h("div", {class: "media-view"});
+    const label = h("span", {class: "small", "data-testid": "media-step"});
+    const caption = h("p", {class: "muted small", "data-testid": "media-caption"});
+    let shown = -1;
+    async function show(i) {
+      shown = i;
+      const a = items[i];
+      label.textContent = `step ${fmtNumber(a.step ?? 0)} (${i + 1} of ${items.length})`;
+      caption.textContent = a.caption || "";
+      const href = withQuery(`/api/v1/runs/${encodeURIComponent(id)}/artifacts/content`, {path: a.path});
+      try {
+        const response = await fetch(href, {headers: sessionHeaders(), signal: ctx.signal});
+        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+        if (shown !== i) return;  // the slider moved on meanwhile
+        if (a.type === "image") {
+          const url = URL.createObjectURL(await response.blob());
+          mediaUrls.push(url);
+          replace(view, h("img", {src: url, alt: a.caption || `${key} at step ${a.step}`, "data-testid": "media-image",
+            "data-step": a.step, class: "media-image"}));
+        } else {
+          replace(view, histogramSvg(await response.json(), a.step));
+        }
+      } catch (err) {
+        if (isAbort(err)) return;
+        replace(view, h("p", {class: "error-state", role: "alert"}, `Could not load ${a.path}: ${err.message}`));
+      }
+    }
+    const slider = h("input", {type: "range", min: 0, max: items.length - 1, value: items.length - 1, step: 1,
+      "data-testid": "media-slider", "aria-label": `Step of ${key}`, disabled: items.length < 2,
+      oninput: (e) => show(Number(e.target.value))});
+    show(items.length - 1);
+    return h("div", {class: "card media-card", "data-testid": "media-card", "data-key": key, "data-type": items[0].type},
+      h("div", {class: "card-head"}, h("h3", {}, key), label), view, caption, slider);
+  }
+
+  /** A histogram's bars as SVG (its counts in the bars' titles, for hover and for tests). */
+  function histogramSvg({edges, counts}, step) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    const W = 320, H = 120, most = Math.max(1, ...counts);
+    svg.setAttribute("viewBox", `0 0 ${W} ${H + 16}`);
+    svg.setAttribute("class", "histogram");
+    svg.setAttribute("data-testid", "media-histogram");
+    svg.setAttribute("data-step", String(step));
+    const width = W / counts.length;
+    counts.forEach((c, i) => {
+      const bar = document.createElementNS(ns, "rect");
+      const height = (c / most) * H;
+      bar.setAttribute("x", String(i * width + 0.5));
+      bar.setAttribute("y", String(H - height));
+      bar.setAttribute("width", String(Math.max(width - 1, 0.5)));
+      bar.setAttribute("height", String(height));
+      bar.setAttribute("data-count", String(c));
+      const title = document.createElementNS(ns, "title");
+      title.textContent = `${fmtNumber(edges[i])} – ${fmtNumber(edges[i + 1])}: ${c}`;
+      bar.append(title);
+      svg.append(bar);
+    });
+    for (const [x, anchor, value] of [[0, "start", edges[0]], [W, "end", edges[edges.length - 1]]]) {
+      const text = document.createElementNS(ns, "text");
+      text.setAttribute("x", String(x));
+      text.setAttribute("y", String(H + 13));
+      text.setAttribute("text-anchor", anchor);
+      text.textContent = fmtNumber(value);
+      svg.append(text);
+    }
+    return svg;
   }
 
   /** A link that downloads the artifact: a plain link where no login is needed; with a login, the
