@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from corral.client import Client
-from corral.errors import Forbidden, InvalidRequest, NotFound, ServerUnavailable
+from corral.errors import InvalidRequest, NotFound, ServerUnavailable
 from tests.conftest import DATABASES, Server, module_server
 
 
@@ -203,10 +203,12 @@ def test_a_registered_checkpoint_downloads_from_where_the_job_wrote_it(live, tmp
     client.log_artifacts(run["id"], [{"path": source, "type": "checkpoint", "step": 10}])
     assert download(client, run["id"], source) == data
     assert download(client, run["id"], source, start=4990) == data[4990:]
-    # a file its owner does not own is not served, whatever the server's rights
+    # a file its owner does not own is not served, whatever the server's rights; and it reads
+    # exactly like one that is gone (nothing said about places the owner cannot reach)
     os.chown(source, 65534, 65534)
-    with pytest.raises(Forbidden):
+    with pytest.raises(NotFound) as not_theirs:
         download(client, run["id"], source)
     os.unlink(source)
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as gone:
         download(client, run["id"], source)
+    assert str(not_theirs.value) == str(gone.value)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from corral.client import Client
-from corral.errors import Forbidden
+from corral.errors import Forbidden, NotFound
 from tests.conftest import Server, _kill_leftover_supervisors
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")
@@ -89,7 +89,7 @@ def test_a_checkpoint_is_served_only_as_its_owners_file(shared, os_users, tmp_pa
     alice.download_artifact(run["id"], str(mine), out)
     assert out.getvalue() == b"alice's weights"
     for path in (str(theirs), "/etc/shadow"):  # registered by alice, but not hers: never read for her
-        with pytest.raises(Forbidden):
+        with pytest.raises(NotFound, match="cannot be served"):
             alice.download_artifact(run["id"], path, io.BytesIO())
     with pytest.raises(Forbidden):  # nor for bob, who may not read alice's run at all
         bob.download_artifact(run["id"], str(mine), io.BytesIO())

@@ -18,6 +18,7 @@ The interface other parts use (the MLflow routes included):
     begin(id, sha256, size, meta) -> offset      a resumable upload: where to continue
     append(id, offset, chunks) -> offset         bytes at `offset` (anything else is a Conflict)
     upload_meta(id)                              what `begin` recorded
+    sweep(now)                                   drop uploads untouched for UPLOAD_TTL_S (done by `begin`)
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from corral.atomic import fsync_dir, write_json_atomic
@@ -37,11 +39,15 @@ from corral.errors import Conflict, InvalidRequest, NotFound
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 _READ = 1 << 20
+UPLOAD_TTL_S = 7 * 86400.0  # an upload nobody continued for a week is abandoned: its bytes go
+SWEEP_EVERY_S = 3600.0
 
 
 class ArtifactStore:
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, clock: Callable[[], float] = time.time) -> None:
         self.root = os.path.abspath(root)
+        self.clock = clock
+        self._swept = 0.0
         for sub in ("blobs", "uploads", "tmp"):
             os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
         os.chmod(self.root, 0o700)  # blobs are read through the API, with its checks, never directly
@@ -124,6 +130,8 @@ class ArtifactStore:
         An id names one (content, destination): a client that lost its connection asks again and
         continues where the bytes stopped. Beginning it with another size or hash starts it afresh.
         """
+        if self.clock() - self._swept > SWEEP_EVERY_S:
+            self.sweep()
         with self._lock(upload_id):
             part, info = self._upload_paths(upload_id)
             known = _read_json(info)
@@ -133,6 +141,23 @@ class ArtifactStore:
                 pass
             write_json_atomic(info, {**meta, "sha256": sha256, "size": size})
             return 0
+
+    def sweep(self) -> int:
+        """Drop the uploads (and `put`'s leftovers) untouched for UPLOAD_TTL_S; how many files went."""
+        now = self.clock()
+        self._swept = now
+        gone = 0
+        for sub in ("uploads", "tmp"):
+            directory = os.path.join(self.root, sub)
+            for name in os.listdir(directory):
+                path = os.path.join(directory, name)
+                try:
+                    if now - os.stat(path).st_mtime > UPLOAD_TTL_S:
+                        os.unlink(path)
+                        gone += 1
+                except FileNotFoundError:
+                    pass
+        return gone
 
     def upload_meta(self, upload_id: str) -> dict[str, Any]:
         """What `begin` recorded for the upload.

@@ -20,14 +20,13 @@ import asyncio
 import hashlib
 import os
 import contextlib
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from corral.core.artifact_names import check_artifact_name, check_sha256
 from corral.core.byte_ranges import ByteRange
-from corral.errors import Forbidden, InvalidRequest, NotFound
+from corral.errors import InvalidRequest, NotFound
 from corral.executor.files import open_log
 from corral.tracking.artifact_store import ArtifactStore
 from corral.tracking.service import TrackingService
@@ -174,8 +173,8 @@ class ArtifactService:
         """The artifact `path` of the run, open for reading.
 
         Raises:
-            NotFound: no such artifact, or its file is gone. Forbidden: a registered file that is not
-            the owner's regular file (or a directory, which is not served whole).
+            NotFound: no such artifact; or a registered one whose file is gone or is not the owner's
+            regular file (a directory is not served whole).
         """
         artifact = await self.tracking.artifact(run_id, path)
         if artifact["stored"]:
@@ -186,20 +185,16 @@ class ArtifactService:
 
     def _open_registered(self, artifact: dict[str, Any], owner: str) -> Download:
         path = artifact["path"]
-        if not os.path.isabs(path):
-            raise Forbidden(f"{path!r} is a registered path that is not absolute; it is not served")
         uid = self.uid_of(owner)
-        if uid is None:
-            raise Forbidden(f"the run's owner {owner!r} is no account here; its files are not served")
         try:
-            info = os.stat(path)
-            if stat.S_ISDIR(info.st_mode):
-                raise Forbidden(f"{path} is a directory; download the files in it where the job wrote them")
-            file = open_log(path, uid)
-        except FileNotFoundError:
-            raise NotFound(f"{path} is gone from where the job wrote it (retention or a clean-up removed it)") from None
-        except PermissionError as exc:
-            raise Forbidden(f"{path} is not served: {exc}") from None
+            if not os.path.isabs(path) or uid is None:
+                raise PermissionError(path)
+            file = open_log(path, uid)  # a regular file of the owner's, or nothing
+        except OSError:
+            # one answer whatever the reason (gone, a directory, a link to a file not theirs): what
+            # the server may see must not tell the owner what lies in places they cannot reach
+            raise NotFound(f"{path} cannot be served: it is gone from where the job wrote it, or it is not a regular "
+                           "file of the run's owner's (a directory's files are downloaded where they are)") from None
         size = os.fstat(file.fileno()).st_size
         return Download(file, size, os.path.basename(path), artifact["sha256"])
 
