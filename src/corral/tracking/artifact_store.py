@@ -13,6 +13,7 @@ blocking file I/O: call it off the event loop.
 
 The interface other parts use (the MLflow routes included):
     put(chunks, max_bytes) -> (sha256, size)    a stream of bytes into a blob
+    writer(max_bytes) -> BlobWriter              the same a piece at a time: write(chunk)..., finish()
     open(sha256) -> file                         read it (seek for ranges)
     has(sha256), size(sha256), remove(sha256)
     begin(id, sha256, size, meta) -> offset      a resumable upload: where to continue
@@ -87,24 +88,18 @@ class ArtifactStore:
         Raises:
             InvalidRequest: the stream passed `max_bytes` (nothing is kept).
         """
-        tmp = os.path.join(self.root, "tmp", secrets.token_hex(16))
-        digest, size = hashlib.sha256(), 0
+        writer = self.writer(max_bytes)
         try:
-            with open(tmp, "wb") as f:
-                for chunk in chunks:
-                    size += len(chunk)
-                    if max_bytes is not None and size > max_bytes:
-                        raise InvalidRequest("size", f"the artifact is over the limit of {max_bytes:,} bytes",
-                                             "ask the server's admin to raise [tracking] max_artifact_mb")
-                    digest.update(chunk)
-                    f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            sha = digest.hexdigest()
-            self._install(tmp, sha)
-            return sha, size
+            for chunk in chunks:
+                writer.write(chunk)
+            return writer.finish()
         finally:
-            _unlink(tmp)
+            writer.discard()
+
+    def writer(self, max_bytes: int | None = None) -> BlobWriter:
+        """A blob written a piece at a time (what an async caller feeds from its request stream,
+        each `write` off the event loop), installed by `finish`; `discard` drops what is unfinished."""
+        return BlobWriter(self, max_bytes)
 
     def remove(self, sha256: str) -> bool:
         """Delete a blob (the caller knows no run links it any more); False if it was not there."""
@@ -223,6 +218,51 @@ class ArtifactStore:
             if len(self._locks) > 10_000:
                 self._locks = {k: v for k, v in self._locks.items() if v.locked()}
             return self._locks.setdefault(upload_id, threading.Lock())
+
+
+class BlobWriter:
+    def __init__(self, store: ArtifactStore, max_bytes: int | None) -> None:
+        self._store = store
+        self._max = max_bytes
+        self._tmp = os.path.join(store.root, "tmp", secrets.token_hex(16))
+        self._file: BinaryIO | None = open(self._tmp, "wb")
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, chunk: bytes) -> None:
+        """Append bytes.
+
+        Raises:
+            InvalidRequest: past the size limit (the blob is dropped).
+        """
+        assert self._file is not None, "written after finish or discard"
+        self.size += len(chunk)
+        if self._max is not None and self.size > self._max:
+            self.discard()
+            raise InvalidRequest("size", f"the artifact is over the limit of {self._max:,} bytes",
+                                 "ask the server's admin to raise [tracking] max_artifact_mb")
+        self._digest.update(chunk)
+        self._file.write(chunk)
+
+    def finish(self) -> tuple[str, int]:
+        """Make the bytes written a blob (one copy, whoever wrote it first); (sha256, size)."""
+        assert self._file is not None, "finished twice, or after discard"
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        self._file = None
+        sha = self._digest.hexdigest()
+        try:
+            self._store._install(self._tmp, sha)
+        finally:
+            _unlink(self._tmp)
+        return sha, self.size
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        _unlink(self._tmp)
 
 
 def _hash_file(path: str) -> str:

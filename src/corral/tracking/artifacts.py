@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import os
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -147,6 +147,28 @@ class ArtifactService:
         async with self._gc:
             sha, size = await asyncio.to_thread(self.store.put, chunks, limit)
             return await self._link(run_id, path, type_, size, sha)
+
+    async def put_stream(self, run_id: int, owner: str, path: str, stream: AsyncIterator[bytes],
+                         type_: str = "file") -> dict[str, Any]:
+        """`put` for a request's body as it arrives (`request.stream()`): each piece is written off the
+        event loop, and nothing of a refused or broken stream is kept; the artifact.
+
+        Raises:
+            InvalidRequest: a bad name, over the size limit or the owner's quota.
+        """
+        path = check_artifact_name(path)
+        await self._check_limits(owner, 0)
+        writer = await asyncio.to_thread(self.store.writer, self.limits.max_file_bytes)
+        try:
+            async for chunk in stream:
+                if chunk:
+                    await asyncio.to_thread(writer.write, chunk)
+            await self._check_limits(owner, writer.size)
+            async with self._gc:
+                sha, size = await asyncio.to_thread(writer.finish)
+                return await self._link(run_id, path, type_, size, sha)
+        finally:
+            await asyncio.to_thread(writer.discard)
 
     async def _link(self, run_id: int, path: str, type_: str, size: int, sha: str, step: int | None = None,
                     caption: str | None = None) -> dict[str, Any]:
