@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import io
+import json
 import os
 import urllib.parse
 import uuid
@@ -88,6 +89,7 @@ def test_range_requests_answer_206_and_416(live, tmp_path):
     assert status == 206 and body == data[-10:]
     status, headers, body = get("bytes=5000-")
     assert status == 416 and headers["content-range"] == "bytes */1000"
+    assert json.loads(body)["error"]["code"] == "range_not_satisfiable"
     status, headers, body = get(None)
     assert status == 200 and body == data and headers["accept-ranges"] == "bytes"
     assert headers["etag"] == f'"{hashlib.sha256(data).hexdigest()}"'

@@ -13,11 +13,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response, StreamingResponse
 
+from corral.api.errors import error_response
 from corral.api.identity import caller_of, policy_of
 from corral.api.request_bodies import json_object
 from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
 from corral.core.byte_ranges import RangeNotSatisfiable, parse_range
+from corral.errors import CorralError
 from corral.tracking.artifacts import ArtifactService
 
 router = APIRouter(prefix="/api/v1", tags=["artifacts"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
@@ -35,6 +37,13 @@ async def _owned(request: Request, ref: str, action: str) -> tuple[int, str]:
     run_id, owner = await request.app.state.tracking.owner(ref)
     policy_of(request).check_manage(caller_of(request), owner, None, f"{action} run {ref}")
     return run_id, owner
+
+
+class RangeRefused(CorralError):
+    """A byte range wholly past the end of the file (416, with the file's size in Content-Range)."""
+
+    status = 416
+    code = "range_not_satisfiable"
 
 
 def _artifacts(request: Request) -> ArtifactService:
@@ -74,7 +83,10 @@ async def download(request: Request, ref: str = RunRef,
         wanted = parse_range(request.headers.get("range"), found.size)
     except RangeNotSatisfiable:
         found.file.close()
-        return Response(status_code=416, headers={"Content-Range": f"bytes */{found.size}"})
+        refused = error_response(RangeRefused(f"the range {request.headers.get('range')!r} starts past the end of "
+                                              f"{path} ({found.size:,} bytes)"))
+        refused.headers["Content-Range"] = f"bytes */{found.size}"
+        return refused
     headers = {"Accept-Ranges": "bytes", "Content-Disposition": _attachment(found.name)}
     if found.sha256:
         headers["ETag"] = f'"{found.sha256}"'
