@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -49,7 +50,9 @@ def test_a_stream_becomes_a_runs_artifact_and_reads_back_by_range(tmp_path):
         assert os.listdir(tmp_path / "artifacts" / "tmp") == []
 
     try:
-        asyncio.run(scenario())
+        # a thread of its own: a browser test's Playwright may leave an event loop running in this one
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, scenario()).result()
     finally:
         tracking.close()
         engine.dispose()
