@@ -30,6 +30,7 @@ TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 # uvicorn closes a kept-alive connection idle for 30 s; reconnect well before rather than
 # retry a POST that the server might have seen
 IDLE_RECONNECT_S = 20.0
+UPLOAD_CHUNK = 8 << 20  # an artifact's bytes per request: well under the server's 64 MB body limit
 class _UnixConnection(http.client.HTTPConnection):
     """HTTP over the server's Unix socket: the server learns the caller's uid from the kernel (SO_PEERCRED)."""
 
@@ -266,9 +267,11 @@ class Client:
         return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}")
 
     def runs(self, *, project: str | None = None, tag: str | None = None, state: str | None = None,
-             job: int | str | None = None, where: Sequence[str] = (), limit: int = 100) -> list[dict[str, Any]]:
-        """Runs, newest first; `where` holds filters such as `config.lr=0.1` or `metric.loss.min<0.2`."""
-        query: list[tuple[str, Any]] = [("limit", limit)]
+             job: int | str | None = None, where: Sequence[str] = (), limit: int = 100,
+             archived: bool = False) -> list[dict[str, Any]]:
+        """Runs, newest first; `where` holds filters such as `config.lr=0.1` or `metric.loss.min<0.2`;
+        `archived`: the archived runs instead of the others."""
+        query: list[tuple[str, Any]] = [("limit", limit), ("archived", "true" if archived else "false")]
         for name, value in (("project", project), ("tag", tag), ("state", state), ("job", job)):
             if value is not None:
                 query.append((name, value))
@@ -296,6 +299,80 @@ class Client:
         if type is not None:
             query.append(("type", type))
         return self._request("GET", f"/api/v1/runs/{_run_ref(ref)}/artifacts?{urllib.parse.urlencode(query)}")["artifacts"]
+
+    def change_run(self, ref: int | str, **changes: Any) -> dict[str, Any]:
+        """Set a run's `name`, `notes` (Markdown; None clears them) or `archived`."""
+        return self._request("PATCH", f"/api/v1/runs/{_run_ref(ref)}", changes)
+
+    def delete_run(self, ref: int | str) -> dict[str, Any]:
+        """Delete a run, its metrics and its uploaded artifacts (no undo)."""
+        return self._request("DELETE", f"/api/v1/runs/{_run_ref(ref)}")
+
+    def upload_artifact(self, ref: int | str, source: str, name: str, *, type: str = "file",
+                        chunk_bytes: int = UPLOAD_CHUNK, sha256: str | None = None, step: int | None = None,
+                        caption: str | None = None, on_chunk: Any = None) -> dict[str, Any]:
+        """Upload the file `source` as the run's artifact `name`, resumably: an upload cut short
+        continues where the server's bytes stop when called again. Content the owner's runs hold
+        already is linked without sending it. Returns the artifact.
+
+        `step`, `caption`: where a logged image or histogram belongs (corral.sdk.media).
+        `on_chunk(offset)` is called after each chunk is acknowledged.
+        """
+        import hashlib
+
+        with open(source, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if sha256 is None:
+                digest = hashlib.sha256()
+                while block := f.read(1 << 20):
+                    digest.update(block)
+                sha256 = digest.hexdigest()
+            base = f"/api/v1/runs/{_run_ref(ref)}/uploads"
+            begin = {"path": name, "size": size, "sha256": sha256, "type": type, "step": step, "caption": caption}
+            begin = {k: v for k, v in begin.items() if v is not None}
+            state = self._request("POST", base, begin)
+            while not state["complete"]:
+                offset = int(state["offset"])
+                f.seek(offset)
+                chunk = f.read(chunk_bytes)
+                if not chunk:
+                    raise InvalidRequest("source", f"{source} is shorter than when it was hashed", "upload it again")
+                path = f"{base}/{state['upload_id']}?offset={offset}"
+                status, _, data = self._raw("PUT", path, chunk, content_type="application/octet-stream")
+                if status == 409:  # another try got further (or less far): ask where it stands
+                    state = self._request("POST", base, begin)
+                    continue
+                if status >= 400:
+                    raise error_from_answer(status, data)
+                state = json.loads(data)
+                if on_chunk is not None:
+                    on_chunk(int(state["offset"]))
+        return state["artifact"]
+
+    def download_artifact(self, ref: int | str, path: str, dest: Any, *, start: int = 0,
+                          end: int | None = None) -> int:
+        """Write the artifact's bytes (from `start`, to `end` inclusive) into the binary file `dest`;
+        the number written."""
+        query = urllib.parse.urlencode({"path": path})
+        headers = {}
+        if start or end is not None:
+            headers["Range"] = f"bytes={start}-{'' if end is None else end}"
+        conn = self._connection()
+        try:
+            self._auth(headers)
+            conn.request("GET", f"/api/v1/runs/{_run_ref(ref)}/artifacts/content?{query}", headers=headers)
+            response = conn.getresponse()
+            if response.status >= 400:
+                raise error_from_answer(response.status, response.read())
+            written = 0
+            while block := response.read(1 << 20):
+                dest.write(block)
+                written += len(block)
+            return written
+        except OSError as exc:
+            raise ServerUnavailable(f"the download from {self.url} broke off: {exc}") from None
+        finally:
+            conn.close()
 
     def finish_run(self, ref: int | str, state: str = "finished", end_time: float | None = None,
                    start_time: float | None = None) -> dict[str, Any]:
@@ -347,21 +424,34 @@ class Client:
             raise error_from_answer(status, data)
         return json.loads(data) if data else None
 
-    def _raw(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
-        """One request; a 429 (not processed) is tried again after the server's Retry-After, a few times."""
-        return retrying_rate_limits(lambda: self._send(method, path, body))
+    def _raw(self, method: str, path: str, body: Any = None, *,
+             content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
+        """One request; a 429 (not processed) is tried again after the server's Retry-After, a few times.
+        `body`: JSON, or bytes sent as they are with `content_type`."""
+        return retrying_rate_limits(lambda: self._send(method, path, body, content_type))
 
-    def _send(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
-        payload = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
+    def _auth(self, headers: dict[str, str]) -> None:
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
+
+    def _connection(self) -> http.client.HTTPConnection:
+        """A connection of its own (a download streams on it while the client's stays free)."""
+        return (_UnixConnection(self._socket, self._timeout) if self._socket else
+                http.client.HTTPConnection(self._host, self._port, timeout=self._timeout))
+
+    def _send(self, method: str, path: str, body: Any = None,
+              content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
+        if isinstance(body, bytes):
+            payload: bytes | None = body
+        else:
+            payload = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": content_type} if payload is not None else {}
+        self._auth(headers)
         if self._conn is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
             self.close()
         for attempt in (1, 2):
             if self._conn is None:
-                self._conn = (_UnixConnection(self._socket, self._timeout) if self._socket else
-                              http.client.HTTPConnection(self._host, self._port, timeout=self._timeout))
+                self._conn = self._connection()
             try:
                 self._conn.request(method, path, body=payload, headers=headers)
                 response = self._conn.getresponse()

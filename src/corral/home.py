@@ -11,6 +11,7 @@
     <home>/checkpoints/<id>/  each job's $CORRAL_CHECKPOINT_DIR
     <home>/logs/<user>/     each user's default log directory
     <home>/spool/           where the SDK spools what it could not send (a shared server's: one per user)
+    <home>/artifacts/       the artifact store: uploaded blobs by sha256, partial uploads ([tracking] artifact_dir moves it)
 
 Only the standard library: the SDK and the CLI import this on their way up.
 """
@@ -36,6 +37,7 @@ JOBS_DIR = "jobs"
 CHECKPOINTS_DIR = "checkpoints"
 LOGS_DIR = "logs"
 SPOOL_DIR = "spool"
+ARTIFACTS_DIR = "artifacts"
 SYSTEM_HOME = "/var/lib/corral"  # the shared service's home (deploy/corral.service)
 
 
@@ -106,6 +108,10 @@ class HomeLayout:
     @property
     def spool(self) -> str:
         return self._path(SPOOL_DIR)
+
+    @property
+    def artifacts(self) -> str:
+        return self._path(ARTIFACTS_DIR)
 
     def job_dir(self, job_id: int) -> str:
         return self._path(JOBS_DIR, str(job_id))

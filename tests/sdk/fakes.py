@@ -105,6 +105,16 @@ class FakeServer:
                 stored[artifact["path"]] = {**stored.get(artifact["path"], {}), **artifact}
             return [stored[a["path"]] for a in artifacts]
 
+    def upload_artifact(self, ref: int | str, source: str, name: str, *, type: str = "file",
+                        sha256: str | None = None, **_: Any) -> dict[str, Any]:
+        self._enter("upload_artifact", {"source": source, "name": name, "type": type, "sha256": sha256})
+        with open(source, "rb") as f:
+            data = f.read()
+        with self.lock:
+            artifact = {"path": name, "type": type, "size": len(data), "sha256": sha256, "stored": True, "data": data}
+            self.artifact_map[self._resolve(ref)][name] = artifact
+            return artifact
+
     def finish_run(self, ref: int | str, state: str = "finished", end_time: float | None = None) -> dict[str, Any]:
         self._enter("finish_run", {"state": state, "end_time": end_time})
         with self.lock:

@@ -194,7 +194,7 @@ def test_params_tags_and_artifacts_reach_the_run(fake, tmp_path):
     assert server_run["config"] == {"lr": 0.1, "layers": [4, 4], "nan": "nan", "batch_size": 32}
     assert server_run["tags"] == ["base", "sweep", "a100"]
     (posted,) = fake.artifacts(run.id).values()
-    assert posted == {"path": str(artifact), "type": "predictions", "step": 3, "size": 8,
+    assert posted == {"path": "preds.csv", "type": "predictions", "size": 8, "stored": True, "data": b"a,b\n1,2\n",
                       "sha256": hashlib.sha256(b"a,b\n1,2\n").hexdigest()}
 
 

@@ -145,3 +145,24 @@ def test_corral_up_with_a_bad_config_file_says_which_key(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "qos.normal.max_gpu_per_user" in result.stderr and "max_gpus_per_user" in result.stderr
+
+
+def test_the_artifact_store_and_its_limits_are_read_from_the_tracking_section(tmp_path):
+    defaults = load_config(ServerOptions(home=str(tmp_path)), set())
+    assert (defaults.artifact_dir, defaults.max_artifact_mb, defaults.user_artifact_quota_mb) == (None, 10_240, 102_400)
+    write_config(str(tmp_path), '[tracking]\nartifact_dir = "/shared/corral/artifacts"\nmax_artifact_mb = 512\n'
+                                "user_artifact_quota_mb = 4096\n")
+    options = load_config(ServerOptions(home=str(tmp_path)), set())
+    assert (options.artifact_dir, options.max_artifact_mb, options.user_artifact_quota_mb) == (
+        "/shared/corral/artifacts", 512, 4096)
+    for text, field in (('artifact_dir = "relative/dir"', "tracking.artifact_dir"), ("max_artifact_mb = 0", "tracking.max_artifact_mb"),
+                        ("quota = 1", "tracking.quota")):
+        write_config(str(tmp_path), f"[tracking]\n{text}\n")
+        with pytest.raises(InvalidRequest) as refused:
+            load_config(ServerOptions(home=str(tmp_path)), set())
+        assert refused.value.field == field
+
+
+def test_the_container_runtime_is_read_from_the_containers_section(tmp_path):
+    write_config(str(tmp_path), '[containers]\nruntime = "podman"\n')
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).container_runtime == "podman"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -86,7 +87,9 @@ def test_a_new_run_gets_defaults_and_a_16_hex_uid(store):
     run = get(store, run_id)
     assert not resumed
     assert len(run["uid"]) == 16 and int(run["uid"], 16) >= 0
-    assert (run["project"], run["name"], run["user"], run["state"]) == ("default", run["uid"], "alice", "running")
+    assert (run["project"], run["user"], run["state"]) == ("default", "alice", "running")
+    assert re.fullmatch(r"[a-z]+-[a-z]+-\d+", run["name"])  # readable: nothing in its config sets it apart yet
+    assert (run["notes"], run["archived"]) == (None, False)
     assert run["config"] == {"lr": 0.1} and run["tags"] == ["a", "b"]
     assert run["start_time"] == NOW and run["end_time"] is None
     assert run["metrics"] == {} and run["last_step"] is None

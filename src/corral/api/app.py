@@ -14,6 +14,7 @@ from corral.api import (
     alerts, course_tracker, dashboard, events, forecast, identity, jobs, mlflow_routes, monitoring, nodes, runs, sizing,
     steps, sweeps, webhooks,
 )
+from corral.api import artifacts as artifact_routes
 from corral.api import tokens as token_routes
 from corral.api.course_paths import COURSE_PREFIX
 from corral.api.errors import install_error_handlers
@@ -29,6 +30,7 @@ from corral.server.service import JobService
 from corral.server.tokens import TokenService
 from corral.tracking.mlflow_artifacts import ArtifactFiles, RunArtifactFiles
 from corral.tracking.mlflow_compat import MlflowTracking
+from corral.tracking.artifacts import ArtifactService
 from corral.tracking.service import TrackingService
 from corral.web.routes import install_dashboard
 
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 
 def create_app(
     service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, policy: AccessPolicy,
-    tokens: TokenStore, sessions: Any, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
+    tokens: TokenStore, sessions: Any, artifact_service: ArtifactService, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
     on_started: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
     stopping: Callable[[], bool] = lambda: False, mlflow_artifacts: ArtifactFiles | None = None,
 ) -> FastAPI:
@@ -75,6 +77,7 @@ def create_app(
     app.state.tracking = tracking
     app.state.mlflow = MlflowTracking(tracking, tracking.store)  # MLflow's API over the same runs
     app.state.mlflow_artifacts = mlflow_artifacts or RunArtifactFiles(HomeLayout(home).mlflow_artifacts)
+    app.state.artifacts = artifact_service
     app.state.monitor = monitor
     app.state.events = bus
     app.state.stopping = stopping  # long-lived event streams end when the server stops
@@ -101,6 +104,7 @@ def create_app(
     app.include_router(forecast.router)
     app.include_router(nodes.router)
     app.include_router(runs.router)
+    app.include_router(artifact_routes.router)
     app.include_router(webhooks.router)
     app.include_router(monitoring.router)
     app.include_router(alerts.router)

@@ -85,8 +85,10 @@ async def list_runs(
     job: int | None = Query(None, ge=1, lt=2**31, description="Runs of this job."),
     where: list[str] = Query([], description="config.KEY OP VALUE or metric.KEY[.last|.min|.max] OP NUMBER (repeatable)."),
     limit: int = Query(100, ge=1, le=10_000),
+    archived: bool | None = Query(False, description="true: only archived runs; false (default): none of them."),
 ) -> Response:
-    runs = await tracking_of(request).search(project=project, tag=tag, state=state, job_id=job, where=where, limit=limit)
+    runs = await tracking_of(request).search(project=project, tag=tag, state=state, job_id=job, where=where, limit=limit,
+                                             archived=archived)
     return _json({"runs": runs})
 
 
@@ -98,6 +100,22 @@ async def list_projects(request: Request) -> Response:
 @router.get("/runs/{ref}", summary="One run: config, tags, state, and a summary of each metric")
 async def get_run(request: Request, ref: str = RunRef) -> Response:
     return _json(await tracking_of(request).get_run(ref))
+
+
+@router.patch("/runs/{ref}", summary="Rename a run, set its notes (Markdown), archive or restore it",
+              openapi_extra=_body({"type": "object", "properties": {
+                  "name": {"type": "string"}, "notes": {"type": ["string", "null"]}, "archived": {"type": "boolean"}}}))
+async def change_run(request: Request, ref: str = RunRef) -> Response:
+    ref = await owned_run(request, ref, "changing")
+    return _json(await tracking_of(request).change_run(ref, json_object(await request.body())))
+
+
+@router.delete("/runs/{ref}", summary="Delete a run with its metrics and uploaded artifacts")
+async def delete_run(request: Request, ref: str = RunRef) -> Response:
+    """Blobs no other run links are removed from the store; a job's checkpoint files stay where
+    it wrote them (they are its owner's files), only their registration goes."""
+    run_id = int(await owned_run(request, ref, "deleting"))
+    return _json(await request.app.state.artifacts.delete_run(run_id))
 
 
 @router.post("/runs/{ref}/metrics", summary="Append a batch of metrics (many keys and steps)", openapi_extra=_body(_METRICS))

@@ -185,9 +185,15 @@ def _artifact_key(artifact: Mapping[str, Any]) -> Any:
     return artifact.get("id", artifact.get("path"))
 
 
-@escaped
 def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None) -> str:
-    """`corral run show`: the run's fields, its flattened config, a summary of each metric, its artifacts."""
+    """`corral run show`: the run's fields, its notes, flattened config, a summary of each metric, its artifacts."""
+    notes = run.get("notes")
+    # the notes' lines are escaped one by one: their line breaks are theirs to keep, their escapes are not
+    return _run_view({**run, "notes": notes.splitlines() if isinstance(notes, str) else []}, artifacts, now)
+
+
+@escaped
+def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], now: float | None) -> str:
     gpu = run.get("gpu_type") or "-"
     pairs = [
         ("RunId", run["id"]), ("Uid", run.get("uid") or "-"), ("Project", run.get("project") or "-"),
@@ -200,7 +206,11 @@ def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = ()
         ("LastStep", "-" if run.get("last_step") is None else run["last_step"]),
         ("Tags", ",".join(run.get("tags") or []) or "-"),
     ]
+    if run.get("archived"):
+        pairs.append(("Archived", "yes"))
     parts = ["\n".join(_fields(pairs))]
+    if run.get("notes"):
+        parts.append("Notes:\n" + _indent("\n".join(run["notes"])))
     config = flatten_config(run.get("config") or {})
     if config:
         lines = _fields([(k, format_config_value(v)) for k, v in sorted(config.items())])
@@ -239,6 +249,14 @@ def _resumed(run: Mapping[str, Any]) -> str:
     if isinstance(times, int) and times > 0:
         return f"yes ({times} time{'s' if times != 1 else ''})"
     return "yes" if run.get("resumed") else "no"
+
+
+@escaped
+def artifacts_table(artifacts: Sequence[Mapping[str, Any]]) -> str:
+    """`corral artifacts list`: each artifact's type, size, where its bytes are and its path."""
+    rows = [[str(a.get("type") or "-"), format_size(a.get("size")), "store" if a.get("stored") else "registered",
+             (a.get("sha256") or "-")[:12], str(a.get("path"))] for a in sorted(artifacts, key=_artifact_order)]
+    return table(["TYPE", "SIZE", "WHERE", "SHA256", "PATH"], rows)
 
 
 def _artifact_order(artifact: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -1,5 +1,5 @@
-"""The experiment-tracking commands: `corral runs`, `run show`, `metrics`, `compare`, `sync`, `import-tensorboard`,
-`import-wandb`.
+"""The experiment-tracking commands: `corral runs`, `run show|rename|note|tag|archive|delete`, `metrics`,
+`compare`, `sync`, `import-tensorboard`, `import-wandb`, `artifacts list|get`.
 
 Registered on the main group by `corral.cli.main`. Like the job commands, each parses its
 options, makes its calls to the client and prints a table (or the API's JSON with --json);
@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from corral.cli.artifacts import artifacts
 from corral.cli.connect import client_for
-from corral.cli.terminal import json_text, print_json
+from corral.cli.terminal import escape, json_text, print_json
 from corral.core.run_states import RUN_STATES
 from corral.errors import NotFound
 from corral.home import HomeLayout
@@ -42,15 +43,16 @@ def _get_run(client: Client, ref: str) -> dict[str, Any]:
               help="Filter (repeatable, all must hold): config.KEY OP VALUE or metric.KEY[.last|.min|.max] OP NUMBER, "
                    "OP one of = != < <= > >=; e.g. config.lr=0.1, metric.loss.min<0.2.")
 @click.option("-n", "--limit", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--archived", is_flag=True, help="The archived runs (hidden otherwise).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def runs(ctx: click.Context, project: str | None, tag: str | None, state: str | None, job: str | None,
-         where: tuple[str, ...], limit: int, as_json: bool) -> None:
+         where: tuple[str, ...], limit: int, archived: bool, as_json: bool) -> None:
     """Tracked runs, newest first, with the last value of the metrics they share."""
     from corral.cli.format_runs import runs_table
 
     found = client_for(ctx).runs(project=project, tag=tag, state=state.lower() if state else None, job=job,
-                              where=list(where), limit=limit)
+                              where=list(where), limit=limit, archived=archived)
     click.echo(json_text(found) if as_json else runs_table(found))
 
 
@@ -74,6 +76,79 @@ def run_show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
         print_json({**found, "artifacts": artifacts})
     else:
         click.echo(run_view(found, artifacts))
+
+
+@run.command("rename")
+@click.argument("run_ref", metavar="RUN")
+@click.argument("name")
+@click.pass_context
+def run_rename(ctx: click.Context, run_ref: str, name: str) -> None:
+    """Give the run a new name."""
+    changed = client_for(ctx).change_run(run_ref, name=name)
+    click.echo(f"run {changed['id']} is now named {escape(changed['name'])}")
+
+
+@run.command("note")
+@click.argument("run_ref", metavar="RUN")
+@click.argument("text", required=False)
+@click.option("-f", "--file", "source", type=click.File("r"), help="Read the notes from a file ('-': stdin).")
+@click.option("--clear", is_flag=True, help="Remove the notes.")
+@click.pass_context
+def run_note(ctx: click.Context, run_ref: str, text: str | None, source: Any, clear: bool) -> None:
+    """Set the run's notes (Markdown; the dashboard shows them on the run's page)."""
+    if sum((text is not None, source is not None, clear)) != 1:
+        raise click.UsageError("give the notes as TEXT, with --file, or --clear")
+    notes = None if clear else (source.read() if source is not None else text)
+    changed = client_for(ctx).change_run(run_ref, notes=notes)
+    click.echo(f"run {changed['id']}: notes {'cleared' if clear else 'saved'}")
+
+
+@run.command("tag")
+@click.argument("run_ref", metavar="RUN")
+@click.argument("add", metavar="[TAG]...", nargs=-1)
+@click.option("-r", "--remove", multiple=True, metavar="TAG", help="A tag to take off (repeatable).")
+@click.pass_context
+def run_tag(ctx: click.Context, run_ref: str, add: tuple[str, ...], remove: tuple[str, ...]) -> None:
+    """Add tags, and take some off: `corral run tag 12 best --remove draft`."""
+    if not add and not remove:
+        raise click.UsageError("give tags to add, or --remove TAG")
+    changed = client_for(ctx).tag_run(run_ref, add=list(add), remove=list(remove))
+    click.echo(f"run {changed['id']}: tags {escape(','.join(changed['tags'])) or '(none)'}")
+
+
+@run.command("archive")
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
+@click.option("--undo", is_flag=True, help="Bring the runs back into listings.")
+@click.pass_context
+def run_archive(ctx: click.Context, run_refs: tuple[str, ...], undo: bool) -> None:
+    """Hide runs from listings, keeping everything (`corral runs --archived` shows them)."""
+    client = client_for(ctx)
+    for ref in run_refs:
+        changed = client.change_run(ref, archived=not undo)
+        click.echo(f"run {changed['id']} {'restored' if undo else 'archived'}")
+
+
+@run.command("delete")
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask.")
+@click.pass_context
+def run_delete(ctx: click.Context, run_refs: tuple[str, ...], yes: bool) -> None:
+    """Delete runs with their metrics and uploaded artifacts, for good (a job's checkpoint files stay
+    where it wrote them). Asks first."""
+    from corral.cli.format_runs import format_size
+
+    client = client_for(ctx)
+    found = [_get_run(client, ref) for ref in run_refs]
+    if not yes:
+        for r in found:
+            stored = sum(a.get("size") or 0 for a in client.artifacts(r["id"]) if a.get("stored"))
+            click.echo(f"  run {r['id']} {escape(r['project'])}/{escape(r['name'])}: {len(r.get('metrics') or {})} "
+                       f"metrics, {format_size(stored)} of artifacts")
+        if not click.confirm(f"Delete {len(found)} run(s) for good?", default=False, err=True):
+            ctx.exit(1)
+    for r in found:
+        done = client.delete_run(r["id"])
+        click.echo(f"run {r['id']} deleted ({format_size(done['blobs_removed_bytes'])} freed)")
 
 
 @click.command()
@@ -208,4 +283,4 @@ def import_wandb(ctx: click.Context, paths: tuple[str, ...], project: str | None
         click.echo(f"no W&B run files (run-*.wandb) under {', '.join(paths)}")
 
 
-COMMANDS = (runs, run, metrics, compare, sync, import_tensorboard, import_wandb)
+COMMANDS = (runs, run, metrics, compare, sync, import_tensorboard, import_wandb, artifacts)

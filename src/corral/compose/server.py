@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from corral.monitor.jobs import JobReader
     from corral.monitor.service import MonitorService
     from corral.store.runs import RunStore
+    from corral.tracking.artifacts import ArtifactService
     from corral.tracking.service import TrackingService
 
 log = logging.getLogger("corral.server")
@@ -65,6 +66,9 @@ class ServerOptions:
     auth: AuthSettings = field(default_factory=AuthSettings)
     slurm_commands: str | None = None  # corral's Slurm commands (`corral slurm-path`), first on local jobs' PATH
     container_runtime: str | None = None  # [containers] runtime: podman, apptainer, singularity, docker or a path
+    artifact_dir: str | None = None  # [tracking] artifact_dir: the artifact store (default <home>/artifacts)
+    max_artifact_mb: int | None = 10_240  # [tracking]: the largest file one artifact may be
+    user_artifact_quota_mb: int | None = 102_400  # [tracking]: what one user's runs' uploaded artifacts may hold
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -88,6 +92,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     auth = config.pop("auth", {})
     cgroups = config.pop("cgroups", {})
     containers = config.pop("containers", {})
+    tracking = config.pop("tracking", {})
     accounts = parse_accounts(config.pop("accounts", {}), path)
     scheduler = parse_scheduler_config(
         config.pop("scheduler", {}), config.pop("partitions", {}), config.pop("qos", {}), path
@@ -95,7 +100,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if config:
         raise InvalidRequest(
             CONFIG_FILE, f"unknown section [{next(iter(config))}] in {path}",
-            "known: [server], [node], [monitor], [smtp], [auth], [cgroups], [containers], [accounts.NAME], [scheduler], "
+            "known: [server], [node], [monitor], [smtp], [auth], [cgroups], [containers], [tracking], [accounts.NAME], [scheduler], "
             "[partitions.NAME], [qos.NAME]",
         )
     # Each key's TOML type; a value is checked against it before it is taken (so `updates` holds TOML values).
@@ -112,11 +117,13 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                  "unauthenticated_burst": (int, float), "max_connections_per_user": int, "max_streams_per_user": int}
     cgroups_keys: dict[str, type | tuple[type, ...]] = {"mode": str}
     containers_keys: dict[str, type | tuple[type, ...]] = {"runtime": str}
+    tracking_keys: dict[str, type | tuple[type, ...]] = {"artifact_dir": str, "max_artifact_mb": int,
+                                                         "user_artifact_quota_mb": int}
     updates: dict[str, Any] = {}
     for section, table, keys in (("server", server, server_keys), ("node", node, node_keys),
                                  ("monitor", monitor, monitor_keys), ("smtp", smtp, smtp_keys),
                                  ("auth", auth, auth_keys), ("cgroups", cgroups, cgroups_keys),
-                                 ("containers", containers, containers_keys)):
+                                 ("containers", containers, containers_keys), ("tracking", tracking, tracking_keys)):
         for key, value in table.items():
             if key not in keys:
                 raise InvalidRequest(f"{section}.{key}", f"unknown key in {path}", f"known: {', '.join(keys)}")
@@ -160,6 +167,11 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if not low <= int(updates.get("max_script_mb", low)) <= high:
         raise InvalidRequest("server.max_script_mb", f"must be between {low} and {high} in {path}",
                              f"the default is {DEFAULT_MAX_SCRIPT_MB}, as Slurm's max_script_size")
+    for key in ("max_artifact_mb", "user_artifact_quota_mb"):
+        if int(updates.get(key, 1)) < 1:
+            raise InvalidRequest(f"tracking.{key}", f"must be at least 1 in {path}")
+    if "artifact_dir" in updates and not os.path.isabs(os.path.expanduser(updates["artifact_dir"])):
+        raise InvalidRequest("tracking.artifact_dir", f"must be an absolute path in {path}", "e.g. /shared/corral/artifacts")
     if int(updates.get("log_reserve_mb", 0)) < 0:
         raise InvalidRequest("server.log_reserve_mb", f"must not be negative in {path}", "0 turns the reserve off")
     if float(updates.get("sample_retention_days", 1)) <= 0:
@@ -178,7 +190,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     settings = AuthSettings(**auth_settings)
     return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts,
                    admins=frozenset(auth.get("admins", [])), auth=settings,
-                   **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k == "cgroups"})
+                   **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k in tracking_keys
+                      or k in ("cgroups", "container_runtime")})
 
 
 def acquire_home(home: str) -> IO[str]:
@@ -292,6 +305,20 @@ def job_mail_relay(options: ServerOptions) -> SmtpSettings:
     return SmtpSettings(**options.smtp)
 
 
+def build_artifacts(options: ServerOptions, tracking: TrackingService) -> ArtifactService:
+    """The artifact store where `[tracking] artifact_dir` puts it (else in the home), with its limits."""
+    from corral.server.accounts import uid_of
+    from corral.tracking.artifact_store import ArtifactStore
+    from corral.tracking.artifacts import ArtifactLimits, ArtifactService
+
+    root = os.path.expanduser(options.artifact_dir) if options.artifact_dir else HomeLayout(options.home).artifacts
+    mb = 1 << 20
+    limits = ArtifactLimits(
+        max_file_bytes=options.max_artifact_mb * mb if options.max_artifact_mb else None,
+        user_quota_bytes=options.user_artifact_quota_mb * mb if options.user_artifact_quota_mb else None)
+    return ArtifactService(ArtifactStore(root), tracking, limits=limits, uid_of=uid_of)
+
+
 def build_monitor(options: ServerOptions, service: JobReader, engine: Engine, tracking: TrackingService,
                   run_store: RunStore, sample: bool) -> MonitorService:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
@@ -387,6 +414,7 @@ def serve(options: ServerOptions) -> None:
     service = JobService(store=JobStore(engine), backend=backend, nodes=nodes, settings=settings, config=options.scheduler)
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
+    artifact_service = build_artifacts(options, tracking)
     service.on_job_ended.append(tracking.job_ended)
     monitor = build_monitor(options, service, engine, tracking, run_store, sample=kind.capabilities.samples_processes)
     service.on_job_ended.append(monitor.job_ended)
@@ -415,7 +443,7 @@ def serve(options: ServerOptions) -> None:
 
     server: uvicorn.Server | None = None
     app = create_app(service, home=home, tracking=tracking, monitor=monitor, policy=policy, tokens=tokens,
-                     sessions=SessionStore(engine),
+                     sessions=SessionStore(engine), artifact_service=artifact_service,
                      auth=options.auth, listen_host=options.host, webhook_token=webhook_token(home),
                      on_started=announce, on_stopped=retire,
                      stopping=lambda: server is not None and server.should_exit)

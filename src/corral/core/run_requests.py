@@ -79,6 +79,39 @@ def parse_tag_change(body: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return parse_tags(body.get("add", []), "add"), parse_tags(body.get("remove", []), "remove")
 
 
+MAX_NOTES = 100_000
+
+
+def parse_run_change(body: Any) -> dict[str, Any]:
+    """The columns a PATCH of a run sets: `name`, `notes` (Markdown; "" or null clears them), `archived`."""
+    body = _object(body, 'e.g. {"name": "baseline", "notes": "## Why\\nlr too high", "archived": false}')
+    unknown = set(body) - {"name", "notes", "archived"}
+    if unknown:
+        raise InvalidRequest(sorted(unknown)[0], "unknown field", "a run's name, notes and archived may change")
+    if not body:
+        raise InvalidRequest("body", "changes nothing", "give name, notes or archived")
+    changes: dict[str, Any] = {}
+    if "name" in body:
+        name = body["name"]
+        if isinstance(name, str):
+            name = name.strip()
+        changes["name"] = _text(name, "name", limit=200, required=True)
+    if "notes" in body:
+        notes = body["notes"]
+        if notes is not None and not isinstance(notes, str):
+            raise InvalidRequest("notes", "must be text (Markdown) or null", 'e.g. "lr **too high**; see run 12"')
+        if notes is not None and len(notes) > MAX_NOTES:
+            raise InvalidRequest("notes", f"{len(notes):,} characters is too long", f"keep notes under {MAX_NOTES:,}")
+        if notes is not None and any(not (c.isprintable() or c in "\n\t") for c in notes):
+            raise InvalidRequest("notes", "holds control characters", "write printable text, lines and tabs")
+        changes["notes"] = notes or None
+    if "archived" in body:
+        if not isinstance(body["archived"], bool):
+            raise InvalidRequest("archived", "must be true or false")
+        changes["archived"] = body["archived"]
+    return changes
+
+
 def parse_finish(body: Any) -> tuple[str, float | None, float | None]:
     """`(state, end_time, start_time)` of a finish; the times None where not given.
 

@@ -34,6 +34,7 @@ from corral.sdk.checkpoint_schedule import CheckpointSchedule
 from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
 from corral.sdk.config_values import config_dict, with_sweep_values
 from corral.sdk.context import detect_job, git_commit
+from corral.sdk.media import Media
 from corral.sdk.context import resume_key as derive_resume_key
 from corral.sdk.places import SpoolPlaces, resume_spool
 from corral.sdk.run_record import RunRecord
@@ -149,17 +150,29 @@ class Run:
         """Record metric values at `step` (default: the step after the previous call's).
 
         Only appends to a queue: conversion, batching and sending happen in the run's thread.
-        Values are anything `float()` takes (Python, numpy and one-element torch scalars).
+        Values are anything `float()` takes (Python, numpy and one-element torch scalars), or
+        `corral.Image(...)` and `corral.Histogram(...)`, uploaded as the run's media at `step`.
         """
         if step is None:
             step = self._next_step
         self._next_step = step + 1
         values = dict(data)  # a copy: callers reuse their dicts
+        media = None
         for key, value in values.items():
             if type(value) is not float and type(value) is not int:
+                if isinstance(value, Media):  # an image or histogram: uploaded as an artifact at this step
+                    media = media or {}
+                    media[key] = value
+                    continue
                 # the value as it is now: a tensor or array may be changed in place before the
                 # background thread reads it
                 values[key] = _snapshot(value)
+        if media is not None:
+            for key in media:
+                del values[key]
+            self._extend((None, "media", {"step": step, "items": media}))
+            if not values:
+                return
         self._extend((step, _now(), values))
 
     def log_params(self, params: Mapping[str, Any] | argparse.Namespace) -> None:
@@ -172,12 +185,24 @@ class Run:
             self._extend((None, "tags", {"add": [str(t) for t in tags], "remove": []}))
 
     def log_artifact(self, path: str | os.PathLike[str], type: str = "file", step: int | None = None,
-                     metric: float | None = None, metric_name: str | None = None, *, deleted: bool = False) -> None:
-        """Register a file (or a directory) with the run; its size and sha256 are computed in the
-        background. `deleted=True` records that an artifact registered earlier is gone."""
+                     metric: float | None = None, metric_name: str | None = None, *, deleted: bool = False,
+                     name: str | None = None) -> None:
+        """Upload a file, or a directory's files, to the server's artifact store (in the background:
+        hashed, sent in chunks, resumed after an interruption, spooled and synced when offline).
+
+        `name`: the artifact's name in the run (default: the file's or directory's own name; a
+        directory's files go under it). Checkpoints (`type="checkpoint"`) are not copied: they stay
+        where the job wrote them and are registered, with their size and sha256, to be downloaded
+        from there. `deleted=True` records that an artifact registered earlier is gone.
+        """
         if self._finished:
             return
-        artifact = {"path": os.path.abspath(os.fspath(path)), "type": type, "step": step,
+        source = os.path.abspath(os.fspath(path))
+        if type != "checkpoint" and not deleted:
+            self._extend((None, "artifact_upload", {"source": source, "type": type,
+                                                     "name": name or os.path.basename(source.rstrip(os.sep))}))
+            return
+        artifact = {"path": source, "type": type, "step": step,
                     "metric": metric_name or (self._checkpoints.metric_name if finite_or_none(metric) is not None else None),
                     "metric_value": finite_or_none(metric), "deleted": True if deleted else None}
         if artifact["metric_value"] is not None and artifact["metric"] == self._checkpoints.metric_name:

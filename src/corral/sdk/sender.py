@@ -13,8 +13,10 @@ here raises into the training loop.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import tempfile
 import sys
 import time
 from collections import deque
@@ -145,6 +147,12 @@ class Sender:
     def _operation(self, kind: str, payload: Any) -> None:
         if kind == "artifact_file":
             self._deliver({"kind": "artifacts", "artifacts": [self._describe_file(payload)]})
+        elif kind == "artifact_upload":
+            for record in self._uploads(payload):
+                self._deliver(record)
+        elif kind == "media":
+            for key, item in payload["items"].items():
+                self._deliver_media(key, payload["step"], item)
         elif kind == "finish":
             self._finish(payload["state"], payload["end_time"])
         else:
@@ -162,6 +170,45 @@ class Sender:
             self._warn(f"artifact:{artifact['path']}", f"cannot read artifact {artifact['path']}: {exc}")
         return artifact
 
+    def _uploads(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        """One upload record per file (a directory's files under its name), each hashed now."""
+        source, name = payload["source"], payload["name"]
+        if os.path.isdir(source):
+            files = [(os.path.join(root, f), f"{name}/{os.path.relpath(os.path.join(root, f), source)}")
+                     for root, _, names in sorted(os.walk(source)) for f in sorted(names)]
+        else:
+            files = [(source, name)]
+        records = []
+        for path, artifact_name in files:
+            try:
+                size, sha = sha256_file(path)
+            except OSError as exc:
+                self._warn(f"artifact:{path}", f"cannot read artifact {path}: {exc}")
+                continue
+            records.append({"kind": "upload", "source": path, "name": artifact_name.replace(os.sep, "/"),
+                            "type": payload["type"], "size": size, "sha256": sha})
+        return records
+
+    def _deliver_media(self, key: str, step: int, item: Any) -> None:
+        """An image or histogram made into bytes here (off the training loop), then uploaded (or
+        spooled) as `media/<key>/<step>`; the temporary file goes once it is sent or copied."""
+        try:
+            data = item.encode()
+            fd, path = tempfile.mkstemp(prefix="corral-media-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except Exception as exc:  # noqa: BLE001 - a bad image must not stop the run's thread
+            self._warn(f"media:{key}", f"dropped {item.type} {key!r}: {exc}")
+            return
+        try:
+            record = {"kind": "upload", "source": path, "name": f"media/{key}/{int(step):08d}{item.suffix}",
+                      "type": item.type, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "step": int(step)}
+            if item.caption:
+                record["caption"] = item.caption
+            self._deliver(record)
+        finally:
+            os.unlink(path)
+
     def _deliver(self, record: dict[str, Any]) -> None:
         if not self.spooling:
             try:
@@ -173,7 +220,11 @@ class Sender:
             except Exception as exc:  # noqa: BLE001
                 self._failed(exc)
         try:
-            self._open_spool().write(record)
+            spool = self._open_spool()
+            if record["kind"] == "upload":  # the bytes travel with the spool: the file may be gone by the sync
+                kept, size, sha = spool.keep_file(record["source"])
+                record = {**record, "source": kept, "size": size, "sha256": sha}
+            spool.write(record)
         except OSError as exc:
             self._warn("spool", f"cannot write the spool ({exc}); dropping data")
 

@@ -4,10 +4,12 @@
     <spool>/<uid>/run.json              {"request": <the create request>, "created": <time>}
     <spool>/<uid>/batches/00000001.json one record per file, in the order the run made them
     <spool>/<uid>/finish.json           {"state", "end_time"}, once the run has finished
+    <spool>/<uid>/files/<sha256>        a copy of each file to upload as an artifact (one per content)
 
 A record is `{"kind": "metrics", "batch": {...}, "points": N, "last_step": S}`, `{"kind": "params",
-"params": {...}}`, `{"kind": "tags", "add": [...], "remove": [...]}` or `{"kind": "artifacts",
-"artifacts": [...]}`. Every file is written whole (tmp, fsync, rename), so a crash leaves the old
+"params": {...}}`, `{"kind": "tags", "add": [...], "remove": [...]}`, `{"kind": "artifacts",
+"artifacts": [...]}` (registered) or `{"kind": "upload", "source": <the copy in files/>, "name", "type", "size",
+"sha256"}`. Every file is written whole (tmp, fsync, rename), so a crash leaves the old
 state or the new one. Records are uploaded in order and deleted once acknowledged; each is
 idempotent on the server (metric batches by `batch_id`, artifacts by path, params and tags by
 value), so a record sent twice after a crash changes nothing.
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.errors import Conflict, InvalidRequest
 from corral.home import HomeLayout, resolve_home
-from corral.sdk.files import read_json, write_json_atomic
+from corral.sdk.files import read_json, sha256_file, write_json_atomic
 
 if TYPE_CHECKING:
     from corral.client import Client
@@ -39,6 +41,7 @@ RUN_FILE = "run.json"
 LOCK_FILE = "lock"
 BATCHES = "batches"
 FINISH_FILE = "finish.json"
+FILES = "files"
 _RECORD_NAME = re.compile(r"^(\d{8,})\.json$")
 
 
@@ -126,6 +129,24 @@ class RunSpool:
         """Append one record, durably, after all those before it."""
         write_json_atomic(os.path.join(self.path, BATCHES, f"{self._next_seq:08d}.json"), record)
         self._next_seq += 1
+
+    def keep_file(self, source: str) -> tuple[str, int, str]:
+        """A copy of `source` in the spool, named by its content: (path, size, sha256). A copy, not
+        a link: a script may rewrite the file in place before the run is synced."""
+        directory = os.path.join(self.path, FILES)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{secrets.token_hex(8)}")
+        try:
+            shutil.copyfile(source, tmp)
+            size, sha = sha256_file(tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            kept = os.path.join(directory, sha)
+            os.replace(tmp, kept)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return kept, size, sha
 
     def write_finish(self, state: str, end_time: float) -> None:
         write_json_atomic(os.path.join(self.path, FINISH_FILE), {"state": state, "end_time": end_time})
@@ -274,6 +295,12 @@ def post_record(client: Client, run_id: int | str, record: dict[str, Any],
         client.tag_run(run_id, add=record.get("add", ()), remove=record.get("remove", ()))
     elif kind == "artifacts":
         client.log_artifacts(run_id, record["artifacts"])
+    elif kind == "upload":
+        try:
+            client.upload_artifact(run_id, record["source"], record["name"], type=record.get("type", "file"),
+                                   sha256=record.get("sha256"), step=record.get("step"), caption=record.get("caption"))
+        except FileNotFoundError:
+            raise InvalidRequest("source", f"{record['source']} is gone; artifact {record['name']!r} cannot be uploaded") from None
     else:
         raise ValueError(f"unknown spool record kind {kind!r}")
     return 0

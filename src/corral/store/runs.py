@@ -20,6 +20,7 @@ from corral.core import metric_series as S
 from corral.core.metrics_batch import MetricsBatch, increasing_only
 from corral.core.nonfinite import json_number
 from corral.core.run_filters import RunFilter
+from corral.core.run_names import default_name
 from corral.core.run_requests import RunRequest
 from corral.core.units import is_number
 from corral.errors import Forbidden, NotFound
@@ -75,7 +76,8 @@ class RunStore:
         project_id = self._project_id(conn, request.project, now)
         uid = request.uid or secrets.token_hex(8)
         values = {
-            "uid": uid, "project_id": project_id, "name": request.name or uid, "user": owner,
+            "uid": uid, "project_id": project_id, "name": request.name or self._default_name(conn, project_id, request, uid),
+            "user": owner,
             "state": "running", "config": request.config, "tags": list(request.tags), "job_id": request.job_id,
             "node": request.node or job.get("node"), "gpu_type": request.gpu_type or job.get("gpu_type"),
             "git_commit": request.git_commit, "resume_key": request.resume_key,
@@ -85,6 +87,12 @@ class RunStore:
         if request.tags:
             conn.execute(insert(run_tags), [{"run_id": run_id, "tag": t} for t in request.tags])
         return run_id, False
+
+    def _default_name(self, conn: Connection, project_id: int, request: RunRequest, uid: str) -> str:
+        recent: list[Any] = list(conn.execute(select(runs.c.config).where(runs.c.project_id == project_id)
+                                   .order_by(runs.c.id.desc()).limit(20)).scalars())
+        count = conn.execute(select(func.count()).select_from(runs).where(runs.c.project_id == project_id)).scalar_one()
+        return default_name(request.config, [c for c in recent if isinstance(c, dict)], seed=uid, number=int(count) + 1)
 
     def _project_id(self, conn: Connection, name: str, now: float) -> int:
         found = conn.execute(select(projects.c.id).where(projects.c.name == name)).scalar()
@@ -220,6 +228,36 @@ class RunStore:
             ids.append(found)
         return ids
 
+    def link_blob(self, conn: Connection, run_id: int, *, path: str, type_: str, size: int, sha256: str,
+                  now: float, step: int | None = None, caption: str | None = None) -> int:
+        """Link an uploaded blob to the run under `path` (a path known already now names this content)."""
+        self._require(conn, run_id)
+        values = {"type": type_, "size": size, "sha256": sha256, "stored": True, "deleted": False, "created": now,
+                  "step": step, "caption": caption}
+        found = conn.execute(select(artifacts.c.id).where(
+            artifacts.c.run_id == run_id, artifacts.c.path == path)).scalar()
+        if found is None:
+            return inserted_id(conn.execute(insert(artifacts).values(run_id=run_id, path=path, **values)))
+        conn.execute(update(artifacts).where(artifacts.c.id == found).values(**values))
+        return int(found)
+
+    def change_run(self, conn: Connection, run_id: int, changes: dict[str, Any]) -> None:
+        """Set the run's name, notes or archived flag (those given)."""
+        self._require(conn, run_id)
+        if changes:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(**changes))
+
+    def delete_run(self, conn: Connection, run_id: int) -> list[str]:
+        """Delete the run with its metrics, tags and artifact links; the sha256 of the blobs it linked."""
+        self._require(conn, run_id)
+        shas: list[str] = list(conn.execute(select(artifacts.c.sha256).distinct().where(
+            artifacts.c.run_id == run_id, artifacts.c.stored.is_(True))).scalars())
+        # children first: SQLite enforces the foreign keys only where the pragma is on
+        for table in (metric_chunks, metric_series, run_batches, run_tags, artifacts):
+            conn.execute(delete(table).where(table.c.run_id == run_id))
+        conn.execute(delete(runs).where(runs.c.id == run_id))
+        return shas
+
     def _require(self, conn: Connection, run_id: int) -> Any:
         row = conn.execute(select(runs.c.id, runs.c.config, runs.c.tags).where(runs.c.id == run_id)).first()
         if row is None:
@@ -267,9 +305,11 @@ class RunStore:
 
     def search(self, conn: Connection, *, project: str | None = None, tag: str | None = None,
                state: str | None = None, job_id: int | None = None, filters: Sequence[RunFilter] = (),
-               limit: int = 100) -> list[dict[str, Any]]:
-        """Runs matching everything given, newest first."""
+               limit: int = 100, archived: bool | None = False) -> list[dict[str, Any]]:
+        """Runs matching everything given, newest first; `archived`: only those (True), none (False), all (None)."""
         query = select(runs.c.id)
+        if archived is not None:
+            query = query.where(runs.c.archived.is_(archived))
         if project is not None:
             query = query.join(projects, projects.c.id == runs.c.project_id).where(projects.c.name == project)
         if tag is not None:
@@ -344,6 +384,32 @@ class RunStore:
     def artifacts_by_id(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]]:
         rows = {row.id: _artifact_dict(row) for row in conn.execute(select(artifacts).where(artifacts.c.id.in_(list(ids))))}
         return [rows[i] for i in ids]
+
+    def artifact(self, conn: Connection, run_id: int, path: str) -> dict[str, Any]:
+        """The run's artifact at `path` (an uploaded name, or a registered file's path).
+
+        Raises:
+            NotFound: the run has none there.
+        """
+        row = conn.execute(select(artifacts).where(artifacts.c.run_id == run_id, artifacts.c.path == path,
+                                                   artifacts.c.deleted.is_(False))).first()
+        if row is None:
+            raise NotFound(f"run {run_id} has no artifact {path!r}; `corral artifacts list {run_id}` lists them")
+        return _artifact_dict(row)
+
+    def blob_linked(self, conn: Connection, sha256: str, *, user: str | None = None) -> bool:
+        """Whether some run (of `user`'s, when given) links the uploaded blob."""
+        query = select(artifacts.c.id).where(artifacts.c.sha256 == sha256, artifacts.c.stored.is_(True))
+        if user is not None:
+            query = query.join(runs, runs.c.id == artifacts.c.run_id).where(runs.c.user == user)
+        return conn.execute(query.limit(1)).first() is not None
+
+    def stored_bytes(self, conn: Connection, user: str) -> int:
+        """The bytes of uploaded artifacts the user's runs link (each link counted: a quota is per user)."""
+        total: int = conn.execute(select(func.coalesce(func.sum(artifacts.c.size), 0))
+                             .join(runs, runs.c.id == artifacts.c.run_id)
+                             .where(runs.c.user == user, artifacts.c.stored.is_(True))).scalar_one()
+        return int(total)
 
     def series(self, conn: Connection, run_id: int, key: str, *, start: int | None, end: int | None,
                max_points: int) -> tuple[int, bool, S.Points]:
@@ -438,8 +504,7 @@ def _artifact_dict(row: Any) -> dict[str, Any]:
     return {
         "id": row.id, "run_id": row.run_id, "path": row.path, "type": row.type, "size": row.size, "sha256": row.sha256,
         "step": row.step, "metric": row.metric, "metric_value": row.metric_value, "goal": row.goal,
-        "deleted": row.deleted,
-        "created": row.created,
+        "deleted": row.deleted, "created": row.created, "stored": bool(row.stored), "caption": row.caption,
     }
 
 
@@ -448,7 +513,8 @@ def _run_dict(row: Any) -> dict[str, Any]:
         "id": row.id, "uid": row.uid, "project": row.project, "name": row.name, "user": row.user, "state": row.state,
         "config": row.config, "tags": row.tags, "job_id": row.job_id, "node": row.node, "gpu_type": row.gpu_type,
         "git_commit": row.git_commit, "resume_key": row.resume_key, "start_time": row.start_time,
-        "end_time": row.end_time, "resumes": row.resumes, "resumed": row.resumes > 0, "metrics": {}, "last_step": None,
+        "end_time": row.end_time, "resumes": row.resumes, "resumed": row.resumes > 0, "notes": row.notes,
+        "archived": bool(row.archived), "metrics": {}, "last_step": None,
     }
 
 

@@ -187,6 +187,8 @@ runs = Table(
     Column("start_time", Float, nullable=False),
     Column("end_time", Float),
     Column("resumes", Integer, nullable=False, server_default="0"),  # times a requeued job took it up again
+    Column("notes", Text),  # Markdown, the owner's; rendered as text on the dashboard
+    Column("archived", Boolean, nullable=False, server_default=false()),  # hidden from listings, kept
     Index("ix_runs_project", "project_id", "id"),
     Index("ix_runs_job", "job_id"),
     Index("ux_runs_user_resume_key", "user", "resume_key", unique=True),  # a resume key is its owner's alone
@@ -274,7 +276,12 @@ artifacts = Table(
     Column("goal", String(3)),  # "min" or "max": which metric_value is best, as the run declared it (best_mode)
     Column("deleted", Boolean, nullable=False),
     Column("created", Float, nullable=False),
+    # True: the bytes are in the artifact store under sha256 (uploaded); False: registered where the
+    # job wrote them (checkpoints), read from there on demand
+    Column("stored", Boolean, nullable=False, server_default=false()),
+    Column("caption", Text),  # a logged image's caption
     UniqueConstraint("run_id", "path", name="uq_artifacts_run_path"),
+    Index("ix_artifacts_sha256", "sha256"),  # is a blob still linked anywhere (dedup, deletion)
     sqlite_autoincrement=True,
 )
 

@@ -164,6 +164,30 @@ class TrackingService:
 
         return await self._write(apply)
 
+    async def link_blob(self, run_id: int, *, path: str, type_: str, size: int, sha256: str, step: int | None = None,
+                        caption: str | None = None) -> dict[str, Any]:
+        """Link a blob of the artifact store to the run under `path` (corral.tracking.artifacts)."""
+        def apply(conn: Connection, _: Any) -> dict[str, Any]:
+            found = self.store.link_blob(conn, run_id, path=path, type_=type_, size=size, sha256=sha256, now=self.clock(),
+                                         step=step, caption=caption)
+            return self.store.artifacts_by_id(conn, [found])[0]
+
+        return await self._write(apply)
+
+    async def change_run(self, ref: str, body: Any) -> dict[str, Any]:
+        """Rename, annotate, archive or restore the run (the fields given)."""
+        changes = R.parse_run_change(body)
+        run = await self._write(lambda conn, _: self._then_get(conn, ref, lambda i: self.store.change_run(conn, i, changes)))
+        self._changed(run)
+        return run
+
+    async def delete_run(self, run_id: int) -> list[str]:
+        """Delete the run and what it holds; the sha256 of the blobs it linked (for the store to drop
+        those no other run links)."""
+        shas: list[str] = await self._write(lambda conn, _: self.store.delete_run(conn, run_id))
+        self._owners = {ref: known for ref, known in self._owners.items() if known[0] != run_id}
+        return shas
+
     def job_ended(self, job: Job) -> None:
         """Called when a job ends: its runs still marked running ended with it (a script that
         never called finish, or was killed): finished if the job completed, else crashed."""
@@ -299,13 +323,13 @@ class TrackingService:
         return await self._read(lambda conn: self.store.get(conn, self.store.resolve(conn, ref)))
 
     async def search(self, *, project: str | None, tag: str | None, state: str | None, job_id: int | None,
-                     where: list[str], limit: int) -> list[dict[str, Any]]:
+                     where: list[str], limit: int, archived: bool | None = False) -> list[dict[str, Any]]:
         if state is not None and state not in RUN_STATES:
             raise InvalidRequest("state", f"{state!r} is not a run state", f"use one of {', '.join(RUN_STATES)}")
         R.check_search_terms(project, tag)
         filters = [parse_filter(expr) for expr in where]
         return await self._read(lambda conn: self.store.search(
-            conn, project=project, tag=tag, state=state, job_id=job_id, filters=filters, limit=limit))
+            conn, project=project, tag=tag, state=state, job_id=job_id, filters=filters, limit=limit, archived=archived))
 
     async def runs_of_jobs(self, job_ids: list[int]) -> list[dict[str, Any]]:
         """The runs these jobs logged (a sweep's tasks'), with their metrics' summaries."""
@@ -317,6 +341,15 @@ class TrackingService:
     async def artifacts(self, ref: str, *, type_: str | None, deleted: bool) -> list[dict[str, Any]]:
         return await self._read(lambda conn: self.store.artifacts(
             conn, self.store.resolve(conn, ref), type_=type_, deleted=deleted))
+
+    async def artifact(self, run_id: int, path: str) -> dict[str, Any]:
+        return await self._read(lambda conn: self.store.artifact(conn, run_id, path))
+
+    async def blob_linked(self, sha256: str, *, user: str | None = None) -> bool:
+        return await self._read(lambda conn: self.store.blob_linked(conn, sha256, user=user))
+
+    async def stored_bytes(self, user: str) -> int:
+        return await self._read(lambda conn: self.store.stored_bytes(conn, user))
 
     async def series(self, ref: str, key: str, *, start: int | None, end: int | None, max_points: int) -> bytes:
         """The series as the JSON the API returns (built here, off the event loop)."""

@@ -83,6 +83,20 @@
 //                            have class "differs" and data-differs="true"
 //   run-state                run: the state badge                           data-state (running, finished, ...)
 //   artifacts                run: artifacts and checkpoints table
+//   artifact-row             run: one per artifact (<tr>)                   data-path
+//   artifact-download        run: the row's download link (<a href=.../artifacts/content?path=...>)
+//   run-name run-archived    run: the name in the heading; the "archived" mark
+//   run-manage               run: the owner's (or an admin's) controls, hidden for others:
+//   run-rename run-tags           buttons; rename-input rename-save, tag-input tag-add tag-remove (data-tag)
+//   run-edit-notes run-archive    open their forms; confirm-yes confirm-no confirm a delete
+//   run-delete
+//   media media-card         run: images and histograms logged with run.log; a card per key (data-key,
+//                            data-type image | histogram) with media-slider (one position per step),
+//                            media-step ("step N (i of n)"), media-caption, and media-image (<img>) or
+//                            media-histogram (<svg>, bars carry data-count), each with data-step
+//   manage-error             run: the server's message when a change is refused (role=alert)
+//   run-notes notes-view     run: the notes card; the Markdown rendered (as DOM, never HTML)
+//   notes-input notes-save   run: the notes editor
 //   firing-row               alerts: one per firing (<tr>)                  data-firing-id, data-status (firing | fired | resolved)
 //   ack-button               alerts: acknowledge that firing (not for a read-only credential)
 //   rule-row                 alerts: one per rule (<tr>)                    data-rule

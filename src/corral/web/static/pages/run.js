@@ -1,12 +1,16 @@
 // Run (/runs/ID): a chart per metric (training metrics, then system/... ones), each with zoom by
 // drag (refetched at the new range), double-click to reset, EMA smoothing and a step/time x-axis;
-// the config; artifacts and checkpoints.
+// the config; artifacts and checkpoints, each a download; its notes (Markdown); and, for its owner
+// or an admin, rename, tags, archive and delete (after a confirmation).
 //
 // Fast with long series: every series is fetched at once, downsampled to the chart's width, and
 // each chart draws as its answer arrives. body.dataset.chartsReady = "true" once all have drawn.
 
 import {h, replace, facts} from "../lib/dom.js";
-import {api, errorState, emptyState, isAbort, withQuery, ApiError} from "../lib/api.js";
+import {api, errorState, emptyState, isAbort, post, withQuery, ApiError} from "../lib/api.js";
+import {sessionHeaders} from "../lib/sessionkey.js";
+import {renderMarkdown} from "../lib/markdown.js";
+import {mayManage, onIdentity} from "../lib/session.js";
 import {elapsedEl, flatten, fmtBytes, fmtDuration, fmtNumber, fmtValue, stateBadge, timeEl} from "../lib/format.js";
 import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
 import {seriesLoader} from "../lib/series.js";
@@ -42,8 +46,18 @@ export function mount(main, ctx) {
   const artifactsBox = h("section", {class: "card", "aria-labelledby": "art-h"}, h("h2", {id: "art-h"}, "Artifacts and checkpoints"),
     h("p", {class: "muted"}, "Loading…"));
   const status = h("div", {}, h("p", {class: "muted"}, "Loading the run…"));
-  main.append(head, status, summary, controls, chartsBox, h("div", {class: "two"}, configBox, artifactsBox));
+  const manageBox = h("div", {class: "toolbar run-manage", "data-testid": "run-manage", hidden: true});
+  const manageMessage = h("p", {class: "error-state", role: "alert", "data-testid": "manage-error", hidden: true});
+  const notesBox = h("section", {class: "card", "aria-labelledby": "notes-h", "data-testid": "run-notes", hidden: true});
+  const mediaBox = h("section", {"aria-labelledby": "media-h", "data-testid": "media", hidden: true});
+  main.append(head, status, manageBox, manageMessage, summary, notesBox, controls, chartsBox, mediaBox,
+    h("div", {class: "two"}, configBox, artifactsBox));
+  const mediaUrls = [];  // object URLs of the images shown, revoked when the page is left
+  ctx.onLeave(() => mediaUrls.forEach((u) => URL.revokeObjectURL(u)));
   ctx.onLeave(() => charts.forEach((c) => c.destroy()));
+  ctx.onLeave(onIdentity(() => { if (run) { renderManage(); renderNotes(); } }));
+  let managing = null;  // null, "rename", "tags", "delete": which control is open
+  let editingNotes = false;
 
   async function load() {
     let fresh;
@@ -64,6 +78,8 @@ export function mount(main, ctx) {
     status.replaceChildren();
     ctx.title(`${run.project} / ${run.name}`);
     renderHead();
+    renderManage();
+    if (!editingNotes) renderNotes();
     if (first) {
       makeCharts();
       renderConfig();
@@ -96,8 +112,11 @@ export function mount(main, ctx) {
     const reruns = origin ? rerunButtons(origin.job, String(origin.job.ref || origin.job.id), {
       navigate: ctx.navigate, signal: ctx.signal,
       onError: (err) => replace(status, errorState(err))}) : [];
-    replace(head, h("h1", {}, h("a", {href: withQuery("/runs", {project: run.project})}, run.project), " / ", run.name || `run ${run.id}`),
-      stateBadge(run.state, {testid: "run-state"}), reruns.length ? h("span", {class: "actions"}, ...reruns) : null);
+    replace(head, h("h1", {}, h("a", {href: withQuery("/runs", {project: run.project})}, run.project), " / ",
+      h("span", {"data-testid": "run-name"}, run.name || `run ${run.id}`)),
+      stateBadge(run.state, {testid: "run-state"}),
+      run.archived ? h("span", {class: "tag", "data-testid": "run-archived"}, "archived") : null,
+      reruns.length ? h("span", {class: "actions"}, ...reruns) : null);
     const tags = run.tags || [];
     replace(summary, facts([
       ["Job", run.job_id ? h("a", {href: `/jobs/${run.job_id}`}, `#${run.job_id}`) : null],
@@ -113,6 +132,114 @@ export function mount(main, ctx) {
       ["Tags", tags.length ? h("span", {}, tags.map((t) => h("span", {class: "tag"}, t))) : null],
       ["ID", h("span", {class: "small"}, `${run.id}`, run.uid ? h("code", {}, ` ${run.uid}`) : null)],
     ], {class: "facts inline"}));
+  }
+
+  // -- managing the run (its owner or an admin; the server decides, the page only offers) ----------
+
+  function renderManage() {
+    manageBox.hidden = mayManage(run) === "no";
+    if (manageBox.hidden) return;
+    const field = (testid, value, label) => h("input", {type: "text", value, "data-testid": testid, "aria-label": label,
+      onkeydown: (e) => { if (e.key === "Escape") { managing = null; renderManage(); } }});
+    if (managing === "rename") {
+      const input = field("rename-input", run.name || "", "New name");
+      replace(manageBox, h("form", {class: "inline", onsubmit: (e) => { e.preventDefault(); change({name: input.value}); }},
+        input, " ", h("button", {type: "submit", class: "primary", "data-testid": "rename-save"}, "Save"), " ",
+        h("button", {type: "button", onclick: () => { managing = null; renderManage(); }}, "Cancel")));
+      input.focus();
+      input.select();
+      return;
+    }
+    if (managing === "tags") {
+      const input = field("tag-input", "", "Tag to add");
+      replace(manageBox, h("form", {class: "inline", onsubmit: (e) => {
+        e.preventDefault();
+        if (input.value.trim()) tags({add: [input.value.trim()], remove: []});
+      }},
+      (run.tags || []).map((t) => h("span", {class: "tag"}, t, " ",
+        h("button", {type: "button", class: "small", "aria-label": `Remove tag ${t}`, "data-testid": "tag-remove",
+          "data-tag": t, onclick: () => tags({add: [], remove: [t]})}, "×"))),
+      input, " ", h("button", {type: "submit", "data-testid": "tag-add"}, "Add tag"), " ",
+      h("button", {type: "button", onclick: () => { managing = null; renderManage(); }}, "Done")));
+      input.focus();
+      return;
+    }
+    if (managing === "delete") {
+      replace(manageBox, h("span", {class: "confirm", role: "group", "aria-label": "Confirm delete"},
+        `Delete run ${run.id} (${run.name}) with its metrics and uploaded artifacts, for good? `,
+        h("button", {type: "button", class: "danger", "data-testid": "confirm-yes", onclick: remove}, "Yes, delete it"), " ",
+        h("button", {type: "button", "data-testid": "confirm-no", onclick: () => { managing = null; renderManage(); }}, "Keep it")));
+      manageBox.querySelector("[data-testid=confirm-yes]").focus();
+      return;
+    }
+    const open = (what) => () => { managing = what; renderManage(); };
+    replace(manageBox,
+      h("button", {type: "button", "data-testid": "run-rename", onclick: open("rename")}, "Rename"), " ",
+      h("button", {type: "button", "data-testid": "run-tags", onclick: open("tags")}, "Tags"), " ",
+      h("button", {type: "button", "data-testid": "run-edit-notes", onclick: () => { editingNotes = true; renderNotes(); }},
+        run.notes ? "Edit notes" : "Add notes"), " ",
+      h("button", {type: "button", "data-testid": "run-archive", onclick: () => change({archived: !run.archived})},
+        run.archived ? "Restore" : "Archive"), " ",
+      h("button", {type: "button", class: "danger", "data-testid": "run-delete", onclick: open("delete")}, "Delete…"));
+  }
+
+  function renderNotes() {
+    if (editingNotes) {
+      const area = h("textarea", {rows: 8, class: "notes-editor", "data-testid": "notes-input", "aria-label": "Notes (Markdown)"});
+      area.value = run.notes || "";
+      replace(notesBox, h("h2", {id: "notes-h"}, "Notes"),
+        h("p", {class: "muted small"}, "Markdown: # headings, **bold**, *italic*, `code`, lists, [links](https://…)."),
+        area, h("div", {class: "toolbar"},
+          h("button", {type: "button", class: "primary", "data-testid": "notes-save",
+            onclick: async () => { if (await change({notes: area.value || null})) { editingNotes = false; renderNotes(); } }}, "Save"), " ",
+          h("button", {type: "button", onclick: () => { editingNotes = false; renderNotes(); }}, "Cancel")));
+      notesBox.hidden = false;
+      area.focus();
+      return;
+    }
+    notesBox.hidden = !run.notes;
+    if (run.notes) replace(notesBox, h("h2", {id: "notes-h"}, "Notes"), h("div", {class: "notes", "data-testid": "notes-view"}, renderMarkdown(run.notes)));
+  }
+
+  async function change(body) {
+    return act(() => api(`/api/v1/runs/${encodeURIComponent(id)}`, {method: "PATCH", body, signal: ctx.signal}), "change");
+  }
+
+  async function tags(body) {
+    return act(() => post(`/api/v1/runs/${encodeURIComponent(id)}/tags`, body, {signal: ctx.signal}), "tag");
+  }
+
+  async function act(call, what) {
+    manageMessage.hidden = true;
+    try {
+      const fresh = await call();
+      run = {...run, ...fresh};
+      if (managing !== "tags") managing = null;
+      renderHead();
+      renderManage();
+      ctx.title(`${run.project} / ${run.name}`);
+      return true;
+    } catch (err) {
+      if (isAbort(err)) return false;
+      replace(manageMessage, h("strong", {}, `✗ Could not ${what} run ${id}: `), err.message, err.hint ? ` (${err.hint})` : "");
+      manageMessage.hidden = false;
+      return false;
+    }
+  }
+
+  async function remove() {
+    manageMessage.hidden = true;
+    try {
+      await api(`/api/v1/runs/${encodeURIComponent(id)}`, {method: "DELETE", signal: ctx.signal});
+    } catch (err) {
+      if (isAbort(err)) return;
+      managing = null;
+      renderManage();
+      replace(manageMessage, h("strong", {}, `✗ Could not delete run ${id}: `), err.message);
+      manageMessage.hidden = false;
+      return;
+    }
+    ctx.navigate(withQuery("/runs", {project: run.project}));
   }
 
   function newChart(key) {
@@ -183,23 +310,137 @@ export function mount(main, ctx) {
   async function loadArtifacts() {
     try {
       const {artifacts} = await api(`/api/v1/runs/${encodeURIComponent(id)}/artifacts`, {signal: ctx.signal});
-      const sorted = [...artifacts].sort((a, b) => (a.type !== "checkpoint") - (b.type !== "checkpoint") || (b.step ?? -1) - (a.step ?? -1));
+      renderMedia(artifacts);
+      const sorted = [...artifacts].filter((a) => !isMedia(a))
+        .sort((a, b) => (a.type !== "checkpoint") - (b.type !== "checkpoint") || (b.step ?? -1) - (a.step ?? -1));
       replace(artifactsBox, h("h2", {id: "art-h"}, "Artifacts and checkpoints"),
         sorted.length
           ? h("div", {class: "table-box"}, h("table", {class: "grid", "data-testid": "artifacts"},
             h("thead", {}, h("tr", {}, ["Path", "Type", "Step", "Metric", "Size", "Created"].map((t) => h("th", {scope: "col"}, t)))),
-            h("tbody", {}, sorted.map((a) => h("tr", {},
-              h("td", {}, h("code", {class: "path"}, a.path)),
+            h("tbody", {}, sorted.map((a) => h("tr", {"data-testid": "artifact-row", "data-path": a.path},
+              h("td", {}, downloadLink(a),
+                a.stored ? null : h("span", {class: "muted small", title: "Read from where the job wrote it"}, " (where written)")),
               h("td", {}, a.type || "—"),
               h("td", {class: "num"}, a.step !== null && a.step !== undefined ? fmtNumber(a.step) : "—"),
               h("td", {}, a.metric ? `${a.metric} = ${fmtNumber(a.metric_value)}` : "—"),
               h("td", {class: "num"}, fmtBytes(a.size)),
               h("td", {class: "small"}, timeEl(a.created)))))))
-          : h("p", {class: "muted"}, "No artifacts. Checkpoints saved with ", h("code", {}, "run.save_checkpoint(...)"), " appear here."));
+          : h("p", {class: "muted"}, "No artifacts. Files logged with ", h("code", {}, "run.log_artifact(path)"),
+            " and checkpoints saved with ", h("code", {}, "run.save_checkpoint(...)"), " appear here."));
     } catch (err) {
       if (isAbort(err)) return;
       replace(artifactsBox, h("h2", {id: "art-h"}, "Artifacts and checkpoints"), errorState(err, loadArtifacts, {what: "artifacts"}));
     }
+  }
+
+  // -- media: images and histograms logged with run.log, one card per key, a slider over steps -------
+
+  function isMedia(a) {
+    return a.stored && (a.type === "image" || a.type === "histogram") && a.path.startsWith("media/");
+  }
+
+  function renderMedia(artifacts) {
+    const byKey = new Map();
+    for (const a of artifacts.filter(isMedia)) {
+      const key = a.path.slice("media/".length, a.path.lastIndexOf("/"));
+      if (!byKey.has(key)) byKey.set(key, []);
+      byKey.get(key).push(a);
+    }
+    mediaBox.hidden = !byKey.size;
+    if (!byKey.size) return;
+    const cards = [...byKey.keys()].sort().map((key) => mediaCard(key, byKey.get(key).sort((a, b) => (a.step ?? 0) - (b.step ?? 0))));
+    replace(mediaBox, h("h2", {id: "media-h"}, "Media"), h("div", {class: "charts"}, cards));
+  }
+
+  function mediaCard(key, items) {
+    const view = h("div", {class: "media-view"});
+    const label = h("span", {class: "small", "data-testid": "media-step"});
+    const caption = h("p", {class: "muted small", "data-testid": "media-caption"});
+    let shown = -1;
+    async function show(i) {
+      shown = i;
+      const a = items[i];
+      label.textContent = `step ${fmtNumber(a.step ?? 0)} (${i + 1} of ${items.length})`;
+      caption.textContent = a.caption || "";
+      const href = withQuery(`/api/v1/runs/${encodeURIComponent(id)}/artifacts/content`, {path: a.path});
+      try {
+        const response = await fetch(href, {headers: sessionHeaders(), signal: ctx.signal});
+        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+        if (shown !== i) return;  // the slider moved on meanwhile
+        if (a.type === "image") {
+          const url = URL.createObjectURL(await response.blob());
+          mediaUrls.push(url);
+          replace(view, h("img", {src: url, alt: a.caption || `${key} at step ${a.step}`, "data-testid": "media-image",
+            "data-step": a.step, class: "media-image"}));
+        } else {
+          replace(view, histogramSvg(await response.json(), a.step));
+        }
+      } catch (err) {
+        if (isAbort(err)) return;
+        replace(view, h("p", {class: "error-state", role: "alert"}, `Could not load ${a.path}: ${err.message}`));
+      }
+    }
+    const slider = h("input", {type: "range", min: 0, max: items.length - 1, value: items.length - 1, step: 1,
+      "data-testid": "media-slider", "aria-label": `Step of ${key}`, disabled: items.length < 2,
+      oninput: (e) => show(Number(e.target.value))});
+    show(items.length - 1);
+    return h("div", {class: "card media-card", "data-testid": "media-card", "data-key": key, "data-type": items[0].type},
+      h("div", {class: "card-head"}, h("h3", {}, key), label), view, caption, slider);
+  }
+
+  /** A histogram's bars as SVG (its counts in the bars' titles, for hover and for tests). */
+  function histogramSvg({edges, counts}, step) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    const W = 320, H = 120, most = Math.max(1, ...counts);
+    svg.setAttribute("viewBox", `0 0 ${W} ${H + 16}`);
+    svg.setAttribute("class", "histogram");
+    svg.setAttribute("data-testid", "media-histogram");
+    svg.setAttribute("data-step", String(step));
+    const width = W / counts.length;
+    counts.forEach((c, i) => {
+      const bar = document.createElementNS(ns, "rect");
+      const height = (c / most) * H;
+      bar.setAttribute("x", String(i * width + 0.5));
+      bar.setAttribute("y", String(H - height));
+      bar.setAttribute("width", String(Math.max(width - 1, 0.5)));
+      bar.setAttribute("height", String(height));
+      bar.setAttribute("data-count", String(c));
+      const title = document.createElementNS(ns, "title");
+      title.textContent = `${fmtNumber(edges[i])} – ${fmtNumber(edges[i + 1])}: ${c}`;
+      bar.append(title);
+      svg.append(bar);
+    });
+    for (const [x, anchor, value] of [[0, "start", edges[0]], [W, "end", edges[edges.length - 1]]]) {
+      const text = document.createElementNS(ns, "text");
+      text.setAttribute("x", String(x));
+      text.setAttribute("y", String(H + 13));
+      text.setAttribute("text-anchor", anchor);
+      text.textContent = fmtNumber(value);
+      svg.append(text);
+    }
+    return svg;
+  }
+
+  /** A link that downloads the artifact: a plain link where no login is needed; with a login, the
+   * session's key must go with the request, so the bytes are fetched and handed to the browser. */
+  function downloadLink(a) {
+    const href = withQuery(`/api/v1/runs/${encodeURIComponent(id)}/artifacts/content`, {path: a.path});
+    const name = a.path.split("/").pop();
+    return h("a", {href, download: name, "data-testid": "artifact-download", class: "path",
+      onclick: async (e) => {
+        const headers = sessionHeaders();
+        if (!Object.keys(headers).length) return;
+        e.preventDefault();
+        const response = await fetch(href, {headers});
+        if (!response.ok) { alert(`Could not download ${a.path}: ${response.status}`); return; }
+        const url = URL.createObjectURL(await response.blob());
+        const link = h("a", {href: url, download: name});
+        document.body.append(link);
+        link.click();
+        link.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      }}, h("code", {}, a.path));
   }
 
   load();

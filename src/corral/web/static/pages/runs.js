@@ -39,7 +39,7 @@ export function mount(main, ctx) {
 
   function filters() {
     const q = ctx.query();
-    return {project: q.get("project") || "", state: q.get("state") || ""};
+    return {project: q.get("project") || "", state: q.get("state") || "", archived: q.get("archived") === "true" ? "true" : ""};
   }
 
   function setUrl(changes, push = false) {
@@ -55,7 +55,9 @@ export function mount(main, ctx) {
       h("select", {name, onchange: (e) => setUrl({[name]: e.target.value}, true)},
         h("option", {value: ""}, "all"),
         [...new Set([...options, f[name]].filter(Boolean))].map((o) => h("option", {value: o, selected: o === f[name]}, o))));
-    replace(form, select("project", "Project", projects.map((p) => p.name)), select("state", "State", STATES));
+    replace(form, select("project", "Project", projects.map((p) => p.name)), select("state", "State", STATES),
+      h("label", {}, h("input", {type: "checkbox", "data-testid": "show-archived", checked: f.archived === "true",
+        onchange: (e) => setUrl({archived: e.target.checked ? "true" : null}, true)}), " Archived runs"));
   }
 
   let seq = 0;
@@ -86,7 +88,7 @@ export function mount(main, ctx) {
     for (const id of [...selected]) if (!runs.some((r) => String(r.id) === id)) selected.delete(id);
     updateCompare();
     if (!runs.length) {
-      replace(tableBox, f.project || f.state
+      replace(tableBox, f.project || f.state || f.archived
         ? emptyState("No runs match these filters. ", h("a", {href: "/runs"}, "Show all runs"), ".")
         : emptyState("No runs yet — track one from your training script: ",
           h("code", {}, 'run = corral.init(project="mnist", config=args)'), " then ", h("code", {}, 'run.log({"loss": loss})'), "."));
