@@ -440,7 +440,7 @@ def _import_run(client: Client, project: str, name: str, run_dir: str,
             replaced[key] = dropped
     run = client.create_run(project=project, name=name, uid=uid, tags=["tensorboard"],
                             config={"tensorboard_dir": run_dir}, start_time=opened)
-    for batch_id, batch in _batches(uid, series):
+    for batch_id, batch in metric_batches(uid, series):
         client.log_metrics(run["id"], {"batch_id": batch_id, "metrics": batch})
     # The run spans its events. The writer's opening record is its start only when it comes first:
     # scalars written with an explicit, older walltime (re-logged history) start the run earlier.
@@ -465,9 +465,11 @@ def _first_wall_time(path: str) -> float | None:
     return None
 
 
-def _batches(uid: str, series: dict[str, list[Point]]) -> Iterator[tuple[str, list[dict[str, str]]]]:
-    """Batches of at most BATCH_POINTS points, each named by what it holds: importing the same
-    files again sends the same batches, which the server acknowledges without storing them twice."""
+def metric_batches(uid: str, series: dict[str, list[Point]],
+                   prefix: str = "tb-") -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """Batches of at most BATCH_POINTS (step, time, value) points, each named by `prefix` and what it holds:
+    importing the same files again sends the same batches, which the server acknowledges without storing
+    them twice (the TensorBoard and W&B imports)."""
     batch: list[dict[str, str]] = []
     count = 0
     digest = hashlib.sha256(uid.encode())
@@ -476,14 +478,14 @@ def _batches(uid: str, series: dict[str, list[Point]]) -> Iterator[tuple[str, li
         for start in range(0, len(points), BATCH_POINTS):
             piece = points[start:start + BATCH_POINTS]
             if count and count + len(piece) > BATCH_POINTS:
-                yield "tb-" + digest.hexdigest()[:40], batch
+                yield prefix + digest.hexdigest()[:40], batch
                 batch, count, digest = [], 0, hashlib.sha256(uid.encode())
             entry = _series(key, piece)
             digest.update(b"\0".join(entry[k].encode() for k in ("key", "steps_i64", "values_f64", "times_f64")))
             batch.append(entry)
             count += len(piece)
     if batch:
-        yield "tb-" + digest.hexdigest()[:40], batch
+        yield prefix + digest.hexdigest()[:40], batch
 
 
 def _series(key: str, points: list[Point]) -> dict[str, str]:

@@ -27,7 +27,6 @@ run's uid comes from W&B's run id and each batch's id from what it holds.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import importlib
 import json
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral.errors import CorralError
+from corral.sdk.tensorboard import metric_batches
 
 if TYPE_CHECKING:
     from corral.client import Client
@@ -332,7 +332,7 @@ def _import_run(client: Client, run: WandbRun, project: str | None) -> dict[str,
         config.setdefault("wandb_notes", run.notes)
     created = client.create_run(project=target, name=run.name or run.run_id or None, uid=uid,
                                 tags=[*run.tags, "wandb"], config=_jsonable(config), start_time=run.start_time)
-    for batch_id, batch in _batches(uid, history):
+    for batch_id, batch in metric_batches(uid, history, prefix="wb-"):
         client.log_metrics(created["id"], {"batch_id": batch_id, "metrics": batch})
     state = "finished" if run.exit_code == 0 else ("failed" if run.exit_code is not None else "crashed")
     end = run.end_time if run.end_time is not None else run.start_time
@@ -359,31 +359,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list):
         return [_jsonable(v) for v in value]
     return value
-
-
-def _batches(uid: str, series: dict[str, list[tuple[int, float, float]]]) -> Iterator[tuple[str, list[dict[str, str]]]]:
-    """Batches of at most BATCH_POINTS points, each named by what it holds."""
-    batch: list[dict[str, str]] = []
-    count = 0
-    digest = hashlib.sha256(uid.encode())
-    for key, points in series.items():
-        for start in range(0, len(points), BATCH_POINTS):
-            piece = points[start:start + BATCH_POINTS]
-            if count and count + len(piece) > BATCH_POINTS:
-                yield "wb-" + digest.hexdigest()[:40], batch
-                batch, count, digest = [], 0, hashlib.sha256(uid.encode())
-            entry = _series(key, piece)
-            digest.update(b"\0".join(entry[k].encode() for k in ("key", "steps_i64", "values_f64", "times_f64")))
-            batch.append(entry)
-            count += len(piece)
-    if batch:
-        yield "wb-" + digest.hexdigest()[:40], batch
-
-
-def _series(key: str, points: list[tuple[int, float, float]]) -> dict[str, str]:
-    def packed(code: str, items: Any) -> str:
-        return base64.b64encode(struct.pack(f"<{len(items)}{code}", *items)).decode("ascii")
-
-    steps, times, values = zip(*points)
-    return {"key": key, "steps_i64": packed("q", steps), "values_f64": packed("d", values),
-            "times_f64": packed("d", times)}
