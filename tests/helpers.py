@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from corral.core.spec import JobSpec, build_spec
 
@@ -36,3 +39,11 @@ def alive(pid: int) -> bool:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+def needs(*modules: str) -> pytest.MarkDecorator:
+    """Skip where an optional package (the dev extra's frameworks) is not installed, found without importing it:
+    every xdist worker collects every file, and importing torch, Lightning or mlflow there costs each of them
+    seconds for tests most of them never run."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} (pip install -e '.[dev]')")

@@ -21,8 +21,9 @@ import urllib.parse
 import pytest
 
 from corral.client import Client
+from tests.helpers import needs
 
-pytest.importorskip("mlflow")
+pytestmark = needs("mlflow")
 
 SCRIPT = textwrap.dedent('''
     import json, os, sys, tempfile

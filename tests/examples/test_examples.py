@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+from tests.helpers import needs
+
+pytestmark = needs("torch", "sklearn")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(REPO, "examples")

@@ -10,12 +10,15 @@ import sys
 
 import pytest
 
-dask_jobqueue = pytest.importorskip("dask_jobqueue")
-distributed = pytest.importorskip("distributed")
+from tests.helpers import needs
+
+pytestmark = needs("dask_jobqueue", "distributed")
 
 
 @pytest.fixture
 def cluster(server_factory, tmp_path, monkeypatch):
+    import dask_jobqueue
+
     server = server_factory()
     slurm_path = subprocess.run([sys.executable, "-m", "corral.cli", "--home", server.home, "slurm-path"],
                                 capture_output=True, text=True, check=True).stdout.strip()
@@ -34,6 +37,8 @@ def cluster(server_factory, tmp_path, monkeypatch):
 
 
 def test_workers_run_as_corral_jobs_and_end_when_the_cluster_closes(cluster, tmp_path):
+    import distributed
+
     corral = cluster.server.client()
     cluster.scale(2)
     with distributed.Client(cluster) as client:

@@ -10,7 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from corral.integrations.huggingface import CorralCallback
+
+def _callback(**options):
+    """A CorralCallback, imported here: the module imports transformers (most of a second), which collecting this
+    file in every test worker would pay for."""
+    from corral.integrations.huggingface import CorralCallback
+
+    return CorralCallback(**options)
 
 
 @pytest.fixture
@@ -19,7 +25,7 @@ def client(live_server):
 
 
 def test_plain_dict_calls_log_numbers_register_checkpoints_and_finish(client, tmp_path):
-    callback = CorralCallback(project="hf", tags=["plain"])
+    callback = _callback(project="hf", tags=["plain"])
     args = {"output_dir": str(tmp_path), "run_name": "tiny-bert", "learning_rate": 5e-5,
             "metric_for_best_model": "loss"}
     state = SimpleNamespace(global_step=0, is_world_process_zero=True, log_history=[])
@@ -49,7 +55,7 @@ def test_other_processes_log_nothing_and_a_given_run_is_left_open(client, tmp_pa
     import corral
 
     run = corral.init(project="hf-given", name="outer")
-    callback = CorralCallback(run=run)
+    callback = _callback(run=run)
     worker = {"global_step": 1, "is_world_process_zero": False}
     callback.on_log({"output_dir": str(tmp_path)}, worker, None, logs={"loss": 9.0})
     main = {"global_step": 1, "is_world_process_zero": True}
@@ -79,7 +85,7 @@ def test_transformers_own_callback_handler_drives_it(client, tmp_path):
     transformers = pytest.importorskip("transformers")
     from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState
 
-    callback = CorralCallback(project="hf-handler", name="handled")
+    callback = _callback(project="hf-handler", name="handled")
     assert isinstance(callback, transformers.TrainerCallback)
     handler = CallbackHandler([callback], model=None, processing_class=None, optimizer=None, lr_scheduler=None)
     # TrainingArguments needs accelerate even to be built; Trainer hands callbacks its to_dict() anyway
@@ -124,7 +130,7 @@ def test_a_real_trainer_logs_through_the_callback(client, tmp_path):
         save_steps=3, save_strategy="steps", learning_rate=0.05, report_to="none", use_cpu=True,
         disable_tqdm=True, run_name="trainer-run")
     trainer = transformers.Trainer(model=TinyRegressor(), args=args, train_dataset=data,
-                                   callbacks=[CorralCallback(project="hf-trainer")])
+                                   callbacks=[_callback(project="hf-trainer")])
     trainer.train()
 
     (run,) = client.runs(project="hf-trainer")
@@ -138,7 +144,7 @@ def test_a_real_trainer_logs_through_the_callback(client, tmp_path):
 
 
 def test_epoch_repeated_by_the_evaluation_log_is_no_skipped_point(client, tmp_path, caplog):
-    callback = CorralCallback(project="hf-eval")
+    callback = _callback(project="hf-eval")
     args = {"output_dir": str(tmp_path)}
     state = {"global_step": 0, "is_world_process_zero": True}
     callback.on_train_begin(args, state, None)
@@ -157,7 +163,7 @@ def test_epoch_repeated_by_the_evaluation_log_is_no_skipped_point(client, tmp_pa
 
 def test_the_skip_warning_counts_every_point_the_server_skipped(client, tmp_path, caplog):
     # a Trainer resumed from checkpoint-2 logs steps 3 and 4 again, in two log calls: both skipped
-    callback = CorralCallback(project="hf-resumed")
+    callback = _callback(project="hf-resumed")
     args = {"output_dir": str(tmp_path)}
     state = {"global_step": 0, "is_world_process_zero": True}
     with caplog.at_level("WARNING", logger="corral.sdk"):

@@ -4,49 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("lightning")
-import lightning as L  # noqa: E402
-import torch  # noqa: E402
-from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+from tests.helpers import needs
 
-from corral.integrations.lightning import CorralLogger  # noqa: E402
+pytestmark = needs("lightning")
 
 STEPS_PER_EPOCH = 4  # 64 samples in batches of 16
 
 
-class Regression(L.LightningModule):
-    def __init__(self, lr: float = 0.05, width: int = 8) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        self.net = nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, 1))
-
-    def _loss(self, batch):
-        x, y = batch
-        return nn.functional.mse_loss(self.net(x), y)
-
-    def training_step(self, batch, batch_idx):
-        loss = self._loss(batch)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self._loss(batch))
-
-    def test_step(self, batch, batch_idx):
-        self.log("test_loss", self._loss(batch))
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
-
-
-def loader() -> DataLoader:
-    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
-    return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
-
-
 def test_a_lightning_fit_logs_metrics_hparams_and_checkpoints_and_test_reopens_the_run(live_server, tmp_path):
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from corral.integrations.lightning import CorralLogger
+    from tests.integrations.lightning_model import Regression, loader
+
     server = live_server
     logger = CorralLogger(project="lit", name="regression", tags=["lightning"], config={"data": "synthetic"})
     trainer = L.Trainer(max_epochs=2, logger=logger, default_root_dir=str(tmp_path), log_every_n_steps=1,
@@ -76,6 +47,11 @@ def test_a_lightning_fit_logs_metrics_hparams_and_checkpoints_and_test_reopens_t
 
 
 def test_a_failing_fit_marks_the_run_failed(live_server, tmp_path):
+    import lightning as L
+
+    from corral.integrations.lightning import CorralLogger
+    from tests.integrations.lightning_model import Regression, loader
+
     server = live_server
 
     class Exploding(Regression):

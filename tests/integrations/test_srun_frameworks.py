@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("lightning")
+from tests.helpers import needs
+
+pytestmark = needs("lightning")
 
 TRAIN = """
 import lightning as L

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 
 from corral.cli.main import cli
 from corral.sdk.wandb_offline import read_records, run_files
+from tests.helpers import needs
 
-pytest.importorskip("wandb")
+pytestmark = needs("wandb")
 
 TRAIN = textwrap.dedent("""
     import sys

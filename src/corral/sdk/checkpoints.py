@@ -11,6 +11,7 @@ so every rank, a requeued process and an offline run all find the same files.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 import os
@@ -155,9 +156,9 @@ class CheckpointStore:
 
 def _serialize(obj: Any, tmp: str) -> tuple[int, str]:
     """torch.save when torch is installed (a .pt that torch.load reads), else pickle; hashed as written."""
-    torch = sys.modules.get("torch")
+    torch: Any = sys.modules.get("torch")
     if torch is None and importlib.util.find_spec("torch") is not None:
-        import torch
+        torch = importlib.import_module("torch")
     writer = HashingWriter(tmp)
     try:
         if torch is not None:
