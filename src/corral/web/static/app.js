@@ -90,10 +90,18 @@
 //   run-rename run-tags           buttons; rename-input rename-save, tag-input tag-add tag-remove (data-tag)
 //   run-edit-notes run-archive    open their forms; confirm-yes confirm-no confirm a delete
 //   run-delete
-//   media media-card         run: images and histograms logged with run.log; a card per key (data-key,
-//                            data-type image | histogram) with media-slider (one position per step),
-//                            media-step ("step N (i of n)"), media-caption, and media-image (<img>) or
-//                            media-histogram (<svg>, bars carry data-count), each with data-step
+//   media media-card         run: media logged with run.log; a card per key (data-key, data-type
+//                            image | histogram | text | table) with media-slider (one position per step),
+//                            media-step ("step N (i of n)"), media-caption, and the item, each with
+//                            data-step: media-image (<img>), media-histogram (<svg>; bars carry
+//                            data-count, the x range data-lo data-hi), media-text (<pre>; media-text-note
+//                            when only its start is shown), media-table (<table>, data-rows = all its rows;
+//                            media-table-note "200 of N rows"), or media-error
+//   media-row media-cell     compare: a row per media key (data-key, data-type) with one media-slider over
+//                            every run's steps and media-step; a cell per run (data-run-id, data-step = the
+//                            step shown: the one picked or the last before it, "" when none) holding the
+//                            item as on the run page (histograms share data-lo data-hi), or media-missing
+//                            ("no KEY at step N")
 //   manage-error             run: the server's message when a change is refused (role=alert)
 //   run-notes notes-view     run: the notes card; the Markdown rendered (as DOM, never HTML)
 //   notes-input notes-save   run: the notes editor

@@ -35,12 +35,12 @@ export function reportUnauthenticated(error) {
   if (unauthenticated) unauthenticated(error);
 }
 
-async function request(path, {method = "GET", body, signal, login = false} = {}) {
+async function request(path, {method = "GET", body, signal, login = false, headers = {}} = {}) {
   let response;
   try {
     response = await fetch(path, {
       method, signal,
-      headers: {...sessionHeaders(), ...(body === undefined ? {} : {"Content-Type": "application/json"})},
+      headers: {...sessionHeaders(), ...(body === undefined ? {} : {"Content-Type": "application/json"}), ...headers},
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
@@ -76,7 +76,7 @@ export function post(path, body = undefined, options = {}) {
   return api(path, {...options, method: "POST", body});
 }
 
-/** Read raw bytes (logs): {bytes: Uint8Array, headers}. */
+/** Read raw bytes (logs, artifacts; options.headers may ask for a Range): {bytes: Uint8Array, headers}. */
 export async function apiBytes(path, options = {}) {
   const response = await request(path, options);
   return {bytes: new Uint8Array(await response.arrayBuffer()), headers: response.headers};

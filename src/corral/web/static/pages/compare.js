@@ -1,10 +1,12 @@
 // Compare (/compare?runs=1,2,3): the runs' shared metrics overlaid, one chart per key (each run
 // its own colour AND dash pattern, named in a legend), and their configs side by side with the
-// differing values highlighted (bold and a ≠ marker, not colour alone).
+// differing values highlighted (bold and a ≠ marker, not colour alone); and their media (images,
+// histograms, text, tables) side by side, one row per key with one slider over every run's steps.
 
 import {h, replace} from "../lib/dom.js";
 import {api, errorState, emptyState, isAbort, withQuery} from "../lib/api.js";
-import {flatten, fmtValue, stateBadge} from "../lib/format.js";
+import {flatten, fmtNumber, fmtValue, stateBadge} from "../lib/format.js";
+import {MediaLoader, histogramRange, mediaByKey, mediaError, mediaNode, stepSlider} from "../lib/media.js";
 import {MetricChart, readyCounter, smoothingControl, styleFor, xAxisToggle} from "../lib/chart.js";
 import {orderKeys} from "./run.js";
 import {seriesLoader} from "../lib/series.js";
@@ -30,9 +32,13 @@ export function mount(main, ctx) {
     h("span", {class: "muted small"}, "Drag to zoom; double-click to zoom out."));
   const chartsBox = h("div", {class: "charts"});
   const note = h("p", {class: "muted small"});
+  const mediaBox = h("section", {"aria-labelledby": "media-h", "data-testid": "media", hidden: true});
   const configBox = h("section", {class: "card", "aria-labelledby": "config-h"});
-  main.append(h("div", {class: "page-head"}, h("h1", {}, "Compare runs")), status, legend, controls, note, chartsBox, configBox);
+  main.append(h("div", {class: "page-head"}, h("h1", {}, "Compare runs")), status, legend, controls, note, chartsBox,
+    mediaBox, configBox);
   ctx.onLeave(() => charts.forEach((c) => c.destroy()));
+  const media = new MediaLoader(ctx.signal);
+  ctx.onLeave(() => media.dispose());
 
   if (ids.length < 1) {
     replace(status, emptyState("No runs to compare. Pick two or more on the ", h("a", {href: "/runs"}, "runs page"),
@@ -55,6 +61,7 @@ export function mount(main, ctx) {
     renderLegend();
     renderCharts();
     renderConfig();
+    loadMedia();
   }
 
   function label(r) {
@@ -120,11 +127,79 @@ export function mount(main, ctx) {
       : h("p", {class: "muted", "data-testid": "config-table"}, "None of these runs logged a config."));
   }
 
+  // -- media: per key, each run's item at one step picked for them all -----------------------------
+
+  async function loadMedia() {
+    const listed = await Promise.allSettled(runs.map((r) =>
+      api(`/api/v1/runs/${encodeURIComponent(r.id)}/artifacts`, {signal: ctx.signal})));
+    if (ctx.signal.aborted) return;
+    // another user's run lists no artifacts to this viewer: its cells say so, the others still show
+    const perRun = listed.map((l) => (l.status === "fulfilled" ? {byKey: mediaByKey(l.value.artifacts)} : {error: l.reason}));
+    const keys = [...new Set(perRun.flatMap((p) => (p.byKey ? [...p.byKey.keys()] : [])))]
+      .sort((a, b) => a.localeCompare(b, undefined, {numeric: true}));
+    mediaBox.hidden = !keys.length;
+    if (!keys.length) return;
+    replace(mediaBox, h("h2", {id: "media-h"}, "Media"),
+      h("p", {class: "muted small"}, "Each run's item at the step picked; a run that has none there shows its last one before it."),
+      keys.map((key) => mediaRow(key, perRun)));
+  }
+
+  function mediaRow(key, perRun) {
+    const items = perRun.map((p) => (p.byKey && p.byKey.get(key)) || []);
+    const steps = [...new Set(items.flat().map((a) => a.step ?? 0))].sort((a, b) => a - b);
+    const stepLabel = h("span", {class: "small", "data-testid": "media-step"});
+    const cells = runs.map((r) => h("div", {class: "media-cell", "data-testid": "media-cell", "data-run-id": r.id}));
+    let shown = -1;
+    async function show(s) {
+      shown = s;
+      const step = steps[s];
+      stepLabel.textContent = `step ${fmtNumber(step)} (${s + 1} of ${steps.length})`;
+      const picked = items.map((list) => lastAtOrBefore(list, step));
+      // every cell drawn at once, once all are read: histograms side by side share one x range
+      const loaded = await Promise.all(picked.map((a, i) => (a ? media.load(runs[i].id, a).catch((error) => ({error})) : null)));
+      if (shown !== s || ctx.signal.aborted) return;  // the slider moved on, or the page was left
+      const range = histogramRange(loaded);
+      cells.forEach((cell, i) => fillCell(cell, i, {key, step, item: picked[i], loaded: loaded[i], listing: perRun[i], range}));
+    }
+    show(steps.length - 1);
+    const type = items.flat()[0].type;
+    return h("div", {class: "card media-card media-row", "data-testid": "media-row", "data-key": key, "data-type": type},
+      h("div", {class: "card-head"}, h("h3", {}, key), stepLabel),
+      h("div", {class: "media-cells", style: `--runs: ${runs.length}`}, cells),
+      stepSlider(steps.length, key, show));
+  }
+
+  /** Run i's cell: its item at `step` (or the last before it), or why there is none. */
+  function fillCell(cell, i, {key, step, item, loaded, listing, range}) {
+    const at = item && (item.step ?? 0);
+    cell.dataset.step = item ? String(at) : "";
+    replace(cell,
+      h("div", {class: "media-cell-head small"}, swatch(styleFor(i)), " ", h("strong", {}, label(runs[i])),
+        item ? h("span", {class: "muted"}, at === step ? ` · step ${fmtNumber(at)}`
+          : ` · step ${fmtNumber(at)}, the last before ${fmtNumber(step)}`) : null),
+      h("div", {class: "media-view"},
+        !item ? h("p", {class: "muted small", "data-testid": "media-missing"}, listing.error
+          ? `Its media could not be listed: ${listing.error.message}` : `no ${key} at step ${fmtNumber(step)}`)
+          : loaded.error ? mediaError(item, loaded.error)
+            : mediaNode(loaded, item, {key, runRef: runs[i].id, range: item.type === "histogram" ? range : null})),
+      item && item.caption ? h("p", {class: "muted small", "data-testid": "media-caption"}, item.caption) : null);
+  }
+
   load();
   const mine = new Set(ids);
   ctx.refreshOn(["runs"], async () => {
     await Promise.all(charts.map((c) => c.load()));
   }, {wait: 1500, filter: (name, data) => !data.runs || data.runs.some((r) => mine.has(String(r.id ?? r)))});
+}
+
+/** The item of `items` (sorted by step) at `step`, or the last one before it; null when none. */
+function lastAtOrBefore(items, step) {
+  let found = null;
+  for (const a of items) {
+    if ((a.step ?? 0) > step) break;
+    found = a;
+  }
+  return found;
 }
 
 /** A short line drawn in the run's colour and dash pattern (so the legend works without colour). */

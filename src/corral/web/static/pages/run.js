@@ -1,14 +1,16 @@
 // Run (/runs/ID): a chart per metric (training metrics, then system/... ones), each with zoom by
 // drag (refetched at the new range), double-click to reset, EMA smoothing and a step/time x-axis;
-// the config; artifacts and checkpoints, each a download; its notes (Markdown); and, for its owner
-// or an admin, rename, tags, archive and delete (after a confirmation).
+// the config; artifacts and checkpoints, each a download; the media it logged (images, histograms,
+// text, tables) by step; its notes (Markdown); and, for its owner or an admin, rename, tags,
+// archive and delete (after a confirmation).
 //
 // Fast with long series: every series is fetched at once, downsampled to the chart's width, and
 // each chart draws as its answer arrives. body.dataset.chartsReady = "true" once all have drawn.
 
 import {h, replace, facts} from "../lib/dom.js";
 import {api, errorState, emptyState, isAbort, post, withQuery, ApiError} from "../lib/api.js";
-import {sessionHeaders} from "../lib/sessionkey.js";
+import {downloadLink} from "../lib/artifacts.js";
+import {MediaLoader, isMedia, mediaByKey, mediaError, mediaNode, stepSlider} from "../lib/media.js";
 import {renderMarkdown} from "../lib/markdown.js";
 import {mayManage, onIdentity} from "../lib/session.js";
 import {elapsedEl, flatten, fmtBytes, fmtDuration, fmtNumber, fmtValue, stateBadge, timeEl} from "../lib/format.js";
@@ -52,8 +54,8 @@ export function mount(main, ctx) {
   const mediaBox = h("section", {"aria-labelledby": "media-h", "data-testid": "media", hidden: true});
   main.append(head, status, manageBox, manageMessage, summary, notesBox, controls, chartsBox, mediaBox,
     h("div", {class: "two"}, configBox, artifactsBox));
-  const mediaUrls = [];  // object URLs of the images shown, revoked when the page is left
-  ctx.onLeave(() => mediaUrls.forEach((u) => URL.revokeObjectURL(u)));
+  const media = new MediaLoader(ctx.signal);
+  ctx.onLeave(() => media.dispose());
   ctx.onLeave(() => charts.forEach((c) => c.destroy()));
   ctx.onLeave(onIdentity(() => { if (run) { renderManage(); renderNotes(); } }));
   let managing = null;  // null, "rename", "tags", "delete": which control is open
@@ -318,7 +320,7 @@ export function mount(main, ctx) {
           ? h("div", {class: "table-box"}, h("table", {class: "grid", "data-testid": "artifacts"},
             h("thead", {}, h("tr", {}, ["Path", "Type", "Step", "Metric", "Size", "Created"].map((t) => h("th", {scope: "col"}, t)))),
             h("tbody", {}, sorted.map((a) => h("tr", {"data-testid": "artifact-row", "data-path": a.path},
-              h("td", {}, downloadLink(a),
+              h("td", {}, downloadLink(id, a),
                 a.stored ? null : h("span", {class: "muted small", title: "Read from where the job wrote it"}, " (where written)")),
               h("td", {}, a.type || "—"),
               h("td", {class: "num"}, a.step !== null && a.step !== undefined ? fmtNumber(a.step) : "—"),
@@ -333,23 +335,14 @@ export function mount(main, ctx) {
     }
   }
 
-  // -- media: images and histograms logged with run.log, one card per key, a slider over steps -------
-
-  function isMedia(a) {
-    return a.stored && (a.type === "image" || a.type === "histogram") && a.path.startsWith("media/");
-  }
+  // -- media logged with run.log (lib/media.js): one card per key, a slider over its steps ----------
 
   function renderMedia(artifacts) {
-    const byKey = new Map();
-    for (const a of artifacts.filter(isMedia)) {
-      const key = a.path.slice("media/".length, a.path.lastIndexOf("/"));
-      if (!byKey.has(key)) byKey.set(key, []);
-      byKey.get(key).push(a);
-    }
+    const byKey = mediaByKey(artifacts);
     mediaBox.hidden = !byKey.size;
     if (!byKey.size) return;
-    const cards = [...byKey.keys()].sort().map((key) => mediaCard(key, byKey.get(key).sort((a, b) => (a.step ?? 0) - (b.step ?? 0))));
-    replace(mediaBox, h("h2", {id: "media-h"}, "Media"), h("div", {class: "charts"}, cards));
+    replace(mediaBox, h("h2", {id: "media-h"}, "Media"),
+      h("div", {class: "charts"}, [...byKey].map(([key, items]) => mediaCard(key, items))));
   }
 
   function mediaCard(key, items) {
@@ -362,85 +355,16 @@ export function mount(main, ctx) {
       const a = items[i];
       label.textContent = `step ${fmtNumber(a.step ?? 0)} (${i + 1} of ${items.length})`;
       caption.textContent = a.caption || "";
-      const href = withQuery(`/api/v1/runs/${encodeURIComponent(id)}/artifacts/content`, {path: a.path});
       try {
-        const response = await fetch(href, {headers: sessionHeaders(), signal: ctx.signal});
-        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
-        if (shown !== i) return;  // the slider moved on meanwhile
-        if (a.type === "image") {
-          const url = URL.createObjectURL(await response.blob());
-          mediaUrls.push(url);
-          replace(view, h("img", {src: url, alt: a.caption || `${key} at step ${a.step}`, "data-testid": "media-image",
-            "data-step": a.step, class: "media-image"}));
-        } else {
-          replace(view, histogramSvg(await response.json(), a.step));
-        }
+        const loaded = await media.load(id, a);
+        if (shown === i) replace(view, mediaNode(loaded, a, {key, runRef: id}));  // unless the slider moved on
       } catch (err) {
-        if (isAbort(err)) return;
-        replace(view, h("p", {class: "error-state", role: "alert"}, `Could not load ${a.path}: ${err.message}`));
+        if (!isAbort(err) && shown === i) replace(view, mediaError(a, err));
       }
     }
-    const slider = h("input", {type: "range", min: 0, max: items.length - 1, value: items.length - 1, step: 1,
-      "data-testid": "media-slider", "aria-label": `Step of ${key}`, disabled: items.length < 2,
-      oninput: (e) => show(Number(e.target.value))});
     show(items.length - 1);
     return h("div", {class: "card media-card", "data-testid": "media-card", "data-key": key, "data-type": items[0].type},
-      h("div", {class: "card-head"}, h("h3", {}, key), label), view, caption, slider);
-  }
-
-  /** A histogram's bars as SVG (its counts in the bars' titles, for hover and for tests). */
-  function histogramSvg({edges, counts}, step) {
-    const ns = "http://www.w3.org/2000/svg";
-    const svg = document.createElementNS(ns, "svg");
-    const W = 320, H = 120, most = Math.max(1, ...counts);
-    svg.setAttribute("viewBox", `0 0 ${W} ${H + 16}`);
-    svg.setAttribute("class", "histogram");
-    svg.setAttribute("data-testid", "media-histogram");
-    svg.setAttribute("data-step", String(step));
-    const width = W / counts.length;
-    counts.forEach((c, i) => {
-      const bar = document.createElementNS(ns, "rect");
-      const height = (c / most) * H;
-      bar.setAttribute("x", String(i * width + 0.5));
-      bar.setAttribute("y", String(H - height));
-      bar.setAttribute("width", String(Math.max(width - 1, 0.5)));
-      bar.setAttribute("height", String(height));
-      bar.setAttribute("data-count", String(c));
-      const title = document.createElementNS(ns, "title");
-      title.textContent = `${fmtNumber(edges[i])} – ${fmtNumber(edges[i + 1])}: ${c}`;
-      bar.append(title);
-      svg.append(bar);
-    });
-    for (const [x, anchor, value] of [[0, "start", edges[0]], [W, "end", edges[edges.length - 1]]]) {
-      const text = document.createElementNS(ns, "text");
-      text.setAttribute("x", String(x));
-      text.setAttribute("y", String(H + 13));
-      text.setAttribute("text-anchor", anchor);
-      text.textContent = fmtNumber(value);
-      svg.append(text);
-    }
-    return svg;
-  }
-
-  /** A link that downloads the artifact: a plain link where no login is needed; with a login, the
-   * session's key must go with the request, so the bytes are fetched and handed to the browser. */
-  function downloadLink(a) {
-    const href = withQuery(`/api/v1/runs/${encodeURIComponent(id)}/artifacts/content`, {path: a.path});
-    const name = a.path.split("/").pop();
-    return h("a", {href, download: name, "data-testid": "artifact-download", class: "path",
-      onclick: async (e) => {
-        const headers = sessionHeaders();
-        if (!Object.keys(headers).length) return;
-        e.preventDefault();
-        const response = await fetch(href, {headers});
-        if (!response.ok) { alert(`Could not download ${a.path}: ${response.status}`); return; }
-        const url = URL.createObjectURL(await response.blob());
-        const link = h("a", {href: url, download: name});
-        document.body.append(link);
-        link.click();
-        link.remove();
-        setTimeout(() => URL.revokeObjectURL(url), 60_000);
-      }}, h("code", {}, a.path));
+      h("div", {class: "card-head"}, h("h3", {}, key), label), view, caption, stepSlider(items.length, key, show));
   }
 
   load();
