@@ -6,7 +6,8 @@
     run.finish()
 
 `import corral` stays light (the CLI and every job's supervisor import it): the SDK
-(`corral.init`, `corral.Run`, `corral.log`, `corral.finish`, `corral.Image`, `corral.Histogram`) and the Python client
+(`corral.init`, `corral.Run`, `corral.log`, `corral.finish`, and the media `corral.Image`, `corral.Histogram`,
+`corral.Text`, `corral.Table`) and the Python client
 (`corral.Client`) load on first use.
 """
 
@@ -15,16 +16,17 @@ from __future__ import annotations
 TYPE_CHECKING = False  # not typing's: importing typing would cost every CLI call ~10 ms
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Histogram", "Image", "Run", "finish", "init", "log", "__version__"]
+__all__ = ["Client", "Histogram", "Image", "Run", "Table", "Text", "finish", "init", "log", "__version__"]
 
 if TYPE_CHECKING:
     from typing import Any
 
     from corral.client import Client
-    from corral.sdk.media import Histogram, Image
+    from corral.sdk.media import Histogram, Image, Table, Text
     from corral.sdk.run import Run, finish, init, log
 
 _SDK_NAMES = frozenset({"Run", "finish", "init", "log"})
+_MEDIA_NAMES = frozenset({"Histogram", "Image", "Table", "Text"})
 
 
 def __getattr__(name: str) -> Any:
@@ -32,7 +34,7 @@ def __getattr__(name: str) -> Any:
         from corral.client import Client
 
         value: Any = Client
-    elif name in ("Image", "Histogram"):
+    elif name in _MEDIA_NAMES:
         from corral.sdk import media
 
         value = getattr(media, name)

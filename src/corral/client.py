@@ -315,7 +315,7 @@ class Client:
         continues where the server's bytes stop when called again. Content the owner's runs hold
         already is linked without sending it. Returns the artifact.
 
-        `step`, `caption`: where a logged image or histogram belongs (corral.sdk.media).
+        `step`, `caption`: where logged media (an image, a histogram, text, a table) belong (corral.sdk.media).
         `on_chunk(offset)` is called after each chunk is acknowledged.
         """
         import hashlib

@@ -19,6 +19,8 @@ from corral.core.metric_goals import metric_goal
 from corral.core.units import format_duration
 
 MAX_METRIC_COLUMNS = 3
+MEDIA_TYPES = ("image", "histogram", "text", "table")  # corral.sdk.media's types
+MEDIA_PLURALS = {"image": "images", "histogram": "histograms", "text": "texts", "table": "tables"}
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -186,7 +188,8 @@ def _artifact_key(artifact: Mapping[str, Any]) -> Any:
 
 
 def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None) -> str:
-    """`corral run show`: the run's fields, its notes, flattened config, a summary of each metric, its artifacts."""
+    """`corral run show`: the run's fields, its notes, flattened config, a summary of each metric, its media
+    (by key), its other artifacts."""
     notes = run.get("notes")
     # the notes' lines are escaped one by one: their line breaks are theirs to keep, their escapes are not
     return _run_view({**run, "notes": notes.splitlines() if isinstance(notes, str) else []}, artifacts, now)
@@ -229,6 +232,10 @@ def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], no
         parts.append("Metrics:\n" + _indent(table(["KEY", "COUNT", "STEPS", "LAST", "MIN (STEP)", "MAX (STEP)"], rows)))
     else:
         parts.append("Metrics: (none)")
+    media = [a for a in artifacts if is_media(a)]
+    if media:
+        parts.append("Media:\n" + _indent(media_table(media)))
+    artifacts = [a for a in artifacts if not is_media(a)]
     if artifacts:
         marks = checkpoint_marks(artifacts)
         rows = []
@@ -249,6 +256,26 @@ def _resumed(run: Mapping[str, Any]) -> str:
     if isinstance(times, int) and times > 0:
         return f"yes ({times} time{'s' if times != 1 else ''})"
     return "yes" if run.get("resumed") else "no"
+
+
+def is_media(artifact: Mapping[str, Any]) -> bool:
+    """An image, histogram, text or table logged with `run.log` (or imported from TensorBoard)."""
+    return artifact.get("type") in MEDIA_TYPES and str(artifact.get("path")).startswith("media/") \
+        and bool(artifact.get("stored"))
+
+
+def media_table(media: Sequence[Mapping[str, Any]]) -> str:
+    """One row a media key: its type, how many steps hold one, from which to which, and their size."""
+    keys: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for a in media:
+        path = str(a["path"])
+        keys.setdefault((path[len("media/"):path.rindex("/")], str(a.get("type"))), []).append(a)
+    rows = []
+    for (key, type_), items in sorted(keys.items()):
+        steps = [a["step"] for a in items if isinstance(a.get("step"), int)]
+        span = f"{min(steps)}-{max(steps)}" if steps else "-"
+        rows.append([key, type_, str(len(items)), span, format_size(sum(a.get("size") or 0 for a in items))])
+    return table(["KEY", "TYPE", "COUNT", "STEPS", "SIZE"], rows)
 
 
 @escaped
@@ -440,6 +467,12 @@ def imported_table(runs: Sequence[Mapping[str, Any]]) -> str:
         if r.get("skipped_values"):
             notes.append(f"run {r['id']}: {_count(r['skipped_values'], 'value', 'values')} that are not numbers "
                          "(images, tables, text) not imported")
+        if r.get("media"):
+            kinds = ", ".join(_count(n, kind, MEDIA_PLURALS.get(kind, kind)) for kind, n in sorted(r["media"].items()))
+            notes.append(f"run {r['id']}: media: {kinds} ({r.get('media_sent', 0)} uploaded now)")
+        if r.get("skipped_media"):
+            notes.append(f"run {r['id']}: {_count(r['skipped_media'], 'value', 'values')} of audio, video or text "
+                         "over 1 MiB not imported")
         if r.get("negative_steps"):
-            notes.append(f"run {r['id']}: {_count(r['negative_steps'], 'point', 'points')} at negative steps not imported")
+            notes.append(f"run {r['id']}: {_count(r['negative_steps'], 'value', 'values')} at negative steps not imported")
     return "\n".join([table(["ID", "PROJECT", "NAME", "STEP", "METRICS"], rows), *notes])

@@ -249,7 +249,8 @@ def _as_dict(report: Any) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def import_tensorboard(ctx: click.Context, directory: str, project: str, as_json: bool) -> None:
-    """Make runs of the TensorBoard event files under DIR (one run a directory of event files)."""
+    """Make runs of the TensorBoard event files under DIR (one run a directory of event files): scalars as
+    metrics, images, histograms and text as media, hparams as config. Importing again adds nothing twice."""
     from corral.cli.format_runs import imported_table
     from corral.sdk.tensorboard import import_tensorboard as import_directory
 

@@ -14,5 +14,5 @@
     checkpoints.py  atomic checkpoints, their manifest and retention
     context.py      job, rank, node and git detection
     files.py        durable writes and hashes
-    media.py        Image and Histogram: media logged with run.log, uploaded as artifacts by step
+    media.py        Image, Histogram, Text and Table: media logged with run.log, uploaded as artifacts by step
 """

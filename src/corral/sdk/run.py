@@ -151,7 +151,8 @@ class Run:
 
         Only appends to a queue: conversion, batching and sending happen in the run's thread.
         Values are anything `float()` takes (Python, numpy and one-element torch scalars), or
-        `corral.Image(...)` and `corral.Histogram(...)`, uploaded as the run's media at `step`.
+        media (`corral.Image`, `corral.Histogram`, `corral.Text`, `corral.Table`), uploaded as the run's
+        artifacts at `step`.
         """
         if step is None:
             step = self._next_step
@@ -160,7 +161,7 @@ class Run:
         media = None
         for key, value in values.items():
             if type(value) is not float and type(value) is not int:
-                if isinstance(value, Media):  # an image or histogram: uploaded as an artifact at this step
+                if isinstance(value, Media):  # an image, histogram, text or table: uploaded as an artifact at this step
                     media = media or {}
                     media[key] = value
                     continue

@@ -190,7 +190,7 @@ class Sender:
         return records
 
     def _deliver_media(self, key: str, step: int, item: Any) -> None:
-        """An image or histogram made into bytes here (off the training loop), then uploaded (or
+        """An image, histogram, text or table made into bytes here (off the training loop), then uploaded (or
         spooled) as `media/<key>/<step>`; the temporary file goes once it is sent or copied."""
         try:
             data = item.encode()

@@ -1,16 +1,14 @@
-"""Read scalars from TensorBoard event files and import them as corral runs.
+"""Read scalars from TensorBoard event files, and import them (with their media and hparams) as corral runs.
 
-Neither TensorFlow nor TensorBoard is needed: an event file is a TFRecord stream (u64 length,
-u32 masked CRC-32C of the length, the data, u32 masked CRC-32C of the data), and each record is a
-serialized `Event` protobuf, of which only a few fields matter here:
+Neither TensorFlow nor TensorBoard is needed (corral.sdk.tensorboard_records reads the files): each
+record is a serialized `Event` protobuf, of which only a few fields matter for scalars:
 
     Event:        wall_time = 1 (double), step = 2 (int64), summary = 5 (Summary)
     Summary:      value = 1 (repeated Value)
-    Value:        tag = 1 (string), simple_value = 2 (float), tensor = 8 (TensorProto)
-    TensorProto:  dtype = 1, tensor_content = 4, float_val = 5, double_val = 6, int_val = 7,
-                  int64_val = 10, half_val = 13
+    Value:        tag = 1 (string), simple_value = 2 (float), tensor = 8 (TensorProto), metadata = 9
 
 TF1 (and tensorboardX) write `simple_value`; TF2's `tf.summary.scalar` writes a one-element tensor.
+Images, histograms, text and hparams are read by corral.sdk.tensorboard_media.
 
     from corral import Client
     from corral.sdk.tensorboard import import_tensorboard, read_scalars
@@ -26,7 +24,10 @@ import os
 import struct
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from corral.sdk.tensorboard_media import MediaUploads, SummaryReader, plugin_data, starts_hparams_session
+from corral.sdk.tensorboard_records import STRING, double, fields, int64, read_records, tensor, text, warn
 
 if TYPE_CHECKING:
     from corral.client import Client
@@ -37,216 +38,45 @@ Scalars = dict[str, list[tuple[int, float, float]]]
 BATCH_POINTS = 50_000
 EVENT_FILE_MARK = "tfevents"
 
-_CRC32C_POLY = 0x82F63B78  # Castagnoli, reflected
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ _CRC32C_POLY if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def _crc32c(data: bytes | memoryview) -> int:
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc32c(data: bytes | memoryview) -> int:
-    """TFRecord's checksum: CRC-32C rotated and offset, so a CRC of CRCs is not itself a CRC."""
-    crc = _crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-# -- TFRecord framing -----------------------------------------------------------------------------
-
-
-def read_records(path: str) -> Iterator[tuple[int, bytes]]:
-    """Yield `(offset, data)` for each whole record of a TFRecord file.
-
-    A truncated tail or a corrupt length ends the file (nothing after it can be framed) and a record
-    whose data fails its checksum is skipped; either way with a warning, after every whole record.
-    """
-    with open(path, "rb") as f:
-        blob = f.read()
-    offset, end = 0, len(blob)
-    while offset < end:
-        if end - offset < 12:
-            _warn(path, offset, "truncated record header")
-            return
-        header = blob[offset:offset + 8]
-        (length,) = struct.unpack("<Q", header)
-        (length_crc,) = struct.unpack_from("<I", blob, offset + 8)
-        if masked_crc32c(header) != length_crc:
-            _warn(path, offset, "corrupt record length")
-            return
-        data_end = offset + 12 + length
-        if data_end + 4 > end:
-            _warn(path, offset, "truncated record")
-            return
-        data = blob[offset + 12:data_end]
-        (data_crc,) = struct.unpack_from("<I", blob, data_end)
-        if masked_crc32c(data) == data_crc:
-            yield offset, data
-        else:
-            _warn(path, offset, "record fails its checksum, skipped")
-        offset = data_end + 4
-
-
-def _warn(path: str, offset: int, what: str) -> None:
-    warnings.warn(f"{path}: {what} at byte {offset}; the records before it were read", stacklevel=3)
-
-
-# -- protobuf, the little that events need --------------------------------------------------------
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise ValueError("varint too long")
-
-
-def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
-    """Yield `(field number, wire type, value)`: int for varints and fixed widths, bytes otherwise."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        value: Any
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 1:
-            value = buf[pos:pos + 8]
-            pos += 8
-        elif wire == 2:
-            size, pos = _varint(buf, pos)
-            value = buf[pos:pos + size]
-            pos += size
-        elif wire == 5:
-            value = buf[pos:pos + 4]
-            pos += 4
-        else:  # groups (3, 4) are not in any message read here
-            raise ValueError(f"unsupported wire type {wire}")
-        if pos > end:
-            raise ValueError("field runs past the end of its message")
-        yield number, wire, value
-
-
-def _int64(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _int32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def _bfloat16(bits: int) -> float:
-    return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
-
-
-def _half(bits: int) -> float:
-    return struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
-
-
-# TensorFlow dtype → (struct code of tensor_content, its repeated field, decoder of a varint element;
-# None for the fixed-width float and double fields)
-_FLOAT, _DOUBLE, _INT32, _INT64, _BFLOAT16, _HALF = 1, 2, 3, 9, 14, 19
-_DTYPES: dict[int, tuple[str, int, Any]] = {
-    _FLOAT: ("f", 5, None),
-    _DOUBLE: ("d", 6, None),
-    _INT32: ("i", 7, _int32),
-    _INT64: ("q", 10, _int64),
-    _BFLOAT16: ("H", 13, _bfloat16),
-    _HALF: ("e", 13, _half),
-}
-
-
-def _repeated(wire: int, value: Any, scalar_code: str | None, element: Any) -> list[float]:
-    """Elements of a repeated numeric field, packed (one length-delimited run) or not."""
-    if scalar_code is not None:  # fixed-width floats
-        size = struct.calcsize(scalar_code)
-        if wire == 2:
-            return list(struct.unpack(f"<{len(value) // size}{scalar_code}", value[: len(value) // size * size]))
-        return [struct.unpack("<" + scalar_code, value)[0]]
-    if wire == 2:
-        out, pos = [], 0
-        while pos < len(value):
-            raw, pos = _varint(value, pos)
-            out.append(element(raw))
-        return out
-    return [element(value)]
-
-
-def _elements(shape: bytes) -> int:
-    """How many elements a TensorShapeProto (dim = 2, each with size = 1) describes."""
-    count = 1
-    for number, wire, dim in _fields(shape):
-        if number == 2 and wire == 2:
-            for dnum, dwire, size in _fields(dim):
-                if dnum == 1 and dwire == 0:
-                    count *= _int64(size)
-    return count
-
 
 def _tensor_scalar(buf: bytes) -> float | None:
     """The value of a one-element numeric tensor (a TF2 scalar summary), else None."""
-    dtype, content, elements, values = 0, b"", 1, []
-    fields = list(_fields(buf))
-    for number, wire, value in fields:
-        if number == 1 and wire == 0:
-            dtype = value
-        elif number == 2 and wire == 2:
-            elements = _elements(value)
-        elif number == 4 and wire == 2:
-            content = value
-    if dtype not in _DTYPES or elements != 1:
+    decoded = tensor(buf)
+    if decoded is None or decoded.dtype == STRING or decoded.size != 1 or len(decoded.values) != 1:
         return None
-    code, field, element = _DTYPES[dtype]
-    if content:
-        if dtype == _BFLOAT16:
-            values = [_bfloat16(v) for v in struct.unpack(f"<{len(content) // 2}H", content)]
-        else:
-            size = struct.calcsize(code)
-            values = list(struct.unpack(f"<{len(content) // size}{code}", content[: len(content) // size * size]))
-    else:
-        fixed = code if element is None else None  # float_val and double_val are fixed-width
-        for number, wire, value in fields:
-            if number == field:
-                values += _repeated(wire, value, fixed, element)
-    return float(values[0]) if len(values) == 1 else None
+    return float(decoded.values[0])
 
 
 def _summary_scalars(buf: bytes) -> Iterator[tuple[str, float]]:
-    for number, wire, value in _fields(buf):
+    for number, wire, value in fields(buf):
         if number != 1 or wire != 2:
             continue
-        tag, scalar = None, None
-        for vnum, vwire, vval in _fields(value):
+        tag, scalar, plugin = None, None, None
+        for vnum, vwire, vval in fields(value):
             if vnum == 1 and vwire == 2:
-                tag = bytes(vval).decode("utf-8", "replace")
+                tag = text(vval)
             elif vnum == 2 and vwire == 5:
                 scalar = struct.unpack("<f", vval)[0]
             elif vnum == 8 and vwire == 2:
                 scalar = _tensor_scalar(vval)
-        if tag is not None and scalar is not None:
+            elif vnum == 9 and vwire == 2:
+                plugin = plugin_data(vval)[0]
+        # TF2's hparams summaries carry a placeholder 0.0 tensor: a plugin's other than scalars' is no scalar
+        if tag is not None and scalar is not None and plugin in (None, "", "scalars"):
             yield tag, scalar
+
+
+def _event(data: bytes) -> tuple[int, float, bytes]:
+    """`(step, wall_time, summary)` of one serialized Event (`b""` when it holds no Summary)."""
+    step, wall_time, summary = 0, 0.0, b""
+    for number, wire, value in fields(data):
+        if number == 1 and wire == 1:
+            wall_time = double(value)
+        elif number == 2 and wire == 0:
+            step = int64(value)
+        elif number == 5 and wire == 2:
+            summary = value
+    return step, wall_time, summary
 
 
 def decode_event(data: bytes) -> tuple[int, float, list[tuple[str, float]]]:
@@ -255,27 +85,32 @@ def decode_event(data: bytes) -> tuple[int, float, list[tuple[str, float]]]:
     Raises:
         ValueError: the bytes are not a well-formed protobuf message.
     """
-    step, wall_time, scalars = 0, 0.0, []
-    for number, wire, value in _fields(data):
-        if number == 1 and wire == 1:
-            wall_time = struct.unpack("<d", value)[0]
-        elif number == 2 and wire == 0:
-            step = _int64(value)
-        elif number == 5 and wire == 2:
-            scalars = list(_summary_scalars(value))
-    return step, wall_time, scalars
+    step, wall_time, summary = _event(data)
+    return step, wall_time, list(_summary_scalars(summary)) if summary else []
 
 
 # -- reading --------------------------------------------------------------------------------------
 
 
-def iter_scalars(path: str) -> Iterator[tuple[int, str, int, float, float]]:
-    """Yield `(record offset, tag, step, wall_time, value)` for every scalar of one event file."""
+def iter_events(path: str) -> Iterator[tuple[int, int, float, bytes]]:
+    """Yield `(record offset, step, wall_time, summary)` for every event of one file; an undecodable
+    one is skipped with a warning."""
     for offset, data in read_records(path):
         try:
-            step, wall_time, scalars = decode_event(data)
+            step, wall_time, summary = _event(data)
         except (ValueError, IndexError, struct.error) as exc:
-            _warn(path, offset, f"undecodable event ({exc}), skipped")
+            warn(path, offset, f"undecodable event ({exc}), skipped")
+            continue
+        yield offset, step, wall_time, summary
+
+
+def iter_scalars(path: str) -> Iterator[tuple[int, str, int, float, float]]:
+    """Yield `(record offset, tag, step, wall_time, value)` for every scalar of one event file."""
+    for offset, step, wall_time, summary in iter_events(path):
+        try:
+            scalars = list(_summary_scalars(summary)) if summary else []
+        except (ValueError, IndexError, struct.error) as exc:
+            warn(path, offset, f"undecodable event ({exc}), skipped")
             continue
         for tag, value in scalars:
             yield offset, tag, step, wall_time, value
@@ -327,7 +162,9 @@ Point = tuple[int, float, float]  # (step, wall_time, value)
 
 
 def import_tensorboard(directory: str, *, client: Client, project: str) -> list[dict[str, Any]]:
-    """Import each directory of event files under `directory` as one finished run.
+    """Import each directory of event files under `directory` as one finished run: its scalars as
+    metrics, its images, histograms and text as media artifacts (corral.sdk.tensorboard_media), its
+    hparams as config.
 
     `add_scalars("loss", {"train": ..., "val": ...})` writes each series into a directory of its own
     beside the writer's (`loss_train/`, `loss_val/`, each with the one tag `loss`): those are keys of
@@ -335,12 +172,20 @@ def import_tensorboard(directory: str, *, client: Client, project: str) -> list[
     requeued job that resumed from an older checkpoint) keeps the values written last, as the job
     meant; the earlier ones they replace are counted in each run's `replaced_points`.
 
+    `add_hparams` writes the hyperparameters, and its metrics, into a directory of its own beside the
+    writer's files (`<writer>/<time>/`): they are the writer's run's config and metrics (a metric the
+    writer logged itself keeps the writer's series). Where one writer made several such directories
+    (a sweep run in one process), each is a run of its own, as TensorBoard's hparams view shows them.
+
     Importing again adds nothing twice: the run's uid and every batch id are derived from the
-    files, so the server returns the same run and acknowledges batches it already holds.
+    files, so the server returns the same run and acknowledges batches it already holds; media the
+    run holds already (the same bytes at the same path) are not sent again.
 
     Returns:
-        The runs, as the server describes them after the import, each with `replaced_points` (by key)
-        and `negative_steps` (scalars at steps below 0, which are not imported).
+        The runs, as the server describes them after the import, each with `replaced_points` (by key),
+        `negative_steps` (values at steps below 0, which are not imported), `media` (how many of each
+        type the files hold), `media_sent` (how many of those this import uploaded) and `skipped_media`
+        (audio, videos and text over 1 MiB, which are not imported).
     """
     root = os.path.abspath(directory)
     if not os.path.isdir(root):
@@ -354,22 +199,50 @@ def import_tensorboard(directory: str, *, client: Client, project: str) -> list[
     return runs
 
 
-def _runs_under(root: str) -> dict[str, list[tuple[str, list[str], str | None]]]:
-    """run directory -> its parts: (directory, event files, the add_scalars series' name or None)."""
+class Part(NamedTuple):
+    """The event files of one directory, and what they are to the run they belong to."""
+
+    directory: str
+    files: list[str]
+    series: str | None = None  # one series of add_scalars: its scalars are the run's `<tag>/<series>`
+    session: bool = False  # the directory add_hparams made beside the writer's files
+
+
+def _runs_under(root: str) -> dict[str, list[Part]]:
+    """run directory -> its parts, the run's own files first."""
     found = {d: files for d in run_directories(root) if (files := event_files(d))}
-    series = {d: part for d, files in found.items() if d != root and (part := _add_scalars_part(root, d, files))}
+    sessions = {d for d, files in found.items() if d != root and os.path.dirname(d) in found and _opens_session(files)}
+    per_writer: dict[str, int] = {}
+    for d in sessions:
+        per_writer[os.path.dirname(d)] = per_writer.get(os.path.dirname(d), 0) + 1
+    series = {d: part for d, files in found.items()
+              if d != root and d not in sessions and (part := _add_scalars_part(root, d, files))}
     writers: dict[str, int] = {}
     for writer, _ in series.values():
         writers[writer] = writers.get(writer, 0) + 1
-    runs: dict[str, list[tuple[str, list[str], str | None]]] = {}
+    runs: dict[str, list[Part]] = {}
     for d, files in found.items():
         part = series.get(d)
-        # a lone directory that merely looks like a series is a run of its own, unless its writer wrote too
-        if part is not None and (part[0] in found or writers[part[0]] > 1):
-            runs.setdefault(part[0], []).append((d, files, part[1]))
+        if d in sessions and per_writer[os.path.dirname(d)] == 1:
+            # add_hparams's directory (one per writer) holds the writer's hyperparameters: they are the
+            # writer's run's config. Several are a sweep run in one writer: each a run of its own, as
+            # TensorBoard's hparams view shows them.
+            runs.setdefault(os.path.dirname(d), []).append(Part(d, files, session=True))
+        elif part is not None and (part[0] in found or writers[part[0]] > 1):
+            # a lone directory that merely looks like a series is a run of its own, unless its writer wrote too
+            runs.setdefault(part[0], []).append(Part(d, files, series=part[1]))
         else:
-            runs.setdefault(d, []).insert(0, (d, files, None))
+            runs.setdefault(d, []).insert(0, Part(d, files))
     return dict(sorted(runs.items()))
+
+
+def _opens_session(files: list[str]) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a damaged file is warned about when it is imported
+        try:
+            return starts_hparams_session(files[0])
+        except (ValueError, IndexError, struct.error):
+            return False
 
 
 def _add_scalars_part(root: str, directory: str, files: list[str]) -> tuple[str, str] | None:
@@ -414,43 +287,70 @@ def keep_resumed(points: list[Point]) -> tuple[list[Point], int]:
     return kept, replaced
 
 
-def _import_run(client: Client, project: str, name: str, run_dir: str,
-                parts: list[tuple[str, list[str], str | None]]) -> dict[str, Any]:
-    files = [f for _, part_files, _ in parts for f in part_files]
+def _import_run(client: Client, project: str, name: str, run_dir: str, parts: list[Part]) -> dict[str, Any]:
+    files = [f for part in parts for f in part.files]
     # the first file's name holds its start time and host: unique to this run, and stable when
     # the directory is moved or more files are written later
     identity = f"tensorboard\0{project}\0{name}\0{os.path.basename(files[0])}"
     uid = hashlib.sha256(identity.encode()).hexdigest()[:16]
     opened = _first_wall_time(files[0])
     series: dict[str, list[Point]] = {}
+    session_series: dict[str, list[Point]] = {}
+    reader = SummaryReader()
+    media_times: list[float] = []
     negative = 0
-    for _, part_files, suffix in parts:
-        for file in part_files:
-            for _, tag, step, wall_time, value in iter_scalars(file):
-                if step < 0:  # the server stores steps from 0
-                    negative += 1
-                    continue
-                series.setdefault(tag if suffix is None else f"{tag}/{suffix}", []).append((step, wall_time, value))
-    if negative:
-        warnings.warn(f"{run_dir}: {negative} scalars at negative steps were not imported", stacklevel=2)
-    replaced: dict[str, int] = {}
-    for key, points in series.items():
-        series[key], dropped = keep_resumed(points)
-        if dropped:
-            replaced[key] = dropped
-    run = client.create_run(project=project, name=name, uid=uid, tags=["tensorboard"],
-                            config={"tensorboard_dir": run_dir}, start_time=opened)
-    for batch_id, batch in metric_batches(uid, series):
-        client.log_metrics(run["id"], {"batch_id": batch_id, "metrics": batch})
+    with MediaUploads() as media:
+        for part in parts:
+            into = session_series if part.session else series
+            for file in part.files:
+                for offset, step, wall_time, summary in iter_events(file):
+                    if not summary:
+                        continue
+                    try:
+                        scalars = list(_summary_scalars(summary))
+                        items = reader.media(summary)
+                    except (ValueError, IndexError, struct.error) as exc:
+                        warn(file, offset, f"undecodable summary ({exc}), skipped")
+                        continue
+                    if step < 0:  # the server stores steps from 0
+                        negative += len(scalars) + len(items)
+                        continue
+                    for tag, value in scalars:
+                        into.setdefault(tag if part.series is None else f"{tag}/{part.series}", []).append(
+                            (step, wall_time, value))
+                    for item in items:
+                        media.add(step, item)
+                    if items and wall_time > 0:
+                        media_times.append(wall_time)
+        if negative:
+            warnings.warn(f"{run_dir}: {negative} values at negative steps were not imported", stacklevel=2)
+        # add_hparams logs its metrics in its own directory too: a key the writer logged is the writer's series
+        for key, points in session_series.items():
+            series.setdefault(key, points)
+        replaced: dict[str, int] = {}
+        for key, points in series.items():
+            series[key], dropped = keep_resumed(points)
+            if dropped:
+                replaced[key] = dropped
+        run = client.create_run(project=project, name=name, uid=uid, tags=["tensorboard"],
+                                config={"tensorboard_dir": run_dir}, start_time=opened)
+        config = run.get("config") or {}
+        if any(key not in config or config[key] != value for key, value in reader.hparams.items()):
+            client.log_params(run["id"], reader.hparams)
+        for batch_id, batch in metric_batches(uid, series):
+            client.log_metrics(run["id"], {"batch_id": batch_id, "metrics": batch})
+        sent = media.upload(client, run["id"])
+        media_counts = media.counts()
     # The run spans its events. The writer's opening record is its start only when it comes first:
     # scalars written with an explicit, older walltime (re-logged history) start the run earlier.
     # 0 is an event that carried no time.
-    times = [t for points in series.values() for _, t, _ in points if t > 0]
+    times = [t for points in series.values() for _, t, _ in points if t > 0] + media_times
     first_time, last_time = (min(times), max(times)) if times else (None, None)
     start = min((t for t in (opened, first_time) if t is not None), default=None)
     end = last_time if last_time is not None else start
     finished = client.finish_run(run["id"], "finished", end_time=end, start_time=start)
-    return {**finished, "replaced_points": replaced, "negative_steps": negative}
+    return {**finished, "replaced_points": replaced, "negative_steps": negative, "media": media_counts,
+            "media_sent": sent, "skipped_media": reader.skipped}
 
 
 def _first_wall_time(path: str) -> float | None:
