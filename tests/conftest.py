@@ -32,6 +32,12 @@ pytest_plugins = [
 settings.register_profile("corral", deadline=None)
 settings.load_profile("corral")
 
+# A suite started in the background of a script (`cmd &` in a non-interactive shell, as CI runners may) inherits
+# SIGINT ignored, and so would every program a test starts: the tests that press Ctrl-C on srun or snakemake need
+# what a terminal gives them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 DATABASES = ["sqlite", "postgresql"]
 
