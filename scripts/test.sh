@@ -30,9 +30,10 @@ rm -f "$system_log"
 # of the runs below and each of their workers would parse and rewrite all of them again.
 unset PYTHONDONTWRITEBYTECODE
 # Most tests wait on real servers and jobs, not on the CPU: five workers share the machine, a file each at a
-# time; those that measure CPU share or pace, or share machine-wide state across files (marked serial, see
-# tests/conftest.py), run afterwards, alone. Exit 5: none were selected.
-.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-5}" --dist loadfile -m "not serial" "$@"
+# time, the files that take minutes first (tests/conftest.py); those that measure CPU share or pace, or share
+# machine-wide state across files (marked serial, see tests/conftest.py), run afterwards, alone. Exit 5: none
+# were selected.
+.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-5}" --dist loadfile --no-loadscope-reorder -m "not serial" "$@"
 # The browser tests share no machine-wide state with each other: two workers of their own, without the MCP tests.
 .venv/bin/python -m pytest -n 2 --dist loadfile -m serial tests/web "$@" || [ $? = 5 ]
 .venv/bin/python -m pytest -m serial --ignore=tests/web "$@" || [ $? = 5 ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -52,6 +54,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in alone or item.path.parent.name == "web":
             item.add_marker(pytest.mark.serial)
+    # Workers take files in this order (scripts/test.sh: --no-loadscope-reorder): the few files that take minutes
+    # first, so that none of them is the one still running after the others are done, then the rest, most tests
+    # first (xdist's own order).
+    per_file = collections.Counter(str(item.path) for item in items)
+    items.sort(key=lambda item: (not str(item.path.relative_to(TESTS)).startswith(LONG_FILES), -per_file[str(item.path)]))
+
+
+TESTS = pathlib.Path(__file__).parent
+# Each takes a minute or more of one worker: a Slurm time limit counts in minutes, training frameworks start up.
+LONG_FILES = ("backends/slurm/test_against_slurm.py", "integrations/", "examples/", "api/test_fuzz.py",
+              "cli/test_monitoring_cli.py", "cli/slurm/test_interactive.py", "sdk/test_sender.py")
 
 
 @contextlib.contextmanager
