@@ -67,7 +67,9 @@ def test_a_pty_shell_gets_its_gpus_a_terminal_resizes_ctrl_c_and_exits_with_its_
     child.sendcontrol("z")  # job control: the shell stops its foreground job and gets the terminal back
     child.expect(r"Stopped\s+sleep 301")
     child.expect(PROMPT)
-    child.sendline("kill %1; wait")
+    # bash hears of the stopped job's end when its SIGCHLD comes, and `wait` does not wait for a stopped job: the
+    # shell would refuse the exit below ("There are stopped jobs") until then
+    child.sendline("kill %1; while jobs %1 >/dev/null 2>&1; do sleep 0.1; done")
     child.expect(PROMPT)
     child.sendline("echo still here")
     child.expect("still here")
