@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from corral.core import metric_series as S
 from corral.errors import NotFound
@@ -93,9 +93,12 @@ def run_project_ids(conn: Connection, ids: Sequence[int]) -> dict[int, int]:
 
 def lifecycles(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     """Each run's lifecycle stage (active unless MLflow deleted it)."""
-    found = {row.run_id: row.lifecycle_stage for row in conn.execute(
-        select(mlflow_runs).where(mlflow_runs.c.run_id.in_(list(ids))))}
+    found = {row.run_id: row.lifecycle_stage for row in conn.execute(_LIFECYCLES, {"ids": list(ids)})}
     return {i: found.get(i, ACTIVE) for i in ids}
+
+
+# built once: every MLflow write checks its run's stage first
+_LIFECYCLES = select(mlflow_runs).where(mlflow_runs.c.run_id.in_(bindparam("ids", expanding=True)))
 
 
 def set_lifecycle(conn: Connection, run_id: int, stage: str) -> None:

@@ -102,14 +102,14 @@ class RunStore:
 
     def append(self, conn: Connection, run_id: int, batch: MetricsBatch) -> Appended:
         """Store a batch's points; steps that do not move a series forward are skipped."""
-        self._require(conn, run_id)
+        if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is None:
+            raise NotFound(f"no run {run_id}")
         if batch.batch_id is not None:
             seen = conn.execute(select(run_batches.c.batch_id).where(
                 run_batches.c.run_id == run_id, run_batches.c.batch_id == batch.batch_id)).first()
             if seen is not None:
                 return Appended(0, 0, True)
-        current = {row.key: row for row in conn.execute(
-            select(metric_series).where(metric_series.c.run_id == run_id, metric_series.c.key.in_(list(batch.series))))}
+        current = {row.key: row for row in conn.execute(_SERIES_OF, {"run_id": run_id, "keys": list(batch.series)})}
         accepted = skipped = 0
         kept_by_key: dict[str, S.Points] = {}
         for key, points in batch.series.items():
@@ -133,11 +133,8 @@ class RunStore:
         # long series ends up in chunks of at least MERGE_BELOW points whatever the batch size.
         merging = dict(kept)
         done: dict[str, S.Points] = {}
-        c = metric_chunks.c
         while merging:
-            tails = {row.key: row for row in conn.execute(
-                select(c.id, c.key, c.count.label("points"))  # Row.count is tuple's
-                .where(c.run_id == run_id, c.key.in_(list(merging)), c.first_step == _LAST_CHUNK))}
+            tails = {row.key: row for row in conn.execute(_TAILS_OF, {"run_id": run_id, "keys": list(merging)})}
             taken = {}
             for key in list(merging):
                 tail = tails.get(key)
@@ -148,8 +145,8 @@ class RunStore:
                     taken[tail.id] = key
             if not taken:
                 break
-            data = {row.id: row.data for row in conn.execute(select(c.id, c.data).where(c.id.in_(list(taken))))}
-            conn.execute(delete(metric_chunks).where(c.id.in_(list(taken))))
+            data = {row.id: row.data for row in conn.execute(_CHUNK_DATA, {"ids": list(taken)})}
+            conn.execute(_DELETE_CHUNKS, {"ids": list(taken)})
             for chunk_id, key in taken.items():
                 merging[key] = S.concat([S.decode(data[chunk_id]), merging[key]])
         rows = []
@@ -163,7 +160,7 @@ class RunStore:
                     "lod2": S.encode(S.summarize(part, S.LOD2)), "lod1": S.encode(S.summarize(part, S.LOD1)),
                     "data": S.encode(part),
                 })
-        conn.execute(insert(metric_chunks), rows)
+        conn.execute(_INSERT_CHUNKS, rows)
         summaries = {key: _summary(points, current.get(key)) for key, points in kept.items()}
         new = [{"run_id": run_id, "key": key, "first_step": int(kept[key].steps[0]), **summary}
                for key, summary in summaries.items() if key not in current]
@@ -172,9 +169,7 @@ class RunStore:
         changed = [{"b_key": key, **{f"b_{name}": value for name, value in summary.items()}}
                    for key, summary in summaries.items() if key in current]
         if changed:
-            conn.execute(update(metric_series).where(metric_series.c.run_id == run_id,
-                                                     metric_series.c.key == bindparam("b_key"))
-                         .values({name: bindparam(f"b_{name}") for name in _SUMMARY_COLUMNS}), changed)
+            conn.execute(_UPDATE_SERIES, [{"b_run_id": run_id, **row} for row in changed])
 
     def merge_params(self, conn: Connection, run_id: int, params: dict[str, Any]) -> None:
         config = self._require(conn, run_id).config
@@ -294,7 +289,7 @@ class RunStore:
 
     def identity(self, conn: Connection, run_id: int) -> tuple[int | None, str]:
         """A run's job and uid."""
-        row = conn.execute(select(runs.c.job_id, runs.c.uid).where(runs.c.id == run_id)).one()
+        row = conn.execute(_IDENTITY, {"run_id": run_id}).one()
         return row.job_id, row.uid
 
     def get(self, conn: Connection, run_id: int) -> dict[str, Any]:
@@ -456,6 +451,22 @@ class RunStore:
 
 _SUMMARY_COLUMNS = ("count", "last_step", "last_value", "last_time", "min_value", "min_step", "max_value", "max_step",
                     "first_nonfinite_step")
+
+# An append's statements, built once: building a statement (its clauses, its cache key) costs more than SQLite
+# takes to run it, and an append runs several for every batch a client sends.
+_RUN_EXISTS = select(runs.c.id).where(runs.c.id == bindparam("run_id"))
+_IDENTITY = select(runs.c.job_id, runs.c.uid).where(runs.c.id == bindparam("run_id"))
+_SERIES_OF = select(metric_series).where(metric_series.c.run_id == bindparam("run_id"),
+                                         metric_series.c.key.in_(bindparam("keys", expanding=True)))
+_TAILS_OF = (select(metric_chunks.c.id, metric_chunks.c.key, metric_chunks.c.count.label("points"))  # Row.count is tuple's
+             .where(metric_chunks.c.run_id == bindparam("run_id"), metric_chunks.c.key.in_(bindparam("keys", expanding=True)),
+                    metric_chunks.c.first_step == _LAST_CHUNK))
+_CHUNK_DATA = select(metric_chunks.c.id, metric_chunks.c.data).where(metric_chunks.c.id.in_(bindparam("ids", expanding=True)))
+_DELETE_CHUNKS = delete(metric_chunks).where(metric_chunks.c.id.in_(bindparam("ids", expanding=True)))
+_INSERT_CHUNKS = insert(metric_chunks)
+_UPDATE_SERIES = (update(metric_series)
+                  .where(metric_series.c.run_id == bindparam("b_run_id"), metric_series.c.key == bindparam("b_key"))
+                  .values({name: bindparam(f"b_{name}") for name in _SUMMARY_COLUMNS}))
 
 
 def _summary(points: S.Points, meta: Any) -> dict[str, Any]:
