@@ -132,14 +132,20 @@ def plugin_data(metadata: bytes) -> tuple[str | None, bytes]:
     """The plugin a SummaryMetadata names, and its content."""
     for number, wire, value in fields(metadata):
         if number == 1 and wire == 2:
-            name, content = None, b""
-            for pnum, pwire, pval in fields(value):
-                if pnum == 1 and pwire == 2:
-                    name = text(pval)
-                elif pnum == 2 and pwire == 2:
-                    content = bytes(pval)
-            return name, content
+            name, content = _name_and_value(value, bytes)
+            return name, content or b""
     return None, b""
+
+
+def _name_and_value(buf: bytes, value_of: Any) -> tuple[str | None, Any]:
+    """Field 1 (text) and field 2 (`value_of` its bytes) of a message: a plugin's name and content, a map's entry."""
+    name, item = None, None
+    for number, wire, value in fields(buf):
+        if number == 1 and wire == 2:
+            name = text(value)
+        elif number == 2 and wire == 2:
+            item = value_of(value)
+    return name, item
 
 
 def _value_plugin(buf: bytes) -> str | None:
@@ -248,13 +254,8 @@ def session_hparams(content: bytes) -> dict[str, Any]:
 
 
 def _map_entry(buf: bytes) -> tuple[str, Any]:
-    key, item = "", None
-    for number, wire, value in fields(buf):
-        if number == 1 and wire == 2:
-            key = text(value)
-        elif number == 2 and wire == 2:
-            item = _protobuf_value(value)
-    return key, item
+    key, item = _name_and_value(buf, _protobuf_value)
+    return key or "", item
 
 
 def _protobuf_value(buf: bytes) -> Any:
