@@ -40,8 +40,9 @@ def main(argv: Sequence[str]) -> int:
         wanted = str(given["nodes"]).split(",")
         nodes = [n for n in nodes if n.get("name") in wanted]
     fmt = given.get("format") or os.environ.get("SINFO_FORMAT") or None
-    if given.get("list_reasons"):  # the nodes down or drained, and why (Slurm's -R)
+    if given.get("list_reasons"):  # the nodes down or drained, and why (Slurm's -R): a row per reason, not per partition
         nodes = [n for n in nodes if n.get("reason")]
+        partitions = partitions[:1]  # every node is in every partition here
         fmt = fmt or REASONS_FORMAT
     sys.stdout.write(sinfo(nodes, partitions, now=time.time(), default=default, node_oriented=bool(given.get("Node")),
                            long=bool(given.get("long")), summarize=bool(given.get("summarize")),
