@@ -197,6 +197,14 @@ class Client:
     def nodes(self) -> list[dict[str, Any]]:
         return self._request("GET", "/api/v1/nodes")
 
+    def drain(self, node: str, reason: str, gpus: list[int] | None = None) -> list[dict[str, Any]]:
+        """Drain GPUs of `node` (None: the whole node), admins only; returns the nodes as they are now."""
+        return self._request("POST", f"/api/v1/nodes/{urllib.parse.quote(node, safe='')}/drain", {"reason": reason, "gpus": gpus})
+
+    def resume(self, node: str, gpus: list[int] | None = None) -> list[dict[str, Any]]:
+        """Give drained GPUs of `node` (None: the node and all its GPUs) back to scheduling, admins only."""
+        return self._request("POST", f"/api/v1/nodes/{urllib.parse.quote(node, safe='')}/resume", {"gpus": gpus})
+
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/api/v1/health")
 

@@ -130,6 +130,14 @@ class JobList(BaseModel):
     next_cursor: int | None = Field(None, description="Pass as `after` (active) or `before` (finished) for the next page.")
 
 
+class DrainOut(BaseModel):
+    reason: str
+    by: str
+    """Who drained it."""
+    at: str
+    """When, in UTC (ISO 8601)."""
+
+
 class GpuOut(BaseModel):
     index: int
     type: str
@@ -142,6 +150,10 @@ class GpuOut(BaseModel):
     job_ref: str | None = Field(None, description="The job as `queue` names it: 12, or 12_3 for task 3 of array 12.")
     job_name: str | None
     user: str | None
+    drained: DrainOut | None = None
+    """Why no new job is placed on it (`corral drain`), or null."""
+    drain_state: str | None = None
+    """DRAINING while a job still runs on a drained GPU, DRAINED after; null when it is not drained."""
 
 
 class NodeOut(BaseModel):
@@ -157,6 +169,14 @@ class NodeOut(BaseModel):
     """How jobs are held apart: "cgroup v1", "cgroup v2", or "none" (process group and session)."""
     isolation_detail: str = ""
     """What that guarantees, or why there are no cgroups."""
+    state: str | None = None
+    """"draining" or "drained" when the node is drained as a whole (Slurm's states), else null."""
+    reason: str | None = None
+    """Why it (or some GPU of it: `gpu 2: XID 79`) is drained."""
+    reason_by: str | None = None
+    """Who drained it (Slurm's reason user)."""
+    reason_at: str | None = None
+    """When, in UTC (ISO 8601)."""
 
 
 class PriorityOut(BaseModel):

@@ -180,12 +180,19 @@ def job_view(job: dict[str, Any]) -> str:
     return "\n".join(f"{k.rjust(width)}{':' if k else ' '} {v}" for k, v in fields)
 
 
+def _drained(drain: dict[str, Any]) -> str:
+    return f"{drain['reason']} [{drain['by']}@{local_time(drain['at'])}]"
+
+
 @escaped
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
     rows = []
     for node in nodes:
         for gpu in node["gpus"]:
             holder = f"{gpu.get('job_ref') or gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
+            drained = gpu.get("drained")
+            if drained:  # a job on it runs on; nothing new lands there
+                holder = ("" if holder == "free" else holder + "; ") + f"{gpu['drain_state']}: {_drained(drained)}"
             capability = gpu.get("capability")
             rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]),
                          "-" if capability is None else f"{capability:.1f}", holder])
@@ -194,6 +201,7 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
         f"/{format_memory(n['mem_mb'])} allocated, GPUs {sum(1 for g in n['gpus'] if g['job_id'])}/{len(n['gpus'])} busy"
         for n in nodes
     ]
+    summary += [f"{n['name']}: {n['state'].upper()}: {n['reason']}" for n in nodes if n.get("state")]
     summary += [f"{n['name']}: job isolation: {n['isolation_detail'] or n['isolation']}" for n in nodes
                 if n.get("isolation")]
     if not rows:

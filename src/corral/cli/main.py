@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from corral.cli.connect import client_for
+from corral.cli.draining import drain, resume
 from corral.cli.jobs import COMMANDS as QUICK_COMMANDS
 from corral.cli.launch import COMMANDS as LAUNCH_COMMANDS
 from corral.cli.launch import run_launch
@@ -349,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token,
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token, drain, resume,
                  *(QuickCommand(spec) for spec in QUICK_COMMANDS.values()),
                  *(QuickCommand(spec, run_launch) for spec in LAUNCH_COMMANDS.values())):
     cli.add_command(_command)

@@ -19,6 +19,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from corral.core.drains import WHOLE_NODE
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 
 INFINITY = math.inf
@@ -40,8 +41,15 @@ class NodeProfile:
     """The node's GPUs that match a (type, memory) requirement, in the node's order (a cache)."""
 
     @classmethod
-    def build(cls, node: Node, running: Iterable[Allocation], now: float) -> NodeProfile:
-        """The node as running jobs leave it: held now, back at their end (never, without a time limit)."""
+    def build(cls, node: Node, running: Iterable[Allocation], now: float,
+              drained: frozenset[int] = frozenset()) -> NodeProfile:
+        """The node as running jobs leave it: held now, back at their end (never, without a time limit).
+
+        `drained`: its GPUs that are never free (`corral.core.drains`); with `WHOLE_NODE` among them,
+        nothing of it is.
+        """
+        if drained:
+            return cls._drained(node, running, now, drained)
         cpus, mem, gpus = node.cpus, node.mem_mb, {g.index for g in node.gpus}
         ending: list[tuple[float, Allocation]] = []
         for alloc in running:
@@ -65,6 +73,16 @@ class NodeProfile:
                 free_gpus.append(frozenset(gpus))
             else:  # released together (or already over): one segment
                 free_cpus[-1], free_mem[-1], free_gpus[-1] = cpus, mem, frozenset(gpus)
+        return profile
+
+    @classmethod
+    def _drained(cls, node: Node, running: Iterable[Allocation], now: float, drained: frozenset[int]) -> NodeProfile:
+        profile = cls.build(node, running, now)
+        if WHOLE_NODE in drained:
+            count = len(profile.times)
+            profile.cpus, profile.mem, profile.gpus = [0] * count, [0] * count, [frozenset()] * count
+        else:
+            profile.gpus = [free - drained for free in profile.gpus]
         return profile
 
     def earliest(self, request: Request, duration: float) -> tuple[float, tuple[int, ...]] | None:

@@ -107,8 +107,10 @@ class _Planner:
     """The pass over a fixed snapshot, for the job and its what-ifs."""
 
     def __init__(self, nodes: Sequence[Node], running: Sequence[Allocation], queue: Sequence[PendingJob],
-                 usage: Mapping[str, float], now: float, config: SchedulerConfig) -> None:
+                 usage: Mapping[str, float], now: float, config: SchedulerConfig,
+                 drained: Mapping[str, frozenset[int]] | None = None) -> None:
         self.nodes, self.running, self.queue, self.usage, self.now, self.config = nodes, running, queue, usage, now, config
+        self.drained = drained or {}
         self.total_gpus = sum(len(n.gpus) for n in nodes)
         self.total_cpus = sum(n.cpus for n in nodes)
         self._after_ahead: ProfileIndex | None = None
@@ -119,13 +121,13 @@ class _Planner:
                                       total_gpus=self.total_gpus, total_cpus=self.total_cpus)
         at = next(i for i, p in enumerate(ordered) if p is job)
         ahead = ordered[:at + 1]
-        decisions = schedule(self.nodes, self.running, ahead, self.now, self.config, factors)
+        decisions = schedule(self.nodes, self.running, ahead, self.now, self.config, factors, self.drained)
         deep = False
         if (job.job_id not in decisions.estimates and decisions.reasons.get(job.job_id) in _WAITING
                 and decisions.preempt_for is None and len(decisions.estimates) >= self.config.backfill_depth):
             deep = True
             decisions = schedule(self.nodes, self.running, ahead, self.now,
-                                 replace(self.config, backfill_depth=len(ahead)), factors)
+                                 replace(self.config, backfill_depth=len(ahead)), factors, self.drained)
         self.base = _Pass(decisions, ahead, factors[job.job_id].priority, deep, self.now)
         return self.base
 
@@ -151,7 +153,8 @@ class _Planner:
         by_node: dict[str, list[Allocation]] = {node.name: [] for node in self.nodes}
         for allocation in [*self.running, *(a for a in decisions.starts if a.job_id != job_id)]:
             by_node.setdefault(allocation.node, []).append(allocation)
-        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], self.now) for node in self.nodes])
+        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], self.now,
+                                                self.drained.get(node.name, frozenset())) for node in self.nodes])
         where = {node.name: k for k, node in enumerate(self.nodes)}
         ahead = {p.job_id: p for p in base.ahead}
         for other, start in decisions.estimates.items():
@@ -182,6 +185,7 @@ _WAITING = (PendingReason.RESOURCES, PendingReason.PRIORITY)
 def forecast(
     job: PendingJob, *, nodes: Sequence[Node], running: Sequence[Allocation], queue: Sequence[PendingJob],
     usage: Mapping[str, float], now: float, config: SchedulerConfig, unsatisfiable: Unsatisfiable | None = None,
+    drained: Mapping[str, frozenset[int]] | None = None,
 ) -> Forecast:
     """When `job` would start if it joined `queue` now, what holds it back, and what would start it sooner.
 
@@ -193,8 +197,9 @@ def forecast(
         usage: each user's decayed usage, for fair share.
         unsatisfiable: why no node could ever run the job, if none could (as a submit would refuse it);
             the forecast then says so and looks only for fewer GPUs that would run.
+        drained: each node's drained GPUs (`corral.core.drains`), which no job is given.
     """
-    planner = _Planner(nodes, list(running), list(queue), usage, now, config)
+    planner = _Planner(nodes, list(running), list(queue), usage, now, config, drained)
     if unsatisfiable is not None:
         planner.run(job)  # held back (no node fits it), it blocks nobody: what the jobs ahead leave is as without it
         alternatives = _fewer_gpus(planner, job, None, nodes) if unsatisfiable.field == "gpus" else []
@@ -264,6 +269,8 @@ def _why_never(outcome: _Pass, job: PendingJob, running: Sequence[Allocation], n
                 "it would wait until enough of them end"), tuple(mine)
     if code is PendingReason.BAD_CONSTRAINTS:
         return "no node here can run it", ()
+    if code is PendingReason.NODE_NOT_AVAIL:
+        return "only drained GPUs or nodes could run it (corral nodes shows why): it waits until an admin resumes them", ()
     earlier = _stopper(outcome)  # the pass stopped at a job ahead that could get no reservation
     if earlier is not None:
         if decisions.preempt_for == earlier.job_id:

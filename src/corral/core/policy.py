@@ -11,15 +11,17 @@ of it. A waiting job that cannot be given a reservation (what it needs is held b
 jobs without a time limit, or `backfill_depth` reservations are made already)
 stops the pass: nothing behind it starts, so it is never starved. Jobs held back
 by a limit (hold, partition time limit, QoS limits) wait for their own reason and
-block nobody.
+block nobody. Drained GPUs (and nodes) are never free (`corral.core.drains`): a job that
+only they could run waits with ReqNodeNotAvail, blocking nobody either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
+from corral.core.drains import WHOLE_NODE
 from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
@@ -48,6 +50,7 @@ class Decisions:
 def schedule(
     nodes: Sequence[Node], running: Iterable[Allocation], pending: Sequence[PendingJob], now: float,
     config: SchedulerConfig = _DEFAULT_CONFIG, priorities: Mapping[int, PriorityFactors] | None = None,
+    drained: Mapping[str, frozenset[int]] | None = None,
 ) -> Decisions:
     """Decide which pending jobs start now, why the others wait, when they should start, and
     which preemptible jobs make room for the first waiting one.
@@ -60,8 +63,10 @@ def schedule(
         config: partitions and QoS (for their limits), and the backfill depth.
         priorities: each pending job's priority; a running preemptible job of lower priority
             than the first job waiting for resources is preempted when that lets it start.
+        drained: each node's drained GPU indexes (`WHOLE_NODE` among them: the node); none is given to a job.
     """
     priorities = priorities or {}
+    drained = drained or {}
     by_node: dict[str, list[Allocation]] = {node.name: [] for node in nodes}
     jobs_of: dict[tuple[str, str | None], int] = {}
     gpus_of: dict[tuple[str, str | None], int] = {}
@@ -70,8 +75,9 @@ def schedule(
         key = (alloc.user, alloc.qos)
         jobs_of[key] = jobs_of.get(key, 0) + 1
         gpus_of[key] = gpus_of.get(key, 0) + len(alloc.gpu_ids)
-    index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now) for node in nodes])
-    limits = _Limits(nodes, config, jobs_of, gpus_of, now)
+    index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now, drained.get(node.name, frozenset()))
+                          for node in nodes])
+    limits = _Limits(nodes, config, jobs_of, gpus_of, now, drained)
     held_back = limits.reason
     decisions = Decisions()
     reasons = decisions.reasons
@@ -119,7 +125,8 @@ def schedule(
         if not waiting:
             factors = priorities.get(job.job_id)
             if factors is not None:
-                making_room, decisions.preempt = _victims(request, factors.priority, nodes, by_node, decisions.starts)
+                making_room, decisions.preempt = _victims(request, factors.priority, nodes, by_node, decisions.starts,
+                                                          drained)
                 if decisions.preempt:
                     decisions.preempt_for = job.job_id
                 if making_room:
@@ -177,18 +184,21 @@ MAX_FLEXIBLE_S = 365 * 86400  # an unlimited job with --time-min gets at most a 
 
 def _victims(
     request: Request, priority: int, nodes: Sequence[Node], by_node: Mapping[str, list[Allocation]],
-    started: Sequence[Allocation],
+    started: Sequence[Allocation], drained: Mapping[str, frozenset[int]],
 ) -> tuple[bool, list[int]]:
     """Whether room is (or will be) made for `request` by preemption, and the fewest lowest-priority
     preemptible running jobs on one node to stop for it (none if jobs already told to go suffice).
     Jobs started in this same pass are never victims, though they hold their resources."""
     for node in nodes:
+        off = drained.get(node.name, frozenset())
+        if WHOLE_NODE in off:
+            continue
         running = by_node.get(node.name, [])
         held = running + [a for a in started if a.node == node.name]
         kept = [a for a in held if not a.preempting]
         cpus = node.cpus - sum(a.cpus for a in kept)
         mem = node.mem_mb - sum(a.mem_mb for a in kept)
-        busy = {i for a in kept for i in a.gpu_ids}
+        busy = {i for a in kept for i in a.gpu_ids} | off
         if not node_matches(node, request):
             continue
         matching = [g.index for g in node.gpus if gpu_matches(g, request, node)]
@@ -206,7 +216,7 @@ def _victims(
         for victim in sorted(candidates, key=lambda a: a.priority):
             chosen.append(victim.job_id)
             cpus, mem = cpus + victim.cpus, mem + victim.mem_mb
-            busy -= set(victim.gpu_ids)
+            busy -= set(victim.gpu_ids) - off
             if fits():
                 return True, chosen
     return False, []
@@ -220,14 +230,19 @@ class _Limits:
     """
 
     __slots__ = ("nodes", "partitions", "default_partition", "qoses", "default_qos", "jobs_of", "gpus_of", "fits",
-                 "now")
+                 "now", "usable", "whole", "fits_usable")
 
     def __init__(
         self, nodes: Sequence[Node], config: SchedulerConfig,
         jobs_of: dict[tuple[str, str | None], int], gpus_of: dict[tuple[str, str | None], int], now: float,
+        drained: Mapping[str, frozenset[int]],
     ) -> None:
         self.now = now
         self.nodes = nodes
+        self.usable = _undrained(nodes, drained) if drained else None  # the nodes as drains leave them
+        # an exclusive job's: nodes with nothing drained
+        self.whole = [node for node in nodes if not drained.get(node.name)] if drained else nodes
+        self.fits_usable: dict[Request, bool] = {}
         self.partitions = config.partitions
         self.default_partition = config.default_partition
         self.qoses = config.qos
@@ -248,6 +263,13 @@ class _Limits:
             fits = self.fits[request] = _fits_some_node(request, self.nodes)
         if not fits:
             return PendingReason.BAD_CONSTRAINTS
+        if self.usable is not None:
+            usable = self.fits_usable.get(request)
+            if usable is None:
+                usable = self.fits_usable[request] = _fits_some_node(
+                    request, self.whole if request.exclusive else self.usable)
+            if not usable:
+                return PendingReason.NODE_NOT_AVAIL
         partition = self.partitions.get(job.partition or self.default_partition)
         if partition is None:
             return PendingReason.BAD_CONSTRAINTS
@@ -281,3 +303,13 @@ def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
         if sum(gpu_matches(g, request, node) for g in node.gpus) >= request.gpus:
             return True
     return False
+
+
+def _undrained(nodes: Sequence[Node], drained: Mapping[str, frozenset[int]]) -> list[Node]:
+    """The nodes without their drained GPUs, drained nodes left out."""
+    out = []
+    for node in nodes:
+        off = drained.get(node.name, frozenset())
+        if WHOLE_NODE not in off:
+            out.append(replace(node, gpus=tuple(g for g in node.gpus if g.index not in off)) if off else node)
+    return out

@@ -60,5 +60,7 @@ class PendingReason(str, enum.Enum):
     """Its --begin time has not come yet."""
     DEADLINE = "DeadLine"
     """It could no longer end by its --deadline (the reason a job removed for it shows)."""
+    NODE_NOT_AVAIL = "ReqNodeNotAvail"
+    """Only drained GPUs or nodes could run it (`corral drain`); it runs once they are resumed."""
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"
     """What it depends on can no longer happen (cancelled if it asked for --kill-on-invalid-dep)."""

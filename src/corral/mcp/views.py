@@ -27,6 +27,7 @@ _REASONS = {
     "JobHeldAdmin": "an administrator holds it",
     "BadConstraints": "no node can ever run it: stop it and ask for fewer or other resources",
     "DependencyNeverSatisfied": "its dependency can never hold: stop it",
+    "ReqNodeNotAvail": "only drained GPUs or nodes could run it; it waits until an admin resumes them",
     "None": "just queued; the scheduler places it within a moment",
 }
 CONFIG_CHARS = 300
@@ -54,7 +55,7 @@ def next_step(job: Mapping[str, Any]) -> str:
     state = job["state"]
     if state == "PENDING":
         reason = job.get("reason") or "None"
-        why = _REASONS.get(reason, "see `queue` for what is ahead of it")
+        why = _REASONS.get(reason.partition(",")[0], "see `queue` for what is ahead of it")
         start = f" Estimated start: {job['estimated_start']}." if job.get("estimated_start") else ""
         return (f"Waiting in the queue, reason {reason}: {why}.{start} GPU jobs can wait minutes or hours: check again "
                 "with view_gpu_job every minute or two, and see `queue` for what is ahead; do not resubmit it.")

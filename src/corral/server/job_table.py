@@ -31,6 +31,7 @@ class JobTable:
         self.dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
         self.reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
         self.backend_reasons: dict[int, str] = {}  # what a backend that schedules itself says a job waits for
+        self.drained_note = ""  # which GPUs are drained and why, shown after ReqNodeNotAvail
         self.planned = Decisions()  # the last pass's: expected starts (`estimates`) and where (`reserved`)
         self.per_user: Counter[tuple[str, str | None]] = Counter()  # unfinished jobs by (user, QoS)
         self._ended_states: dict[int, tuple[JobState, bool]] = {}
@@ -76,6 +77,8 @@ class JobTable:
             job.reason = self.backend_reasons[job.id]
         elif job.state is JobState.PENDING:
             job.reason = self.reasons.get(job.id, PendingReason.NONE)
+            if job.reason == PendingReason.NODE_NOT_AVAIL and self.drained_note:
+                job.reason = f"{PendingReason.NODE_NOT_AVAIL.value}, {self.drained_note}"
             job.estimated_start = self.planned.estimates.get(job.id)
             if job.estimated_start is None and job.reason == PendingReason.BEGIN_TIME:
                 job.estimated_start = job.spec.begin_time  # not before then, as squeue --start shows

@@ -1,22 +1,29 @@
-"""The nodes as the API and dashboard show them: GPUs, who holds each, what is allocated."""
+"""The nodes as the API and dashboard show them: GPUs, who holds each, what is allocated, what is drained."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from corral.core.drains import Drain, gpu_state
 from corral.core.job import Job
 from corral.core.resources import Allocation, Node
 
 
 def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active: Mapping[int, Job], *,
-               isolation: tuple[str, str], allocates: bool) -> list[dict[str, Any]]:
+               isolation: tuple[str, str], allocates: bool, drained: Mapping[str, Mapping[int, Drain]] | None = None,
+               node_drains: Mapping[str, Drain] | None = None) -> list[dict[str, Any]]:
     """Each node with its CPUs, memory and GPUs, what is allocated of them and to which job.
 
     Args:
         allocates: corral holds the allocations (False where the backend schedules itself: the
             nodes are shown as the cluster declared them).
+        drained: each node's drained GPUs and their drains; node_drains: the nodes drained as a whole.
+            A drained node's `state` is "draining" while a job runs on it, "drained" after (Slurm's words);
+            its `reason`, `reason_by` and `reason_at` say why, who and when (per GPU where only some are drained).
     """
+    drained = drained or {}
+    node_drains = node_drains or {}
     allocations = list(allocations)
     if not allocates:
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
@@ -28,18 +35,32 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
     for node in nodes:
         held = [a for a in allocations if a.node == node.name]
         gpus = []
+        off = drained.get(node.name, {})
         for gpu in node.gpus:
             job = holders.get((node.name, gpu.index))
+            drain = off.get(gpu.index)
             gpus.append({
                 "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
                 "capability": gpu.capability, "device_name": gpu.device_name,
                 "job_id": job.id if job else None, "job_ref": job.ref if job else None,
                 "job_name": job.spec.name if job else None,
                 "user": job.spec.user if job else None,
+                "drained": drain.to_dict() if drain else None,
+                "drain_state": gpu_state(drain is not None, job is not None),
             })
-        out.append({
+        row: dict[str, Any] = {
             "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
             "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
-            "isolation": isolation[0], "isolation_detail": isolation[1],
-        })
+            "isolation": isolation[0], "isolation_detail": isolation[1], "state": None, "reason": None,
+            "reason_by": None, "reason_at": None,
+        }
+        whole = node_drains.get(node.name)
+        if whole is not None:
+            row["state"] = "draining" if held else "drained"
+            row.update(whole.reason_fields())
+        elif off:
+            latest = max(off.values(), key=lambda d: d.at)
+            row.update(latest.reason_fields())
+            row["reason"] = "; ".join(f"gpu {i}: {d.reason}" for i, d in sorted(off.items()))
+        out.append(row)
     return out

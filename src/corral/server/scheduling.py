@@ -70,13 +70,15 @@ class SchedulingPass:
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
         self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
+        self.drained: Mapping[str, frozenset[int]] = {}  # each node's drained GPUs (`corral.server.draining`)
 
     def decide(self, waiting: Mapping[int, object], now: float) -> Decisions:
         """What starts and what is preempted now; `waiting`: jobs held back by their dependencies."""
         self._add_array_tasks(waiting)
         ordered = self._by_priority(now, waiting)
         self._rate_preemptible(now)
-        return schedule(self.nodes, self.running.allocations.values(), ordered, now, self.config, self.factors)
+        return schedule(self.nodes, self.running.allocations.values(), ordered, now, self.config, self.factors,
+                        self.drained)
 
     def start(self, starts: Sequence[Allocation], now: float,
               limits: Mapping[int, int] | None = None) -> tuple[list[Job], list[JobEvent]]:

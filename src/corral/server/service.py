@@ -24,6 +24,7 @@ from typing import Any
 
 from corral.backends.base import Backend, Capabilities, JobProcesses
 from corral.core.arrays import array_state
+from corral.core.drains import Drain
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors, usage_charge
@@ -34,6 +35,7 @@ from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
+from corral.server.draining import Drains
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
 from corral.server.job_mail import JobMail
@@ -52,6 +54,7 @@ from corral.server.steps import JobSteps
 from corral.server.submission import Submissions
 from corral.server.sweeping import Sweeps
 from corral.server.usage import UsageLedger
+from corral.store.drains import DrainStore
 from corral.store.jobs import JobStore
 from corral.store.steps import StepStore
 from corral.store.sweeps import SweepStore
@@ -93,6 +96,8 @@ class JobService:
         self.sweeps = Sweeps(SweepStore(store.engine))
         self.watchers.on_job_ended.append(self.steps.job_ended)
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
+        self.drains = Drains(DrainStore(store.engine), nodes, clock)
+        self._drains_changed()
 
     @property
     def store(self) -> JobStore:
@@ -377,9 +382,38 @@ class JobService:
                          self.clock())
 
     def nodes_view(self) -> list[dict[str, Any]]:
-        """Each node, its GPUs and who holds them (`corral.server.nodes_view`)."""
+        """Each node, its GPUs, who holds them and what is drained (`corral.server.nodes_view`)."""
+        drains = self.drains
         return nodes_view(self.nodes, self.allocations.values(), self.active, isolation=self.settings.isolation,
-                          allocates=not self.capabilities.schedules_itself)
+                          allocates=not self.capabilities.schedules_itself,
+                          drained={node.name: drains.of_node(node) for node in self.nodes},
+                          node_drains={n.name: d for n in self.nodes if (d := drains.node_drain(n.name)) is not None})
+
+    def drain(self, caller: Caller, node: str, gpus: Sequence[int] | None, reason: object) -> list[Drain]:
+        """Take GPUs (None: the whole node) out of scheduling, for an admin (`corral.server.draining`);
+        jobs on them run on."""
+        self._check_drains(caller, f"draining {_what(node, gpus)}")
+        drains = self.drains.drain(node, gpus, reason, caller.user)
+        self._drains_changed()
+        return drains
+
+    def resume(self, caller: Caller, node: str, gpus: Sequence[int] | None) -> list[Drain]:
+        """Give drained GPUs (None: the node and all its GPUs) back to scheduling, for an admin."""
+        self._check_drains(caller, f"resuming {_what(node, gpus)}")
+        lifted = self.drains.resume(node, gpus)
+        self._drains_changed()
+        return lifted
+
+    def _check_drains(self, caller: Caller, action: str) -> None:
+        self.access.require(caller, "admin", action)
+        if self.capabilities.schedules_itself:
+            raise Conflict(f"{action}: this server hands its jobs to {self.capabilities.name}, which places them; "
+                           "drain nodes there (scontrol update NodeName=... State=DRAIN on the cluster)")
+
+    def _drains_changed(self) -> None:
+        self.scheduling.drained = self.drains.by_node
+        self.table.drained_note = self.drains.note()
+        self.mark_dirty()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -512,3 +546,7 @@ class JobService:
         self.watchers.let_go(job)
         if job.array_job_id is not None:
             self.finish_array_if_done(job.array_job_id)
+
+
+def _what(node: str, gpus: Sequence[int] | None) -> str:
+    return f"node {node}" if gpus is None else f"GPU {', '.join(map(str, gpus))} of node {node}"

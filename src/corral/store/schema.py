@@ -445,3 +445,17 @@ dashboard_sessions = Table(
     Index("ix_dashboard_sessions_expires", "expires"),
     sqlite_autoincrement=True,
 )
+
+# -- the machine ----------------------------------------------------------------------------------
+
+# GPUs an admin (or the health check) took out of scheduling: no new job lands on one until it is resumed.
+gpu_drains = Table(
+    "gpu_drains",
+    metadata,
+    Column("node", String(200), nullable=False),
+    Column("gpu_index", Integer, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("by_user", String(64), nullable=False),
+    Column("at", Float, nullable=False),
+    PrimaryKeyConstraint("node", "gpu_index"),
+)

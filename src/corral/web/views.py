@@ -36,6 +36,8 @@ def cluster_view(service: JobService, monitor: MonitorService) -> dict[str, Any]
     totals = {
         "gpus": sum(len(n["gpus"]) for n in nodes),
         "gpus_used": sum(1 for n in nodes for g in n["gpus"] if g["job_id"] is not None),
+        # idle but drained: not free for a new job
+        "gpus_drained": sum(1 for n in nodes for g in n["gpus"] if g["job_id"] is None and g.get("drained")),
         "cpus": sum(n["cpus"] for n in nodes), "cpus_alloc": sum(n["cpus_alloc"] for n in nodes),
         "mem_mb": sum(n["mem_mb"] for n in nodes), "mem_alloc_mb": sum(n["mem_alloc_mb"] for n in nodes),
     }

@@ -4,19 +4,21 @@ hold, release, requeue or update jobs.
     scontrol show job 12            scontrol -o show job           scontrol show node
     scontrol hold 12                scontrol release 12_[1-3]      scontrol requeue 12
     scontrol update JobId=12 TimeLimit=2:00:00 Partition=gpu       scontrol show hostnames node[1-3]
+    scontrol update NodeName=node1 State=DRAIN Reason="XID 79"      scontrol update NodeName=node1 State=RESUME
 """
 
 from __future__ import annotations
 
 import sys
 import time
+import urllib.parse
 
 from corral.cli.slurm import cluster
 from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import VERSION, Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.scontrol_format import (
-    INVALID_JOB, hostnames, show_jobs, show_nodes, show_partitions, show_steps,
+    INVALID_JOB, expand_hostlist, hostnames, show_jobs, show_nodes, show_partitions, show_steps,
 )
 from corral.cli.slurm.scontrol_config import show_config
 from corral.errors import CorralError
@@ -175,9 +177,11 @@ def _update(words: list[str]) -> int:
     if not pairs or any(not equals for _, equals, _ in pairs):
         raise Refused("update takes KEY=VALUE pairs, e.g. update JobId=12 TimeLimit=2:00:00")
     values = {key.lower(): value for key, _, value in pairs}
+    if "nodename" in values:
+        return _update_node(values)
     ref = values.pop("jobid", None) or values.pop("job", None)
     if ref is None:
-        raise Refused("update needs JobId=ID (corral updates jobs only)")
+        raise Refused("update needs JobId=ID or NodeName=NAME")
     changes: dict[str, Any] = {}
     for key, value in values.items():
         if key not in UPDATE_KEYS:
@@ -190,6 +194,39 @@ def _update(words: list[str]) -> int:
     except CorralError as exc:
         raise Refused(f"Update of job {ref} failed: {_reason(exc)}") from None
     return 0
+
+
+def _update_node(values: dict[str, str]) -> int:
+    """State=DRAIN Reason=... (DOWN drains too) or State=RESUME (UNDRAIN, IDLE), for each node named."""
+    names = expand_hostlist(values.pop("nodename"))
+    state = values.pop("state", "").upper()
+    reason = values.pop("reason", None)
+    if values:
+        raise Refused(f"Update of this parameter is not supported by corral: {next(iter(values))}")
+    if state in ("DRAIN", "DOWN", "FAIL"):
+        if not reason or not reason.strip():
+            raise Refused("You must specify a reason when DOWNING or DRAINING a node. Request denied")
+        body: dict[str, Any] | None = {"reason": reason}
+        action = "drain"
+    elif state in ("RESUME", "UNDRAIN", "IDLE"):
+        body, action = None, "resume"
+    else:
+        raise Refused(f"Invalid node state specified: {state or '(none)'} (corral takes State=DRAIN or State=RESUME)")
+    service = server()
+    for name in names:
+        try:
+            service.ask("POST", f"/api/v1/nodes/{urllib.parse.quote(name, safe='')}/{action}", body)
+        except CorralError as exc:
+            raise Refused(f"Update of node {name} failed: {_node_reason(exc)}") from None
+    return 0
+
+
+def _node_reason(error: CorralError) -> str:
+    if error.status == 404:
+        return "Invalid node name specified"
+    if error.status == 403:
+        return f"Access/permission denied ({error.message})"
+    return error.message
 
 
 def _reason(error: CorralError) -> str:

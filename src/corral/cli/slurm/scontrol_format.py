@@ -21,7 +21,7 @@ default_time_s, allowed_users, allowed_groups, tier, priority_factor; optional `
 
 from __future__ import annotations
 
-from corral.cli.slurm.values import exit_code, full_duration, local_time, size
+from corral.cli.slurm.values import exit_code, full_duration, local_time, parse_iso, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -172,7 +172,6 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         user_ids: user name -> (uid, group name, gid); by default the local password and group files.
         alloc_node: the host the job was submitted from (Slurm's AllocNode), the server's host.
     """
-    from corral.cli.slurm.values import parse_iso
 
     state = job["state"]
     pending = state == "PENDING"
@@ -325,7 +324,6 @@ def show_steps(job: Job, steps: Iterable[Mapping[str, Any]], *, batch: bool = Tr
                user_ids: UserIds | None = None) -> str:
     """`scontrol show step` for a running job: its batch step (a batch script's; `batch`: shown), then each
     srun step still running, as Slurm 22.05 prints them (ended steps are not shown)."""
-    from corral.cli.slurm.values import parse_iso
 
     uid = (user_ids or _user_ids)(str(job.get("user") or ""))[0]
     ref = job.get("ref") or job.get("id")
@@ -389,6 +387,8 @@ def node_state(node: Node) -> str:
     alloc, total = int(node.get("cpus_alloc") or 0), int(node.get("cpus") or 0)
     if declared.startswith("down"):
         return "DOWN"
+    if declared in ("draining", "drained"):  # corral says which (its alloc counts jobs on any of the node)
+        return declared.upper()
     if declared.startswith("drain"):
         return "DRAINING" if alloc else "DRAINED"
     if alloc == 0:
@@ -462,7 +462,8 @@ def show_node(node: Node, *, partitions: Sequence[str], now: float, one_liner: b
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
     ]
     if node.get("reason"):
-        lines.append(f"Reason={node['reason']}")
+        by = f" [{node['reason_by']}@{local_time(parse_iso(node.get('reason_at')))}]" if node.get("reason_by") else ""
+        lines.append(f"Reason={node['reason']}{by}")
     return _record(lines, one_liner)
 
 

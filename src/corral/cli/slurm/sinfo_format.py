@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 
 from corral.cli.slurm.scontrol_format import compress_hostlist, gres, node_state, partition_nodes
-from corral.cli.slurm.values import duration, percent_fields
+from corral.cli.slurm.values import duration, local_time, parse_iso, percent_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ LONG_FORMAT = "%9P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
 SUMMARIZE_FORMAT = "%9P %.5a %.10l %.16F %N"
 NODE_FORMAT = "%N %.6D %.9P %6t"
 NODE_LONG_FORMAT = "%N %.6D %.9P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"
+REASONS_FORMAT = "%20E %9u %19H %N"  # -R
 MIN_FIELD_SIZE = 9  # Slurm's MIN_NODE_FIELD_SIZE and MIN_PART_FIELD_SIZE
 
 FIELDS = {
@@ -47,7 +48,7 @@ FIELDS = {
     "G": "GRES", "C": "CPUS(A/I/O/T)", "F": "NODES(A/I/O/T)", "A": "NODES(A/I)", "f": "AVAIL_FEATURES",
     "b": "ACTIVE_FEATURES", "E": "REASON", "z": "S:C:T", "d": "TMP_DISK", "w": "WEIGHT", "s": "JOB_SIZE",
     "r": "ROOT", "h": "OVERSUBSCRIBE", "g": "GROUPS", "e": "FREE_MEM", "O": "CPU_LOAD", "X": "SOCKETS",
-    "Y": "CORES", "Z": "THREADS", "V": "CLUSTER",
+    "Y": "CORES", "Z": "THREADS", "V": "CLUSTER", "u": "USER", "H": "TIMESTAMP",
 }
 # Counted or listed over a row's nodes; every other field's value is the same across a row
 _AGGREGATES = frozenset("DNnoCFA")
@@ -180,6 +181,10 @@ def _value(code: str, row: Mapping[str, Any], width: int) -> str:
         return "(null)"
     if code == "E":
         return str(first.get("reason") or "none")
+    if code == "u":
+        return str(first.get("reason_by") or "Unknown")
+    if code == "H":
+        return local_time(parse_iso(first.get("reason_at")))
     if code == "z":
         return f"{first.get('cpus') or 0}:1:1"
     if code == "X":

@@ -15,12 +15,13 @@ const REASONS = {
   QOSMaxGRESPerUser: "starting it would give its user more GPUs than the QoS allows",
   Dependency: "waits for the jobs it depends on",
   DependencyNeverSatisfied: "what it depends on can no longer happen; cancel it or change the dependency",
+  ReqNodeNotAvail: "only drained GPUs or nodes could run it; it runs once an admin resumes them",
 };
 
 /** The reason code and what it means. */
 export function reasonText(reason) {
   if (!reason) return "";
-  const meaning = REASONS[reason];
+  const meaning = REASONS[reason.split(",")[0]];  // "ReqNodeNotAvail, node1 GPU 2 drained: XID 79": by its code
   return meaning ? `${reason}: ${meaning}` : reason;
 }
 

@@ -1,4 +1,5 @@
-// Cluster (/): every node and GPU, who holds it, live utilization and memory; free/used totals.
+// Cluster (/): every node and GPU, who holds it, live utilization and memory; free/used totals; drained GPUs
+// and nodes (`corral drain`) marked with their reason.
 // GET /api/v1/cluster; refetched on `samples` (a monitoring tick) and `jobs` (allocations changed).
 
 import {h, replace, bar} from "../lib/dom.js";
@@ -27,7 +28,7 @@ export function mount(main, ctx) {
   function render(cluster) {
     const t = cluster.totals || {};
     replace(totalsBox,
-      total("GPUs", t.gpus_used, t.gpus, (v) => fmtNumber(v), "in use"),
+      total("GPUs", t.gpus_used, t.gpus, (v) => fmtNumber(v), "in use", t.gpus_drained),
       total("CPUs", t.cpus_alloc, t.cpus, (v) => fmtNumber(v), "allocated"),
       total("Memory", t.mem_alloc_mb, t.mem_mb, fmtMB, "allocated"));
     status.textContent = cluster.sampled_at
@@ -46,12 +47,13 @@ export function mount(main, ctx) {
   ctx.refreshOn(["samples", "jobs"], load, {wait: 500});
 }
 
-function total(label, used, all, fmt, verb) {
+function total(label, used, all, fmt, verb, drained = 0) {
   const known = Number.isFinite(used) && Number.isFinite(all) && all > 0;
+  const free = known ? `${fmt(all - used - drained)} free` + (drained ? ` · ${fmt(drained)} drained` : "") : "—";
   return h("div", {class: "total card"},
     h("h2", {}, label),
     h("p", {class: "total-figure"}, `${fmt(used ?? 0)} / ${fmt(all ?? 0)}`, h("span", {class: "muted"}, ` ${verb}`)),
-    bar(known ? used / all : null, known ? `${fmt(all - used)} free` : "—", {label}));
+    bar(known ? used / all : null, free, {label}));
 }
 
 function node(n) {
@@ -59,6 +61,8 @@ function node(n) {
   return h("section", {class: "node card", "aria-label": `Node ${n.name}`, "data-node": n.name},
     h("div", {class: "node-head"},
       h("h2", {}, n.name),
+      n.state ? h("span", {class: "drain-badge", "data-testid": "node-drain", title: drainTitle(n.reason, n.reason_by, n.reason_at)},
+        `${n.state.toUpperCase()}: ${n.reason}`) : null,
       h("span", {class: "node-res"}, "CPUs ",
         bar(n.cpus ? n.cpus_alloc / n.cpus : null, `${n.cpus_alloc} / ${n.cpus} allocated`, {label: "CPUs"})),
       h("span", {class: "node-res"}, "Memory ",
@@ -71,8 +75,9 @@ function node(n) {
 function gpuCard(n, g) {
   const busy = g.job_id !== null && g.job_id !== undefined;
   const memFraction = g.memory_used_mb !== null && g.memory_used_mb !== undefined && g.mem_mb ? g.memory_used_mb / g.mem_mb : null;
-  return h("li", {class: "gpu card" + (busy ? " busy" : " free"), "data-testid": "gpu-card", "data-index": g.index,
-    "data-node": n.name, "data-job-id": busy ? g.job_id : ""},
+  const drained = g.drained;
+  return h("li", {class: "gpu card" + (busy ? " busy" : " free") + (drained ? " drained" : ""), "data-testid": "gpu-card",
+    "data-index": g.index, "data-node": n.name, "data-job-id": busy ? g.job_id : "", "data-drain": g.drain_state || ""},
     h("div", {class: "gpu-head"},
       h("strong", {}, `GPU ${g.index}`),
       h("span", {class: "muted"}, ` ${g.type || "GPU"} · ${fmtMB(g.mem_mb)}`)),
@@ -80,7 +85,12 @@ function gpuCard(n, g) {
       ? [h("span", {"aria-hidden": "true"}, "● "), "held by ",
         h("a", {href: `/jobs/${g.job_id}`}, `#${g.job_id}${g.job_name ? " " + g.job_name : ""}`),
         g.user ? h("span", {class: "muted"}, ` (${g.user})`) : null]
-      : [h("span", {"aria-hidden": "true"}, "○ "), "free"]),
+      : [h("span", {"aria-hidden": "true"}, "○ "), drained ? "idle" : "free"]),
+    drained
+      ? h("p", {class: "gpu-drain", "data-testid": "gpu-drain", title: drainTitle(drained.reason, drained.by, drained.at)},
+        h("strong", {}, g.drain_state), `: ${drained.reason}`,
+        h("span", {class: "muted"}, ` (${drained.by}, ${fmtRelative(drained.at)})`))
+      : null,
     h("div", {class: "gpu-meters"},
       h("span", {class: "meter-label"}, "Util"),
       bar(g.utilization === null || g.utilization === undefined ? null : g.utilization / 100,
@@ -93,4 +103,9 @@ function gpuCard(n, g) {
         g.temperature_c !== null && g.temperature_c !== undefined ? `${Math.round(g.temperature_c)} °C` : "",
         g.power_w !== null && g.power_w !== undefined ? ` · ${Math.round(g.power_w)} W` : "")
       : null);
+}
+
+function drainTitle(reason, by, at) {
+  return `Drained by ${by || "?"} ${at ? fmtRelative(at) : ""}: ${reason}. No new job is placed here; `
+    + "jobs already on it run to their end. `corral resume` gives it back.";
 }
