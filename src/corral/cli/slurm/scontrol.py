@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import time
-import urllib.parse
 
 from corral.cli.slurm import cluster
 from corral.cli.slurm.argv import Option, UsageError, parse
@@ -212,6 +211,8 @@ def _update_node(values: dict[str, str]) -> int:
         body, action = None, "resume"
     else:
         raise Refused(f"Invalid node state specified: {state or '(none)'} (corral takes State=DRAIN or State=RESUME)")
+    import urllib.parse  # only here: urllib (and the re it imports) stays off every other scontrol's start
+
     service = server()
     for name in names:
         try:
