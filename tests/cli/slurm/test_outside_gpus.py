@@ -1,6 +1,6 @@
 """GPUs in use outside corral (issue 22, point 1) on a live server whose GPU figures are recorded frames
 ($CORRAL_GPU_REPLAY) listing a real process started here, outside corral: the GPU shows it in the API, `corral
-nodes` and `scontrol show node`; a 1-GPU job waits with a reason naming the GPU, the pid and the user, and runs
+nodes`, `scontrol show node` and `sinfo -R`; a 1-GPU job waits with a reason naming the GPU, the pid and the user, and runs
 once the process is gone; with `[node] outside_processes = "ignore"` the job is placed anyway."""
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ def test_a_gpu_used_outside_corral_is_shown_and_avoided_and_a_job_runs_once_the_
     held = f"in use outside corral by {user} (pid {notebook.pid}, 2048 MB)"
     row = next(line for line in corral(server, "nodes").output.splitlines() if line.split()[:2] == [node, "0"])
     assert held in row
-    show = slurm_shell(server.home)(f"scontrol show node {node}")
+    shell = slurm_shell(server.home)
+    show = shell(f"scontrol show node {node}")
     assert f"   Comment=GPU 0 {held}\n" in show.stdout, show.stdout + show.stderr
+    assert shell("sinfo -R -h -o '%100E|%N'").stdout.split("|")[0].strip() == f"GPU 0 {held}"
 
     job = client.submit(["sleep", "300"], gpus=1, name="train")
     assert waiting(client, job["id"])["reason"] == f"ReqNodeNotAvail, {node} GPU 0 {held}"

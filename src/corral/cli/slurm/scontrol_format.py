@@ -412,6 +412,16 @@ def outside_comment(node: Node) -> str:
                      if gpu.get("outside"))
 
 
+def outside_reason(node: Node) -> Node:
+    """The node, with its GPUs in use outside corral as its reason (sinfo -R) where nothing else gives one;
+    when: the earliest of those processes' `since`."""
+    comment = outside_comment(node)
+    if node.get("reason") or not comment:
+        return node
+    since = min(p["since"] for g in node.get("gpus") or [] for p in g.get("outside") or [])
+    return {**node, "reason": comment, "reason_by": None, "reason_at": since}
+
+
 def show_nodes(nodes: Iterable[Node], *, partitions: Sequence[str], now: float, one_liner: bool = False,
                boot_time: float | None = None, start_time: float | None = None, os_name: str | None = None,
                cpu_load: float | None = None) -> str:
