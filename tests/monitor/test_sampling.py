@@ -350,3 +350,23 @@ def test_sample_fields_name_the_stored_scalars_in_order():
     assert SAMPLE_FIELDS == ("gpu_utilization", "gpu_memory_mb", "gpu_power_w", "gpu_temperature_c",
                              "cpu_utilization", "cpu_time_s", "rss_mb", "read_mb_s", "write_mb_s", "processes")
     assert set(SAMPLE_FIELDS) <= set(JobSample.__dataclass_fields__)
+
+
+def test_a_gpu_process_of_no_job_is_outside_corral_with_its_user_and_a_job_tree_s_is_not(jobs, tmp_path):
+    import getpass
+
+    job = jobs.started_with_output(PARENT_OF_SLEEPER)
+    child = int(line(job))
+    notebook = jobs.start(SLEEP)  # a session of its own, watched by nobody: outside corral
+    frames = replay_with_pids(tmp_path, {PLACEHOLDER_MAIN: job.pid, PLACEHOLDER_CHILD: child,
+                                         PLACEHOLDER_STRAY: notebook.pid})
+    sampler = JobSampler(gpu_source=gpu_source_from_env({"CORRAL_GPU_REPLAY": frames}))
+    sampler.sample([watch(job, job_id=1, gpu_ids=(1, 2), start_time=time.time())])
+    # the fixture's other pids (above PID_MAX_LIMIT) are seen nowhere here: not counted
+    me = getpass.getuser()
+    assert [(p.gpu, p.pid, p.user, p.mem_mb) for p in sampler.outside] == [(4, notebook.pid, me, 12288.0),
+                                                                            (5, notebook.pid, me, 2048.0)]
+
+    sampler.sample([])  # no job at all: every visible GPU process is outside corral
+    assert sorted((p.gpu, p.pid) for p in sampler.outside) == [(1, job.pid), (2, child), (4, notebook.pid),
+                                                               (5, notebook.pid)]

@@ -166,3 +166,13 @@ def test_the_artifact_store_and_its_limits_are_read_from_the_tracking_section(tm
 def test_the_container_runtime_is_read_from_the_containers_section(tmp_path):
     write_config(str(tmp_path), '[containers]\nruntime = "podman"\n')
     assert load_config(ServerOptions(home=str(tmp_path)), set()).container_runtime == "podman"
+
+
+def test_outside_processes_is_avoid_by_default_and_share_is_refused_naming_the_setting(tmp_path):
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).outside_processes == "avoid"
+    write_config(str(tmp_path), '[node]\noutside_processes = "ignore"\n')
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).outside_processes == "ignore"
+    write_config(str(tmp_path), '[node]\noutside_processes = "share"\n')
+    with pytest.raises(InvalidRequest) as refused:
+        load_config(ServerOptions(home=str(tmp_path)), set())
+    assert refused.value.field == "node.outside_processes" and '"share" is not supported yet' in refused.value.message

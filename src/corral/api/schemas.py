@@ -138,6 +138,16 @@ class DrainOut(BaseModel):
     """When, in UTC (ISO 8601)."""
 
 
+class OutsideOut(BaseModel):
+    pid: int
+    user: str
+    """Who runs it (the owner of /proc/<pid>)."""
+    mem_mb: int | None
+    """The GPU memory it holds, where NVML says per process."""
+    since: str
+    """When a sample first showed it, in UTC (ISO 8601)."""
+
+
 class GpuOut(BaseModel):
     index: int
     type: str
@@ -154,6 +164,9 @@ class GpuOut(BaseModel):
     """Why no new job is placed on it (`corral drain`), or null."""
     drain_state: str | None = None
     """DRAINING while a job still runs on a drained GPU, DRAINED after; null when it is not drained."""
+    outside: list[OutsideOut] = []
+    """Processes on it that belong to no corral job (a notebook, a script run by hand), as the last sample
+    found them; with `[node] outside_processes = "avoid"` (the default) no job is placed on it meanwhile."""
 
 
 class NodeOut(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from corral.cli.slurm.values import outside_text
 from corral.cli.slurm.values import parse_iso as parse_utc
 from corral.cli.terminal import escaped
 from corral.core.units import format_duration, format_memory
@@ -193,6 +194,9 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
             drained = gpu.get("drained")
             if drained:  # a job on it runs on; nothing new lands there
                 holder = ("" if holder == "free" else holder + "; ") + f"{gpu['drain_state']}: {_drained(drained)}"
+            outside = gpu.get("outside")
+            if outside:  # a process no job of corral's runs (a notebook): no job is placed here meanwhile
+                holder = ("" if holder == "free" else holder + "; ") + outside_text(outside)
             capability = gpu.get("capability")
             rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]),
                          "-" if capability is None else f"{capability:.1f}", holder])

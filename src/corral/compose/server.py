@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 from corral.api.identity import AuthSettings
 from corral.core.features import FEATURE_PATTERN
 from corral.core.identity import AccessPolicy, Account, parse_accounts
+from corral.core.outside_use import check_mode
 from corral.core.resources import DeclaredInventory
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.core.sessions import MAX_SESSION_HOURS
@@ -69,6 +70,7 @@ class ServerOptions:
     artifact_dir: str | None = None  # [tracking] artifact_dir: the artifact store (default <home>/artifacts)
     max_artifact_mb: int | None = 10_240  # [tracking]: the largest file one artifact may be
     user_artifact_quota_mb: int | None = 102_400  # [tracking]: what one user's runs' uploaded artifacts may hold
+    outside_processes: str = "avoid"  # [node]: a GPU a process outside corral uses (corral.core.outside_use)
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -108,7 +110,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                    "interactive_grace_s": (int, float), "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
                    "max_script_mb": int}
     node_keys: dict[str, type | tuple[type, ...]] = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str,
-                                                     "features": list}
+                                                     "features": list, "outside_processes": str}
     monitor_keys: dict[str, type | tuple[type, ...]] = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float), "domain": str}
@@ -185,13 +187,16 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
             raise InvalidRequest("node.features", f"must be a list of feature names in {path}",
                                  'e.g. features = ["a100", "nvlink"] (letters, digits, _ . -)')
         updates["features"] = tuple(features)
-    inventory = replace(options.inventory, **{k: v for k, v in updates.items() if k in node_keys})
+    if "outside_processes" in updates:
+        updates["outside_processes"] = check_mode(updates["outside_processes"], str(path))
+    inventory = replace(options.inventory, **{k: v for k, v in updates.items()
+                                             if k in node_keys and k != "outside_processes"})
     auth_settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"}
     settings = AuthSettings(**auth_settings)
     return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts,
                    admins=frozenset(auth.get("admins", [])), auth=settings,
                    **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k in tracking_keys
-                      or k in ("cgroups", "container_runtime")})
+                      or k in ("cgroups", "container_runtime", "outside_processes")})
 
 
 def acquire_home(home: str) -> IO[str]:
@@ -409,7 +414,7 @@ def serve(options: ServerOptions) -> None:
     settings = ServiceSettings(
         home=home, user=getpass.getuser(), server_env=server_env, access=policy,
         user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
-        max_script_mb=options.max_script_mb, smtp=job_mail_relay(options),
+        max_script_mb=options.max_script_mb, smtp=job_mail_relay(options), outside_processes=options.outside_processes,
     )
     service = JobService(store=JobStore(engine), backend=backend, nodes=nodes, settings=settings, config=options.scheduler)
     run_store = RunStore(engine)

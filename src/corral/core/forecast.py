@@ -270,7 +270,8 @@ def _why_never(outcome: _Pass, job: PendingJob, running: Sequence[Allocation], n
     if code is PendingReason.BAD_CONSTRAINTS:
         return "no node here can run it", ()
     if code is PendingReason.NODE_NOT_AVAIL:
-        return "only drained GPUs or nodes could run it (corral nodes shows why): it waits until an admin resumes them", ()
+        return ("only drained GPUs or nodes, or GPUs in use outside corral, could run it (corral nodes shows why): "
+                "it waits until an admin resumes them or the process outside corral ends"), ()
     earlier = _stopper(outcome)  # the pass stopped at a job ahead that could get no reservation
     if earlier is not None:
         if decisions.preempt_for == earlier.job_id:

@@ -61,6 +61,7 @@ class PendingReason(str, enum.Enum):
     DEADLINE = "DeadLine"
     """It could no longer end by its --deadline (the reason a job removed for it shows)."""
     NODE_NOT_AVAIL = "ReqNodeNotAvail"
-    """Only drained GPUs or nodes could run it (`corral drain`); it runs once they are resumed."""
+    """Only drained GPUs or nodes (`corral drain`), or GPUs in use outside corral (`corral.core.outside_use`), could
+    run it; it runs once they are resumed or the process outside corral is gone."""
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"
     """What it depends on can no longer happen (cancelled if it asked for --kill-on-invalid-dep)."""

@@ -27,7 +27,8 @@ _REASONS = {
     "JobHeldAdmin": "an administrator holds it",
     "BadConstraints": "no node can ever run it: stop it and ask for fewer or other resources",
     "DependencyNeverSatisfied": "its dependency can never hold: stop it",
-    "ReqNodeNotAvail": "only drained GPUs or nodes could run it; it waits until an admin resumes them",
+    "ReqNodeNotAvail": ("only drained GPUs or nodes, or GPUs in use outside corral, could run it; it waits until an "
+                        "admin resumes them or the process outside corral ends"),
     "None": "just queued; the scheduler places it within a moment",
 }
 CONFIG_CHARS = 300

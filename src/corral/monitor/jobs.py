@@ -6,12 +6,13 @@ the job service (`server.service.JobService`) answers them. Everything here is r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from corral.backends.base import JobProcesses
     from corral.core.job import Job
+    from corral.core.outside_use import OutsideProcess
 
 
 @runtime_checkable
@@ -46,4 +47,9 @@ class JobReader(Protocol):
 
     def final_usage(self, job_id: int) -> dict[str, float] | None:
         """The kernel's count of an ended job's CPU time and peak memory, if the backend keeps it."""
+        ...
+
+    def gpus_in_use_outside(self, processes: Sequence[OutsideProcess]) -> None:
+        """What the last sample found on this machine's GPUs that belongs to no job (`corral.core.outside_use`):
+        the one thing the monitor tells the jobs, after each tick, on the event loop."""
         ...

@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from corral.core.outside_use import OutsideProcess
 from corral.monitor.nvml import GpuReading
+from corral.monitor.outside import outside_processes
 from corral.monitor.processes import process_usage, snapshot_processes
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,8 @@ class JobSampler:
         self.gpus: list[GpuReading] = []
         """Every GPU as last read, held or free (what the dashboard's cluster view shows)."""
         self.gpus_time: float | None = None
+        self.outside: list[OutsideProcess] = []
+        """The GPU processes of the last sample that belong to no job (`corral.monitor.outside`)."""
 
     def sample(self, jobs: Sequence[WatchedJob]) -> list[JobSample]:
         """One sample per job whose main process is alive; jobs not passed are forgotten."""
@@ -113,6 +117,7 @@ class JobSampler:
             self.gpus, self.gpus_time = readings, now
         if not jobs:
             self._previous.clear()
+            self.outside = outside_processes(readings, (), now)
             return []
         table = snapshot_processes()
         by_index = {reading.index: reading for reading in readings}
@@ -122,8 +127,10 @@ class JobSampler:
                 gpus_of_pid.setdefault(pid, set()).add(reading.index)
 
         samples, counters = [], {}
+        every_job_pid: set[int] = set()
         for job in jobs:
             pids = _cgroup_pids(job.procs_file) if job.procs_file else table.job_pids(job.pid)
+            every_job_pid.update(pids)
             if not pids:
                 continue
             usage = process_usage(pids)
@@ -149,6 +156,7 @@ class JobSampler:
                 processes=len(usage.pids), stray_gpus=gpu.stray,
             ))
         self._previous = counters
+        self.outside = outside_processes(readings, every_job_pid, now)
         return samples
 
     def _read_gpus(self) -> list[GpuReading]:

@@ -60,6 +60,7 @@ class MonitorService:
         self.clock = clock
         self.threads = MonitorThreads(engine)
         self.announcer = Announcer()
+        self.jobs = jobs
         self.snapshots = SnapshotTaker(jobs)
         self.recorder = SampleRecorder(engine=engine, store=store, tracking=tracking, sampler=sampler,
                                        retention_s=retention_days * 86400, announcer=self.announcer)
@@ -140,6 +141,8 @@ class MonitorService:
                 ended, self._ended = self._ended, []
                 snapshot = self.snapshots.take(self.clock(), self.evaluator.rules, ended)
                 await loop.run_in_executor(self.threads.worker, self._tick, snapshot)
+                if self.sampler is not None:  # back on the loop: the job service reads it there
+                    self.jobs.gpus_in_use_outside(tuple(self.sampler.outside))
             except Exception:  # noqa: BLE001 - the monitor must outlive any one bad tick
                 log.exception("monitor tick failed")
                 if snapshot is not None:

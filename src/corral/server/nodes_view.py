@@ -1,4 +1,5 @@
-"""The nodes as the API and dashboard show them: GPUs, who holds each, what is allocated, what is drained."""
+"""The nodes as the API and dashboard show them: GPUs, who holds each, what is allocated, what is drained,
+what is in use outside corral."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from typing import Any
 
 from corral.core.drains import Drain, gpu_state
 from corral.core.job import Job
+from corral.core.outside_use import OutsideProcess
 from corral.core.resources import Allocation, Node
 
 
 def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active: Mapping[int, Job], *,
                isolation: tuple[str, str], allocates: bool, drained: Mapping[str, Mapping[int, Drain]] | None = None,
-               node_drains: Mapping[str, Drain] | None = None) -> list[dict[str, Any]]:
+               node_drains: Mapping[str, Drain] | None = None,
+               outside: Mapping[str, Mapping[int, Sequence[OutsideProcess]]] | None = None) -> list[dict[str, Any]]:
     """Each node with its CPUs, memory and GPUs, what is allocated of them and to which job.
 
     Args:
@@ -21,9 +24,11 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
         drained: each node's drained GPUs and their drains; node_drains: the nodes drained as a whole.
             A drained node's `state` is "draining" while a job runs on it, "drained" after (Slurm's words);
             its `reason`, `reason_by` and `reason_at` say why, who and when (per GPU where only some are drained).
+        outside: each node's GPUs in use outside corral and by which processes (each GPU's `outside`).
     """
     drained = drained or {}
     node_drains = node_drains or {}
+    outside = outside or {}
     allocations = list(allocations)
     if not allocates:
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
@@ -36,6 +41,7 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
         held = [a for a in allocations if a.node == node.name]
         gpus = []
         off = drained.get(node.name, {})
+        foreign = outside.get(node.name, {})
         for gpu in node.gpus:
             job = holders.get((node.name, gpu.index))
             drain = off.get(gpu.index)
@@ -47,6 +53,7 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
                 "user": job.spec.user if job else None,
                 "drained": drain.to_dict() if drain else None,
                 "drain_state": gpu_state(drain is not None, job is not None),
+                "outside": [p.to_dict() for p in foreign.get(gpu.index, ())],
             })
         row: dict[str, Any] = {
             "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),

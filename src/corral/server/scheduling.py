@@ -70,7 +70,8 @@ class SchedulingPass:
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
         self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
-        self.drained: Mapping[str, frozenset[int]] = {}  # each node's drained GPUs (`corral.server.draining`)
+        # each node's GPUs no new job is given: drained (`corral.server.draining`) or in use outside corral
+        self.drained: Mapping[str, frozenset[int]] = {}
 
     def decide(self, waiting: Mapping[int, object], now: float) -> Decisions:
         """What starts and what is preempted now; `waiting`: jobs held back by their dependencies."""

@@ -25,6 +25,7 @@ from typing import Any
 from corral.backends.base import Backend, Capabilities, JobProcesses
 from corral.core.arrays import array_state
 from corral.core.drains import Drain
+from corral.core.outside_use import OutsideProcess, unavailable
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors, usage_charge
@@ -36,6 +37,7 @@ from corral.errors import Conflict, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.draining import Drains
+from corral.server.outside_gpus import OutsideGpus
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
 from corral.server.job_mail import JobMail
@@ -97,7 +99,10 @@ class JobService:
         self.watchers.on_job_ended.append(self.steps.job_ended)
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
         self.drains = Drains(DrainStore(store.engine), nodes, clock)
-        self._drains_changed()
+        # the machine the monitor samples: this one, where corral places jobs itself
+        here = nodes[0].name if nodes and not self.capabilities.schedules_itself else None
+        self.outside = OutsideGpus(here, settings.outside_processes)
+        self._unavailable_changed()
 
     @property
     def store(self) -> JobStore:
@@ -382,11 +387,13 @@ class JobService:
                          self.clock())
 
     def nodes_view(self) -> list[dict[str, Any]]:
-        """Each node, its GPUs, who holds them and what is drained (`corral.server.nodes_view`)."""
+        """Each node, its GPUs, who holds them, what is drained and what is in use outside corral
+        (`corral.server.nodes_view`)."""
         drains = self.drains
         return nodes_view(self.nodes, self.allocations.values(), self.active, isolation=self.settings.isolation,
                           allocates=not self.capabilities.schedules_itself,
                           drained={node.name: drains.of_node(node) for node in self.nodes},
+                          outside={node.name: self.outside.of_node(node.name) for node in self.nodes},
                           node_drains={n.name: d for n in self.nodes if (d := drains.node_drain(n.name)) is not None})
 
     def drain(self, caller: Caller, node: str, gpus: Sequence[int] | None, reason: object) -> list[Drain]:
@@ -394,14 +401,14 @@ class JobService:
         jobs on them run on."""
         self._check_drains(caller, f"draining {_what(node, gpus)}")
         drains = self.drains.drain(node, gpus, reason, caller.user)
-        self._drains_changed()
+        self._unavailable_changed()
         return drains
 
     def resume(self, caller: Caller, node: str, gpus: Sequence[int] | None) -> list[Drain]:
         """Give drained GPUs (None: the node and all its GPUs) back to scheduling, for an admin."""
         self._check_drains(caller, f"resuming {_what(node, gpus)}")
         lifted = self.drains.resume(node, gpus)
-        self._drains_changed()
+        self._unavailable_changed()
         return lifted
 
     def _check_drains(self, caller: Caller, action: str) -> None:
@@ -410,9 +417,16 @@ class JobService:
             raise Conflict(f"{action}: this server hands its jobs to {self.capabilities.name}, which places them; "
                            "drain nodes there (scontrol update NodeName=... State=DRAIN on the cluster)")
 
-    def _drains_changed(self) -> None:
-        self.scheduling.drained = self.drains.by_node
-        self.table.drained_note = self.drains.note()
+    def gpus_in_use_outside(self, processes: Sequence[OutsideProcess]) -> None:
+        """The monitor's last sample of processes outside corral on this machine's GPUs (`JobReader`): a GPU
+        they use is avoided (`[node] outside_processes`) until a sample no longer shows them."""
+        if self.outside.update(processes):
+            self._unavailable_changed()
+
+    def _unavailable_changed(self) -> None:
+        """Drained GPUs and avoided ones (in use outside corral) are what no new job is given."""
+        self.scheduling.drained = unavailable(self.drains.by_node, self.outside.avoided())
+        self.table.drained_note = "; ".join(n for n in (self.drains.note(), self.outside.note()) if n)
         self.mark_dirty()
 
     # -- the loop -------------------------------------------------------------------------------

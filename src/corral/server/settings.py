@@ -32,6 +32,9 @@ class ServiceSettings:
     max_script_mb: int = DEFAULT_MAX_SCRIPT_MB
     smtp: SmtpSettings | None = None
     """The mail relay jobs' --mail-type mails go through (`[smtp]`); None: no mail is sent."""
+    outside_processes: str = "avoid"
+    """`[node] outside_processes`: what the scheduler does with a GPU a process outside corral uses
+    (`corral.core.outside_use`: avoid or ignore)."""
 
     @property
     def log_dir(self) -> str:

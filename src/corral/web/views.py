@@ -38,6 +38,9 @@ def cluster_view(service: JobService, monitor: MonitorService) -> dict[str, Any]
         "gpus_used": sum(1 for n in nodes for g in n["gpus"] if g["job_id"] is not None),
         # idle but drained: not free for a new job
         "gpus_drained": sum(1 for n in nodes for g in n["gpus"] if g["job_id"] is None and g.get("drained")),
+        # idle but used by a process outside corral: not free for a new job either
+        "gpus_outside": sum(1 for n in nodes for g in n["gpus"]
+                            if g["job_id"] is None and not g.get("drained") and g.get("outside")),
         "cpus": sum(n["cpus"] for n in nodes), "cpus_alloc": sum(n["cpus_alloc"] for n in nodes),
         "mem_mb": sum(n["mem_mb"] for n in nodes), "mem_alloc_mb": sum(n["mem_alloc_mb"] for n in nodes),
     }

@@ -21,7 +21,7 @@ default_time_s, allowed_users, allowed_groups, tier, priority_factor; optional `
 
 from __future__ import annotations
 
-from corral.cli.slurm.values import exit_code, full_duration, local_time, parse_iso, size
+from corral.cli.slurm.values import exit_code, full_duration, local_time, outside_text, parse_iso, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -406,6 +406,22 @@ def gres(node: Node) -> str:
     return f"gpu:{kind}:{len(gpus)}" if _simple(kind) else f"gpu:{len(gpus)}"
 
 
+def outside_comment(node: Node) -> str:
+    """`GPU 0 in use outside corral by alice (pid 4242, 2048 MB)`, for each GPU a process outside corral uses."""
+    return "; ".join(f"GPU {gpu['index']} {outside_text(gpu['outside'])}" for gpu in node.get("gpus") or []
+                     if gpu.get("outside"))
+
+
+def outside_reason(node: Node) -> Node:
+    """The node, with its GPUs in use outside corral as its reason (sinfo -R) where nothing else gives one;
+    when: the earliest of those processes' `since`."""
+    comment = outside_comment(node)
+    if node.get("reason") or not comment:
+        return node
+    since = min(p["since"] for g in node.get("gpus") or [] for p in g.get("outside") or [])
+    return {**node, "reason": comment, "reason_by": None, "reason_at": since}
+
+
 def show_nodes(nodes: Iterable[Node], *, partitions: Sequence[str], now: float, one_liner: bool = False,
                boot_time: float | None = None, start_time: float | None = None, os_name: str | None = None,
                cpu_load: float | None = None) -> str:
@@ -461,6 +477,9 @@ def show_node(node: Node, *, partitions: Sequence[str], now: float, one_liner: b
         "CurrentWatts=0 AveWatts=0",
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
     ]
+    outside = outside_comment(node)
+    if outside:  # Slurm's free-text node comment: corral's GPUs that a process outside it uses
+        lines.append(f"Comment={outside}")
     if node.get("reason"):
         by = f" [{node['reason_by']}@{local_time(parse_iso(node.get('reason_at')))}]" if node.get("reason_by") else ""
         lines.append(f"Reason={node['reason']}{by}")

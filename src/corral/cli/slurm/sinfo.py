@@ -9,6 +9,7 @@ import time
 from corral.cli.slurm import cluster
 from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import answered, server
+from corral.cli.slurm.scontrol_format import outside_reason
 from corral.cli.slurm.sinfo_format import REASONS_FORMAT, sinfo
 
 TYPE_CHECKING = False
@@ -41,7 +42,8 @@ def main(argv: Sequence[str]) -> int:
         nodes = [n for n in nodes if n.get("name") in wanted]
     fmt = given.get("format") or os.environ.get("SINFO_FORMAT") or None
     if given.get("list_reasons"):  # the nodes down or drained, and why (Slurm's -R): a row per reason, not per partition
-        nodes = [n for n in nodes if n.get("reason")]
+        # and those with a GPU in use outside corral, which no job is placed on either (while nothing drains them)
+        nodes = [dict(n) for n in map(outside_reason, nodes) if n.get("reason")]
         partitions = partitions[:1]  # every node is in every partition here
         fmt = fmt or REASONS_FORMAT
     sys.stdout.write(sinfo(nodes, partitions, now=time.time(), default=default, node_oriented=bool(given.get("Node")),

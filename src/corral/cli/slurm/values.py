@@ -9,6 +9,11 @@ import time
 
 from corral.core.units import format_duration
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
 # corral's states are Slurm's names; these are squeue's compact codes (squeue %t, sacct has none)
 STATE_CODES = {
     "PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA",
@@ -117,3 +122,11 @@ def percent_fields(fmt: str) -> list[tuple[str, int, bool, str]]:
         if i < len(token):
             fields.append((token[i], width, right, token[i + 1:]))
     return fields
+
+
+def outside_text(processes: Iterable[Mapping[str, Any]]) -> str:
+    """`in use outside corral by alice (pid 4242, 2048 MB)`: a GPU's processes that belong to no job (the API's
+    `outside` of a GPU), as `corral nodes` and `scontrol show node` say it."""
+    held = ", ".join(f"{p['user']} (pid {p['pid']}" + ("" if p.get("mem_mb") is None else f", {p['mem_mb']} MB") + ")"
+                     for p in processes)
+    return f"in use outside corral by {held}"

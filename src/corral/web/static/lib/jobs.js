@@ -15,7 +15,7 @@ const REASONS = {
   QOSMaxGRESPerUser: "starting it would give its user more GPUs than the QoS allows",
   Dependency: "waits for the jobs it depends on",
   DependencyNeverSatisfied: "what it depends on can no longer happen; cancel it or change the dependency",
-  ReqNodeNotAvail: "only drained GPUs or nodes could run it; it runs once an admin resumes them",
+  ReqNodeNotAvail: "only drained GPUs or nodes, or GPUs in use outside corral, could run it; it runs once an admin resumes them or the outside process ends",
 };
 
 /** The reason code and what it means. */

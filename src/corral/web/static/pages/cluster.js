@@ -1,5 +1,5 @@
 // Cluster (/): every node and GPU, who holds it, live utilization and memory; free/used totals; drained GPUs
-// and nodes (`corral drain`) marked with their reason.
+// and nodes (`corral drain`) marked with their reason; GPUs a process outside corral uses, with its user, pid and memory.
 // GET /api/v1/cluster; refetched on `samples` (a monitoring tick) and `jobs` (allocations changed).
 
 import {h, replace, bar} from "../lib/dom.js";
@@ -28,7 +28,7 @@ export function mount(main, ctx) {
   function render(cluster) {
     const t = cluster.totals || {};
     replace(totalsBox,
-      total("GPUs", t.gpus_used, t.gpus, (v) => fmtNumber(v), "in use", t.gpus_drained),
+      total("GPUs", t.gpus_used, t.gpus, (v) => fmtNumber(v), "in use", t.gpus_drained, t.gpus_outside),
       total("CPUs", t.cpus_alloc, t.cpus, (v) => fmtNumber(v), "allocated"),
       total("Memory", t.mem_alloc_mb, t.mem_mb, fmtMB, "allocated"));
     status.textContent = cluster.sampled_at
@@ -47,9 +47,10 @@ export function mount(main, ctx) {
   ctx.refreshOn(["samples", "jobs"], load, {wait: 500});
 }
 
-function total(label, used, all, fmt, verb, drained = 0) {
+function total(label, used, all, fmt, verb, drained = 0, outside = 0) {
   const known = Number.isFinite(used) && Number.isFinite(all) && all > 0;
-  const free = known ? `${fmt(all - used - drained)} free` + (drained ? ` · ${fmt(drained)} drained` : "") : "—";
+  const free = known ? `${fmt(all - used - drained - outside)} free` + (drained ? ` · ${fmt(drained)} drained` : "")
+    + (outside ? ` · ${fmt(outside)} in use outside corral` : "") : "—";
   return h("div", {class: "total card"},
     h("h2", {}, label),
     h("p", {class: "total-figure"}, `${fmt(used ?? 0)} / ${fmt(all ?? 0)}`, h("span", {class: "muted"}, ` ${verb}`)),
@@ -76,8 +77,10 @@ function gpuCard(n, g) {
   const busy = g.job_id !== null && g.job_id !== undefined;
   const memFraction = g.memory_used_mb !== null && g.memory_used_mb !== undefined && g.mem_mb ? g.memory_used_mb / g.mem_mb : null;
   const drained = g.drained;
-  return h("li", {class: "gpu card" + (busy ? " busy" : " free") + (drained ? " drained" : ""), "data-testid": "gpu-card",
-    "data-index": g.index, "data-node": n.name, "data-job-id": busy ? g.job_id : "", "data-drain": g.drain_state || ""},
+  const outside = g.outside || [];
+  return h("li", {class: "gpu card" + (busy ? " busy" : " free") + (drained ? " drained" : "") + (outside.length ? " outside" : ""),
+    "data-testid": "gpu-card", "data-index": g.index, "data-node": n.name, "data-job-id": busy ? g.job_id : "",
+    "data-drain": g.drain_state || "", "data-outside": outside.map((p) => p.pid).join(",")},
     h("div", {class: "gpu-head"},
       h("strong", {}, `GPU ${g.index}`),
       h("span", {class: "muted"}, ` ${g.type || "GPU"} · ${fmtMB(g.mem_mb)}`)),
@@ -85,7 +88,11 @@ function gpuCard(n, g) {
       ? [h("span", {"aria-hidden": "true"}, "● "), "held by ",
         h("a", {href: `/jobs/${g.job_id}`}, `#${g.job_id}${g.job_name ? " " + g.job_name : ""}`),
         g.user ? h("span", {class: "muted"}, ` (${g.user})`) : null]
-      : [h("span", {"aria-hidden": "true"}, "○ "), drained ? "idle" : "free"]),
+      : [h("span", {"aria-hidden": "true"}, "○ "), drained || outside.length ? "idle" : "free"]),
+    outside.map((p) => h("p", {class: "gpu-outside", "data-testid": "gpu-outside",
+      title: `Since ${fmtRelative(p.since)}. A process that is no corral job's; `
+        + "no job is placed on this GPU until it ends (unless the node's outside_processes is \"ignore\")."},
+      `in use outside corral by ${p.user} (pid ${p.pid}${p.mem_mb === null || p.mem_mb === undefined ? "" : `, ${fmtMB(p.mem_mb)}`})`)),
     drained
       ? h("p", {class: "gpu-drain", "data-testid": "gpu-drain", title: drainTitle(drained.reason, drained.by, drained.at)},
         h("strong", {}, g.drain_state), `: ${drained.reason}`,

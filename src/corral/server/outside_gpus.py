@@ -1,0 +1,43 @@
+"""GPUs of this machine in use outside corral (`corral.core.outside_use`), as the monitor's last sample found them.
+
+Only the job service changes them, on the event loop thread, after each monitoring tick; what the scheduler
+reads is `avoided()`, beside the drained GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from corral.core.outside_use import AVOID, OutsideProcess, avoided_by_node, by_gpu, carry_since, note
+
+
+class OutsideGpus:
+    def __init__(self, node: str | None, mode: str = AVOID) -> None:
+        """`node`: this machine's node, which the monitor samples (None: it samples none); `mode`: its
+        `[node] outside_processes`."""
+        self.node = node
+        self.modes = {node: mode} if node is not None else {}
+        self.processes: tuple[OutsideProcess, ...] = ()
+
+    def update(self, seen: Iterable[OutsideProcess]) -> bool:
+        """Take a sample's outside processes; whether which GPUs hold which of them changed."""
+        if self.node is None:
+            return False
+        before = {(p.gpu, p.pid, p.user) for p in self.processes}
+        self.processes = carry_since(self.processes, seen)
+        return before != {(p.gpu, p.pid, p.user) for p in self.processes}
+
+    def by_node(self) -> dict[str, tuple[OutsideProcess, ...]]:
+        return {self.node: self.processes} if self.node is not None and self.processes else {}
+
+    def of_node(self, name: str) -> dict[int, list[OutsideProcess]]:
+        """Each GPU of the node in use outside corral, and by what."""
+        return by_gpu(self.processes) if name == self.node else {}
+
+    def avoided(self) -> dict[str, frozenset[int]]:
+        """The GPUs the scheduler leaves alone."""
+        return avoided_by_node(self.by_node(), self.modes)
+
+    def note(self) -> str:
+        """Which GPUs a job waiting with ReqNodeNotAvail for them waits for, and whose process holds them."""
+        return note(self.by_node(), self.modes)
