@@ -63,8 +63,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 TESTS = pathlib.Path(__file__).parent
 # Each takes a minute or more of one worker: a Slurm time limit counts in minutes, training frameworks start up.
+# Not the interactive srun tests: relaying a terminal is what a machine this loaded (all of these at once) disturbs.
 LONG_FILES = ("backends/slurm/test_against_slurm.py", "integrations/", "examples/", "api/test_fuzz.py",
-              "cli/test_monitoring_cli.py", "cli/slurm/test_interactive.py", "sdk/test_sender.py")
+              "cli/test_monitoring_cli.py", "sdk/test_sender.py")
 
 
 @contextlib.contextmanager
