@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
 import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from corral.core.resources import DeclaredInventory, Gpu, Node, capability_of
 from corral.core.units import parse_memory_mb
 from corral.errors import InvalidRequest
 
 _BRANDS = {"NVIDIA", "GeForce", "Tesla", "Quadro"}
+_MB = 1024 * 1024
 _VARIANT = re.compile(r"^(\d+GB|HBM\d*e?|PCIe|SXM\d*|NVL|MIG)$", re.IGNORECASE)
 
 
@@ -26,8 +30,25 @@ def short_gpu_type(nvml_name: str) -> str:
     return "-".join(kept) or nvml_name.strip()
 
 
-def detect_gpus() -> list[Gpu]:
-    """GPUs as NVML numbers them (PCI bus order); empty where there is no driver."""
+REPLAY_ENV = "CORRAL_GPU_REPLAY"
+"""Names a file of recorded NVML frames (`python -m corral.monitor.nvml --record N`): the GPUs are the first
+frame's, and the monitor samples the frames (`corral.monitor.nvml`). What tests replay is what a GPU machine has."""
+
+
+def detect_gpus(environ: Mapping[str, str] | None = None) -> list[Gpu]:
+    """GPUs as NVML numbers them (PCI bus order), or as the first replayed frame lists them; empty where there
+    is no driver.
+
+    Raises:
+        InvalidRequest: CORRAL_GPU_REPLAY names a file without a readable first frame.
+    """
+    path = (os.environ if environ is None else environ).get(REPLAY_ENV)
+    return gpus_from_raw(first_replayed_frame(path) if path else read_inventory())
+
+
+def read_inventory() -> list[dict[str, Any]]:
+    """Each GPU's fixed facts from NVML, as raw frame fields (`name`, `uuid`, `minor`, `capability`, `memory`);
+    [] where there is no driver. The recorder adds them to the first frame it writes."""
     try:
         import pynvml
     except ImportError:
@@ -37,28 +58,73 @@ def detect_gpus() -> list[Gpu]:
     except Exception:  # noqa: BLE001 - any NVML failure means "no usable GPUs here"
         return []
     try:
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            name = name.decode() if isinstance(name, bytes) else name
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
-            mem_mb = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
-            try:
-                minor: int | None = int(pynvml.nvmlDeviceGetMinorNumber(handle))
-            except Exception:  # noqa: BLE001 - not every device has one (MIG, some platforms): assume its index
-                minor = None
-            try:
-                major, minor_cc = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-                capability: float | None = float(f"{int(major)}.{int(minor_cc)}")
-            except Exception:  # noqa: BLE001 - an old driver: fall back on the table by type
-                capability = capability_of(short_gpu_type(name))
-            gpus.append(Gpu(index=index, type=short_gpu_type(name), mem_mb=int(mem_mb), uuid=uuid, minor=minor,
-                            capability=capability, device_name=name))
-        return gpus
+        return [_raw_facts(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
     finally:
         pynvml.nvmlShutdown()
+
+
+def _raw_facts(pynvml: Any, index: int) -> dict[str, Any]:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    facts: dict[str, Any] = {
+        "index": index,
+        "name": _text(pynvml.nvmlDeviceGetName(handle)),
+        "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+        "memory": {"total": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)},
+    }
+    try:
+        facts["minor"] = int(pynvml.nvmlDeviceGetMinorNumber(handle))
+    except Exception:  # noqa: BLE001 - not every device has one (MIG, some platforms): assume its index
+        facts["minor"] = None
+    try:
+        facts["capability"] = [int(part) for part in pynvml.nvmlDeviceGetCudaComputeCapability(handle)]
+    except Exception:  # noqa: BLE001 - an old driver: the table by type stands in
+        facts["capability"] = None
+    return facts
+
+
+def gpus_from_raw(frame: Sequence[Mapping[str, Any]]) -> list[Gpu]:
+    """GPUs from raw NVML facts (what `read_inventory` returns, or a recorded frame): a field a frame lacks is
+    left unknown (its name: `GPU`; its memory: 0)."""
+    gpus = []
+    for raw in frame:
+        name = raw.get("name") if isinstance(raw.get("name"), str) else None
+        gpu_type = short_gpu_type(name) if name else "GPU"
+        memory = raw.get("memory")
+        total = memory.get("total") if isinstance(memory, Mapping) else None
+        capability = raw.get("capability")
+        if isinstance(capability, list) and len(capability) == 2 and all(isinstance(c, int) for c in capability):
+            cc: float | None = float(f"{capability[0]}.{capability[1]}")
+        else:
+            cc = capability_of(gpu_type)
+        minor, uuid = raw.get("minor"), raw.get("uuid")
+        gpus.append(Gpu(index=int(raw["index"]), type=gpu_type, mem_mb=int(total) // _MB if isinstance(total, int) else 0,
+                        uuid=uuid if isinstance(uuid, str) else None, minor=minor if isinstance(minor, int) else None,
+                        capability=cc, device_name=name))
+    return gpus
+
+
+def first_replayed_frame(path: str) -> list[dict[str, Any]]:
+    """The first frame of a replay file (JSON lines, one frame a line).
+
+    Raises:
+        InvalidRequest: it cannot be read, or its first line is not a list of GPUs with integer indexes.
+    """
+    hint = "point it at a file from `python -m corral.monitor.nvml --record N`, or unset it"
+    try:
+        with open(path) as f:
+            line = next((line for line in f if line.strip()), "")
+        frame = json.loads(line) if line else None
+    except (OSError, ValueError) as error:
+        raise InvalidRequest(REPLAY_ENV, f"cannot replay GPU frames: {error}", hint) from None
+    if not isinstance(frame, list) or not all(
+            isinstance(raw, dict) and isinstance(raw.get("index"), int) for raw in frame):
+        raise InvalidRequest(REPLAY_ENV, f"cannot replay GPU frames: {path}'s first line is not a list of GPUs "
+                             "each with an integer index", hint)
+    return frame
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def declared_types(text: str, count: int) -> list[str]:

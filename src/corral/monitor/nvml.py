@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral.errors import InvalidRequest
+from corral.executor.gpus import REPLAY_ENV, read_inventory
 
 log = logging.getLogger(__name__)
 
-REPLAY_ENV = "CORRAL_GPU_REPLAY"
 _MB = 1024 * 1024
 # NVML's "value not available" sentinels (pynvml maps the 64-bit one to None for usedGpuMemory,
 # but a frame recorded through another binding may still carry them).
@@ -262,9 +262,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.record < 1 or args.interval < 0:
         parser.error("--record must be at least 1 and --interval not negative")
     reader = NvmlReader()
+    facts = {raw["index"]: raw for raw in read_inventory()}
     try:
         for number in range(args.record):
             frame = reader.read_raw()
+            if number == 0:  # the GPUs' fixed facts, once: what `corral up` replaying the file detects
+                frame = [{**facts.get(raw["index"], {}), **raw} for raw in frame]
             if reader.unavailable_reason is not None:
                 print(f"NVML is not available here ({reader.unavailable_reason}); "
                       "record on a machine with an NVIDIA driver", file=sys.stderr)
