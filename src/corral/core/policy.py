@@ -112,12 +112,12 @@ def schedule(
         if best is not None and best[1] <= now:
             k, _, gpu_ids = best
             cpus, mem = _held(request, nodes[k])
-            index.reserve(k, now, now + duration, cpus, mem, gpu_ids)
+            index.reserve(k, now, now + duration, cpus, mem, gpu_ids, request.gpu_share_mb)
             factors = priorities.get(job.job_id)
             decisions.starts.append(Allocation(
                 job.job_id, nodes[k].name, gpu_ids, cpus, mem, job.user, job.qos,
                 now + duration if duration < INFINITY else None, job.preemptible,
-                factors.priority if factors is not None else 0,
+                factors.priority if factors is not None else 0, gpu_share_mb=request.gpu_share_mb,
             ))
             limits.started(job)
             continue
@@ -140,7 +140,7 @@ def schedule(
             continue
         k, start, gpu_ids = best
         cpus, mem = _held(request, nodes[k])
-        index.reserve(k, start, start + duration, cpus, mem, gpu_ids)
+        index.reserve(k, start, start + duration, cpus, mem, gpu_ids, request.gpu_share_mb)
         estimates[job.job_id] = start
         decisions.reserved[job.job_id] = (nodes[k].name, gpu_ids)
     return decisions

@@ -1,0 +1,173 @@
+"""Sharing a GPU: jobs that hold part of one GPU's memory instead of whole GPUs.
+
+A sharing job (`--gpu-mem 20G --gpu-share`, or Slurm's `--gres=shard:N` where a node declares
+`[node] shards_per_gpu`) asks for megabytes of one GPU: `Request.gpu_share_mb`. Several such jobs run on one
+GPU as long as their budgets together fit its memory; the monitor holds each to its budget
+(`corral.monitor.sharing`).
+
+The scheduler's rules, kept here so that `corral.core.backfill` only hooks them in:
+
+- a GPU with any share in use is not free for a whole-GPU job (a sharing allocation holds its GPU's index,
+  so `NodeProfile.build` already leaves it out of the free set); a whole-GPU job never lands on a shared GPU;
+- a sharing request fits a GPU that is wholly free, or one already shared whose used memory plus the request
+  stays within its memory for the whole window;
+- among the GPUs where it fits, the fullest shared one is taken first (best fit), then a wholly free one, so
+  that sharing jobs pack together and whole GPUs stay free.
+
+The profile's extra state is `NodeProfile.shared`: per segment, the megabytes in use on each shared GPU; None
+on a node where nothing is shared, which keeps the common path as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from corral.core.resources import Allocation, Node, Request
+from corral.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from corral.core.backfill import NodeProfile
+
+OVER_BUDGET_WARN, OVER_BUDGET_STOP = "warn", "stop"
+OVER_BUDGET_MODES = (OVER_BUDGET_WARN, OVER_BUDGET_STOP)
+
+
+def shard_mb(node: Node, shards_per_gpu: int) -> int:
+    """One shard's megabytes on the node: its smallest GPU's memory split `shards_per_gpu` ways (0: no shards)."""
+    if shards_per_gpu <= 0 or not node.gpus:
+        return 0
+    return min(g.mem_mb for g in node.gpus) // shards_per_gpu
+
+
+def shards_to_mb(shards: int, nodes: Sequence[Node], shards_per_gpu: int) -> int:
+    """A `--gres=shard:N` request's GPU memory in megabytes.
+
+    Raises:
+        InvalidRequest: the server declares no shards, or more shards than one GPU has.
+    """
+    sized = [shard_mb(node, shards_per_gpu) for node in nodes if node.gpus]
+    if shards_per_gpu <= 0 or not sized or not min(sized):
+        raise InvalidRequest("gres", f"shard:{shards}: this server shares no GPU by shards",
+                             "an admin sets [node] shards_per_gpu in config.toml; or ask for --gpu-mem SIZE --gpu-share")
+    if shards > shards_per_gpu:
+        raise InvalidRequest("gres", f"shard:{shards} is more than one GPU has ({shards_per_gpu} shards each)",
+                             f"ask for at most shard:{shards_per_gpu}, or for whole GPUs with --gres=gpu:N")
+    return shards * min(sized)
+
+
+def check_over_budget(value: object, where: str = "config.toml") -> str:
+    """The `[node] gpu_share_over_budget` setting: what a sharing job over its GPU memory budget gets.
+
+    Raises:
+        InvalidRequest: anything but "warn" or "stop".
+    """
+    if value in OVER_BUDGET_MODES:
+        return str(value)
+    raise InvalidRequest("node.gpu_share_over_budget", f"is {value!r} in {where}",
+                         'use "warn" (a warning alone) or "stop" (a warning, then the job is stopped after the grace)')
+
+
+def overlay(profile: NodeProfile, running: Iterable[Allocation], now: float) -> None:
+    """Mark the sharing allocations in a freshly built profile: each segment's used megabytes per shared GPU,
+    and those GPUs out of its whole-GPU free sets (while any share of them is held)."""
+    sharing = [(a.gpu_ids, a.gpu_share_mb, INF if a.end_time is None else max(a.end_time, now))
+               for a in running if a.gpu_share_mb]
+    if not sharing:
+        return
+    shared: list[dict[int, int]] = []
+    for k, moment in enumerate(profile.times):
+        used: dict[int, int] = {}
+        for gpu_ids, mb, end in sharing:
+            if end > moment:
+                for g in gpu_ids:
+                    used[g] = used.get(g, 0) + mb
+        shared.append(used)
+        if used:
+            profile.gpus[k] = profile.gpus[k] - used.keys()
+    profile.shared = shared
+
+
+def without(profile: NodeProfile, off: frozenset[int], whole_node: bool) -> None:
+    """A drained (or avoided) GPU takes no new share either."""
+    if profile.shared is None:
+        return
+    profile.shared = [{} if whole_node else {g: mb for g, mb in used.items() if g not in off}
+                      for used in profile.shared]
+
+
+def earliest(profile: NodeProfile, request: Request, duration: float,
+             matching: tuple[int, ...]) -> tuple[float, tuple[int, ...]] | None:
+    """The first moment a sharing request fits on one GPU of the node for `duration`, and that GPU; None: never."""
+    need = request.gpu_share_mb
+    memory = {g.index: g.mem_mb for g in profile.node.gpus}
+    candidates = [g for g in matching if memory[g] >= need]
+    if not candidates:
+        return None
+    times, cpus, mem, gpus = profile.times, profile.cpus, profile.mem, profile.gpus
+    shared = profile.shared
+    want_cpus, want_mem = request.cpus, request.mem_mb
+    n = len(times)
+
+    def fits(k: int, g: int) -> bool:
+        if g in gpus[k]:
+            return True
+        if shared is None:
+            return False
+        used = shared[k].get(g)
+        return used is not None and used + need <= memory[g]
+
+    for k in range(n):
+        if cpus[k] < want_cpus or mem[k] < want_mem:
+            continue
+        here = [g for g in candidates if fits(k, g)]
+        if not here:
+            continue
+        end = times[k] + duration
+        j = k + 1
+        while j < n and times[j] < end:
+            if cpus[j] < want_cpus or mem[j] < want_mem:
+                break
+            here = [g for g in here if fits(j, g)]
+            if not here:
+                break
+            j += 1
+        else:
+            return times[k], (_best_fit(here, k, shared, memory),)
+    return None
+
+
+def _best_fit(gpus: list[int], k: int, shared: list[dict[int, int]] | None, memory: dict[int, int]) -> int:
+    """The fullest shared GPU (the least memory left), else the first wholly free one in the node's order."""
+    used = shared[k] if shared is not None else {}
+    on_shared = [g for g in gpus if g in used]
+    if on_shared:
+        return min(on_shared, key=lambda g: (memory[g] - used[g], gpus.index(g)))
+    return gpus[0]
+
+
+def reserve(profile: NodeProfile, first: int, last: int, gpus: tuple[int, ...], mb: int) -> None:
+    """Hold `mb` of each of `gpus` in segments [first, last); they leave the whole-GPU free sets there."""
+    if profile.shared is None:
+        profile.shared = [{} for _ in profile.times]
+    taken = frozenset(gpus)
+    for k in range(first, last):
+        used = profile.shared[k] = dict(profile.shared[k])
+        for g in gpus:
+            used[g] = used.get(g, 0) + mb
+        profile.gpus[k] = profile.gpus[k] - taken
+
+
+def earliest_anywhere(profiles: Sequence[NodeProfile], request: Request,
+                      duration: float) -> tuple[int, float, tuple[int, ...]] | None:
+    """The node (by index) where a sharing request fits first, when and on which GPU; the lowest index among
+    equals. Every node is asked: the whole-GPU bounds of `ProfileIndex` say nothing of shared GPUs."""
+    best: tuple[int, float, tuple[int, ...]] | None = None
+    for k, profile in enumerate(profiles):
+        found = profile.earliest(request, duration)
+        if found is not None and (best is None or found[0] < best[1]):
+            best = (k, found[0], found[1])
+    return best
+
+
+INF = float("inf")
