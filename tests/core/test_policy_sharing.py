@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from corral.core.backfill import NodeProfile
 from corral.core.policy import PendingJob, schedule
+from corral.core.sharing import BudgetWatch, SharingSettings
 from corral.core.resources import Allocation, Gpu, Node, Request
 from corral.core.states import PendingReason
 
@@ -82,3 +83,24 @@ def test_no_gpu_holds_more_shares_than_its_memory_and_none_mixes_whole_and_share
             assert len(on) == 1, on
         else:
             assert sum(a.gpu_share_mb for a in on) <= 80 * GB
+
+
+def test_a_job_over_its_budget_is_warned_once_then_stopped_after_the_grace_and_forgiven_if_it_drops_back():
+    watch = BudgetWatch(SharingSettings(over_budget="stop", grace_s=30))
+    budgets = {7: (20 * GB, "--gpu-mem")}
+    first, _ = watch.check(budgets, {7: 24.1 * GB}, NOW)
+    assert [(v.first, v.stop, v.stop_at) for v in first] == [(True, False, NOW + 30)]
+    assert first[0].reason() == "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)"
+    again, _ = watch.check(budgets, {7: 24 * GB}, NOW + 10)
+    assert [(v.first, v.stop) for v in again] == [(False, False)]
+    assert watch.check(budgets, {7: 19 * GB}, NOW + 20) == ([], [7])  # back within: the grace starts over
+    watch.check(budgets, {7: 21 * GB}, NOW + 25)
+    late, _ = watch.check(budgets, {7: 21 * GB}, NOW + 55)
+    assert [v.stop for v in late] == [True]
+
+
+def test_warn_only_never_stops_and_a_job_nvml_lists_no_process_of_is_within():
+    watch = BudgetWatch(SharingSettings(over_budget="warn", grace_s=0))
+    verdicts, _ = watch.check({7: (GB, "--gres=shard:1"), 8: (GB, "--gpu-mem")}, {7: 5 * GB}, NOW)
+    assert [(v.job_id, v.stop, v.stop_at) for v in verdicts] == [(7, False, None)]
+    assert verdicts[0].reason() == "GPU memory 5 GB over its budget of 1 GB (--gres=shard:1)"

@@ -145,6 +145,10 @@ class Placement(Protocol):
 
     def preempt(self, job: Job) -> None: ...
 
+    def fail(self, job: Job, reason: str) -> None:
+        """End a running job FAILED at once (the server's verdict: a sharing job over its GPU memory budget),
+        `reason` becoming its reason and a line of its stderr."""
+
     def poll(self, running: Iterable[Job]) -> list[Ended]:
         """Jobs among `running` that have ended, with their outcomes (blocking: run off the event loop)."""
 

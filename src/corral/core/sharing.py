@@ -20,7 +20,8 @@ on a node where nothing is shared, which keeps the common path as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from corral.core.resources import Allocation, Node, Request
@@ -171,3 +172,109 @@ def earliest_anywhere(profiles: Sequence[NodeProfile], request: Request,
 
 
 INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class SharingSettings:
+    """A node's `[node]` settings for sharing GPUs."""
+
+    shards_per_gpu: int = 0
+    """`shards_per_gpu`: each GPU's memory split this many ways for `--gres=shard:N` (0: no shards)."""
+    over_budget: str = OVER_BUDGET_STOP
+    """`gpu_share_over_budget`: a sharing job over its budget is warned, then stopped after the grace ("stop"),
+    or only warned ("warn")."""
+    grace_s: float = 60.0
+    """`gpu_share_grace_s`: how long a sharing job may stay over its budget after the warning."""
+
+
+def outside_holds(used: Mapping[str, Mapping[int, int]]) -> list[Allocation]:
+    """GPU memory that processes outside corral hold (`[node] outside_processes = "share"`), as allocations that
+    never end: sharing jobs fit beside them within what is left, whole-GPU jobs keep off those GPUs."""
+    return [Allocation(-1 - gpu, node, (gpu,), 0, 0, user="(outside corral)", gpu_share_mb=max(1, mb))
+            for node, gpus in used.items() for gpu, mb in gpus.items()]
+
+
+SHARING_KEYS = ("shards_per_gpu", "gpu_share_over_budget", "gpu_share_grace_s")
+MAX_SHARDS_PER_GPU = 1024
+
+
+def sharing_settings(base: SharingSettings, values: Mapping[str, object], where: str) -> SharingSettings:
+    """`[node]`'s sharing keys (`SHARING_KEYS`, TOML values already of their types) over `base`.
+
+    Raises:
+        InvalidRequest: a value out of range, named.
+    """
+    shards = values.get("shards_per_gpu", base.shards_per_gpu)
+    assert isinstance(shards, int)
+    if not 0 <= shards <= MAX_SHARDS_PER_GPU:
+        raise InvalidRequest("node.shards_per_gpu", f"is {shards} in {where}",
+                             f"give 0 (no shards) up to {MAX_SHARDS_PER_GPU}, e.g. 4: a shard is a quarter of a GPU's memory")
+    over = check_over_budget(values.get("gpu_share_over_budget", base.over_budget), where)
+    grace = values.get("gpu_share_grace_s", base.grace_s)
+    assert isinstance(grace, (int, float))
+    if not 0 <= grace <= 86400:
+        raise InvalidRequest("node.gpu_share_grace_s", f"is {grace} in {where}",
+                             "give the seconds a job may stay over its GPU memory budget, 0 to 86400, e.g. 60")
+    return SharingSettings(shards, over, float(grace))
+
+
+@dataclass(frozen=True, slots=True)
+class OverBudget:
+    """A sharing job found over its GPU memory budget by a sample."""
+
+    job_id: int
+    used_mb: float
+    budget_mb: int
+    asked_as: str
+    """How its budget was asked for: `--gpu-mem` or `--gres=shard:N`, for the reason to name."""
+    first: bool
+    """The first sample over since it was last within: the warning."""
+    stop_at: float | None
+    """When it is stopped if it stays over (`stop`); None where the setting is `warn`."""
+    stop: bool
+    """Over for the whole grace: stop it now."""
+
+    def reason(self) -> str:
+        """`GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)`."""
+        return f"GPU memory {gigabytes(self.used_mb)} over its budget of {gigabytes(self.budget_mb)} ({self.asked_as})"
+
+
+def gigabytes(mb: float) -> str:
+    """`24.1 GB`, `20 GB`: megabytes as a sharing job's reason says them."""
+    return f"{mb / 1024:.1f}".removesuffix(".0") + " GB"
+
+
+def asked_as(shards: int) -> str:
+    return f"--gres=shard:{shards}" if shards else "--gpu-mem"
+
+
+class BudgetWatch:
+    """Which sharing jobs are over their GPU memory budget, since when, and which to warn or stop now."""
+
+    __slots__ = ("settings", "over_since")
+
+    def __init__(self, settings: SharingSettings) -> None:
+        self.settings = settings
+        self.over_since: dict[int, float] = {}
+
+    def check(self, budgets: Mapping[int, tuple[int, str]], used: Mapping[int, float],
+              now: float) -> tuple[list[OverBudget], list[int]]:
+        """This sample's verdicts over the running sharing jobs' `budgets` (job -> (MB, how asked)) and the
+        GPU memory their processes use (`used`; a job NVML lists no process of is within), and the jobs back
+        within their budget after being over."""
+        for job_id in [j for j in self.over_since if j not in budgets]:
+            del self.over_since[job_id]
+        stopping = self.settings.over_budget == OVER_BUDGET_STOP
+        grace = self.settings.grace_s
+        verdicts, within = [], []
+        for job_id, (budget, asked) in budgets.items():
+            mb = used.get(job_id)
+            if mb is None or mb <= budget:
+                if self.over_since.pop(job_id, None) is not None:
+                    within.append(job_id)
+                continue
+            first = job_id not in self.over_since
+            since = self.over_since.setdefault(job_id, now)
+            verdicts.append(OverBudget(job_id, mb, budget, asked, first, since + grace if stopping else None,
+                                       stopping and now - since >= grace))
+        return verdicts, within

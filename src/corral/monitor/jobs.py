@@ -6,7 +6,7 @@ the job service (`server.service.JobService`) answers them. Everything here is r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -51,5 +51,10 @@ class JobReader(Protocol):
 
     def gpus_in_use_outside(self, processes: Sequence[OutsideProcess]) -> None:
         """What the last sample found on this machine's GPUs that belongs to no job (`corral.core.outside_use`):
-        the one thing the monitor tells the jobs, after each tick, on the event loop."""
+        told the jobs after each tick, on the event loop."""
+        ...
+
+    def gpu_memory_sampled(self, used: Mapping[int, float]) -> None:
+        """Each sampled running job's own GPU memory (its processes', as NVML lists them per process), after each
+        tick, on the event loop: what holds sharing jobs to their budgets (`corral.server.share_budgets`)."""
         ...

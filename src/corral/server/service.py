@@ -26,6 +26,7 @@ from corral.backends.base import Backend, Capabilities, JobProcesses
 from corral.core.arrays import array_state
 from corral.core.drains import Drain
 from corral.core.outside_use import OutsideProcess, unavailable
+from corral.core.sharing import outside_holds
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors, usage_charge
@@ -38,6 +39,7 @@ from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.draining import Drains
 from corral.server.outside_gpus import OutsideGpus
+from corral.server.share_budgets import ShareBudgets
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
 from corral.server.job_mail import JobMail
@@ -102,6 +104,8 @@ class JobService:
         # the machine the monitor samples: this one, where corral places jobs itself
         here = nodes[0].name if nodes and not self.capabilities.schedules_itself else None
         self.outside = OutsideGpus(here, settings.outside_processes)
+        self.budgets = ShareBudgets(settings.sharing, fail=None if backend.placement is None else backend.placement.fail,
+                                    store=store, db_thread=self.submissions.db_thread)
         self._unavailable_changed()
 
     @property
@@ -394,6 +398,8 @@ class JobService:
                           allocates=not self.capabilities.schedules_itself,
                           drained={node.name: drains.of_node(node) for node in self.nodes},
                           outside={node.name: self.outside.of_node(node.name) for node in self.nodes},
+                          shards_per_gpu=self.settings.sharing.shards_per_gpu,
+                          held_outside=self.outside.shared(self.nodes),
                           node_drains={n.name: d for n in self.nodes if (d := drains.node_drain(n.name)) is not None})
 
     def drain(self, caller: Caller, node: str, gpus: Sequence[int] | None, reason: object) -> list[Drain]:
@@ -423,9 +429,15 @@ class JobService:
         if self.outside.update(processes):
             self._unavailable_changed()
 
+    def gpu_memory_sampled(self, used: Mapping[int, float]) -> None:
+        """The monitor's last sample of each running job's own GPU memory (`JobReader`): sharing jobs over their
+        budget are warned, then stopped (`corral.server.share_budgets`)."""
+        self.budgets.sampled(self.active, used, self.clock())
+
     def _unavailable_changed(self) -> None:
         """Drained GPUs and avoided ones (in use outside corral) are what no new job is given."""
         self.scheduling.drained = unavailable(self.drains.by_node, self.outside.avoided())
+        self.scheduling.held_outside = outside_holds(self.outside.shared(self.nodes))
         self.table.drained_note = "; ".join(n for n in (self.drains.note(), self.outside.note()) if n)
         self.mark_dirty()
 
