@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from corral.core.backfill import NodeProfile
 from corral.core.policy import PendingJob, schedule
-from corral.core.sharing import BudgetWatch, SharingSettings
+from corral.core.sharing import BudgetWatch, SharingSettings, outside_holds, shareable_beside
 from corral.core.resources import Allocation, Gpu, Node, Request
 from corral.core.states import PendingReason
 
@@ -104,3 +104,12 @@ def test_warn_only_never_stops_and_a_job_nvml_lists_no_process_of_is_within():
     verdicts, _ = watch.check({7: (GB, "--gres=shard:1"), 8: (GB, "--gpu-mem")}, {7: 5 * GB}, NOW)
     assert [(v.job_id, v.stop, v.stop_at) for v in verdicts] == [(7, False, None)]
     assert verdicts[0].reason() == "GPU memory 5 GB over its budget of 1 GB (--gres=shard:1)"
+
+
+def test_beside_a_process_outside_corral_sharing_jobs_fit_its_free_memory_and_whole_gpu_jobs_block_nobody():
+    one = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB),))
+    held = {"gpu01": {0: 60 * GB}}
+    pending = [job(1), job(2, 10), job(3, 15)]
+    decisions = schedule([one], outside_holds(held), pending, NOW, drained=shareable_beside(held))
+    assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(2, (0,))]
+    assert decisions.reasons == {1: PendingReason.NODE_NOT_AVAIL, 3: PendingReason.RESOURCES}

@@ -111,7 +111,7 @@ def note(outside: Mapping[str, Iterable[OutsideProcess]], modes: Mapping[str, st
     """What a job waiting for avoided GPUs shows after ReqNodeNotAvail: which, and whose process holds them."""
     parts = []
     for node, processes in outside.items():
-        if modes.get(node, AVOID) != AVOID:
+        if modes.get(node, AVOID) == IGNORE:
             continue
         for gpu, held in sorted(by_gpu(processes).items()):
             parts.append(f"{node} GPU {gpu} in use outside corral by {', '.join(p.describe() for p in held)}")

@@ -26,6 +26,7 @@ from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 from corral.core.schedconfig import SchedulerConfig
+from corral.core.sharing import for_sharing
 from corral.core.states import PendingReason
 
 _DEFAULT_CONFIG = SchedulerConfig()
@@ -230,7 +231,7 @@ class _Limits:
     """
 
     __slots__ = ("nodes", "partitions", "default_partition", "qoses", "default_qos", "jobs_of", "gpus_of", "fits",
-                 "now", "usable", "whole", "fits_usable")
+                 "now", "usable", "whole", "fits_usable", "usable_sharing")
 
     def __init__(
         self, nodes: Sequence[Node], config: SchedulerConfig,
@@ -240,6 +241,8 @@ class _Limits:
         self.now = now
         self.nodes = nodes
         self.usable = _undrained(nodes, drained) if drained else None  # the nodes as drains leave them
+        # a sharing job's: GPUs in use outside corral where sharing jobs may go beside them are usable
+        self.usable_sharing = _undrained(nodes, for_sharing(drained)) if drained else []
         # an exclusive job's: nodes with nothing drained
         self.whole = [node for node in nodes if not drained.get(node.name)] if drained else nodes
         self.fits_usable: dict[Request, bool] = {}
@@ -267,7 +270,8 @@ class _Limits:
             usable = self.fits_usable.get(request)
             if usable is None:
                 usable = self.fits_usable[request] = _fits_some_node(
-                    request, self.whole if request.exclusive else self.usable)
+                    request, self.whole if request.exclusive else self.usable_sharing if request.gpu_share_mb
+                    else self.usable)
             if not usable:
                 return PendingReason.NODE_NOT_AVAIL
         partition = self.partitions.get(job.partition or self.default_partition)

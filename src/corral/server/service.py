@@ -26,7 +26,7 @@ from corral.backends.base import Backend, Capabilities, JobProcesses
 from corral.core.arrays import array_state
 from corral.core.drains import Drain
 from corral.core.outside_use import OutsideProcess, unavailable
-from corral.core.sharing import outside_holds
+from corral.core.sharing import outside_holds, shareable_beside
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors, usage_charge
@@ -436,8 +436,12 @@ class JobService:
 
     def _unavailable_changed(self) -> None:
         """Drained GPUs and avoided ones (in use outside corral) are what no new job is given."""
-        self.scheduling.drained = unavailable(self.drains.by_node, self.outside.avoided())
-        self.scheduling.held_outside = outside_holds(self.outside.shared(self.nodes))
+        drained = self.drains.by_node
+        # where sharing jobs may use a GPU in use outside corral: what it holds, unless an admin drained it
+        held = {node: {g: mb for g, mb in gpus.items() if g not in drained.get(node, ())}
+                for node, gpus in self.outside.shared(self.nodes).items()}
+        self.scheduling.drained = unavailable(unavailable(drained, self.outside.avoided()), shareable_beside(held))
+        self.scheduling.held_outside = outside_holds(held)
         self.table.drained_note = "; ".join(n for n in (self.drains.note(), self.outside.note()) if n)
         self.mark_dirty()
 
