@@ -84,7 +84,11 @@ class Submissions:
         )
         check_nice(spec, privileged)
         check_priority(spec, privileged)
-        if spec.gpu_shards and not self.backend.capabilities.schedules_itself:  # Slurm sizes its own shards
+        if self.backend.capabilities.schedules_itself:
+            if spec.gpu_share_mb:
+                raise InvalidRequest("gpu_share", f"the {self.backend.capabilities.name} backend shares GPUs by shards "
+                                     "alone", "ask for --gres=shard:N (its gres/shard), or for whole GPUs")
+        elif spec.gpu_shards:  # Slurm sizes its own shards; here they are megabytes of one GPU
             spec = replace(spec, gpu_share_mb=shards_to_mb(spec.gpu_shards, self.nodes, self.settings.sharing.shards_per_gpu))
         if spec.interactive and self.backend.terminals is None:
             raise InvalidRequest("interactive", f"the {self.backend.capabilities.name} backend runs interactive jobs "
