@@ -34,8 +34,8 @@ def cluster_view(service: JobService, monitor: MonitorService) -> dict[str, Any]
         for gpu in node["gpus"]:
             gpu.update(live.get(gpu["index"], blank) if len(nodes) == 1 else blank)
             for job in (gpu.get("shared") or {}).get("jobs", ()):  # what each sharing job uses of its budget
-                sample = monitor.latest.get(job["job_id"])
-                job["used_mb"] = sample.own_gpu_memory_mb if sample is not None else None
+                own = monitor.latest.get(job["job_id"])
+                job["used_mb"] = own.own_gpu_memory_mb if own is not None else None
     totals = {
         "gpus": sum(len(n["gpus"]) for n in nodes),
         "gpus_used": sum(1 for n in nodes for g in n["gpus"] if g["job_id"] is not None),

@@ -146,6 +146,10 @@ def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
     assert " Reason=GPU_memory_24.1_GB_over_its_budget_of_20_GB_(--gpu-mem) " in \
         slurm_shell(server.home)(f"scontrol show job {job_id}").stdout
     assert "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)" in corral(server, "show", str(job_id)).output
+    diagnosis = client.diagnose(job_id)
+    found = next(f for f in diagnosis["findings"] if f["cause"] == "gpu_over_budget")
+    assert found["evidence"] == ["GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)"]
+    assert "--gpu-mem more than 20G" in found["fixes"][0]
 
 
 def test_warn_only_keeps_the_job_running_and_forgives_it_once_it_drops_back(server_factory, short_tmp, monkeypatch,
