@@ -113,3 +113,10 @@ def test_beside_a_process_outside_corral_sharing_jobs_fit_its_free_memory_and_wh
     decisions = schedule([one], outside_holds(held), pending, NOW, drained=shareable_beside(held))
     assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(2, (0,))]
     assert decisions.reasons == {1: PendingReason.NODE_NOT_AVAIL, 3: PendingReason.RESOURCES}
+
+
+def test_across_nodes_a_sharing_job_joins_a_shared_gpu_before_taking_a_whole_one_on_a_lower_node():
+    other = Node("gpu02", cpus=32, mem_mb=256 * GB, gpus=tuple(Gpu(i, "A100", 80 * GB) for i in range(2)))
+    running = [Allocation(8, "gpu02", (1,), 1, 0, gpu_share_mb=40 * GB)]
+    decisions = schedule([NODE, other], running, [job(1, 20), job(2, 30)], NOW)
+    assert [(a.node, a.gpu_ids) for a in decisions.starts] == [("gpu02", (1,)), ("gpu01", (0,))]

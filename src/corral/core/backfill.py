@@ -198,7 +198,7 @@ class ProfileIndex:
     the answer is the one a scan of every node gives, at a fraction of the cost.
     """
 
-    __slots__ = ("profiles", "_bounds", "_order")
+    __slots__ = ("profiles", "_bounds", "_order", "shared")
 
     def __init__(self, profiles: Sequence[NodeProfile]) -> None:
         self.profiles = list(profiles)
@@ -208,6 +208,8 @@ class ProfileIndex:
             sorted((b[g], k) for k, b in enumerate(self._bounds) if g < len(b) and b[g] < INFINITY)
             for g in range(most)
         ]
+        self.shared = {k for k, profile in enumerate(self.profiles) if profile.shared is not None}
+        """The nodes where some GPU is shared (`corral.core.sharing`): a share may fit there at any moment."""
 
     def earliest(self, request: Request, duration: float) -> tuple[int, float, tuple[int, ...]] | None:
         """The node (by index) where the request fits first for `duration`, when, and the GPUs it would get.
@@ -218,7 +220,7 @@ class ProfileIndex:
         if need >= len(self._order):
             return None
         if request.gpu_share_mb:
-            return sharing.earliest_anywhere(self.profiles, request, duration)
+            return sharing.earliest_anywhere(self.profiles, self.shared, self._order[1], request, duration)
         best: tuple[int, float, tuple[int, ...]] | None = None
         best_start, best_k = INFINITY, -1
         profiles = self.profiles
@@ -235,6 +237,8 @@ class ProfileIndex:
                 share_mb: int = 0) -> None:
         """Take resources away from node `k` during [start, end), and re-rank it."""
         self.profiles[k].reserve(start, end, cpus, mem, gpus, share_mb)
+        if share_mb:
+            self.shared.add(k)
         old, new = self._bounds[k], self.profiles[k].first_free()
         self._bounds[k] = new
         for g, (before, after) in enumerate(zip(old, new)):

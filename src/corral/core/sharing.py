@@ -182,15 +182,34 @@ def reserve(profile: NodeProfile, first: int, last: int, gpus: tuple[int, ...], 
         profile.gpus[k] = profile.gpus[k] - taken
 
 
-def earliest_anywhere(profiles: Sequence[NodeProfile], request: Request,
-                      duration: float) -> tuple[int, float, tuple[int, ...]] | None:
+def earliest_anywhere(profiles: Sequence[NodeProfile], shared: Iterable[int], order: Sequence[tuple[float, int]],
+                      request: Request, duration: float) -> tuple[int, float, tuple[int, ...]] | None:
     """The node (by index) where a sharing request fits first, when and on which GPU; the lowest index among
-    equals. Every node is asked: the whole-GPU bounds of `ProfileIndex` say nothing of shared GPUs."""
+    equals, as `ProfileIndex.earliest`.
+
+    Nodes where a GPU is shared (`shared`) are asked first, and the first that takes it now on a GPU already
+    shared wins outright: sharing jobs pack together, leaving whole GPUs free. Elsewhere it needs a wholly free
+    GPU, so `order` (the nodes by the first moment one GPU is free there) bounds the search as for a one-GPU job.
+    """
     best: tuple[int, float, tuple[int, ...]] | None = None
-    for k, profile in enumerate(profiles):
+    best_start, best_k = INF, -1
+    asked = set(shared)
+    for k in sorted(asked):
+        profile = profiles[k]
         found = profile.earliest(request, duration)
-        if found is not None and (best is None or found[0] < best[1]):
-            best = (k, found[0], found[1])
+        if found is None or found[0] >= best_start:
+            continue
+        best_start, best_k, best = found[0], k, (k, found[0], found[1])
+        if found[0] == profile.times[0] and profile.shared is not None and found[1][0] in profile.shared[0]:
+            return best  # now, beside other sharing jobs: nothing does better
+    for bound, k in order:
+        if bound > best_start or (bound == best_start and k > best_k):
+            break
+        if k in asked:
+            continue
+        found = profiles[k].earliest(request, duration)
+        if found is not None and (found[0] < best_start or (found[0] == best_start and k < best_k)):
+            best_start, best_k, best = found[0], k, (k, found[0], found[1])
     return best
 
 
