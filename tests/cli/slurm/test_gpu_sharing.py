@@ -54,7 +54,8 @@ def test_shard_jobs_share_one_gpu_a_whole_gpu_job_takes_another_and_slurm_shows_
 
     def sbatch(*options: str) -> int:
         done = shell(f"sbatch --parsable -o {out} {' '.join(options)} "
-                     "--wrap 'echo $CUDA_VISIBLE_DEVICES ${SLURM_SHARDS_ON_NODE:-none}; sleep 300'")
+                     "--wrap 'echo $CUDA_VISIBLE_DEVICES ${SLURM_SHARDS_ON_NODE:-none} ${CORRAL_GPU_MEM_MB:-none}; "
+                     "srun --gres=shard:1 printenv CUDA_VISIBLE_DEVICES; sleep 300'")
         assert done.returncode == 0, done.stderr
         return int(done.stdout.strip())
 
@@ -69,7 +70,9 @@ def test_shard_jobs_share_one_gpu_a_whole_gpu_job_takes_another_and_slurm_shows_
     assert [(j["job_id"], j["shards"], j["budget_mb"]) for j in shared["jobs"]] == [(first, 2, 40960), (second, 2, 40960)]
     assert (shared["budgeted_mb"], shared["free_mb"]) == (81920, 0)
     assert gpu(client, 1)["shared"] is None and gpu(client, 1)["job_id"] == whole
-    assert wait_for(lambda: (tmp_path / f"env.{first}").read_text() if (tmp_path / f"env.{first}").exists() else "") == "0 2\n"
+    # its GPU and shards as Slurm sets them, its budget in MB; a step asking for shards shares the job's GPU
+    log = tmp_path / f"env.{first}"
+    assert wait_for(lambda: log.exists() and log.read_text().count("\n") == 2 and log.read_text()) == "0 2 40960\n0\n"
 
     job = shell(f"scontrol show job {first}").stdout
     assert "gres/shard=2\n" in job.split("TRES=")[1].split()[0] + "\n", job
