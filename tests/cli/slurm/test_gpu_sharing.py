@@ -79,6 +79,8 @@ def test_shard_jobs_share_one_gpu_a_whole_gpu_job_takes_another_and_slurm_shows_
     assert "   TresPerNode=gres:shard:2\n" in job
     assert shell(f"squeue -h -j {first} -O tres-per-node:30").stdout.strip() == "gres:shard:2"
     assert shell(f"squeue -h -j {whole} -O tres-per-node:30").stdout.strip() == "gres:gpu:1"
+    assert shell(f"squeue -h -j {first} -O tres-alloc:80").stdout.strip().endswith(",billing=1,gres/shard=2")
+    assert "gres/shard=2," in shell(f"sacct -n -P -j {first} -X -o AllocTRES").stdout
     node = shell("scontrol show node").stdout
     assert "   Gres=gpu:A100:2,shard:8\n" in node, node
     assert shell("sinfo -h -o %G").stdout.strip() == "gpu:A100:2,shard:8"
