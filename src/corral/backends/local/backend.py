@@ -141,6 +141,7 @@ class LocalBackend:
         env = job_environment(
             job, allocation, server_env=settings.server_env, checkpoint_dir=checkpoint_dir,
             server_url=settings.server_url(), home=self.home, slurm_commands=settings.slurm_commands,
+            gpu_uuids=settings.gpu_uuids,
         )
         container = None
         cgroup = settings.cgroup_of(job, allocation)
@@ -303,7 +304,7 @@ class LocalKind:
             max_log_mb=s.max_log_mb, log_reserve_mb=s.log_reserve_mb, max_job_processes=s.max_job_processes,
             cgroup_layout=setup.cgroup_layout, slurm_commands=s.slurm_commands,
             gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus},
-            gpu_devices=any(g.uuid for g in gpus),
+            gpu_devices=any(g.uuid for g in gpus), gpu_uuids={g.index: g.uuid for g in gpus if g.uuid},
         )
         return LocalBackend(setup.home, settings, owner_lookup=setup.owner_lookup,
                             user_log_quota_mb=s.user_log_quota_mb, containers=_containers(setup))
