@@ -128,6 +128,13 @@ def cuda_visible_devices(gpu_ids: Iterable[int], uuids: Mapping[int, str]) -> st
     """CUDA_VISIBLE_DEVICES for a job's GPUs: their indexes (PCI bus order), or, where one is a MIG slice (which
     CUDA names only by `MIG-<uuid>`), every one's UUID, as Slurm binds MIG devices."""
     ids = list(gpu_ids)
+    return ",".join(by_uuid(ids, uuids) or [str(i) for i in ids])
+
+
+def by_uuid(gpu_ids: Iterable[int], uuids: Mapping[int, str]) -> tuple[str, ...]:
+    """A job's GPUs by UUID where one is a MIG slice (containers' runtimes pass it so too); () where their indexes
+    name them all."""
+    ids = list(gpu_ids)
     if any(uuids.get(i, "").startswith("MIG-") for i in ids):
-        return ",".join(uuids.get(i, str(i)) for i in ids)
-    return ",".join(str(i) for i in ids)
+        return tuple(uuids.get(i, str(i)) for i in ids)
+    return ()

@@ -150,8 +150,9 @@ class LocalBackend:
             container = self.containers.launch(
                 job, allocation, owner, checkpoint_dir=checkpoint_dir, server_env=settings.server_env,
                 script=argv[0] if job.spec.script is not None else None,
-                cgroup_layout=settings.cgroup_layout, gpu_devices=settings.gpu_devices).to_json()
-            env = self.containers.environment(env, allocation)
+                cgroup_layout=settings.cgroup_layout, gpu_devices=settings.gpu_devices,
+                gpu_uuids=settings.gpu_uuids).to_json()
+            env = self.containers.environment(env, allocation, settings.gpu_uuids)
         config = LaunchConfig(
             job_ref=job.ref,
             node=allocation.node,  # the stop line in its stderr names it, as Slurm's does
