@@ -12,7 +12,7 @@ from corral.core.states import JobState
 from corral.backends.local.settings import LaunchSettings
 from corral.executor.environment import job_environment
 from corral.executor.gpus import detect_gpus
-from corral.executor.mig import cuda_visible_devices, profile_of, raw_mig
+from corral.executor.mig import caps_major, caps_minors, cuda_visible_devices, profile_of, raw_mig
 from corral.monitor.nvml import ReplayedGpus
 
 from tests.helpers import make_spec
@@ -28,6 +28,7 @@ def mig_frame(*, pid: int | None = None) -> list[dict]:
     one 3g.40gb and two 1g.10gb (the first 1g.10gb running `pid`, with 3 GiB), GPU 1 whole."""
     def device(uuid: str, profile: str, total_gib: int, gi: int, used_gib: int, processes: list) -> dict:
         return {"uuid": uuid, "name": f"{A100} MIG {profile}", "gi": gi, "ci": 0, "utilization": None,
+                "caps": [gi * 9 + 3, gi * 9 + 4],  # the driver's /dev/nvidia-caps minors for gi, then its ci 0
                 "memory": {"total": total_gib * GIB, "used": used_gib * GIB, "free": (total_gib - used_gib) * GIB},
                 "processes": processes}
 
@@ -62,6 +63,7 @@ def test_a_gpu_in_mig_mode_gives_its_slices_as_gpus_typed_by_profile_after_the_w
         (4, "1g.10gb", 10240, MIG_1G[1], 0, 0, 8.0),
     ]
     assert gpus[1].device_name == f"{A100} MIG 3g.40gb"
+    assert [g.caps for g in gpus] == [(), (21, 22), (84, 85), (93, 94)]
 
 
 def test_each_slice_is_sampled_on_its_own_index_with_its_memory_and_no_utilization(tmp_path):
@@ -109,6 +111,32 @@ def test_a_job_on_a_slice_may_open_its_parents_device_and_no_other_gpus():
     assert on_whole is not None and on_whole["deny_devices"] == [["c", 195, 0]]
 
 
+def test_a_job_on_a_slice_may_open_its_own_mig_instances_and_not_the_other_slices():
+    settings = LaunchSettings(kill_grace_s=1, server_env={}, server_url=lambda: None, cgroup_layout={"devices": True},
+                              gpu_minors={1: 1, 2: 0, 3: 0, 4: 0}, caps_major=236,
+                              gpu_caps={2: (21, 22), 3: (84, 85), 4: (93, 94)})
+    job = SimpleNamespace(id=7)
+    on_slice = settings.cgroup_of(job, Allocation(job_id=7, node="n1", gpu_ids=(3,), cpus=1, mem_mb=0))
+    assert on_slice is not None and on_slice["deny_devices"] == [
+        ["c", 195, 1], ["c", 236, 21], ["c", 236, 22], ["c", 236, 93], ["c", 236, 94]]
+
+
+def test_the_drivers_capability_files_give_each_instances_minor(tmp_path):
+    def access(path, minor):
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "access").write_text(f"DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+
+    access(tmp_path / "gpu0" / "mig" / "gi9", 84)
+    access(tmp_path / "gpu0" / "mig" / "gi9" / "ci0", 85)
+    assert caps_minors(0, 9, 0, root=str(tmp_path)) == [84, 85]
+    assert caps_minors(0, 9, 1, root=str(tmp_path)) is None  # no such compute instance
+    assert caps_minors(None, 9, 0, root=str(tmp_path)) is None
+    devices = tmp_path / "devices"
+    devices.write_text("Character devices:\n195 nvidia-frontend\n236 nvidia-caps\n508 nvidia-uvm\n")
+    assert caps_major(str(devices)) == 236
+    assert caps_major(str(tmp_path / "none")) is None
+
+
 class _Nvml:
     """pynvml's MIG calls, answering as an A100 in MIG mode with two instances (slot 1 empty)."""
 
@@ -125,6 +153,9 @@ class _Nvml:
         if self.mode < 0:
             raise self.NVMLError("Not Supported")
         return [self.mode, self.mode]
+
+    def nvmlDeviceGetMinorNumber(self, handle):
+        return 0
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle):
         return 7

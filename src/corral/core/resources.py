@@ -58,6 +58,8 @@ class Gpu:
     parent: int | None = None
     """A MIG slice's: the NVML index of the GPU it is cut from (its type is then its profile, `3g.40gb`, and its
     uuid `MIG-...`; `corral.executor.mig`); None: a whole GPU."""
+    caps: tuple[int, ...] = ()
+    """A MIG slice's /dev/nvidia-caps minors (its GPU and compute instance's access): only its job may open them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,9 @@ carries them in NVML's own units, inside their GPU's dict::
 
 Numbering: whole GPUs keep NVML's index (what nvidia-smi, CUDA_VISIBLE_DEVICES=N and drains name); the slices are
 numbered after the last GPU, parent by parent in NVML's order, so a node's GPU indexes stay unique and every frame
-numbers the slices the same way. A slice's device minor is its parent's: the job holding it must open /dev/nvidiaN.
+numbers the slices the same way. A slice's device minor is its parent's: the job holding it must open /dev/nvidiaN,
+and its instances' capabilities, /dev/nvidia-caps/nvidia-capM (`caps`: the GPU instance's, then the compute
+instance's minor), which no other job may open: that, as Slurm's MultipleFiles in gres.conf, keeps it to its slice.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 from corral.core.resources import Gpu
 
 _PROFILE = re.compile(r"\bMIG\s+(\S+)\s*$")
+CAPABILITIES = "/proc/driver/nvidia/capabilities"
+"""Where the driver says which /dev/nvidia-caps minor grants access to each MIG instance."""
 
 
 def raw_mig(pynvml: Any, handle: Any) -> dict[str, Any] | None:
@@ -34,14 +38,55 @@ def raw_mig(pynvml: Any, handle: Any) -> dict[str, Any] | None:
         return None
     if current != pynvml.NVML_DEVICE_MIG_ENABLE:
         return None
+    try:
+        minor: int | None = int(pynvml.nvmlDeviceGetMinorNumber(handle))
+    except pynvml.NVMLError:
+        minor = None
     devices = []
     for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
         try:
             device = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except pynvml.NVMLError:  # an empty slot: no instance there
             continue
-        devices.append(_raw_device(pynvml, device))
+        raw = _raw_device(pynvml, device)
+        raw["caps"] = caps_minors(minor, raw["gi"], raw["ci"])
+        devices.append(raw)
     return {"mode": int(current), "devices": devices}
+
+
+def caps_minors(gpu_minor: int | None, gi: int | None, ci: int | None, root: str = CAPABILITIES) -> list[int] | None:
+    """The /dev/nvidia-caps minors of a MIG device's GPU instance and compute instance; None where the driver
+    does not say (then its slice's devices are not kept from other jobs)."""
+    if gpu_minor is None or gi is None or ci is None:
+        return None
+    instance = f"{root}/gpu{gpu_minor}/mig/gi{gi}"
+    minors = [_device_file_minor(f"{instance}/access"), _device_file_minor(f"{instance}/ci{ci}/access")]
+    return [m for m in minors if m is not None] if all(m is not None for m in minors) else None
+
+
+def _device_file_minor(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "DeviceFileMinor" and value.strip().isdigit():
+                    return int(value)
+    except OSError:
+        return None
+    return None
+
+
+def caps_major(devices: str = "/proc/devices") -> int | None:
+    """The character major of /dev/nvidia-caps (the driver picks it at load); None: no such driver here."""
+    try:
+        with open(devices) as f:
+            for line in f:
+                number, _, name = line.strip().partition(" ")
+                if name.strip() == "nvidia-caps" and number.isdigit():
+                    return int(number)
+    except OSError:
+        return None
+    return None
 
 
 def _raw_device(pynvml: Any, device: Any) -> dict[str, Any]:
@@ -114,7 +159,9 @@ def as_slice(raw: Mapping[str, Any], gpu: Gpu) -> Gpu:
     parent = raw.get("parent")
     if not isinstance(parent, int):
         return gpu
-    return replace(gpu, type=profile_of(gpu.device_name) or gpu.type, parent=parent)
+    caps = raw.get("caps")
+    minors = tuple(c for c in caps if isinstance(c, int)) if isinstance(caps, list) else ()
+    return replace(gpu, type=profile_of(gpu.device_name) or gpu.type, parent=parent, caps=minors)
 
 
 def with_slices(frame: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
