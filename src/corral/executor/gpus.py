@@ -90,7 +90,8 @@ def gpus_from_raw(frame: Sequence[Mapping[str, Any]]) -> list[Gpu]:
     """GPUs from raw NVML facts (what `read_inventory` returns, or a recorded frame): a field a frame lacks is
     left unknown (its name: `GPU`; its memory: 0). A GPU in MIG mode gives its slices instead (`corral.executor.mig`)."""
     gpus = []
-    for raw in schedulable(frame):
+    rows = schedulable(frame)
+    for raw in rows:
         name = raw.get("name") if isinstance(raw.get("name"), str) else None
         gpu_type = short_gpu_type(name) if name else "GPU"
         memory = raw.get("memory")
@@ -101,11 +102,10 @@ def gpus_from_raw(frame: Sequence[Mapping[str, Any]]) -> list[Gpu]:
         else:
             cc = capability_of(gpu_type)
         minor, uuid = raw.get("minor"), raw.get("uuid")
-        gpus.append(as_slice(raw, Gpu(
-            index=int(raw["index"]), type=gpu_type, mem_mb=int(total) // _MB if isinstance(total, int) else 0,
-            uuid=uuid if isinstance(uuid, str) else None, minor=minor if isinstance(minor, int) else None,
-            capability=cc, device_name=name)))
-    return gpus
+        gpus.append(Gpu(index=int(raw["index"]), type=gpu_type, mem_mb=int(total) // _MB if isinstance(total, int) else 0,
+                        uuid=uuid if isinstance(uuid, str) else None, minor=minor if isinstance(minor, int) else None,
+                        capability=cc, device_name=name))
+    return [as_slice(raw, gpu) for raw, gpu in zip(rows, gpus)]
 
 
 def first_replayed_frame(path: str) -> list[dict[str, Any]]:

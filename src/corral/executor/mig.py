@@ -42,8 +42,12 @@ def raw_mig(pynvml: Any, handle: Any) -> dict[str, Any] | None:
         minor: int | None = int(pynvml.nvmlDeviceGetMinorNumber(handle))
     except pynvml.NVMLError:
         minor = None
+    try:
+        slots = int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+    except pynvml.NVMLError:  # in MIG mode but not telling its instances: none to schedule (nor the GPU whole)
+        slots = 0
     devices = []
-    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+    for slot in range(slots):
         try:
             device = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except pynvml.NVMLError:  # an empty slot: no instance there
