@@ -32,6 +32,8 @@ CAPABILITIES = "/proc/driver/nvidia/capabilities"
 
 def raw_mig(pynvml: Any, handle: Any) -> dict[str, Any] | None:
     """A GPU's MIG mode and devices from NVML as the raw `mig` field; None where MIG is off or unsupported."""
+    if not hasattr(pynvml, "nvmlDeviceGetMigMode"):  # a binding older than MIG
+        return None
     try:
         current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
     except pynvml.NVMLError:  # not a MIG-capable board, or an old driver
