@@ -42,3 +42,13 @@ def test_slices_of_a_profile_are_matched_and_two_of_the_only_one_are_refused_nam
     assert str(caught.value) == (
         "gpus: requested 2 GPUs of 3g.40gb; the most any node has is 1 (GPUs here: 1g.10gb (MIG slice, 10G, "
         "capability 8.0), 3g.40gb (MIG slice, 40G, capability 8.0), A100 (80G, capability 8.0))")
+
+
+def test_draining_a_gpu_in_mig_mode_drains_its_slices():
+    from corral.core.drains import gpus_named
+
+    assert gpus_named([NODE], "n1", [0]) == (NODE, (2, 3, 4))  # GPU 0, as NVML and an XID name it
+    assert gpus_named([NODE], "n1", [3, 1]) == (NODE, (3, 1))
+    with pytest.raises(InvalidRequest) as caught:
+        gpus_named([NODE], "n1", [7])
+    assert caught.value.hint == "its GPUs are 1, 2, 3, 4"

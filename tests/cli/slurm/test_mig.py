@@ -91,3 +91,8 @@ def test_slices_are_requested_by_profile_bound_by_uuid_and_shown_per_slice(mig_s
     assert sample["gpu_memory_mb"] == 1024, sample
     for job in (on_slice, int(whole.stdout.strip()), big["id"]):
         client.cancel(job)
+
+    # an XID names the GPU by NVML's index: draining GPU 0 drains each of its slices
+    assert corral(server, "drain", "0", "--reason", "XID 79").output.strip() == f"GPU 0 of node {node['name']} drained: XID 79"
+    assert [(g["index"], (g["drained"] or {}).get("reason")) for g in client.nodes()[0]["gpus"]] == [
+        (1, None), (2, "XID 79"), (3, "XID 79"), (4, "XID 79")]
