@@ -7,6 +7,7 @@ carries them in NVML's own units, inside their GPU's dict::
 
     "mig": {"mode": 1, "devices": [{"uuid": "MIG-...", "name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
                                     "memory": {"total": ..., "used": ..., "free": ...}, "gi": 1, "ci": 0,
+                                    "caps": [21, 22], "utilization": null,
                                     "processes": [{"pid": 4242, "usedGpuMemory": ...}]}]}
 
 Numbering: whole GPUs keep NVML's index (what nvidia-smi, CUDA_VISIBLE_DEVICES=N and drains name); the slices are
