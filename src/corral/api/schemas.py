@@ -156,6 +156,9 @@ class GpuOut(BaseModel):
     capability: float | None = None
     """CUDA compute capability (8.0 for an A100): from NVML, or the table by type for declared GPUs."""
     device_name: str | None = None
+    parent: int | None = None
+    """A MIG slice's: the NVML index of the GPU it is cut from (its `type` is its profile, `3g.40gb`; its `uuid`
+    `MIG-...`); null for a whole GPU."""
     job_id: int | None
     job_ref: str | None = Field(None, description="The job as `queue` names it: 12, or 12_3 for task 3 of array 12.")
     job_name: str | None

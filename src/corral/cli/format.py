@@ -198,7 +198,8 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
             if outside:  # a process no job of corral's runs (a notebook): no job is placed here meanwhile
                 holder = ("" if holder == "free" else holder + "; ") + outside_text(outside)
             capability = gpu.get("capability")
-            rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]),
+            kind = gpu["type"] if gpu.get("parent") is None else f"{gpu['type']} (MIG slice of GPU {gpu['parent']})"
+            rows.append([node["name"], str(gpu["index"]), kind, format_memory(gpu["mem_mb"]),
                          "-" if capability is None else f"{capability:.1f}", holder])
     summary = [
         f"{n['name']}: CPUs {n['cpus_alloc']}/{n['cpus']} allocated, memory {format_memory(n['mem_alloc_mb']) if n['mem_alloc_mb'] else 0}"

@@ -8,6 +8,9 @@ returns them::
      "power_mw": 612000, "temperature_c": 64,
      "processes": [{"pid": 4242, "usedGpuMemory": 20971520000}]}
 
+A GPU in MIG mode adds `"mig": {"mode": 1, "devices": [...]}`, each device with its own memory and processes:
+each is read as a GPU of its own, numbered after the last whole GPU (`corral.executor.mig`).
+
 A field NVML does not support on a board (power on some, per-process memory under MIG
 or some drivers) is null. `NvmlReader` builds these frames from the real NVML,
 `ReplayedGpus` reads recorded ones (`python -m corral.monitor.nvml --record N` records
@@ -30,6 +33,7 @@ from typing import Any
 
 from corral.errors import InvalidRequest
 from corral.executor.gpus import REPLAY_ENV, read_inventory
+from corral.executor.mig import raw_mig, with_slices
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +112,8 @@ class NvmlReader:
         """Why NVML could not start, after a failed attempt; None otherwise."""
 
     def read(self) -> list[GpuReading]:
-        """Every GPU now; [] where NVML is unavailable."""
-        return [reading_from_raw(raw) for raw in self.read_raw()]
+        """Every GPU now, and each MIG slice under its own index (`corral.executor.mig`); [] where NVML is unavailable."""
+        return [reading_from_raw(raw) for raw in with_slices(self.read_raw())]
 
     def read_raw(self) -> list[dict[str, Any]]:
         """Every GPU now as a raw frame (NVML's units); [] where NVML is unavailable."""
@@ -180,7 +184,7 @@ def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None) -> dict[str
         return [{"pid": p.pid, "usedGpuMemory": p.usedGpuMemory}
                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
 
-    return {
+    raw: dict[str, Any] = {
         "index": index,
         "uuid": uuid,
         "utilization": _call(pynvml, utilization),
@@ -189,6 +193,10 @@ def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None) -> dict[str
         "temperature_c": _call(pynvml, lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
         "processes": _call(pynvml, processes),
     }
+    mig = _call(pynvml, lambda: raw_mig(pynvml, handle))
+    if mig is not None:  # its slices' figures, each read on its own MIG device handle
+        raw["mig"] = mig
+    return raw
 
 
 def _call(pynvml: Any, read: Callable[[], Any]) -> Any:
@@ -222,7 +230,7 @@ class ReplayedGpus:
                     frame = json.loads(line)
                     if not isinstance(frame, list):
                         raise ValueError("a frame is a JSON list of per-GPU dicts")
-                    self._frames.append([reading_from_raw(raw) for raw in frame])
+                    self._frames.append([reading_from_raw(raw) for raw in with_slices(frame)])
                 except (ValueError, AttributeError) as error:
                     raise ValueError(f"{self.path}, line {number}: {error}") from None
         if not self._frames:

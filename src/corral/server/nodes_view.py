@@ -48,6 +48,7 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
             gpus.append({
                 "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
                 "capability": gpu.capability, "device_name": gpu.device_name,
+                "parent": gpu.parent,  # a MIG slice's GPU (its NVML index); its type is then its profile
                 "job_id": job.id if job else None, "job_ref": job.ref if job else None,
                 "job_name": job.spec.name if job else None,
                 "user": job.spec.user if job else None,
