@@ -148,6 +148,27 @@ class OutsideOut(BaseModel):
     """When a sample first showed it, in UTC (ISO 8601)."""
 
 
+class HealthEventOut(BaseModel):
+    gpu: int
+    severity: str
+    """"fatal" (the GPU was drained, the jobs on it stopped) or "recorded" (shown only)."""
+    what: str
+    """`XID 79: GPU has fallen off the bus`, `uncorrectable ECC errors: 2 (was 0)`, `throttled: thermal (hardware)`."""
+    at: str
+    """When the monitor saw it, in UTC (ISO 8601)."""
+
+
+class GpuHealthOut(BaseModel):
+    ecc_uncorrected: int | None
+    """Uncorrectable ECC errors since the driver loaded (NVML's volatile count); null where the board has no ECC."""
+    throttled: list[str]
+    """Thermal or power reasons its clocks are held down for now (`thermal (hardware)`, `power cap`)."""
+    lost: bool
+    """NVML says the GPU is lost (fallen off the bus)."""
+    events: list[HealthEventOut]
+    """Its latest health events (kept in memory: a fatal one lives on as its drain)."""
+
+
 class GpuOut(BaseModel):
     index: int
     type: str
@@ -170,6 +191,8 @@ class GpuOut(BaseModel):
     outside: list[OutsideOut] = []
     """Processes on it that belong to no corral job (a notebook, a script run by hand), as the last sample
     found them; with `[node] outside_processes = "avoid"` (the default) no job is placed on it meanwhile."""
+    health: GpuHealthOut | None = None
+    """Its health as the monitor last read it from NVML; null where the monitor reads no GPUs."""
 
 
 class NodeOut(BaseModel):
