@@ -65,6 +65,9 @@ class JobRequest(BaseModel):
     kill_on_invalid_dep: bool | str | None = Field(None, description="Cancel the job if its dependency can never hold.")
     array: str | None = Field(None, description="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 at once.")
     preemptible: bool | str | None = Field(None, description="Jobs of higher priority may preempt and requeue it.")
+    requeue: bool | str | None = Field(None, description="sbatch --requeue (true) or --no-requeue (false): whether "
+                                       "it waits again when its GPU fails; left out: a batch job does (Slurm's "
+                                       "JobRequeue=1).")
     signal: str | None = Field(None, description="sbatch --signal: USR1@90 warns 90 s before the time limit.")
     requirements: str | None = Field(None, description="HTCondor's requirements: a ClassAd expression over the node "
                                      "and each GPU, e.g. (CUDACapability >= 8.0) && (CUDAGlobalMemoryMb >= 40000).")

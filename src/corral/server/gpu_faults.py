@@ -1,7 +1,8 @@
 """What a fatal GPU fault (`corral.core.gpu_health`) does: the GPU is drained, by corral, with the fault as its
 reason (kept in the store like an admin's drain, until an admin resumes it), and each job running on it is
-stopped: it ends NODE_FAIL saying which GPU failed and how, or, where the job may be run again, waits again
-and later runs on a healthy GPU (as Slurm requeues a job from a failed node)."""
+stopped: it ends NODE_FAIL saying which GPU failed and how, or, where the job may be run again (a batch job
+not submitted with --no-requeue), waits again and later runs on a healthy GPU, as Slurm requeues a job from a
+failed node."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def act_on(service: JobService, events: Sequence[HealthEvent]) -> bool:
 
 
 def requeues(job: Job) -> bool:
-    """Whether a job on a failed GPU waits again rather than ending NODE_FAIL: a batch job that may be
-    stopped and run again (preemptible); an interactive one's client would have nothing to come back to."""
-    return job.spec.preemptible and job.spec.interactive is None
+    """Whether a job on a failed GPU waits again rather than ending NODE_FAIL, as Slurm decides for a job on a
+    failed node with JobRequeue=1 (what `scontrol show config` says of corral): a batch job does unless it
+    was submitted with --no-requeue; an interactive one (srun, salloc) never: its client would have nothing
+    to come back to."""
+    return job.spec.interactive is None and job.spec.requeue is not False

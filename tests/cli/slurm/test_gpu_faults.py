@@ -1,7 +1,7 @@
 """GPU health (issue 22, point 4) on a live server whose GPU figures are recorded NVML frames ($CORRAL_GPU_REPLAY)
 in which, a few seconds in, GPU 1 reports XID 79 (fallen off the bus) and GPU 2 XID 48 (double-bit ECC): both are
 drained by corral with the fault as the reason (API, `corral nodes`, `scontrol show node`, `sinfo -R`); the job on
-one ends NODE_FAIL naming the GPU and the fault, the preemptible one (which may be run again) waits again and runs on
+one (sbatch --no-requeue) ends NODE_FAIL naming the GPU and the fault, the other (--requeue) waits again and runs on
 a healthy GPU; an admin's `corral resume` brings the GPU back, and the replay coming round again does not drain it
 anew; the fault is an alert firing."""
 
@@ -43,8 +43,10 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
     client = server.client()
     node = client.nodes()[0]["name"]
     client.drain(node, "kept free by the test", [0, 3])  # so the two jobs land on GPUs 1 and 2
-    plain = client.submit(["sleep", "300"], gpus=1, name="plain")
-    again = client.submit(["sleep", "300"], gpus=1, name="again", preemptible=True)
+    shell = slurm_shell(server.home)
+    submitted = shell("sbatch --parsable -G 1 -J plain --no-requeue --wrap 'sleep 300' && "
+                      "sbatch --parsable -G 1 -J again --requeue --wrap 'sleep 300'")
+    plain, again = ({"id": int(line)} for line in submitted.stdout.split())
     plain_gpu = running(client, plain["id"])["gpu_ids"][0]
     again_gpu = running(client, again["id"])["gpu_ids"][0]
     assert {plain_gpu, again_gpu} == {1, 2}
@@ -69,11 +71,14 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
     table = corral(server, "nodes").output
     row = next(line for line in table.splitlines() if line.split()[:2] == [node, "1"])
     assert f"DRAINED: {FAULTS[1]} [corral@" in row
-    shell = slurm_shell(server.home)
     show = shell(f"scontrol show node {node}").stdout
     assert re.search(rf"^   Reason=gpu 1: {FAULTS[1]}; gpu 2: {FAULTS[2]}; gpu 3: kept free by the test \[", show,
                      re.M), show
+    reasons = shell("sinfo -R -h -o '%100E|%N'").stdout
+    assert FAULTS[1] in reasons and FAULTS[2] in reasons, reasons
     assert shell(f"sacct -X -n -j {plain['id']} -o State%12").stdout.strip() == "NODE_FAIL"
+    assert "Requeue=0 Restarts=0 " in shell(f"scontrol show job {plain['id']}").stdout
+    assert "Requeue=1 Restarts=1 " in shell(f"scontrol show job {again['id']}").stdout
     assert shell(f"squeue -t NF -h -j {plain['id']} -o %t").stdout.strip() in ("", "NF")
 
     fired = [f for f in client.alerts() if f["rule"] == "gpu-health"]
