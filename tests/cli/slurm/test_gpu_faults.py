@@ -37,12 +37,15 @@ def replaying(monkeypatch, tmp_path) -> None:
 
 
 def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resumes_it(
-        server_factory, monkeypatch, tmp_path, slurm_shell):
+        server_factory, monkeypatch, tmp_path, slurm_shell, http):
     replaying(monkeypatch, tmp_path)
     server = server_factory(gpus=4, extra=ROOMY)
     client = server.client()
     node = client.nodes()[0]["name"]
     client.drain(node, "kept free by the test", [0, 3])  # so the two jobs land on GPUs 1 and 2
+    # an admin who asked to hear of failed nodes (as any job's) hears of a failed GPU too
+    client.add_channel("ops", "webhook", url=f"{http.base}/hook")
+    client.create_alert("node-fail", "state == NODE_FAIL", severity="critical", channels=["ops"])
     shell = slurm_shell(server.home)
     submitted = shell("sbatch --parsable -G 1 -J plain --no-requeue --wrap 'sleep 300' && "
                       "sbatch --parsable -G 1 -J again --requeue --wrap 'sleep 300'")
@@ -79,11 +82,13 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
     assert shell(f"sacct -X -n -j {plain['id']} -o State%12").stdout.strip() == "NODE_FAIL"
     assert "Requeue=0 Restarts=0 " in shell(f"scontrol show job {plain['id']}").stdout
     assert "Requeue=1 Restarts=1 " in shell(f"scontrol show job {again['id']}").stdout
-    assert shell(f"squeue -t NF -h -j {plain['id']} -o %t").stdout.strip() in ("", "NF")
 
     fired = [f for f in client.alerts() if f["rule"] == "gpu-health"]
     assert sorted(f["value"] for f in fired) == sorted(FAULTS.values())
     assert all(f["severity"] == "critical" and f["job_id"] is None for f in fired)
+    assert {(f["rule"], f["job_id"]) for f in client.alerts() if f["rule"] == "node-fail"} == {("node-fail", plain["id"])}
+    posted = wait_for(lambda: len(http.requests) >= 3 and [r["body"].decode() for r in http.requests], timeout=30)
+    assert sum(f"GPU 1 of {node}: {FAULTS[1]}; drained" in body for body in posted) == 1, posted
 
     corral(server, "resume", "1")
     assert client.nodes()[0]["gpus"][1]["drained"] is None
