@@ -75,7 +75,7 @@ def next_step(job: Mapping[str, Any]) -> str:
                 "in checkpoint_dir; diagnose_job says whether it saved one.")
     how = f"exit code {job['exit_code']}" if job.get("exit_code") is not None else f"signal {job.get('signal')}"
     detail = {"OUT_OF_MEMORY": "it used more host memory than it asked for; ",
-              "NODE_FAIL": "its supervisor or node died; "}.get(state, "")
+              "NODE_FAIL": "its GPU, its node or its supervisor failed; "}.get(state, "")
     return (f"Ended {state} ({detail}{how}). The stderr tail shows the error; call diagnose_job for the likely "
             "cause and the fix before resubmitting.")
 

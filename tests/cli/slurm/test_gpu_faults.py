@@ -74,6 +74,10 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
     table = corral(server, "nodes").output
     row = next(line for line in table.splitlines() if line.split()[:2] == [node, "1"])
     assert f"DRAINED: {FAULTS[1]} [corral@" in row
+    row = next(line for line in table.splitlines() if line.split()[:2] == [node, "0"])
+    assert "health: last: throttled: thermal (hardware) at " in row
+    finding = client.diagnose(plain["id"])["findings"][0]
+    assert finding["title"] == "Its GPU failed under it" and ended["reason"] in finding["evidence"][0]
     show = shell(f"scontrol show node {node}").stdout
     assert re.search(rf"^   Reason=gpu 1: {FAULTS[1]}; gpu 2: {FAULTS[2]}; gpu 3: kept free by the test \[", show,
                      re.M), show
