@@ -77,3 +77,13 @@ def test_the_reader_takes_queued_xids_by_gpu_and_marks_a_gpu_nvml_calls_lost():
     assert frame[0]["ecc"] == {"volatile_uncorrected": 0} and frame[0]["throttle_reasons"] == 0x4
     assert "lost" not in frame[0] and frame[1]["lost"] is True and frame[1]["xid_events"] == []
     assert reading_from_raw(frame[1]).health.lost
+
+
+def test_a_gpu_that_throttles_again_and_again_never_pushes_another_gpus_fault_out_of_view():
+    health = GpuHealth("node1")
+    health.update({1: HealthFigures(xid_events=(XidEvent(79, 5),))}, 0.0)
+    for tick in range(1, 100):
+        health.update({0: HealthFigures(throttle_reasons=0x4 if tick % 2 else 0)}, float(tick))
+    shown = health.of_node("node1")
+    assert [e["what"] for e in shown[1]["events"]] == ["XID 79: GPU has fallen off the bus"]
+    assert len(shown[0]["events"]) == 5 and shown[0]["events"][-1]["at"] == "1970-01-01T00:01:39Z"
