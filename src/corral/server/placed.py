@@ -116,8 +116,10 @@ class PlacedJobs:
         self._end_unlaunched(job, Outcome("FAILED", None, None, self.clock(), reason))
 
     def launch_skipped(self, job: Job) -> None:
-        """A job cancelled before its launch began: it never ran."""
-        self._end_unlaunched(job, Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
+        """A job cancelled before its launch began (or whose GPU failed meanwhile): it never ran."""
+        failed = self.running.node_failed.get(job.id)
+        self._end_unlaunched(job, Outcome("NODE_FAIL", None, None, self.clock(), failed) if failed is not None
+                             else Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
 
     def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
         if self.table.active.get(job.id) is not job or job.state is not JobState.RUNNING:
@@ -213,7 +215,8 @@ class PlacedJobs:
             self.requeue(job, HEALTH_BY)
             return
         self.running.node_failed[job.id] = reason
-        self.stop(job)
+        if self.launcher is None or not self.launcher.stop(job, Stop.CANCEL):
+            self.placement.fail_node(job, reason)
 
     def _node_failures(self, ended: list[tuple[Job, Outcome]]) -> list[tuple[Job, Outcome]]:
         """A job stopped for its GPU's failure ends NODE_FAIL, whatever its stop (or the failure) made of it;

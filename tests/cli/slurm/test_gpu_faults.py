@@ -48,7 +48,7 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
     client.create_alert("node-fail", "state == NODE_FAIL", severity="critical", channels=["ops"])
     shell = slurm_shell(server.home)
     submitted = shell("sbatch --parsable -G 1 -J plain --no-requeue --wrap 'sleep 300' && "
-                      "sbatch --parsable -G 1 -J again --requeue --wrap 'sleep 300'")
+                      "sbatch --parsable -G 1 -J again --requeue --wrap 'sleep 300'", cwd=str(tmp_path))
     plain, again = ({"id": int(line)} for line in submitted.stdout.split())
     plain_gpu = running(client, plain["id"])["gpu_ids"][0]
     again_gpu = running(client, again["id"])["gpu_ids"][0]
@@ -56,6 +56,10 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
 
     ended = wait_for(lambda: (j := client.get(plain["id"]))["state"] == "NODE_FAIL" and j, timeout=60)
     assert ended["reason"] == f"GPU {plain_gpu} of {node} failed: {FAULTS[plain_gpu]}"
+    with open(ended["stderr_path"]) as f:
+        log = f.read()
+    assert re.search(rf"^slurmstepd: error: \*\*\* JOB {plain['id']} ON \S+ CANCELLED AT \S+ DUE TO NODE FAILURE, "
+                     r"SEE SLURMCTLD LOG FOR DETAILS \*\*\*$", log, re.M), log
     gpus = wait_for(lambda: (g := client.nodes()[0]["gpus"])[again_gpu]["drained"] and g, timeout=30)
     for index in (1, 2):
         assert gpus[index]["drained"]["reason"] == FAULTS[index] and gpus[index]["drained"]["by"] == "corral"
