@@ -33,18 +33,19 @@ def act_on(service: JobService, events: Sequence[HealthEvent]) -> bool:
     have = {gpu.index for gpu in node.gpus}
     drained = False
     for gpu, faults in sorted(by_gpu.items()):
-        if gpu not in have:
-            log.warning("GPU %d of %s: %s (not one of the node's declared GPUs: not drained)", gpu, node.name,
-                        drain_reason(faults))
-            continue
+        # NVML's index, as the fault names it: a GPU in MIG mode is held (and drained) through its slices
+        held = {g.index for g in node.gpus if g.parent == gpu} or ({gpu} & have)
         reason = drain_reason(faults)
+        if not held:
+            log.warning("GPU %d of %s: %s (not one of the node's declared GPUs: not drained)", gpu, node.name, reason)
+            continue
         log.error("GPU %d of %s failed: %s; drained", gpu, node.name, reason)
         service.drains.drain(node.name, [gpu], reason, HEALTH_BY)
         drained = True
         why = f"GPU {gpu} of {node.name} failed: {reason}"
         for job_id, allocation in list(service.allocations.items()):
             job = service.active.get(job_id)
-            if allocation.node == node.name and gpu in allocation.gpu_ids and job is not None \
+            if allocation.node == node.name and held & set(allocation.gpu_ids) and job is not None \
                     and job.state is JobState.RUNNING and service.placed is not None:
                 service.placed.fail_node(job, why, requeues(job))
     return drained

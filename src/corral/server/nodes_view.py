@@ -59,7 +59,8 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
                 "drained": drain.to_dict() if drain else None,
                 "drain_state": gpu_state(drain is not None, job is not None),
                 "outside": [p.to_dict() for p in foreign.get(gpu.index, ())],
-                "health": healths.get(gpu.index),
+                # a MIG slice shows its GPU's (NVML reports faults of the whole GPU)
+                "health": healths.get(gpu.index) if gpu.parent is None else healths.get(gpu.parent),
             })
         row: dict[str, Any] = {
             "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),

@@ -38,6 +38,7 @@ from corral.errors import Conflict, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.draining import Drains
+from corral.server.gpu_faults import act_on
 from corral.server.gpu_health import GpuHealth
 from corral.server.outside_gpus import OutsideGpus
 from corral.server.forecasting import SubmitForecast, forecast_submit
@@ -430,8 +431,6 @@ class JobService:
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
         """The monitor's last sample of this machine's GPUs' health (`JobReader`): a fatal fault drains its GPU
         and ends the jobs on it (`corral.server.gpu_faults`). Returns what happened, for the monitor's alerts."""
-        from corral.server.gpu_faults import act_on
-
         events = self.health.update(figures, at)
         if events and act_on(self, events):
             self._unavailable_changed()

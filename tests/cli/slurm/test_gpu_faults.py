@@ -8,6 +8,7 @@ anew; the fault is an alert firing."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from tests.cli.test_drain_cli import corral, running
@@ -107,3 +108,38 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
     assert client.nodes()[0]["gpus"][1]["drained"] is None and client.get(late["id"])["state"] == "RUNNING"
     for job in (again, late):
         client.cancel(job["id"])
+
+
+def test_a_fault_of_a_gpu_in_mig_mode_drains_each_of_its_slices_and_fails_the_job_on_one(
+        short_tmp, monkeypatch, slurm_shell):
+    """NVML names the whole GPU (its index) in an XID; its slices are what jobs hold and what is drained."""
+    from tests.cli.slurm.test_mig import UP, DetectingServer
+    from tests.conftest import _kill_leftover_supervisors
+    from tests.executor.test_mig import mig_frame
+
+    healthy = mig_frame()
+    faulty = mig_frame()
+    faulty[0] = {**faulty[0], "xid_events": [{"xid": 79, "time_us": 1_795_000_000_000_000}]}
+    path = os.path.join(short_tmp, "frames.jsonl")
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(frame) + "\n" for frame in [healthy] * 20 + [faulty]))
+    monkeypatch.setenv("CORRAL_GPU_REPLAY", path)
+    home = os.path.join(short_tmp, "mig")
+    os.makedirs(home)
+    server = DetectingServer(home=home, extra=UP).start()
+    try:
+        client = server.client()
+        node = client.nodes()[0]["name"]
+        submitted = slurm_shell(server.home)("sbatch --parsable --no-requeue --gres=gpu:1g.10gb:1 --wrap 'sleep 300'",
+                                             cwd=short_tmp)
+        job = int(submitted.stdout)
+        assert running(client, job)["gpu_ids"] == [3]  # the first 1g.10gb slice of GPU 0
+        ended = wait_for(lambda: (j := client.get(job))["state"] == "NODE_FAIL" and j, timeout=60)
+        assert ended["reason"] == f"GPU 0 of {node} failed: {FAULTS[1]}"
+        gpus = {g["index"]: g for g in client.nodes()[0]["gpus"]}
+        assert {i: (g["drained"] or {}).get("reason") for i, g in gpus.items()} == {
+            1: None, 2: FAULTS[1], 3: FAULTS[1], 4: FAULTS[1]}  # the whole GPU 1 is left in service
+        assert gpus[2]["health"]["events"][-1]["what"] == FAULTS[1]  # a slice shows its GPU's health
+    finally:
+        server.stop()
+        _kill_leftover_supervisors(home)
