@@ -15,7 +15,7 @@ from tests.cli.test_drain_cli import corral, running
 from tests.helpers import wait_for
 
 INTERVAL_S = 0.25
-FAULT_FRAME = 32  # about 8 s in: the jobs are running by then
+FAULT_FRAME = 44  # about 11 s in: the jobs are running by then, even on a loaded machine
 GIB = 1 << 30
 ROOMY = ["--cpus", "16", "--mem", "64G", "--sample-interval", str(INTERVAL_S)]
 FAULTS = {1: "XID 79: GPU has fallen off the bus", 2: "XID 48: double-bit ECC error"}
