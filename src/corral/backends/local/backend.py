@@ -113,7 +113,7 @@ class LocalBackend:
         if owner is not None:
             os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
         self.supervisors.starting(job.id)
-        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL):
+        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL, files.NODE_FAIL):
             try:
                 os.unlink(os.path.join(job_dir, stale))
             except FileNotFoundError:
@@ -230,6 +230,9 @@ class LocalBackend:
 
     def preempt(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
+
+    def fail_node(self, job: Job, reason: str) -> None:
+        request_cancel(self.job_dir(job.id), mark=files.NODE_FAIL, content=reason)
 
     def poll(self, running: Iterable[Job]) -> list[Ended]:
         """Jobs among `running` that have ended (one thread at a time calls this; it may be

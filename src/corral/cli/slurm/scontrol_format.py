@@ -227,7 +227,7 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         f"Priority={priority} Nice={job.get('nice') or 0} Account={job.get('account') or NULL} "
         f"QOS={job.get('qos') or 'normal'}",
         f"JobState={state} Reason={_underscored(reason)} Dependency={job.get('dependency') or NULL}",
-        f"Requeue=1 Restarts={job.get('restarts') or 0} BatchFlag=1 Reboot=0 "
+        f"Requeue={0 if job.get('requeue') is False else 1} Restarts={job.get('restarts') or 0} BatchFlag=1 Reboot=0 "
         f"ExitCode={exit_code(job.get('exit_code'), job.get('signal'))}",
         f"RunTime={full_duration(run_s)} TimeLimit={_limit(limit_min)} TimeMin={_time_min(job.get('time_min_s'))}",
         f"SubmitTime={local_time(submit)} EligibleTime={local_time(eligible)}",

@@ -1,6 +1,7 @@
 // Cluster (/): every node and GPU, who holds it, live utilization and memory; free/used totals; drained GPUs
 // and nodes (`corral drain`) marked with their reason; GPUs a process outside corral uses, with its user, pid and memory;
 // a GPU in MIG mode as a card holding its slices (each one a GPU, typed by its profile; NVML gives no utilization per slice).
+// a GPU's health as NVML reports it (lost, throttled, uncorrectable ECC errors, its latest XID or throttle event).
 // GET /api/v1/cluster; refetched on `samples` (a monitoring tick) and `jobs` (allocations changed).
 
 import {h, replace, bar} from "../lib/dom.js";
@@ -137,6 +138,7 @@ function gpuCard(n, g) {
         h("strong", {}, g.drain_state), `: ${drained.reason}`,
         h("span", {class: "muted"}, ` (${drained.by}, ${fmtRelative(drained.at)})`))
       : null,
+    healthLine(g.health),
     h("div", {class: "gpu-meters"},
       h("span", {class: "meter-label"}, "Util"),
       bar(g.utilization === null || g.utilization === undefined ? null : g.utilization / 100,
@@ -149,6 +151,22 @@ function gpuCard(n, g) {
         g.temperature_c !== null && g.temperature_c !== undefined ? `${Math.round(g.temperature_c)} °C` : "",
         g.power_w !== null && g.power_w !== undefined ? ` · ${Math.round(g.power_w)} W` : "")
       : null);
+}
+
+// What NVML says is wrong with a GPU (a fatal fault drains it: the drain line above says so); nothing when all is well.
+function healthLine(health) {
+  if (!health) return null;
+  const parts = [];
+  if (health.lost) parts.push("GPU lost");
+  if (health.throttled && health.throttled.length) parts.push(`throttled: ${health.throttled.join(", ")}`);
+  if (health.ecc_uncorrected) parts.push(`${health.ecc_uncorrected} uncorrectable ECC errors`);
+  const events = health.events || [];
+  const last = events.length ? events[events.length - 1] : null;
+  if (last) parts.push(`last: ${last.what} (${fmtRelative(last.at)})`);
+  if (!parts.length) return null;
+  return h("p", {class: "gpu-health small" + (last && last.severity === "fatal" || health.lost ? " bad" : ""),
+    "data-testid": "gpu-health", title: events.map((e) => `${e.at} ${e.severity}: ${e.what}`).join("\n")},
+    parts.join(" · "));
 }
 
 function drainTitle(reason, by, at) {
