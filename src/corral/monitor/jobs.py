@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from corral.backends.base import JobProcesses
     from corral.core.job import Job
+    from corral.core.gpu_health import HealthEvent, HealthFigures
     from corral.core.outside_use import OutsideProcess
 
 
@@ -57,4 +58,9 @@ class JobReader(Protocol):
     def gpu_memory_sampled(self, used: Mapping[int, float]) -> None:
         """Each sampled running job's own GPU memory (its processes', as NVML lists them per process), after each
         tick, on the event loop: what holds sharing jobs to their budgets (`corral.server.share_budgets`)."""
+        ...
+
+    def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
+        """The last sample's health figures of this machine's GPUs, by index (`corral.core.gpu_health`): a fatal
+        fault drains its GPU and stops the jobs on it. Returns what happened (the monitor alerts of the faults)."""
         ...

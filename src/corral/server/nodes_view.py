@@ -17,7 +17,7 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
                node_drains: Mapping[str, Drain] | None = None,
                outside: Mapping[str, Mapping[int, Sequence[OutsideProcess]]] | None = None,
                shards_per_gpu: int = 0, held_outside: Mapping[str, Mapping[int, int]] | None = None,
-               ) -> list[dict[str, Any]]:
+               health: Mapping[str, Mapping[int, Mapping[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """Each node with its CPUs, memory and GPUs, what is allocated of them and to which job.
 
     Args:
@@ -29,11 +29,13 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
         outside: each node's GPUs in use outside corral and by which processes (each GPU's `outside`).
         shards_per_gpu: `[node] shards_per_gpu` (each node's `shards_per_gpu`, for Slurm's `Gres=gpu:4,shard:16`).
         held_outside: where sharing jobs may use a GPU in use outside corral, the megabytes held there.
+        health: each node's GPUs' health as the monitor last read it (each GPU's `health`, `corral.server.gpu_health`).
     A GPU that sharing jobs use has `shared`: its jobs and their budgets, what is budgeted and what is free.
     """
     drained = drained or {}
     node_drains = node_drains or {}
     outside = outside or {}
+    health = health or {}
     allocations = list(allocations)
     if not allocates:
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
@@ -49,12 +51,14 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
         gpus = []
         off = drained.get(node.name, {})
         foreign = outside.get(node.name, {})
+        healths = health.get(node.name, {})
         for gpu in node.gpus:
             job = holders.get((node.name, gpu.index))
             drain = off.get(gpu.index)
             gpus.append({
                 "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
                 "capability": gpu.capability, "device_name": gpu.device_name,
+                "parent": gpu.parent,  # a MIG slice's GPU (its NVML index); its type is then its profile
                 "job_id": job.id if job else None, "job_ref": job.ref if job else None,
                 "job_name": job.spec.name if job else None,
                 "user": job.spec.user if job else None,
@@ -63,6 +67,8 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
                 "outside": [p.to_dict() for p in foreign.get(gpu.index, ())],
                 "shared": _shared(gpu, [a for a in sharing if a.node == node.name and gpu.index in a.gpu_ids], active,
                                   held_outside.get(node.name, {}).get(gpu.index, 0)),
+                # a MIG slice shows its GPU's (NVML reports faults of the whole GPU)
+                "health": healths.get(gpu.index) if gpu.parent is None else healths.get(gpu.parent),
             })
         row: dict[str, Any] = {
             "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),

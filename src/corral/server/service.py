@@ -25,6 +25,7 @@ from typing import Any
 from corral.backends.base import Backend, Capabilities, JobProcesses
 from corral.core.arrays import array_state
 from corral.core.drains import Drain
+from corral.core.gpu_health import HealthEvent, HealthFigures
 from corral.core.outside_use import OutsideProcess, unavailable
 from corral.core.sharing import outside_holds, shareable_beside
 from corral.core.identity import AccessPolicy, Caller
@@ -38,6 +39,8 @@ from corral.errors import Conflict, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.draining import Drains
+from corral.server.gpu_faults import act_on
+from corral.server.gpu_health import GpuHealth
 from corral.server.outside_gpus import OutsideGpus
 from corral.server.share_budgets import ShareBudgets
 from corral.server.forecasting import SubmitForecast, forecast_submit
@@ -106,6 +109,7 @@ class JobService:
         self.outside = OutsideGpus(here, settings.outside_processes)
         self.budgets = ShareBudgets(settings.sharing, fail=None if backend.placement is None else backend.placement.fail,
                                     store=store, db_thread=self.submissions.db_thread)
+        self.health = GpuHealth(here)
         self._unavailable_changed()
 
     @property
@@ -400,6 +404,7 @@ class JobService:
                           outside={node.name: self.outside.of_node(node.name) for node in self.nodes},
                           shards_per_gpu=self.settings.sharing.shards_per_gpu,
                           held_outside=self.outside.shared(self.nodes),
+                          health={node.name: self.health.of_node(node.name) for node in self.nodes},
                           node_drains={n.name: d for n in self.nodes if (d := drains.node_drain(n.name)) is not None})
 
     def drain(self, caller: Caller, node: str, gpus: Sequence[int] | None, reason: object) -> list[Drain]:
@@ -433,6 +438,13 @@ class JobService:
         """The monitor's last sample of each running job's own GPU memory (`JobReader`): sharing jobs over their
         budget are warned, then stopped (`corral.server.share_budgets`)."""
         self.budgets.sampled(self.active, used, self.clock())
+    def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
+        """The monitor's last sample of this machine's GPUs' health (`JobReader`): a fatal fault drains its GPU
+        and ends the jobs on it (`corral.server.gpu_faults`). Returns what happened, for the monitor's alerts."""
+        events = self.health.update(figures, at)
+        if events and act_on(self, events):
+            self._unavailable_changed()
+        return events
 
     def _unavailable_changed(self) -> None:
         """Drained GPUs and avoided ones (in use outside corral) are what no new job is given."""

@@ -1,13 +1,13 @@
 """Jobs that share a GPU: sbatch's --gres=shard:N and the GPU memory budget (`corral.core.sharing`).
 
 Revision ID: 0026
-Revises: 0023
+Revises: 0025
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0026"
-down_revision = "0023"
+down_revision = "0025"
 branch_labels = None
 depends_on = None
 
