@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from corral.core.outside_use import (
-    OutsideProcess, avoided_by_node, carry_since, check_mode, note, unavailable,
+    OutsideProcess, avoided_by_node, carry_since, check_mode, note, shared_by_node, unavailable,
 )
 from corral.core.policy import PendingJob, schedule
 from corral.core.resources import Gpu, Node, Request
@@ -56,11 +56,18 @@ def test_a_process_keeps_when_it_was_first_seen_and_is_gone_once_a_sample_no_lon
     assert reused[0].since == 1010.0 and reused[0].describe() == "bob (pid 4242)"  # another user's: a new process
 
 
-def test_the_setting_takes_avoid_or_ignore_and_names_itself_otherwise():
-    assert check_mode("avoid") == "avoid" and check_mode("ignore") == "ignore"
-    with pytest.raises(InvalidRequest) as share:
-        check_mode("share")
-    assert share.value.field == "node.outside_processes" and "not supported" in share.value.message
+def test_the_setting_takes_avoid_ignore_or_share_and_names_itself_otherwise():
+    assert check_mode("avoid") == "avoid" and check_mode("ignore") == "ignore" and check_mode("share") == "share"
     with pytest.raises(InvalidRequest) as other:
         check_mode("never")
     assert other.value.field == "node.outside_processes"
+
+
+def test_share_mode_counts_the_outside_processes_memory_as_used_and_all_of_it_where_nvml_cannot_say():
+    seen = {"gpu01": [OutsideProcess(gpu=0, pid=1, user="alice", mem_mb=2048.4, since=0.0),
+                      OutsideProcess(gpu=0, pid=2, user="alice", mem_mb=1024.0, since=0.0),
+                      OutsideProcess(gpu=1, pid=3, user="bob", mem_mb=None, since=0.0)]}
+    memory = {"gpu01": {0: 81920, 1: 81920}}
+    assert shared_by_node(seen, {"gpu01": "share"}, memory) == {"gpu01": {0: 3072, 1: 81920}}
+    assert shared_by_node(seen, {"gpu01": "avoid"}, memory) == {}
+    assert avoided_by_node(seen, {"gpu01": "share"}) == {}  # a sharing job may go there: the policy keeps whole jobs off

@@ -8,6 +8,7 @@ import pytest
 
 from corral.compose.server import ServerOptions, load_config
 from corral.core.resources import DeclaredInventory
+from corral.core.sharing import SharingSettings
 from corral.errors import InvalidRequest
 
 
@@ -168,11 +169,25 @@ def test_the_container_runtime_is_read_from_the_containers_section(tmp_path):
     assert load_config(ServerOptions(home=str(tmp_path)), set()).container_runtime == "podman"
 
 
-def test_outside_processes_is_avoid_by_default_and_share_is_refused_naming_the_setting(tmp_path):
+def test_outside_processes_is_avoid_by_default_and_takes_ignore_or_share(tmp_path):
     assert load_config(ServerOptions(home=str(tmp_path)), set()).outside_processes == "avoid"
     write_config(str(tmp_path), '[node]\noutside_processes = "ignore"\n')
     assert load_config(ServerOptions(home=str(tmp_path)), set()).outside_processes == "ignore"
     write_config(str(tmp_path), '[node]\noutside_processes = "share"\n')
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).outside_processes == "share"
+    write_config(str(tmp_path), '[node]\noutside_processes = "never"\n')
     with pytest.raises(InvalidRequest) as refused:
         load_config(ServerOptions(home=str(tmp_path)), set())
-    assert refused.value.field == "node.outside_processes" and '"share" is not supported yet' in refused.value.message
+    assert refused.value.field == "node.outside_processes"
+
+
+def test_sharing_settings_are_read_from_node_and_bad_ones_named(tmp_path):
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).sharing == SharingSettings(0, "stop", 60.0)
+    write_config(str(tmp_path), '[node]\nshards_per_gpu = 8\ngpu_share_over_budget = "warn"\ngpu_share_grace_s = 5\n')
+    assert load_config(ServerOptions(home=str(tmp_path)), set()).sharing == SharingSettings(8, "warn", 5.0)
+    for text, field in (('shards_per_gpu = -1', "node.shards_per_gpu"), ('gpu_share_over_budget = "kill"',
+                        "node.gpu_share_over_budget"), ('gpu_share_grace_s = -3', "node.gpu_share_grace_s")):
+        write_config(str(tmp_path), f"[node]\n{text}\n")
+        with pytest.raises(InvalidRequest) as refused:
+            load_config(ServerOptions(home=str(tmp_path)), set())
+        assert refused.value.field == field and refused.value.hint

@@ -30,10 +30,13 @@ class JobRequest(BaseModel):
     script_name: str | None = Field(None, description="The script's file name; the job's default name.")
     name: str | None = None
     gpus: int | str | None = Field(None, description="A count, or TYPE:COUNT.", examples=[2, "a100:2"])
-    gres: str | None = Field(None, description="Slurm style: gpu:N or gpu:TYPE:N.")
+    gres: str | None = Field(None, description="Slurm style: gpu:N or gpu:TYPE:N; shard:N for N shards of one "
+                             "GPU that other jobs share ([node] shards_per_gpu).")
     gpu_type: str | None = None
     gpu_mem: int | str | None = Field(None, description="Minimum memory per GPU: 40G, or MB.")
     gpu_mem_mb: int | None = None
+    gpu_share: bool | str | None = Field(None, description="Share one GPU with other jobs, within gpu_mem (its "
+                                         "budget); the monitor holds it to that ([node] gpu_share_over_budget).")
     cpus: int | None = Field(None, description="CPUs of each task (sbatch --cpus-per-task).")
     ntasks: int | None = Field(None, description="sbatch --ntasks: the tasks its steps (srun) start; the batch "
                                "script runs once.")
@@ -151,6 +154,27 @@ class OutsideOut(BaseModel):
     """When a sample first showed it, in UTC (ISO 8601)."""
 
 
+class SharingJobOut(BaseModel):
+    job_id: int
+    job_ref: str
+    job_name: str | None
+    user: str
+    budget_mb: int
+    """The GPU memory it may use (`--gpu-mem SIZE --gpu-share`, or its shards' worth)."""
+    shards: int
+    """Its `--gres=shard:N`; 0 where it asked with --gpu-share."""
+
+
+class SharedGpuOut(BaseModel):
+    budgeted_mb: int
+    """Memory budgeted to the jobs sharing it."""
+    outside_mb: int
+    """Memory held outside corral, where `[node] outside_processes = "share"` lets sharing jobs beside it."""
+    free_mb: int
+    """What a new sharing job may still be given."""
+    jobs: list[SharingJobOut]
+
+
 class HealthEventOut(BaseModel):
     gpu: int
     severity: str
@@ -194,6 +218,9 @@ class GpuOut(BaseModel):
     outside: list[OutsideOut] = []
     """Processes on it that belong to no corral job (a notebook, a script run by hand), as the last sample
     found them; with `[node] outside_processes = "avoid"` (the default) no job is placed on it meanwhile."""
+    shared: SharedGpuOut | None = None
+    """Jobs sharing it (`--gres=shard:N`, `--gpu-share`) and its memory budgeted and free; null: not shared (a
+    whole-GPU job never lands on a shared GPU)."""
     health: GpuHealthOut | None = None
     """Its health as the monitor last read it from NVML; null where the monitor reads no GPUs."""
 
@@ -219,6 +246,10 @@ class NodeOut(BaseModel):
     """Who drained it (Slurm's reason user)."""
     reason_at: str | None = None
     """When, in UTC (ISO 8601)."""
+    shards_per_gpu: int = 0
+    """`[node] shards_per_gpu`: each GPU's shards for `--gres=shard:N` (0: none)."""
+    shards_alloc: int = 0
+    """Shards its running jobs hold."""
 
 
 class PriorityOut(BaseModel):

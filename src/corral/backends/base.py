@@ -145,6 +145,10 @@ class Placement(Protocol):
 
     def preempt(self, job: Job) -> None: ...
 
+    def fail(self, job: Job, reason: str) -> None:
+        """End a running job FAILED at once (the server's verdict: a sharing job over its GPU memory budget),
+        `reason` becoming its reason and a line of its stderr."""
+
     def fail_node(self, job: Job, reason: str) -> None:
         """Stop a running job whose GPU failed (`reason`: which and how): it ends NODE_FAIL, its stderr saying so
         in Slurm's words."""

@@ -54,9 +54,22 @@ def expected_end_text(job: dict[str, Any], *, grounds: bool = True) -> str:
     return f"{local_time(end)} ({why})" if grounds else local_time(end) + ("*" if source == "eta" else "")
 
 
+def shared_text(shared: dict[str, Any]) -> str:
+    """`shared: 12 (train, alice) 20G, 13 (eval, bob) 10G; 30G budgeted, 50G free`: a shared GPU's jobs."""
+    jobs = ", ".join(f"{j['job_ref']} ({j['job_name']}, {j['user']}) {format_memory(j['budget_mb'])}"
+                     for j in shared["jobs"])
+    outside = f", {format_memory(shared['outside_mb'])} outside corral" if shared.get("outside_mb") else ""
+    return (f"shared: {jobs or 'no job'}; {format_memory(shared['budgeted_mb']) if shared['budgeted_mb'] else '0'} "
+            f"budgeted{outside}, {format_memory(shared['free_mb']) if shared['free_mb'] else '0'} free")
+
+
 def gpus_cell(job: dict[str, Any]) -> str:
     if not job["gpus"]:
         return "-"
+    if job.get("gpu_share_mb"):  # a sharing job: part of one GPU
+        share = f"shard:{job['gpu_shards']}" if job.get("gpu_shards") else "share"
+        text = f"{share} {format_memory(job['gpu_share_mb'])}"
+        return text + (f" ({','.join(str(i) for i in job['gpu_ids'])})" if job.get("gpu_ids") else "")
     text = f"{job['gpu_type']}:{job['gpus']}" if job.get("gpu_type") else str(job["gpus"])
     if job.get("gpu_ids"):
         text += f" ({','.join(str(i) for i in job['gpu_ids'])})"
@@ -206,6 +219,8 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
     for node in nodes:
         for gpu in node["gpus"]:
             holder = f"{gpu.get('job_ref') or gpu['job_id']} ({gpu['job_name']}, {gpu['user']})" if gpu["job_id"] else "free"
+            if gpu.get("shared"):  # jobs that share it, each within its budget; no whole-GPU job lands here
+                holder = shared_text(gpu["shared"])
             drained = gpu.get("drained")
             if drained:  # a job on it runs on; nothing new lands there
                 holder = ("" if holder == "free" else holder + "; ") + f"{gpu['drain_state']}: {_drained(drained)}"

@@ -28,9 +28,11 @@ JOB_OPTIONS = [
     Opt("-G", "--gpus", help="GPUs: a count, or TYPE:COUNT."),
     Opt("--gpus-per-node", help="GPUs on each node of a multi-node job (with --nodes)."),
     Opt("-N", "--nodes", kind=INT, help="Nodes (more than 1: srun torchrun with a rendezvous; Slurm backend)."),
-    Opt("--gres", help="Slurm style GPU request: gpu:N or gpu:TYPE:N."),
+    Opt("--gres", help="Slurm style GPU request: gpu:N or gpu:TYPE:N; shard:N for part of one GPU."),
     Opt("--gpu-type", help="GPU type, e.g. A100."),
-    Opt("--gpu-mem", help="Minimum memory of each GPU, e.g. 40G."),
+    Opt("--gpu-mem", help="Minimum memory of each GPU, e.g. 40G (with --gpu-share: the job's budget)."),
+    Opt("--gpu-share", kind=FLAG, default=None, help="Share one GPU with other jobs, using at most --gpu-mem of "
+        "its memory."),
     Opt("-c", "--cpus-per-task", "--cpus", key="cpus", kind=INT, help="CPUs of each task [default: 1]."),
     Opt("-n", "--ntasks", kind=INT, help="Tasks: `srun` in the job starts this many [default: 1]."),
     Opt("--ntasks-per-node", kind=INT, help="Tasks on each node (sets SLURM_NTASKS_PER_NODE)."),

@@ -21,6 +21,7 @@ from corral.core.identity import AccessPolicy, Account, parse_accounts
 from corral.core.outside_use import check_mode
 from corral.core.resources import DeclaredInventory
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
+from corral.core.sharing import SHARING_KEYS, SharingSettings, sharing_settings
 from corral.core.sessions import MAX_SESSION_HOURS
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
 from corral.errors import Conflict, InvalidRequest
@@ -71,6 +72,7 @@ class ServerOptions:
     max_artifact_mb: int | None = 10_240  # [tracking]: the largest file one artifact may be
     user_artifact_quota_mb: int | None = 102_400  # [tracking]: what one user's runs' uploaded artifacts may hold
     outside_processes: str = "avoid"  # [node]: a GPU a process outside corral uses (corral.core.outside_use)
+    sharing: SharingSettings = field(default_factory=SharingSettings)  # [node]: jobs sharing a GPU (core.sharing)
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
@@ -110,7 +112,9 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                    "interactive_grace_s": (int, float), "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
                    "max_script_mb": int}
     node_keys: dict[str, type | tuple[type, ...]] = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str,
-                                                     "features": list, "outside_processes": str}
+                                                     "features": list, "outside_processes": str,
+                                                     "shards_per_gpu": int, "gpu_share_over_budget": str,
+                                                     "gpu_share_grace_s": (int, float)}
     monitor_keys: dict[str, type | tuple[type, ...]] = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
                  "timeout_s": (int, float), "domain": str}
@@ -189,11 +193,12 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
         updates["features"] = tuple(features)
     if "outside_processes" in updates:
         updates["outside_processes"] = check_mode(updates["outside_processes"], str(path))
+    sharing = sharing_settings(options.sharing, {k: updates.pop(k) for k in SHARING_KEYS if k in updates}, str(path))
     inventory = replace(options.inventory, **{k: v for k, v in updates.items()
                                              if k in node_keys and k != "outside_processes"})
     auth_settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"}
     settings = AuthSettings(**auth_settings)
-    return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts,
+    return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts, sharing=sharing,
                    admins=frozenset(auth.get("admins", [])), auth=settings,
                    **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k in tracking_keys
                       or k in ("cgroups", "container_runtime", "outside_processes")})
@@ -415,6 +420,7 @@ def serve(options: ServerOptions) -> None:
         home=home, user=getpass.getuser(), server_env=server_env, access=policy,
         user_log_dir=user_log_dir if shared else None, isolation=(placement.mode, placement.summary),
         max_script_mb=options.max_script_mb, smtp=job_mail_relay(options), outside_processes=options.outside_processes,
+        sharing=options.sharing,
     )
     service = JobService(store=JobStore(engine), backend=backend, nodes=nodes, settings=settings, config=options.scheduler)
     run_store = RunStore(engine)

@@ -19,6 +19,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from corral.core import sharing
 from corral.core.drains import WHOLE_NODE
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 
@@ -39,6 +40,8 @@ class NodeProfile:
         default_factory=dict, init=False, repr=False, compare=False
     )
     """The node's GPUs that match a (type, memory) requirement, in the node's order (a cache)."""
+    shared: list[dict[int, int]] | None = field(default=None, init=False, repr=False, compare=False)
+    """Per segment, the megabytes held on each shared GPU (`corral.core.sharing`); None: nothing shared here."""
 
     @classmethod
     def build(cls, node: Node, running: Iterable[Allocation], now: float,
@@ -52,7 +55,10 @@ class NodeProfile:
             return cls._drained(node, running, now, drained)
         cpus, mem, gpus = node.cpus, node.mem_mb, {g.index for g in node.gpus}
         ending: list[tuple[float, Allocation]] = []
+        shares: list[Allocation] = []
         for alloc in running:
+            if alloc.gpu_share_mb:
+                shares.append(alloc)
             cpus -= alloc.cpus
             mem -= alloc.mem_mb
             gpus.difference_update(alloc.gpu_ids)
@@ -73,6 +79,8 @@ class NodeProfile:
                 free_gpus.append(frozenset(gpus))
             else:  # released together (or already over): one segment
                 free_cpus[-1], free_mem[-1], free_gpus[-1] = cpus, mem, frozenset(gpus)
+        if shares:
+            sharing.overlay(profile, shares, now)
         return profile
 
     @classmethod
@@ -83,6 +91,7 @@ class NodeProfile:
             profile.cpus, profile.mem, profile.gpus = [0] * count, [0] * count, [frozenset()] * count
         else:
             profile.gpus = [free - drained for free in profile.gpus]
+        sharing.without(profile, drained, WHOLE_NODE in drained)
         return profile
 
     def earliest(self, request: Request, duration: float) -> tuple[float, tuple[int, ...]] | None:
@@ -103,6 +112,8 @@ class NodeProfile:
             matching = cached
             if len(matching) < need:
                 return None
+            if request.gpu_share_mb:
+                return sharing.earliest(self, request, duration, matching)
         want_cpus, want_mem = request.cpus, request.mem_mb
         if request.exclusive:  # the whole node, free throughout: every GPU, CPU and all the memory
             if request.cpus > self.node.cpus or request.mem_mb > self.node.mem_mb:
@@ -151,10 +162,13 @@ class NodeProfile:
                     break
         return out
 
-    def reserve(self, start: float, end: float, cpus: int, mem: int, gpus: tuple[int, ...]) -> None:
-        """Take resources away during [start, end)."""
+    def reserve(self, start: float, end: float, cpus: int, mem: int, gpus: tuple[int, ...], share_mb: int = 0) -> None:
+        """Take resources away during [start, end); `share_mb`: a sharing job's megabytes of its one GPU."""
         first = self._split(start)
         last = self._split(end) if end < INFINITY else len(self.times)
+        if share_mb:
+            sharing.reserve(self, first, last, gpus, share_mb)
+            gpus = ()
         taken = frozenset(gpus)
         for k in range(first, last):
             self.cpus[k] -= cpus
@@ -170,6 +184,8 @@ class NodeProfile:
         self.cpus.insert(k + 1, self.cpus[k])
         self.mem.insert(k + 1, self.mem[k])
         self.gpus.insert(k + 1, self.gpus[k])
+        if self.shared is not None:
+            self.shared.insert(k + 1, self.shared[k])
         return k + 1
 
 
@@ -182,7 +198,7 @@ class ProfileIndex:
     the answer is the one a scan of every node gives, at a fraction of the cost.
     """
 
-    __slots__ = ("profiles", "_bounds", "_order")
+    __slots__ = ("profiles", "_bounds", "_order", "shared")
 
     def __init__(self, profiles: Sequence[NodeProfile]) -> None:
         self.profiles = list(profiles)
@@ -192,6 +208,8 @@ class ProfileIndex:
             sorted((b[g], k) for k, b in enumerate(self._bounds) if g < len(b) and b[g] < INFINITY)
             for g in range(most)
         ]
+        self.shared = {k for k, profile in enumerate(self.profiles) if profile.shared is not None}
+        """The nodes where some GPU is shared (`corral.core.sharing`): a share may fit there at any moment."""
 
     def earliest(self, request: Request, duration: float) -> tuple[int, float, tuple[int, ...]] | None:
         """The node (by index) where the request fits first for `duration`, when, and the GPUs it would get.
@@ -201,6 +219,8 @@ class ProfileIndex:
         need = request.gpus
         if need >= len(self._order):
             return None
+        if request.gpu_share_mb:
+            return sharing.earliest_anywhere(self.profiles, self.shared, self._order[1], request, duration)
         best: tuple[int, float, tuple[int, ...]] | None = None
         best_start, best_k = INFINITY, -1
         profiles = self.profiles
@@ -213,9 +233,12 @@ class ProfileIndex:
                 best = (k, found[0], found[1])
         return best
 
-    def reserve(self, k: int, start: float, end: float, cpus: int, mem: int, gpus: tuple[int, ...]) -> None:
+    def reserve(self, k: int, start: float, end: float, cpus: int, mem: int, gpus: tuple[int, ...],
+                share_mb: int = 0) -> None:
         """Take resources away from node `k` during [start, end), and re-rank it."""
-        self.profiles[k].reserve(start, end, cpus, mem, gpus)
+        self.profiles[k].reserve(start, end, cpus, mem, gpus, share_mb)
+        if share_mb:
+            self.shared.add(k)
         old, new = self._bounds[k], self.profiles[k].first_free()
         self._bounds[k] = new
         for g, (before, after) in enumerate(zip(old, new)):

@@ -25,7 +25,10 @@ REQUEUED = "requeued"
 """The job stopped (preempted, or its start could not be kept) and waits again."""
 CANCELLED = "cancelled"
 """Someone cancelled it; `detail["by_user"]` names them."""
-STORED_KINDS = (STARTED, PREEMPTED, REQUEUED, CANCELLED)
+GPU_OVER_BUDGET = "gpu_over_budget"  # (the column holds 16 characters)
+"""A sharing job's processes held more GPU memory than its budget (`corral.core.sharing`): `detail["action"]` is
+"warned" or "stopped", with `used_mb`, `budget_mb` and the `reason`."""
+STORED_KINDS = (STARTED, PREEMPTED, REQUEUED, CANCELLED, GPU_OVER_BUDGET)
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,7 +163,8 @@ class _Planner:
             node, gpus = decisions.reserved[other]
             pending = ahead[other]
             duration = pending.time_limit_s if pending.time_limit_s is not None else INFINITY
-            index.reserve(where[node], start, start + duration, pending.request.cpus, pending.request.mem_mb, gpus)
+            index.reserve(where[node], start, start + duration, pending.request.cpus, pending.request.mem_mb, gpus,
+                          pending.request.gpu_share_mb)
         return index
 
 

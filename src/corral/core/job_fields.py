@@ -59,6 +59,10 @@ class JobFields(TypedDict):
     gpus_per_task: int | None
     gpu_type: str | None
     gpu_mem_mb: int | None
+    gpu_shards: int
+    """sbatch's --gres=shard:N: shards of one GPU that it shares with others; 0: none."""
+    gpu_share_mb: int
+    """A sharing job's GPU memory budget on its one GPU (`--gpu-mem SIZE --gpu-share`, or its shards'); 0: whole GPUs."""
     requirements: str | None
     user_log: str | None
     gpu_ids: list[int]
@@ -159,6 +163,8 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
         "gpus_per_task": s.gpus_per_task,
         "gpu_type": s.gpu_type,
         "gpu_mem_mb": s.gpu_mem_mb,
+        "gpu_shards": s.gpu_shards,
+        "gpu_share_mb": s.gpu_share_mb,
         "requirements": s.requirements,
         "user_log": s.user_log,
         "gpu_ids": list(job.gpu_ids) if job.gpu_ids is not None else [],

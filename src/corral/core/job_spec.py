@@ -46,7 +46,7 @@ REQUEST_FIELDS = frozenset({
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "requeue", "signal", "condor", "account", "umask",
     "requirements", "user_log", "options", "hold", "open_mode", "comment", "begin", "deadline", "exclusive",
     "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
-    "interactive",
+    "interactive", "gpu_share",
     "ntasks", "ntasks_per_node", "gpus_per_task",
 }) | CONTAINER_FIELDS
 
@@ -150,6 +150,11 @@ class JobSpec:
     sees its own share of them."""
     container: ContainerSpec | None = None
     """The image it runs in (`--container-image`) and Pyxis's companions; None: on the host."""
+    gpu_shards: int = 0
+    """sbatch's --gres=shard:N: the shards of one GPU it shares with others (`corral.core.sharing`); 0: none."""
+    gpu_share_mb: int = 0
+    """A sharing job's GPU memory budget on its one GPU (`--gpu-mem SIZE --gpu-share`, or its shards' worth,
+    which the server fills in); 0: it holds whole GPUs."""
     parent: int | None = None
     """The job it is a rerun of (`corral resubmit`, the dashboard's "Run again"); set by the server, never by a
     request."""
@@ -180,4 +185,4 @@ class JobSpec:
     def request(self) -> Request:
         """The resources it needs, as the scheduler sees them."""
         return Request(self.gpus, self.gpu_type, self.gpu_mem_mb, self.cpus, self.mem_mb, self.requirements,
-                       self.exclusive, self.features, self.nodelist, self.exclude)
+                       self.exclusive, self.features, self.nodelist, self.exclude, self.gpu_share_mb)

@@ -6,7 +6,9 @@ shows the process. What a node does about them is its `[node] outside_processes`
 
 - `avoid` (the default): no job is placed on such a GPU; a job only such GPUs could run waits with
   ReqNodeNotAvail naming the GPU, the pid and the user, and starts once the process is gone;
-- `ignore`: they are shown, and jobs are placed as if they were not there.
+- `ignore`: they are shown, and jobs are placed as if they were not there;
+- `share`: no whole-GPU job is placed on such a GPU, but sharing jobs (`corral.core.sharing`) may use what
+  its memory has left: the outside processes' memory counts as used (all of it where NVML cannot say).
 
 What the scheduler is handed is `avoided_by_node`: the GPU indexes of each node to leave alone, the same
 shape as the drained GPUs (`corral.core.drains`), so the policy stays a function of data.
@@ -20,8 +22,8 @@ from dataclasses import dataclass, replace
 from corral.core.iso_times import iso_utc
 from corral.errors import InvalidRequest
 
-AVOID, IGNORE = "avoid", "ignore"
-MODES = (AVOID, IGNORE)
+AVOID, IGNORE, SHARE = "avoid", "ignore", "share"
+MODES = (AVOID, IGNORE, SHARE)
 SETTING = "node.outside_processes"
 
 
@@ -50,13 +52,10 @@ def check_mode(value: object, where: str = "config.toml") -> str:
     """The `[node] outside_processes` setting.
 
     Raises:
-        InvalidRequest: anything but "avoid" or "ignore" ("share" is named as not supported yet).
+        InvalidRequest: anything but "avoid", "ignore" or "share".
     """
     if value in MODES:
         return str(value)
-    if value == "share":
-        raise InvalidRequest(SETTING, f'"share" is not supported yet in {where}',
-                             'use "avoid" (no job on a GPU a process outside corral uses) or "ignore"')
     raise InvalidRequest(SETTING, f"is {value!r} in {where}", f"use one of {', '.join(MODES)}")
 
 
@@ -85,6 +84,21 @@ def avoided_by_node(outside: Mapping[str, Iterable[OutsideProcess]], modes: Mapp
     return out
 
 
+def shared_by_node(outside: Mapping[str, Iterable[OutsideProcess]], modes: Mapping[str, str],
+                   gpu_mem: Mapping[str, Mapping[int, int]]) -> dict[str, dict[int, int]]:
+    """Where a node's mode is `share`: each GPU in use outside corral and the megabytes its outside processes
+    hold (the GPU's whole memory where NVML gives no figure for one of them)."""
+    out: dict[str, dict[int, int]] = {}
+    for node, processes in outside.items():
+        if modes.get(node, AVOID) != SHARE:
+            continue
+        for gpu, held in by_gpu(processes).items():
+            whole = gpu_mem.get(node, {}).get(gpu, 0)
+            mb = whole if any(p.mem_mb is None for p in held) else min(whole, round(sum(p.mem_mb or 0 for p in held)))
+            out.setdefault(node, {})[gpu] = mb
+    return out
+
+
 def unavailable(drained: Mapping[str, frozenset[int]], avoided: Mapping[str, frozenset[int]]) -> dict[str, frozenset[int]]:
     """The GPUs no new job is given: drained ones and avoided ones, per node."""
     out = dict(drained)
@@ -97,7 +111,7 @@ def note(outside: Mapping[str, Iterable[OutsideProcess]], modes: Mapping[str, st
     """What a job waiting for avoided GPUs shows after ReqNodeNotAvail: which, and whose process holds them."""
     parts = []
     for node, processes in outside.items():
-        if modes.get(node, AVOID) != AVOID:
+        if modes.get(node, AVOID) == IGNORE:
             continue
         for gpu, held in sorted(by_gpu(processes).items()):
             parts.append(f"{node} GPU {gpu} in use outside corral by {', '.join(p.describe() for p in held)}")

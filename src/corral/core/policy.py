@@ -26,6 +26,7 @@ from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 from corral.core.schedconfig import SchedulerConfig
+from corral.core.sharing import for_sharing
 from corral.core.states import PendingReason
 
 _DEFAULT_CONFIG = SchedulerConfig()
@@ -112,12 +113,12 @@ def schedule(
         if best is not None and best[1] <= now:
             k, _, gpu_ids = best
             cpus, mem = _held(request, nodes[k])
-            index.reserve(k, now, now + duration, cpus, mem, gpu_ids)
+            index.reserve(k, now, now + duration, cpus, mem, gpu_ids, request.gpu_share_mb)
             factors = priorities.get(job.job_id)
             decisions.starts.append(Allocation(
                 job.job_id, nodes[k].name, gpu_ids, cpus, mem, job.user, job.qos,
                 now + duration if duration < INFINITY else None, job.preemptible,
-                factors.priority if factors is not None else 0,
+                factors.priority if factors is not None else 0, gpu_share_mb=request.gpu_share_mb,
             ))
             limits.started(job)
             continue
@@ -140,7 +141,7 @@ def schedule(
             continue
         k, start, gpu_ids = best
         cpus, mem = _held(request, nodes[k])
-        index.reserve(k, start, start + duration, cpus, mem, gpu_ids)
+        index.reserve(k, start, start + duration, cpus, mem, gpu_ids, request.gpu_share_mb)
         estimates[job.job_id] = start
         decisions.reserved[job.job_id] = (nodes[k].name, gpu_ids)
     return decisions
@@ -230,7 +231,7 @@ class _Limits:
     """
 
     __slots__ = ("nodes", "partitions", "default_partition", "qoses", "default_qos", "jobs_of", "gpus_of", "fits",
-                 "now", "usable", "whole", "fits_usable")
+                 "now", "usable", "whole", "fits_usable", "usable_sharing")
 
     def __init__(
         self, nodes: Sequence[Node], config: SchedulerConfig,
@@ -240,6 +241,8 @@ class _Limits:
         self.now = now
         self.nodes = nodes
         self.usable = _undrained(nodes, drained) if drained else None  # the nodes as drains leave them
+        # a sharing job's: GPUs in use outside corral where sharing jobs may go beside them are usable
+        self.usable_sharing = _undrained(nodes, for_sharing(drained)) if drained else []
         # an exclusive job's: nodes with nothing drained
         self.whole = [node for node in nodes if not drained.get(node.name)] if drained else nodes
         self.fits_usable: dict[Request, bool] = {}
@@ -267,7 +270,8 @@ class _Limits:
             usable = self.fits_usable.get(request)
             if usable is None:
                 usable = self.fits_usable[request] = _fits_some_node(
-                    request, self.whole if request.exclusive else self.usable)
+                    request, self.whole if request.exclusive else self.usable_sharing if request.gpu_share_mb
+                    else self.usable)
             if not usable:
                 return PendingReason.NODE_NOT_AVAIL
         partition = self.partitions.get(job.partition or self.default_partition)

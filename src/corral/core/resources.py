@@ -94,6 +94,8 @@ class Request:
     """The node it must run on (empty: any)."""
     exclude: tuple[str, ...] = ()
     """Nodes it must not run on."""
+    gpu_share_mb: int = 0
+    """A sharing job's (`corral.core.sharing`): the memory it needs of one GPU that others may share; 0: whole GPUs."""
 
     @property
     def picks_nodes(self) -> bool:
@@ -119,6 +121,8 @@ class Allocation:
     """Its priority when it started: only a job of higher priority may preempt it."""
     preempting: bool = False
     """Told to make room already; its resources count as soon free."""
+    gpu_share_mb: int = 0
+    """A sharing job's memory budget on its one GPU (`corral.core.sharing`); 0: it holds its GPUs whole."""
 
 
 def gpu_matches(gpu: Gpu, request: Request, node: Node | None = None) -> bool:

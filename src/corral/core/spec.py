@@ -50,6 +50,7 @@ from corral.core.spec_resources import (
     parse_time_limit,
     size_or_none,
 )
+from corral.core.spec_sharing import is_shard_gres, parse_shards, share_of, split_shards
 from corral.core.spec_signals import parse_signal, signal_text
 from corral.core.spec_slurm import check_window, mail_types, mail_user, moment, node_names, priority, time_min
 from corral.errors import InvalidRequest, several_problems
@@ -132,10 +133,12 @@ def build_spec(
     ntasks, ntasks_per_node = task_counts(fields, nodes)
     tasks_here = min(ntasks_per_node or ntasks, -(-ntasks // nodes))  # as JobSpec.tasks_per_node
 
+    shards = split_shards(fields)
     gpu_type, gpus, gpus_per_task = _gpus(fields, tasks_here)
+    gpu_mem_mb = size_or_none(fields, "gpu_mem", "gpu_mem_mb")
+    gpus, gpu_share_mb = share_of(fields, shards, gpus, gpu_mem_mb, yes_no(fields.get("exclusive", False), "exclusive"))
     cpus = _cpus(fields, gpus, tasks_here)
     mem_mb = parse_mem(fields, cpus, gpus)
-    gpu_mem_mb = size_or_none(fields, "gpu_mem", "gpu_mem_mb")
     if gpu_mem_mb is not None and gpus == 0:
         raise InvalidRequest("gpu_mem", "is set but no GPUs were requested", "add --gpus N")
     time_limit_s = parse_time_limit(fields)
@@ -163,6 +166,8 @@ def build_spec(
         gpus=gpus,
         gpu_type=gpu_type,
         gpu_mem_mb=gpu_mem_mb,
+        gpu_shards=shards,
+        gpu_share_mb=gpu_share_mb,
         cpus=cpus,
         mem_mb=mem_mb,
         time_limit_s=time_limit_s,
@@ -280,7 +285,7 @@ def _override(fields: dict[str, Any], over: Mapping[str, Any]) -> None:
 # A directive's value, checked on its own: the request's own field of that name (or spelling) replaces it.
 _DIRECTIVE_CHECKS: dict[str, Callable[[Any], object]] = {
     "nodes": lambda v: int_in(v, "nodes", 1, MAX_NODES),
-    "gres": lambda v: parse_gpus({"gres": v}), "gpus": lambda v: parse_gpus({"gpus": v}),
+    "gres": lambda v: parse_shards(v) if is_shard_gres(v) else parse_gpus({"gres": v}), "gpus": lambda v: parse_gpus({"gpus": v}),
     "cpus": lambda v: int_in(v, "cpus", 1, MAX_CPUS),
     "mem": lambda v: parse_mem({"mem": v}, 1, 1), "mem_per_cpu": lambda v: parse_mem({"mem_per_cpu": v}, 1, 1),
     "mem_per_gpu": lambda v: parse_mem({"mem_per_gpu": v}, 1, 1),
@@ -354,6 +359,9 @@ def update_spec(spec: JobSpec, changes: Mapping[str, Any], now: float = 0.0) -> 
     if not fields:
         raise InvalidRequest("body", "changes nothing", f"give one of {', '.join(sorted(UPDATE_FIELDS))}")
     gpu_type, gpus = spec.gpu_type, spec.gpus
+    if (spec.gpu_share_mb or spec.gpu_shards) and {"gpus", "gres", "gpu_type", "gpu_mem"} & set(fields):
+        raise InvalidRequest(sorted({"gpus", "gres", "gpu_type", "gpu_mem"} & set(fields))[0],
+                             "a sharing job's GPU share cannot be changed", "cancel it and submit it again")
     if {"gpus", "gres", "gpu_type"} & set(fields):
         gpu_fields = {"gpus": spec.gpus, **({"gpu_type": spec.gpu_type} if spec.gpu_type else {}), **fields}
         gpu_type, gpus = parse_gpus(gpu_fields)

@@ -138,7 +138,11 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         out["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
     if spec.open_mode == "append":
         out["SLURM_OPEN_MODE"] = "a"  # what srun reads: its steps append to the job's logs too
-    if allocation.gpu_ids:
+    if spec.gpu_share_mb:  # a sharing job (`corral.core.sharing`): its GPU memory budget
+        out["CORRAL_GPU_MEM_MB"] = str(spec.gpu_share_mb)
+    if spec.gpu_shards:  # as Slurm sets for --gres=shard:N, in place of the GPU counts
+        out["SLURM_SHARDS_ON_NODE"] = str(spec.gpu_shards)
+    elif allocation.gpu_ids:
         out["SLURM_JOB_GPUS"] = gpu_list
         out["SLURM_GPUS_ON_NODE"] = str(len(allocation.gpu_ids))
         out["SLURM_GPUS"] = str(len(allocation.gpu_ids))

@@ -54,6 +54,7 @@ class Supervisor:
         self.oom_kills_before = 0
         self.terminal: Terminal | None = None  # an interactive job's (srun, salloc)
         self.abandoned: str | None = None  # why an interactive job was ended for want of its client
+        self.failed: str | None = None  # the server's verdict that ended the job (its FAIL mark's reason)
         self.wake_w = -1
         self.image_pull_s: float | None = None
 
@@ -185,7 +186,7 @@ class Supervisor:
             state = "FAILED"
         if self.image_pull_s:
             usage = {**usage, "image_pull_s": self.image_pull_s}  # time spent bringing the image in, not running
-        self.finish(state, exit_code, sig, usage=usage, error=self.abandoned or container_error)
+        self.finish(state, exit_code, sig, usage=usage, error=self.abandoned or container_error or self.failed)
         if terminal is not None:
             terminal.finish(exit_code)  # after result.json: what the client runs next sees the job ended
 
@@ -348,7 +349,8 @@ class Supervisor:
                 elif os.path.exists(self.path(files.FAIL)):
                     outcome = "FAILED"  # the server's verdict (a user's log quota): no grace, as for a runaway log
                     self.signal_job(signal.SIGKILL)
-                    self.note_stderr(f"corral: {_read_reason(self.path(files.FAIL))}")
+                    self.failed = _read_reason(self.path(files.FAIL))
+                    self.note_stderr(f"corral: {self.failed}")
                     continue
                 elif os.path.exists(self.path(files.NODE_FAIL)):
                     outcome = "NODE_FAIL"  # its GPU failed: stopped as a cancel is, its stderr saying so as Slurm's

@@ -52,7 +52,12 @@ class JobReader(Protocol):
 
     def gpus_in_use_outside(self, processes: Sequence[OutsideProcess]) -> None:
         """What the last sample found on this machine's GPUs that belongs to no job (`corral.core.outside_use`):
-        the one thing the monitor tells the jobs, after each tick, on the event loop."""
+        told the jobs after each tick, on the event loop."""
+        ...
+
+    def gpu_memory_sampled(self, used: Mapping[int, float]) -> None:
+        """Each sampled running job's own GPU memory (its processes', as NVML lists them per process), after each
+        tick, on the event loop: what holds sharing jobs to their budgets (`corral.server.share_budgets`)."""
         ...
 
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:

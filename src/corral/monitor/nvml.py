@@ -232,7 +232,11 @@ class ReplayedGpus:
             ValueError: a line is not a frame, or the file holds none.
         """
         self.path = os.fspath(path)
-        self._frames: list[list[GpuReading]] = []
+        self._load()
+
+    def _load(self) -> None:
+        frames: list[list[GpuReading]] = []
+        stamp = os.stat(self.path).st_mtime_ns
         with open(self.path) as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
@@ -241,15 +245,21 @@ class ReplayedGpus:
                     frame = json.loads(line)
                     if not isinstance(frame, list):
                         raise ValueError("a frame is a JSON list of per-GPU dicts")
-                    self._frames.append([reading_from_raw(raw) for raw in with_slices(frame)])
+                    frames.append([reading_from_raw(raw) for raw in with_slices(frame)])
                 except (ValueError, AttributeError) as error:
                     raise ValueError(f"{self.path}, line {number}: {error}") from None
-        if not self._frames:
+        if not frames:
             raise ValueError(f"{self.path} holds no frames")
-        self._next = 0
+        self._frames, self._stamp, self._next = frames, stamp, 0
 
     def read(self) -> list[GpuReading]:
-        """The next frame (after the last, the first again)."""
+        """The next frame (after the last, the first again); a file written anew is read again, from its first
+        (a test names the processes it starts, as NVML would list them)."""
+        try:
+            if os.stat(self.path).st_mtime_ns != self._stamp:
+                self._load()
+        except (OSError, ValueError):
+            pass  # half written, or gone: the frames read before go on
         frame = self._frames[self._next]
         self._next = (self._next + 1) % len(self._frames)
         return list(frame)

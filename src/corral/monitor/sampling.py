@@ -66,6 +66,10 @@ class JobSample:
     processes: int
     stray_gpus: tuple[int, ...]
     """GPUs not allocated to the job where NVML lists one of its processes (wrong pinning)"""
+    own_gpu_memory_mb: float | None = None
+    """its processes' memory on its GPUs as NVML lists it per process, never the GPUs' used memory (which
+    counts the jobs it shares a GPU with); None: NVML lists none of them with a figure. What holds a sharing
+    job to its budget (`corral.core.sharing`)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class _GpuFigures:
     temperature_c: float | None = None
     gpus: tuple[tuple[int, float | None, float | None, float | None], ...] = ()
     stray: tuple[int, ...] = ()
+    own_memory_mb: float | None = None
 
 
 class JobSampler:
@@ -153,7 +158,7 @@ class JobSampler:
                 gpu_power_w=gpu.power_w, gpu_temperature_c=gpu.temperature_c, gpus=gpu.gpus,
                 cpu_utilization=_cpu_percent(job, previous, current), cpu_time_s=current.cpu_time_s,
                 rss_mb=usage.rss_bytes / _MB, read_mb_s=read_rate, write_mb_s=write_rate,
-                processes=len(usage.pids), stray_gpus=gpu.stray,
+                processes=len(usage.pids), stray_gpus=gpu.stray, own_gpu_memory_mb=gpu.own_memory_mb,
             ))
         self._previous = counters
         self.outside = outside_processes(readings, every_job_pid, now)
@@ -210,6 +215,7 @@ def _gpu_figures(gpu_ids: Sequence[int], pids: Collection[int], by_index: dict[i
     power = [r.power_w for r in mine if r.power_w is not None]
     temperature = [r.temperature_c for r in mine if r.temperature_c is not None]
     memory = [m for m in (_job_memory_mb(r, pid_set) for r in mine) if m is not None]
+    own = [m for r in mine for pid, m in r.processes if pid in pid_set and m is not None]
     return _GpuFigures(
         utilization=sum(utilization) / len(utilization) if utilization else None,
         memory_mb=sum(memory) if memory else None,
@@ -217,6 +223,7 @@ def _gpu_figures(gpu_ids: Sequence[int], pids: Collection[int], by_index: dict[i
         temperature_c=max(temperature) if temperature else None,
         gpus=tuple((r.index, r.utilization, r.memory_used_mb, r.memory_total_mb) for r in mine),
         stray=tuple(stray),
+        own_memory_mb=sum(own) if own else None,
     )
 
 

@@ -145,6 +145,8 @@ class MonitorService:
                 await loop.run_in_executor(self.threads.worker, self._tick, snapshot)
                 if self.sampler is not None:  # back on the loop: the job service reads it there
                     self.jobs.gpus_in_use_outside(tuple(self.sampler.outside))
+                    self.jobs.gpu_memory_sampled({job_id: sample.own_gpu_memory_mb for job_id, sample
+                                                  in self.recorder.latest.items() if sample.own_gpu_memory_mb is not None})
                     await self._gpu_health(loop, self.sampler)
             except Exception:  # noqa: BLE001 - the monitor must outlive any one bad tick
                 log.exception("monitor tick failed")

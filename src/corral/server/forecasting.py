@@ -55,7 +55,7 @@ async def forecast_submit(service: JobService, request: Mapping[str, Any], user:
     job_id = service.store.next_id()
     waiting, _ = table.waiting_on_dependencies()
     queue = [job for job in table.queue.values() if job.job_id not in waiting]
-    running = list({**scheduling.running.allocations, **scheduling.rated(now)}.values())
+    running = list(scheduling.holding({**scheduling.running.allocations, **scheduling.rated(now)}.values()))
     usage = scheduling.usage(now)
     # its --begin is a note (below), not a wait: the forecast says when it could start once eligible
     job = PendingJob(job_id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, False, now,

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from corral.core.outside_use import AVOID, OutsideProcess, avoided_by_node, by_gpu, carry_since, note
+from corral.core.outside_use import (
+    AVOID,
+    SHARE,
+    OutsideProcess,
+    avoided_by_node,
+    by_gpu,
+    carry_since,
+    note,
+    shared_by_node,
+)
+from corral.core.resources import Node
 
 
 class OutsideGpus:
@@ -24,8 +34,12 @@ class OutsideGpus:
         if self.node is None:
             return False
         before = {(p.gpu, p.pid, p.user) for p in self.processes}
+        memory = {(p.gpu, p.pid): p.mem_mb for p in self.processes}
         self.processes = carry_since(self.processes, seen)
-        return before != {(p.gpu, p.pid, p.user) for p in self.processes}
+        if before != {(p.gpu, p.pid, p.user) for p in self.processes}:
+            return True
+        # where sharing jobs fit beside them, what they hold matters too
+        return self.modes.get(self.node) == SHARE and memory != {(p.gpu, p.pid): p.mem_mb for p in self.processes}
 
     def by_node(self) -> dict[str, tuple[OutsideProcess, ...]]:
         return {self.node: self.processes} if self.node is not None and self.processes else {}
@@ -37,6 +51,11 @@ class OutsideGpus:
     def avoided(self) -> dict[str, frozenset[int]]:
         """The GPUs the scheduler leaves alone."""
         return avoided_by_node(self.by_node(), self.modes)
+
+    def shared(self, nodes: tuple[Node, ...]) -> dict[str, dict[int, int]]:
+        """Where the mode is `share`: each GPU's megabytes held outside corral, which sharing jobs fit beside."""
+        memory = {n.name: {g.index: g.mem_mb for g in n.gpus} for n in nodes if n.name == self.node}
+        return shared_by_node(self.by_node(), self.modes, memory)
 
     def note(self) -> str:
         """Which GPUs a job waiting with ReqNodeNotAvail for them waits for, and whose process holds them."""

@@ -64,4 +64,4 @@ def _allocation_of(job: Job, nodes: Sequence[Node]) -> Allocation:
     if spec.exclusive and node is not None:  # it holds the whole node, as when it started
         cpus, mem = node.cpus, node.mem_mb
     return Allocation(job.id, job.node or "", tuple(job.gpu_ids or ()), cpus, mem, spec.user, spec.qos, end,
-                      spec.preemptible)
+                      spec.preemptible, gpu_share_mb=spec.gpu_share_mb)

@@ -74,14 +74,21 @@ class SchedulingPass:
         self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
         # each node's GPUs no new job is given: drained (`corral.server.draining`) or in use outside corral
         self.drained: Mapping[str, frozenset[int]] = {}
+        # GPU memory held outside corral where sharing jobs may go beside it (`corral.core.sharing.outside_holds`)
+        self.held_outside: Sequence[Allocation] = ()
 
     def decide(self, waiting: Mapping[int, object], now: float) -> Decisions:
         """What starts and what is preempted now; `waiting`: jobs held back by their dependencies."""
         self._add_array_tasks(waiting)
         ordered = self._by_priority(now, waiting)
         self._rate_preemptible(now)
-        return schedule(self.nodes, self.running.allocations.values(), ordered, now, self.config, self.factors,
-                        self.drained)
+        return schedule(self.nodes, self.holding(), ordered, now, self.config, self.factors, self.drained)
+
+    def holding(self, running: Collection[Allocation] | None = None) -> Collection[Allocation]:
+        """What the policy counts as held: the running jobs' allocations, and memory held outside corral on GPUs
+        that sharing jobs may use."""
+        running = self.running.allocations.values() if running is None else running
+        return [*running, *self.held_outside] if self.held_outside else running
 
     def start(self, starts: Sequence[Allocation], now: float,
               limits: Mapping[int, int] | None = None) -> tuple[list[Job], list[JobEvent]]:

@@ -27,6 +27,7 @@ from corral.core.arrays import array_state
 from corral.core.drains import Drain
 from corral.core.gpu_health import HealthEvent, HealthFigures
 from corral.core.outside_use import OutsideProcess, unavailable
+from corral.core.sharing import outside_holds, shareable_beside
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors, usage_charge
@@ -41,6 +42,7 @@ from corral.server.draining import Drains
 from corral.server.gpu_faults import act_on
 from corral.server.gpu_health import GpuHealth
 from corral.server.outside_gpus import OutsideGpus
+from corral.server.share_budgets import ShareBudgets
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
 from corral.server.job_mail import JobMail
@@ -105,6 +107,8 @@ class JobService:
         # the machine the monitor samples: this one, where corral places jobs itself
         here = nodes[0].name if nodes and not self.capabilities.schedules_itself else None
         self.outside = OutsideGpus(here, settings.outside_processes)
+        self.budgets = ShareBudgets(settings.sharing, fail=None if backend.placement is None else backend.placement.fail,
+                                    store=store, db_thread=self.submissions.db_thread)
         self.health = GpuHealth(here)
         self._unavailable_changed()
 
@@ -398,6 +402,8 @@ class JobService:
                           allocates=not self.capabilities.schedules_itself,
                           drained={node.name: drains.of_node(node) for node in self.nodes},
                           outside={node.name: self.outside.of_node(node.name) for node in self.nodes},
+                          shards_per_gpu=self.settings.sharing.shards_per_gpu,
+                          held_outside=self.outside.shared(self.nodes),
                           health={node.name: self.health.of_node(node.name) for node in self.nodes},
                           node_drains={n.name: d for n in self.nodes if (d := drains.node_drain(n.name)) is not None})
 
@@ -428,6 +434,10 @@ class JobService:
         if self.outside.update(processes):
             self._unavailable_changed()
 
+    def gpu_memory_sampled(self, used: Mapping[int, float]) -> None:
+        """The monitor's last sample of each running job's own GPU memory (`JobReader`): sharing jobs over their
+        budget are warned, then stopped (`corral.server.share_budgets`)."""
+        self.budgets.sampled(self.active, used, self.clock())
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
         """The monitor's last sample of this machine's GPUs' health (`JobReader`): a fatal fault drains its GPU
         and ends the jobs on it (`corral.server.gpu_faults`). Returns what happened, for the monitor's alerts."""
@@ -438,7 +448,12 @@ class JobService:
 
     def _unavailable_changed(self) -> None:
         """Drained GPUs and avoided ones (in use outside corral) are what no new job is given."""
-        self.scheduling.drained = unavailable(self.drains.by_node, self.outside.avoided())
+        drained = self.drains.by_node
+        # where sharing jobs may use a GPU in use outside corral: what it holds, unless an admin drained it
+        held = {node: {g: mb for g, mb in gpus.items() if g not in drained.get(node, ())}
+                for node, gpus in self.outside.shared(self.nodes).items()}
+        self.scheduling.drained = unavailable(unavailable(drained, self.outside.avoided()), shareable_beside(held))
+        self.scheduling.held_outside = outside_holds(held)
         self.table.drained_note = "; ".join(n for n in (self.drains.note(), self.outside.note()) if n)
         self.mark_dirty()
 

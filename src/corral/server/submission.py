@@ -19,6 +19,7 @@ from corral.core.admission import admit, check_nice, check_priority, check_runna
 from corral.core.job import Job
 from corral.core.resources import Node
 from corral.core.schedconfig import SchedulerConfig
+from corral.core.sharing import shards_to_mb
 from corral.core.spec import JobSpec, build_spec, check_script_size, update_spec
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest
@@ -83,6 +84,12 @@ class Submissions:
         )
         check_nice(spec, privileged)
         check_priority(spec, privileged)
+        if self.backend.capabilities.schedules_itself:
+            if spec.gpu_share_mb:
+                raise InvalidRequest("gpu_share", f"the {self.backend.capabilities.name} backend shares GPUs by shards "
+                                     "alone", "ask for --gres=shard:N (its gres/shard), or for whole GPUs")
+        elif spec.gpu_shards:  # Slurm sizes its own shards; here they are megabytes of one GPU
+            spec = replace(spec, gpu_share_mb=shards_to_mb(spec.gpu_shards, self.nodes, self.settings.sharing.shards_per_gpu))
         if spec.interactive and self.backend.terminals is None:
             raise InvalidRequest("interactive", f"the {self.backend.capabilities.name} backend runs interactive jobs "
                                  "with the cluster's own srun and salloc", "run srun or salloc on the cluster's login node")

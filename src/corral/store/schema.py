@@ -79,6 +79,9 @@ jobs = Table(
     Column("container", Text),
     # the job this one runs again (`corral resubmit`); no foreign key: a parent may be purged before its reruns
     Column("parent", Integer),
+    # a sharing job's (`corral.core.sharing`): sbatch's --gres=shard:N, and its GPU memory budget in MB
+    Column("gpu_shards", Integer, nullable=False, server_default="0"),
+    Column("gpu_share_mb", Integer, nullable=False, server_default="0"),
     Index("ix_jobs_state_id", "state", "id"),
     Index("ix_jobs_array", "array_job_id", "array_task_id"),
     sqlite_autoincrement=True,

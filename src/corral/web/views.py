@@ -33,6 +33,9 @@ def cluster_view(service: JobService, monitor: MonitorService) -> dict[str, Any]
     for node in nodes:
         for gpu in node["gpus"]:
             gpu.update(live.get(gpu["index"], blank) if len(nodes) == 1 else blank)
+            for job in (gpu.get("shared") or {}).get("jobs", ()):  # what each sharing job uses of its budget
+                own = monitor.latest.get(job["job_id"])
+                job["used_mb"] = own.own_gpu_memory_mb if own is not None else None
         # GPUs in MIG mode hold no job themselves: their temperature and power, shown over their slices
         parents = sorted({gpu["parent"] for gpu in node["gpus"] if gpu.get("parent") is not None})
         node["mig_gpus"] = [{"index": p, **(live.get(p, blank) if len(nodes) == 1 else blank)} for p in parents]

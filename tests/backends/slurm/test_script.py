@@ -192,6 +192,11 @@ def test_untyped_gpus_and_no_gpus():
     assert not any(a.startswith("--gres") for a in build(make_job()).argv)
 
 
+def test_a_shard_job_asks_the_cluster_for_its_shards_not_a_gpu():
+    argv = build(make_job(gpus=1, gpu_shards=2)).argv
+    assert "--gres=shard:2" in argv and not any(a.startswith("--gres=gpu") for a in argv)
+
+
 def test_warning_signal_goes_to_the_batch_shell_because_the_command_replaces_it():
     assert warn_signal_option("USR1@90") == "B:USR1@90"
     assert warn_signal_option("B:10@60") == "B:10@60"

@@ -224,6 +224,9 @@ class LocalBackend:
     def cancel(self, job: Job, by: str | None = None) -> None:
         request_cancel(self.job_dir(job.id), content=by or "")  # the supervisor names them in the job's stderr
 
+    def fail(self, job: Job, reason: str) -> None:
+        self._fail(job.id, reason)
+
     def _fail(self, job_id: int, reason: str) -> None:
         """End a running job FAILED, its stderr saying why (the supervisor reads the reason from the mark)."""
         request_cancel(self.job_dir(job_id), mark=files.FAIL, content=reason)

@@ -67,6 +67,8 @@ def build_sbatch(
     if spec.gpus_per_task:
         argv.append(f"--gpus-per-task={spec.gpu_type}:{spec.gpus_per_task}" if spec.gpu_type
                     else f"--gpus-per-task={spec.gpus_per_task}")
+    elif spec.gpu_shards:  # shards of one GPU, which the cluster's gres/shard plugin sizes
+        argv.append(f"--gres=shard:{spec.gpu_shards}")
     elif spec.gpus:
         # GRES type names are the cluster's own (case-sensitive), so the type passes as given.
         argv.append(f"--gres=gpu:{spec.gpu_type}:{spec.gpus}" if spec.gpu_type else f"--gres=gpu:{spec.gpus}")

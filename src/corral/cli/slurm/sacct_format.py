@@ -324,7 +324,10 @@ def _tres(job: Job, *, billing: bool) -> str:
     mem = job.get("mem_mb")
     parts = [f"billing={cpus}"] if billing else []
     parts.append(f"cpu={cpus}")
-    if gpus:
+    shards = int(job.get("gpu_shards") or 0)
+    if shards:  # a shard job holds shards of a GPU, not the GPU (Slurm's gres/shard TRES)
+        parts.append(f"gres/shard={shards}")
+    elif gpus:
         parts.append(f"gres/gpu={gpus}")
     if mem:
         parts.append(f"mem={_mem(mem)}")

@@ -200,6 +200,7 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         eligible = start if eligible is None else eligible
     uid, group, gid = (user_ids or _user_ids)(job["user"])
     gpus = int(job.get("gpus") or 0)
+    shards = int(job.get("gpu_shards") or 0)
     nodes = int(job.get("nodes") or 1)
     cpus = int(job.get("cpus") or 1)
     node = job.get("node") or ""
@@ -248,7 +249,8 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     per_task = max(1, cpus // max(1, -(-ntasks // nodes)))  # a node's CPUs shared among its tasks
     lines += [
         f"NumNodes={nodes} NumCPUs={cpus * nodes} NumTasks={ntasks} CPUs/Task={per_task} ReqB:S:C:T=0:0:*:*",
-        f"TRES=cpu={cpus * nodes},mem={size((job.get('mem_mb') or 0) * nodes)},node={nodes},billing={cpus * nodes}",
+        f"TRES=cpu={cpus * nodes},mem={size((job.get('mem_mb') or 0) * nodes)},node={nodes},billing={cpus * nodes}"
+        + (f",gres/shard={shards}" if shards else ""),
         f"Socks/Node=* NtasksPerN:B:S:C={job.get('ntasks_per_node') or 0}:0:*:* CoreSpec=*",
         f"MinCPUsNode={per_task if ntasks > 1 else cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
         f"Features={job.get('features') or NULL} DelayBoot=00:00:00",
@@ -266,7 +268,9 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
     ]
     if job.get("mail_type"):
         lines.append(f"MailUser={job.get('mail_user') or job['user']} MailType={mail_type_text(job['mail_type'])}")
-    if gpus:
+    if shards:
+        lines.append(f"TresPerNode=gres:shard:{shards}")
+    elif gpus:
         gpu_type = job.get("gpu_type")
         kind = f"{gpu_type}:" if _simple(gpu_type) else ""
         per_task_gpus = job.get("gpus_per_task")
@@ -399,16 +403,17 @@ def node_state(node: Node) -> str:
 def gres(node: Node) -> str:
     """The node's `Gres=` (sinfo's %G): `gpu:a100:4`, one entry a type (`gpu:a100:1,gpu:3g.40gb:1,gpu:1g.10gb:2`
     with MIG slices, their profiles their types, as Slurm's gres.conf names them); `gpu:4` where a type is no
-    name gres syntax can hold; `(null)`."""
+    name gres syntax can hold; then `shard:16` where it shares GPUs by shards (`[node] shards_per_gpu`); `(null)`."""
     gpus = node.get("gpus") or []
     if not gpus:
         return NULL
     counts: dict[str | None, int] = {}
     for gpu in sorted(gpus, key=lambda g: (g.get("parent") is not None, g.get("index") or 0)):
         counts[gpu.get("type")] = counts.get(gpu.get("type"), 0) + 1
-    if not all(_simple(kind) for kind in counts):
-        return f"gpu:{len(gpus)}"
-    return ",".join(f"gpu:{kind}:{count}" for kind, count in counts.items())
+    text = (",".join(f"gpu:{kind}:{count}" for kind, count in counts.items())
+            if all(_simple(kind) for kind in counts) else f"gpu:{len(gpus)}")
+    shards = int(node.get("shards_per_gpu") or 0) * len(gpus)
+    return f"{text},shard:{shards}" if shards else text
 
 
 def outside_comment(node: Node) -> str:

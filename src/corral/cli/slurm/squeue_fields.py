@@ -196,7 +196,10 @@ def _array_task_text(job: Mapping[str, object]) -> str:
 
 
 def _tres_per_node(job: Mapping[str, object]) -> str:
-    """Slurm 22.05's TresPerNode as --gres writes it: `gres:gpu:2`, `gres:gpu:a100:2`; no GPUs N/A."""
+    """Slurm 22.05's TresPerNode as --gres writes it: `gres:gpu:2`, `gres:gpu:a100:2`, `gres:shard:2`; no GPUs N/A."""
+    shards = as_int(job.get("gpu_shards"))
+    if shards:
+        return f"gres:shard:{shards}"
     gpus = as_int(job.get("gpus"))
     if not gpus:
         return "N/A"
@@ -210,8 +213,10 @@ def _tres_alloc(job: Mapping[str, object]) -> str:
     cpus = as_int(job.get("cpus")) or 1
     parts = [f"cpu={cpus}", f"mem={mem_size(as_int(job.get('mem_mb')))}", f"node={as_int(job.get('nodes')) or 1}",
              f"billing={cpus}"]
-    gpus = as_int(job.get("gpus"))
-    if gpus:
+    gpus, shards = as_int(job.get("gpus")), as_int(job.get("gpu_shards"))
+    if shards:  # a shard job holds shards of a GPU, not the GPU (Slurm's gres/shard TRES)
+        parts.append(f"gres/shard={shards}")
+    elif gpus:
         parts.append(f"gres/gpu={gpus}")
     return ",".join(parts)
 

@@ -193,6 +193,8 @@ def gpu_request(given: dict[str, object], environ: Mapping[str, str], ntasks: in
     holding = f"job {job_id} holds {len(held)} GPU(s)" + (f" ({','.join(held)})" if held else "")
     per_task_text = given.get("gpus_per_task")
     step_text = given.get("gpus") or given.get("gres") or given.get("gpus_per_node")
+    if str(step_text).startswith("shard"):  # shards of the job's one GPU: the step shares that GPU
+        step_text = None
     if per_task_text is None and step_text is None:
         per_task_text = environ.get("SLURM_GPUS_PER_TASK")
     each = None

@@ -18,6 +18,7 @@ from corral.monitor.diagnosis.findings import (
     CAUSES, HUNG_AFTER_S, LOG_ERROR_CAUSES, MIN_SAMPLED_S, MIN_SAMPLES, Evidence, gpu_count, span,
 )
 from corral.monitor.diagnosis.container_causes import image_unavailable, mount_refused
+from corral.monitor.diagnosis.sharing_causes import over_gpu_budget
 from corral.monitor.diagnosis.job_causes import hung, node_fail, time_limit, warning_lead_s
 from corral.monitor.diagnosis.log_causes import (
     command_not_found, cuda_oom, exit_status, host_oom, nan_loss, nccl_timeout, python_error,
@@ -43,6 +44,7 @@ def diagnose(evidence: Evidence, *, hung_after_s: float = HUNG_AFTER_S) -> list[
         command_not_found(job, lines),
         cuda_oom(job, lines, evidence.summary),
         host_oom(job, lines, evidence.figures),
+        over_gpu_budget(job),
         nccl_timeout(job, lines),
         nan_loss(evidence.nonfinite, lines),
         node_fail(job, evidence.checkpoints),

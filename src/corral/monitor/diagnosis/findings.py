@@ -25,7 +25,7 @@ MIN_WARNING_LEAD_S = 2
 """... a tenth of the limit when that is shorter, and none below this (a job too short to checkpoint)."""
 
 CAUSES = (
-    "image_unavailable", "container_path_refused", "command_not_found", "cuda_oom", "host_oom", "nccl_timeout", "nan_loss", "python_error", "node_fail",
+    "image_unavailable", "container_path_refused", "command_not_found", "cuda_oom", "host_oom", "gpu_over_budget", "nccl_timeout", "nan_loss", "python_error", "node_fail",
     "timeout_no_checkpoint", "hung", "exit_status", "timeout", "gpus_unused", "data_loading", "gpu_idle",
     "oversized_request",
 )

@@ -1,5 +1,6 @@
 // Cluster (/): every node and GPU, who holds it, live utilization and memory; free/used totals; drained GPUs
 // and nodes (`corral drain`) marked with their reason; GPUs a process outside corral uses, with its user, pid and memory;
+// a shared GPU (`--gres=shard:N`, `--gpu-share`) with each of its jobs, its budget and what it uses, and the memory left.
 // a GPU in MIG mode as a card holding its slices (each one a GPU, typed by its profile; NVML gives no utilization per slice).
 // a GPU's health as NVML reports it (lost, throttled, uncorrectable ECC errors, its latest XID or throttle event).
 // GET /api/v1/cluster; refetched on `samples` (a monitoring tick) and `jobs` (allocations changed).
@@ -115,16 +116,19 @@ function gpuCard(n, g) {
   const memFraction = g.memory_used_mb !== null && g.memory_used_mb !== undefined && g.mem_mb ? g.memory_used_mb / g.mem_mb : null;
   const drained = g.drained;
   const outside = g.outside || [];
-  return h("li", {class: "gpu card" + (busy ? " busy" : " free") + (drained ? " drained" : "") + (outside.length ? " outside" : ""),
+  const shared = g.shared;
+  return h("li", {class: "gpu card" + (busy ? " busy" : " free") + (drained ? " drained" : "") + (outside.length ? " outside" : "")
+      + (shared ? " shared" : ""),
     "data-testid": "gpu-card", "data-index": g.index, "data-node": n.name, "data-job-id": busy ? g.job_id : "",
-    "data-drain": g.drain_state || "", "data-outside": outside.map((p) => p.pid).join(",")},
+    "data-drain": g.drain_state || "", "data-outside": outside.map((p) => p.pid).join(","),
+    "data-shared": shared ? shared.jobs.map((j) => j.job_id).join(",") : ""},
     h("div", {class: "gpu-head"},
       h("strong", {}, `GPU ${g.index}`),
       g.parent !== null && g.parent !== undefined
         ? h("span", {class: "muted", title: `A MIG slice of GPU ${g.parent}: ask for it as --gres=gpu:${g.type}:1`}, " slice")
         : null,
       h("span", {class: "muted"}, ` ${g.type || "GPU"} · ${fmtMB(g.mem_mb)}`)),
-    h("p", {class: "gpu-holder"}, busy
+    shared ? sharedList(shared) : h("p", {class: "gpu-holder"}, busy
       ? [h("span", {"aria-hidden": "true"}, "● "), "held by ",
         h("a", {href: `/jobs/${g.job_id}`}, `#${g.job_id}${g.job_name ? " " + g.job_name : ""}`),
         g.user ? h("span", {class: "muted"}, ` (${g.user})`) : null]
@@ -151,6 +155,23 @@ function gpuCard(n, g) {
         g.temperature_c !== null && g.temperature_c !== undefined ? `${Math.round(g.temperature_c)} °C` : "",
         g.power_w !== null && g.power_w !== undefined ? ` · ${Math.round(g.power_w)} W` : "")
       : null);
+}
+
+// A shared GPU: its jobs, each with its budget and what its processes use of it, then what is budgeted and free.
+function sharedList(shared) {
+  return h("div", {class: "gpu-shared", "data-testid": "gpu-shared"},
+    h("p", {class: "gpu-holder"}, h("span", {"aria-hidden": "true"}, "◐ "),
+      `shared by ${shared.jobs.length} job${shared.jobs.length === 1 ? "" : "s"}`),
+    h("ul", {class: "shared-jobs"}, shared.jobs.map((j) => h("li", {"data-testid": "shared-job", "data-job-id": j.job_id},
+      h("span", {}, h("a", {href: `/jobs/${j.job_id}`}, `#${j.job_ref}${j.job_name ? " " + j.job_name : ""}`),
+        h("span", {class: "muted"}, ` (${j.user})${j.shards ? ` · shard:${j.shards}` : ""}`)),
+      bar(j.used_mb === null || j.used_mb === undefined ? null : j.used_mb / j.budget_mb,
+        `${j.used_mb === null || j.used_mb === undefined ? "—" : fmtMB(j.used_mb)} / ${fmtMB(j.budget_mb)}`,
+        {label: `Job ${j.job_ref}'s GPU memory of its budget`, warn: j.used_mb > j.budget_mb})))),
+    h("p", {class: "muted small", "data-testid": "shared-budget"},
+      `${fmtMB(shared.budgeted_mb)} budgeted`
+        + (shared.outside_mb ? ` · ${fmtMB(shared.outside_mb)} outside corral` : "")
+        + ` · ${fmtMB(shared.free_mb)} free`));
 }
 
 // What NVML says is wrong with a GPU (a fatal fault drains it: the drain line above says so); nothing when all is well.
