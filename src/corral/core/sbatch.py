@@ -36,7 +36,7 @@ _VALUED: dict[str, str] = {
     "begin": "begin", "b": "begin", "deadline": "deadline",
     "constraint": "constraint", "C": "constraint",
     "nodelist": "nodelist", "w": "nodelist", "exclude": "exclude", "x": "exclude",
-    "cpus-per-gpu": "cpus_per_gpu", "time-min": "time_min", "priority": "priority",
+    "cpus-per-gpu": "cpus_per_gpu", "time-min": "time_min", "priority": "priority", "reservation": "reservation",
     "mail-type": "mail_type", "mail-user": "mail_user",
     # Pyxis's (the Slurm plugin that runs a job in an image); corral reads them the same way
     "container-image": "image", "container-mounts": "container_mounts", "container-workdir": "container_workdir",

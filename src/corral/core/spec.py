@@ -187,6 +187,7 @@ def build_spec(
         preemptible=yes_no(fields.get("preemptible", False), "preemptible"),
         warn_signal=signal_text(fields.get("signal")),
         account=config_name(fields.get("account"), "account"),
+        reservation=config_name(fields.get("reservation") or None, "reservation"),
         umask=parse_umask(fields.get("umask")),
         requirements=requirements,
         user_log=user_log,

@@ -14,6 +14,7 @@ from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
 from corral.core.job import Job, Outcome
 from corral.core.policy import Decisions, PendingJob, schedule
 from corral.core.priority import PriorityFactors, prioritize, usage_charge
+from corral.core.reservations import ReservationBook
 from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import JobState
@@ -72,6 +73,7 @@ class SchedulingPass:
         self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
         # each node's GPUs no new job is given: drained (`corral.server.draining`) or in use outside corral
         self.drained: Mapping[str, frozenset[int]] = {}
+        self.reservations: ReservationBook | None = None  # `corral.server.reserving`, set before each pass
 
     def decide(self, waiting: Mapping[int, object], now: float) -> Decisions:
         """What starts and what is preempted now; `waiting`: jobs held back by their dependencies."""
@@ -79,7 +81,7 @@ class SchedulingPass:
         ordered = self._by_priority(now, waiting)
         self._rate_preemptible(now)
         return schedule(self.nodes, self.running.allocations.values(), ordered, now, self.config, self.factors,
-                        self.drained)
+                        self.drained, self.reservations)
 
     def start(self, starts: Sequence[Allocation], now: float,
               limits: Mapping[int, int] | None = None) -> tuple[list[Job], list[JobEvent]]:
