@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from corral.core.backfill import INFINITY, NodeProfile
 from corral.core.iso_times import iso_utc
 from corral.core.resources import Allocation, Node
+from corral.core.spec_slurm import moment
+from corral.core.units import parse_duration_s, parse_memory_mb
 from corral.errors import Conflict, InvalidRequest, NotFound
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -84,6 +86,47 @@ class Wanted:
     accounts: object = None
     start: float = 0.0
     end: float = 0.0
+
+
+REQUEST_FIELDS = frozenset({"name", "node", "gpus", "gpu_ids", "cpus", "mem", "mem_mb", "users", "accounts", "start",
+                            "end", "duration"})
+
+
+def wanted_from(body: Mapping[str, object], now: float) -> Wanted:
+    """A create request (the API's JSON body) read: its start and end as Slurm's StartTime, EndTime and
+    Duration are (`now`, `now+1hour`, `2026-12-01T08:00`, epoch seconds; `4:00:00`, `240` minutes, `4h`).
+
+    Raises:
+        InvalidRequest: an unknown field, a time or duration that cannot be read, or no end.
+    """
+    unknown = sorted(set(body) - REQUEST_FIELDS)
+    if unknown:
+        raise InvalidRequest(unknown[0], "is no field of a reservation", f"fields: {', '.join(sorted(REQUEST_FIELDS))}")
+    start = moment(body.get("start") or "now", "start", now)
+    assert start is not None
+    if body.get("end") not in (None, ""):
+        end = moment(body.get("end"), "end", now)
+        if body.get("duration") not in (None, ""):
+            raise InvalidRequest("duration", "given together with end", "give one of them")
+    elif body.get("duration") not in (None, ""):
+        duration = body["duration"]
+        if not isinstance(duration, (str, int)) or isinstance(duration, bool):
+            raise InvalidRequest("duration", f"must be a duration, got {duration!r:.20}", "e.g. 4:00:00 or 4h")
+        seconds = parse_duration_s(duration, field="duration")
+        if seconds is None:
+            raise InvalidRequest("duration", "a reservation here has an end", "give a duration, e.g. 4h or 4:00:00")
+        end = start + seconds
+    else:
+        raise InvalidRequest("duration", "a reservation needs an end", "give --duration 4h (Duration=4:00:00) or an end")
+    assert end is not None
+    mem = body.get("mem_mb")
+    if body.get("mem") not in (None, ""):
+        text = body["mem"]
+        if not isinstance(text, (str, int)) or isinstance(text, bool):
+            raise InvalidRequest("mem", f"must be a size, got {text!r:.20}", "e.g. 64G")
+        mem = parse_memory_mb(text)
+    return Wanted(body.get("name"), body.get("node"), body.get("gpus"), body.get("gpu_ids"), body.get("cpus"), mem,
+                  body.get("users"), body.get("accounts"), start, end)
 
 
 def check_window(start: float, end: float, now: float) -> None:
