@@ -229,7 +229,7 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 "--job-name --gres --gpus --cpus-per-task --mem --time --output --error --chdir --export --nice "
                 "--partition --qos --account --dependency --kill-on-invalid-dep --array --signal --preemptible "
                 "--hold --open-mode --comment --begin --deadline --exclusive --constraint --nodelist --exclude "
-                "--cpus-per-gpu --gpus-per-task --time-min --priority --mail-type --mail-user --nodes --ntasks "
+                "--cpus-per-gpu --gpus-per-task --time-min --priority --reservation --mail-type --mail-user --nodes --ntasks "
                 "--ntasks-per-node --container-image --container-mounts --container-workdir --container-env "
                 "--no-container-mount-home --container-remap-root)")
     return out
