@@ -392,7 +392,7 @@ class JobService:
     def plan_view(self) -> dict[str, Any]:
         """Each GPU's timeline: running jobs to their time limits, reservations of pending ones (`corral.server.plan_view`)."""
         return plan_view(self.nodes, self.allocations, self.active, self.table.planned.estimates, self.table.planned.reserved,
-                         self.clock())
+                         self.clock(), self.reservations.all())
 
     def nodes_view(self) -> list[dict[str, Any]]:
         """Each node, its GPUs, who holds them, what is drained and what is in use outside corral
