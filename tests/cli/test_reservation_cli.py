@@ -112,3 +112,20 @@ def test_a_user_who_is_no_admin_may_not_reserve_nor_use_a_reservation_not_theirs
     assert f"reservation bobs is for users {bob}; user {alice} may not use it" in refused
     assert "Access denied to requested reservation" in refused
     assert [r["name"] for r in server.client().reservations()] == ["bobs"]
+
+
+def test_a_reservation_outlives_a_restart_and_still_keeps_its_gpus(server_factory):
+    server = server_factory(gpus=4, extra=ROOMY)
+    client = server.client()
+    client.create_reservation(name="kept", gpu_ids=[0, 1], users=["root"], accounts=None, duration="1h")
+    before = client.reservations()
+    server.stop()
+    server.start()
+    client = server.client()
+    assert client.reservations() == before
+    outside = client.submit(["sleep", "300"], gpus=3, time="10:00")
+    assert waiting(client, outside["id"])["reason"] in ("Resources", "Priority")  # only 2 GPUs are not reserved
+    inside = client.submit(["sleep", "300"], gpus=2, time="10:00", reservation="kept")
+    assert sorted(running(client, inside["id"])["gpu_ids"]) == [0, 1]
+    for j in (outside, inside):
+        client.cancel(j["id"])
