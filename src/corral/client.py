@@ -205,6 +205,16 @@ class Client:
         """Give drained GPUs of `node` (None: the node and all its GPUs) back to scheduling, admins only."""
         return self._request("POST", f"/api/v1/nodes/{urllib.parse.quote(node, safe='')}/resume", {"gpus": gpus})
 
+    def reservations(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/api/v1/reservations")
+
+    def create_reservation(self, **fields: Any) -> dict[str, Any]:
+        """Make a reservation (admins): name, gpus or gpu_ids, users and/or accounts, start, duration or end..."""
+        return self._request("POST", "/api/v1/reservations", {k: v for k, v in fields.items() if v is not None})
+
+    def delete_reservation(self, name: str) -> dict[str, Any]:
+        return self._request("DELETE", f"/api/v1/reservations/{urllib.parse.quote(name, safe='')}")
+
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/api/v1/health")
 

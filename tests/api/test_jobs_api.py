@@ -57,7 +57,7 @@ def test_submit_answers_201_with_the_job_and_it_runs_to_completion(server, short
     ({"command": ["true"], "workdir": "relative/dir"}, "workdir"),
     ({"command": ["true"], "env": {"1X": "y"}}, "env"),
     ({"script": "echo no shebang"}, "script"),
-    ({"script": "#!/bin/sh\n#SBATCH --reservation=volta\ntrue\n"}, "script"),
+    ({"script": "#!/bin/sh\n#SBATCH --core-spec=2\ntrue\n"}, "script"),
     ({"command": ["true"], "gpus": 9}, "gpus"),
     ({"command": ["true"], "gpus": 1, "gpu_type": "H100"}, "gpus"),
     ({"command": ["true"], "cpus": 100000}, "cpus"),

@@ -107,16 +107,16 @@ def test_a_bad_option_is_refused_naming_it_as_typed_and_nothing_is_created(refus
 
 def test_every_bad_option_and_directive_is_listed(refusing_server):
     status, answer, _ = call(refusing_server, "POST", "/api/v1/jobs", {
-        "script": "#!/bin/sh\n#SBATCH --overcommit\ntrue\n", "options": ["--reservation=now", "--contiguous", "--time=x"]})
+        "script": "#!/bin/sh\n#SBATCH --overcommit\ntrue\n", "options": ["--core-spec=2", "--contiguous", "--time=x"]})
     assert status == 422, answer
     # the script's lines first, as sbatch reads them; then, once they are right, its command line
     assert answer["error"]["field"] == "script"
     status, answer, _ = call(refusing_server, "POST", "/api/v1/jobs", {
-        "script": "#!/bin/sh\ntrue\n", "options": ["--reservation=now", "--contiguous", "--time=x"]})
+        "script": "#!/bin/sh\ntrue\n", "options": ["--core-spec=2", "--contiguous", "--time=x"]})
     assert answer["error"]["field"] == "options"
     assert answer["error"]["message"].startswith("options: 3 problems in the sbatch options, all listed here:")
     assert [p.split(" ")[:3] for p in answer["error"]["problems"]] == [
-        ["sbatch", "option", "--reservation"], ["sbatch", "option", "--contiguous"], ["sbatch", "--time=x:", "cannot"]]
+        ["sbatch", "option", "--core-spec"], ["sbatch", "option", "--contiguous"], ["sbatch", "--time=x:", "cannot"]]
 
 
 def test_account_option_charges_that_account_where_accounts_are_kept(server_factory, short_tmp):

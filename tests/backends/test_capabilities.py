@@ -134,3 +134,22 @@ def test_the_server_is_wired_by_what_a_backend_declares_before_it_is_opened():
     local, slurm = backend_kind("local"), backend_kind("slurm")
     assert local.capabilities.runs_jobs_here and local.capabilities.samples_processes
     assert not slurm.capabilities.runs_jobs_here and not slurm.capabilities.samples_processes
+
+
+def test_reservations_are_refused_where_the_backend_schedules_itself(tmp_path):
+    from corral.core.identity import Caller
+    from corral.core.reservations import Wanted
+
+    engine = open_engine(database_url(None, str(tmp_path)))
+    migrate.upgrade(engine)
+    backend = SlurmBackend(SlurmCluster(user="nobody"), home=str(tmp_path))
+    service = JobService(store=JobStore(engine), backend=backend, nodes=[Node("n1", 2, 1024)],
+                         settings=ServiceSettings(home=str(tmp_path), user="root", server_env={}))
+    admin = Caller("root", "admin", "socket")
+    with pytest.raises(Conflict, match=r"make reservations there \(scontrol create reservation on the cluster\)"):
+        service.create_reservation(admin, Wanted("demo", gpus=1, users="root", start=time.time(),
+                                                 end=time.time() + 3600))
+    with pytest.raises(Conflict, match="hands its jobs to slurm"):
+        service.delete_reservation(admin, "demo")
+    assert service.list_reservations() == []
+    service.close()

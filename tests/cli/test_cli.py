@@ -168,9 +168,9 @@ def test_an_unreadable_script_is_an_error_and_submits_nothing(run, short_tmp):
 def test_an_unsupported_directive_is_named(run, short_tmp):
     path = os.path.join(short_tmp, "array.sh")
     with open(path, "w") as f:
-        f.write("#!/bin/sh\n#SBATCH --reservation=maint\ntrue\n")
+        f.write("#!/bin/sh\n#SBATCH --core-spec=2\ntrue\n")
     result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", path])
-    assert result.exit_code == 1 and "--reservation" in result.output
+    assert result.exit_code == 1 and "--core-spec" in result.output
 
 
 def test_without_a_server_the_cli_says_how_to_start_one(short_tmp):
@@ -255,7 +255,7 @@ def test_every_problem_of_a_batch_script_is_shown_at_once(run, short_tmp):
     path = os.path.join(short_tmp, "ddp.sh")
     with open(path, "w") as f:
         f.write("#!/bin/bash\n#SBATCH --job-name=ddp\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=4\n"
-                "#SBATCH --gpus-per-node=4\n#SBATCH --overcommit\n#SBATCH --reservation=maint\n"
+                "#SBATCH --gpus-per-node=4\n#SBATCH --overcommit\n#SBATCH --core-spec=2\n"
                 "#SBATCH --time=2-00:00:00x\nsrun python train.py\n")
     result = CliRunner().invoke(cli, ["--home", run.server.home, "submit", path])
     assert result.exit_code == 1
@@ -263,7 +263,7 @@ def test_every_problem_of_a_batch_script_is_shown_at_once(run, short_tmp):
     assert lines[0] == "corral: error: script: 4 problems in the script's directives, all listed here:"
     assert [line.split(":")[0] for line in lines[1:]] == ["  line 3", "  line 6", "  line 7", "  line 8"]
     for text in ("--nodes=4: this server runs each job on one machine", "--overcommit",
-                 "--reservation", "--time=2-00:00:00x"):
+                 "--core-spec", "--time=2-00:00:00x"):
         assert text in result.output, text
     assert json.loads(run("queue", "--json").output) == []
 

@@ -149,7 +149,7 @@ def test_parse_script_reads_partition_and_qos(option, fields):
     [
         ("--overcommit", "--overcommit"),
         ("--contiguous", "--contiguous"),
-        ("--reservation=maint", "--reservation"),
+        ("--core-spec=2", "--core-spec"),
         ("--exclusive=user", "--exclusive"),
         ("--mem-per-cpu-typo=1", "--mem-per-cpu-typo"),
     ],
@@ -233,8 +233,8 @@ def test_parse_options_reads_a_command_line_style_token_list():
 
 def test_parse_options_error_names_the_source():
     with pytest.raises(InvalidRequest) as err:
-        parse_options(["--reservation=maint"], source="--sbatch")
-    assert "--sbatch option --reservation" in str(err.value)
+        parse_options(["--core-spec=2"], source="--sbatch")
+    assert "--sbatch option --core-spec" in str(err.value)
 
 
 def test_parse_options_empty_gives_nothing():
@@ -249,7 +249,7 @@ MULTI_NODE_SCRIPT = """\
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=4
 #SBATCH --overcommit
-#SBATCH --reservation=big
+#SBATCH --core-spec=2
 #SBATCH --time=2-00:00:00x
 srun python train.py
 """
@@ -263,7 +263,7 @@ def test_parse_script_names_every_unsupported_directive_at_once_with_its_line():
         "line 6: #SBATCH option --overcommit is not supported by corral (remove it)",
         err.value.problems[1],
     )
-    assert err.value.problems[1].startswith("line 7: #SBATCH option --reservation is not supported by corral "
+    assert err.value.problems[1].startswith("line 7: #SBATCH option --core-spec is not supported by corral "
                                             "(remove it")
     assert "2 problems" in err.value.message
     for problem in err.value.problems:

@@ -200,8 +200,8 @@ def test_script_bad_directive_value_is_reported_on_its_field(build):
 
 
 def test_script_unsupported_directive_is_refused(build):
-    err = invalid(build, {"script": sbatch("#SBATCH --reservation=volta")}, "script")
-    assert "--reservation" in str(err)
+    err = invalid(build, {"script": sbatch("#SBATCH --core-spec=2")}, "script")
+    assert "--core-spec" in str(err)
 
 
 # -- GPUs --------------------------------------------------------------------------------------
@@ -530,9 +530,9 @@ def test_a_bad_option_value_is_named_as_typed_on_its_field(build):
 
 
 def test_every_bad_option_is_listed_at_once_naming_sbatch(build):
-    err = invalid(build, cmd(options=["--reservation=now", "--time=soon", "--overcommit"]), "options")
+    err = invalid(build, cmd(options=["--core-spec=2", "--time=soon", "--overcommit"]), "options")
     assert "3 problems in the sbatch options" in err.message
-    assert [p.split(" ")[:3] for p in err.problems[:2]] == [["sbatch", "option", "--reservation"],
+    assert [p.split(" ")[:3] for p in err.problems[:2]] == [["sbatch", "option", "--core-spec"],
                                                            ["sbatch", "option", "--overcommit"]]
     assert err.problems[2].startswith("sbatch --time=soon: ")
 

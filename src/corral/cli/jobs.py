@@ -77,6 +77,7 @@ JOB_OPTIONS = [
     Opt("--open-mode", kind=CHOICE, choices=("append", "truncate"),
         help="append keeps what the log files hold [default: truncate]."),
     Opt("--comment", help="A note shown with the job."),
+    Opt("--reservation", help="Run in this reservation (corral reservation list): on its GPUs, inside its window."),
     # Pyxis's options, as sbatch takes them on a cluster with the plugin
     Opt("--container-image", "--image", key="image", metavar="IMAGE",
         help="Run in this container image: a registry reference (nvcr.io#nvidia/pytorch:24.01-py3), docker://..., "

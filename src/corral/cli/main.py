@@ -16,6 +16,7 @@ import click
 
 from corral.cli.connect import client_for
 from corral.cli.draining import drain, resume
+from corral.cli.reservations import reservation
 from corral.cli.jobs import COMMANDS as QUICK_COMMANDS
 from corral.cli.launch import COMMANDS as LAUNCH_COMMANDS
 from corral.cli.launch import run_launch
@@ -350,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="corral")
 
 
-for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token, drain, resume,
+for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token, drain, resume, reservation,
                  *(QuickCommand(spec) for spec in QUICK_COMMANDS.values()),
                  *(QuickCommand(spec, run_launch) for spec in LAUNCH_COMMANDS.values())):
     cli.add_command(_command)

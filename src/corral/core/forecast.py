@@ -23,6 +23,7 @@ from corral.core.job_spec import MAX_TIME_S
 from corral.core.pending import PendingJob
 from corral.core.policy import Decisions, schedule
 from corral.core.priority import prioritize
+from corral.core.reservations import ReservationBook
 from corral.core.resources import Allocation, Node, check_satisfiable
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
@@ -108,9 +109,11 @@ class _Planner:
 
     def __init__(self, nodes: Sequence[Node], running: Sequence[Allocation], queue: Sequence[PendingJob],
                  usage: Mapping[str, float], now: float, config: SchedulerConfig,
-                 drained: Mapping[str, frozenset[int]] | None = None) -> None:
+                 drained: Mapping[str, frozenset[int]] | None = None,
+                 reservations: ReservationBook | None = None) -> None:
         self.nodes, self.running, self.queue, self.usage, self.now, self.config = nodes, running, queue, usage, now, config
         self.drained = drained or {}
+        self.reservations = reservations
         self.total_gpus = sum(len(n.gpus) for n in nodes)
         self.total_cpus = sum(n.cpus for n in nodes)
         self._after_ahead: ProfileIndex | None = None
@@ -121,13 +124,15 @@ class _Planner:
                                       total_gpus=self.total_gpus, total_cpus=self.total_cpus)
         at = next(i for i, p in enumerate(ordered) if p is job)
         ahead = ordered[:at + 1]
-        decisions = schedule(self.nodes, self.running, ahead, self.now, self.config, factors, self.drained)
+        decisions = schedule(self.nodes, self.running, ahead, self.now, self.config, factors, self.drained,
+                             self.reservations)
         deep = False
         if (job.job_id not in decisions.estimates and decisions.reasons.get(job.job_id) in _WAITING
                 and decisions.preempt_for is None and len(decisions.estimates) >= self.config.backfill_depth):
             deep = True
             decisions = schedule(self.nodes, self.running, ahead, self.now,
-                                 replace(self.config, backfill_depth=len(ahead)), factors, self.drained)
+                                 replace(self.config, backfill_depth=len(ahead)), factors, self.drained,
+                                 self.reservations)
         self.base = _Pass(decisions, ahead, factors[job.job_id].priority, deep, self.now)
         return self.base
 
@@ -186,7 +191,7 @@ _WAITING = (PendingReason.RESOURCES, PendingReason.PRIORITY)
 def forecast(
     job: PendingJob, *, nodes: Sequence[Node], running: Sequence[Allocation], queue: Sequence[PendingJob],
     usage: Mapping[str, float], now: float, config: SchedulerConfig, unsatisfiable: Unsatisfiable | None = None,
-    drained: Mapping[str, frozenset[int]] | None = None,
+    drained: Mapping[str, frozenset[int]] | None = None, reservations: ReservationBook | None = None,
 ) -> Forecast:
     """When `job` would start if it joined `queue` now, what holds it back, and what would start it sooner.
 
@@ -199,8 +204,9 @@ def forecast(
         unsatisfiable: why no node could ever run the job, if none could (as a submit would refuse it);
             the forecast then says so and looks only for fewer GPUs that would run.
         drained: each node's drained GPUs (`corral.core.drains`), which no job is given.
+        reservations: the reservations (`corral.core.reservations`), whose GPUs it gets only inside one.
     """
-    planner = _Planner(nodes, list(running), list(queue), usage, now, config, drained)
+    planner = _Planner(nodes, list(running), list(queue), usage, now, config, drained, reservations)
     if unsatisfiable is not None:
         planner.run(job)  # held back (no node fits it), it blocks nobody: what the jobs ahead leave is as without it
         alternatives = _fewer_gpus(planner, job, None, nodes) if unsatisfiable.field == "gpus" else []

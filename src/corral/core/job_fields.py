@@ -108,6 +108,8 @@ class JobFields(TypedDict):
     """sbatch's --time-min in seconds."""
     fixed_priority: int | None
     """sbatch's --priority, set by an admin; None: computed."""
+    reservation: str | None
+    """sbatch's --reservation: the reservation it runs in; None: none."""
     interactive: str | None
     """srun's or salloc's job: pty or stream; None for a batch job."""
     image: str | None
@@ -198,6 +200,7 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
         "mail_user": s.mail_user,
         "time_min_s": s.time_min_s,
         "fixed_priority": s.priority,
+        "reservation": s.reservation,
         "interactive": s.interactive,
         "image": s.container.image if s.container is not None else None,
         "container": container_fields(s.container),

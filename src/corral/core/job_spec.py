@@ -46,7 +46,7 @@ REQUEST_FIELDS = frozenset({
     "dependency", "kill_on_invalid_dep", "array", "preemptible", "requeue", "signal", "condor", "account", "umask",
     "requirements", "user_log", "options", "hold", "open_mode", "comment", "begin", "deadline", "exclusive",
     "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
-    "interactive", "gpu_share",
+    "interactive", "gpu_share", "reservation",
     "ntasks", "ntasks_per_node", "gpus_per_task",
 }) | CONTAINER_FIELDS
 
@@ -137,6 +137,9 @@ class JobSpec:
     """sbatch's --time-min: the shortest limit it accepts, so that backfill may start it sooner with less."""
     priority: int | None = None
     """sbatch's --priority (admins): its priority, fixed, in place of the computed one."""
+    reservation: str | None = None
+    """sbatch's --reservation: it runs only in that reservation, on its GPUs inside its window
+    (`corral.core.reservations`)."""
     interactive: str | None = None
     """srun's or salloc's job: `pty` (a pseudo-terminal) or `stream` (pipes), relayed to the client that
     submitted it once it runs (`corral.executor.terminal`); None: a batch job."""

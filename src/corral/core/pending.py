@@ -28,6 +28,8 @@ class PendingJob:
     """The shortest time limit it accepts (sbatch's --time-min): backfill may start it with less than its own."""
     deadline: float | None = None
     """It must end by then (sbatch's --deadline)."""
+    reservation: str | None = None
+    """The reservation it runs in (sbatch's --reservation, `corral.core.reservations`): only there."""
 
     def misses_deadline(self, now: float) -> bool:
         """Whether, started now, it could no longer end by its deadline (Slurm removes it then, state DEADLINE)."""

@@ -12,7 +12,9 @@ jobs without a time limit, or `backfill_depth` reservations are made already)
 stops the pass: nothing behind it starts, so it is never starved. Jobs held back
 by a limit (hold, partition time limit, QoS limits) wait for their own reason and
 block nobody. Drained GPUs (and nodes) are never free (`corral.core.drains`): a job that
-only they could run waits with ReqNodeNotAvail, blocking nobody either.
+only they could run waits with ReqNodeNotAvail, blocking nobody either. Reservations
+(`corral.core.reservations`) hold their GPUs away from other jobs over their windows; a job
+submitted into one is placed in the reservation's own share, and blocks nobody outside it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
 from corral.core.drains import WHOLE_NODE
 from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
+from corral.core.reservations import ReservationBook, blocked_now, hold_windows, inside
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.sharing import for_sharing
@@ -51,7 +54,7 @@ class Decisions:
 def schedule(
     nodes: Sequence[Node], running: Iterable[Allocation], pending: Sequence[PendingJob], now: float,
     config: SchedulerConfig = _DEFAULT_CONFIG, priorities: Mapping[int, PriorityFactors] | None = None,
-    drained: Mapping[str, frozenset[int]] | None = None,
+    drained: Mapping[str, frozenset[int]] | None = None, reservations: ReservationBook | None = None,
 ) -> Decisions:
     """Decide which pending jobs start now, why the others wait, when they should start, and
     which preemptible jobs make room for the first waiting one.
@@ -65,6 +68,7 @@ def schedule(
         priorities: each pending job's priority; a running preemptible job of lower priority
             than the first job waiting for resources is preempted when that lets it start.
         drained: each node's drained GPU indexes (`WHOLE_NODE` among them: the node); none is given to a job.
+        reservations: the reservations and the running jobs in each; their GPUs go to no other job in their windows.
     """
     priorities = priorities or {}
     drained = drained or {}
@@ -76,8 +80,16 @@ def schedule(
         key = (alloc.user, alloc.qos)
         jobs_of[key] = jobs_of.get(key, 0) + 1
         gpus_of[key] = gpus_of.get(key, 0) + len(alloc.gpu_ids)
-    index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now, drained.get(node.name, frozenset()))
-                          for node in nodes])
+    shares: dict[str, NodeProfile] = {}
+    off_limits = drained
+    if reservations is not None and reservations.by_name:
+        shares, profiles = _reservations(nodes, by_node, now, drained, reservations)
+        index = ProfileIndex(profiles)
+        # no preemption makes room on GPUs a reservation holds now
+        off_limits = {**drained, **{n: drained.get(n, frozenset()) | g for n, g in blocked_now(reservations, now).items()}}
+    else:
+        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now, drained.get(node.name, frozenset()))
+                              for node in nodes])
     limits = _Limits(nodes, config, jobs_of, gpus_of, now, drained)
     held_back = limits.reason
     decisions = Decisions()
@@ -90,6 +102,10 @@ def schedule(
         reason = held_back(job)
         if reason is not None:
             reasons[job.job_id] = reason
+            continue
+        if job.reservation is not None:
+            if _in_reservation(job, shares.get(job.reservation), reservations, now, decisions, priorities):
+                limits.started(job)
             continue
         if stopped:
             reasons[job.job_id] = PendingReason.PRIORITY
@@ -127,7 +143,7 @@ def schedule(
             factors = priorities.get(job.job_id)
             if factors is not None:
                 making_room, decisions.preempt = _victims(request, factors.priority, nodes, by_node, decisions.starts,
-                                                          drained)
+                                                          off_limits)
                 if decisions.preempt:
                     decisions.preempt_for = job.job_id
                 if making_room:
@@ -145,6 +161,56 @@ def schedule(
         estimates[job.job_id] = start
         decisions.reserved[job.job_id] = (nodes[k].name, gpu_ids)
     return decisions
+
+
+def _reservations(nodes: Sequence[Node], by_node: Mapping[str, list[Allocation]], now: float,
+                  drained: Mapping[str, frozenset[int]], book: ReservationBook,
+                  ) -> tuple[dict[str, NodeProfile], list[NodeProfile]]:
+    """Each reservation's own share, and the nodes as every other job sees them: what the jobs outside
+    reservations leave, less the reservations' windows."""
+    shares: dict[str, NodeProfile] = {}
+    profiles = []
+    inside_of = book.running
+    for node in nodes:
+        held = by_node[node.name]
+        off = drained.get(node.name, frozenset())
+        profiles.append(NodeProfile.build(node, [a for a in held if a.job_id not in inside_of], now, off))
+        for reservation in book.on_node(node.name):
+            shares[reservation.name] = inside(
+                reservation, node, [a for a in held if inside_of.get(a.job_id) == reservation.name], now, off)
+    hold_windows(profiles, book, now)
+    return shares, profiles
+
+
+def _in_reservation(job: PendingJob, share: NodeProfile | None, book: ReservationBook | None, now: float,
+                    decisions: Decisions, priorities: Mapping[int, PriorityFactors]) -> bool:
+    """Place a job submitted into a reservation in that reservation's share: it starts now, or holds its
+    place there (blocking nobody outside); it waits with reason Reservation while the reservation has not
+    begun or its time limit cannot fit before the end, ReservationDeleted once it is gone. True: it starts."""
+    reservation = book.by_name.get(job.reservation or "") if book is not None else None
+    if share is None or reservation is None:
+        decisions.reasons[job.job_id] = PendingReason.RESERVATION_DELETED
+        return False
+    duration = job.time_limit_s if job.time_limit_s is not None else INFINITY
+    found = share.earliest(job.request, duration)
+    if found is None:
+        decisions.reasons[job.job_id] = PendingReason.RESERVATION
+        return False
+    start, gpu_ids = found
+    node = share.node
+    cpus, mem = _held(job.request, node)
+    share.reserve(start, start + duration, cpus, mem, gpu_ids)
+    if start <= now:
+        factors = priorities.get(job.job_id)
+        decisions.starts.append(Allocation(
+            job.job_id, node.name, gpu_ids, cpus, mem, job.user, job.qos, now + duration, job.preemptible,
+            factors.priority if factors is not None else 0,
+        ))
+        return True
+    decisions.reasons[job.job_id] = PendingReason.RESERVATION if now < reservation.start else PendingReason.RESOURCES
+    decisions.estimates[job.job_id] = start
+    decisions.reserved[job.job_id] = (node.name, gpu_ids)
+    return False
 
 
 def _held(request: Request, node: Node) -> tuple[int, int]:

@@ -36,7 +36,7 @@ _VALUED: dict[str, str] = {
     "begin": "begin", "b": "begin", "deadline": "deadline",
     "constraint": "constraint", "C": "constraint",
     "nodelist": "nodelist", "w": "nodelist", "exclude": "exclude", "x": "exclude",
-    "cpus-per-gpu": "cpus_per_gpu", "time-min": "time_min", "priority": "priority",
+    "cpus-per-gpu": "cpus_per_gpu", "time-min": "time_min", "priority": "priority", "reservation": "reservation",
     "mail-type": "mail_type", "mail-user": "mail_user",
     # Pyxis's (the Slurm plugin that runs a job in an image); corral reads them the same way
     "container-image": "image", "container-mounts": "container_mounts", "container-workdir": "container_workdir",
@@ -231,7 +231,7 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 "--job-name --gres --gpus --cpus-per-task --mem --time --output --error --chdir --export --nice "
                 "--partition --qos --account --dependency --kill-on-invalid-dep --array --signal --preemptible "
                 "--hold --requeue --no-requeue --open-mode --comment --begin --deadline --exclusive --constraint --nodelist --exclude "
-                "--cpus-per-gpu --gpus-per-task --time-min --priority --mail-type --mail-user --nodes --ntasks "
+                "--cpus-per-gpu --gpus-per-task --time-min --priority --reservation --mail-type --mail-user --nodes --ntasks "
                 "--ntasks-per-node --container-image --container-mounts --container-workdir --container-env "
                 "--no-container-mount-home --container-remap-root)")
     return out

@@ -193,6 +193,7 @@ def build_spec(
         requeue=None if fields.get("requeue") is None else yes_no(fields["requeue"], "requeue"),
         warn_signal=signal_text(fields.get("signal")),
         account=config_name(fields.get("account"), "account"),
+        reservation=config_name(fields.get("reservation") or None, "reservation"),
         umask=parse_umask(fields.get("umask")),
         requirements=requirements,
         user_log=user_log,

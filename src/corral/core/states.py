@@ -63,5 +63,9 @@ class PendingReason(str, enum.Enum):
     NODE_NOT_AVAIL = "ReqNodeNotAvail"
     """Only drained GPUs or nodes (`corral drain`), or GPUs in use outside corral (`corral.core.outside_use`), could
     run it; it runs once they are resumed or the process outside corral is gone."""
+    RESERVATION = "Reservation"
+    """Its reservation has not begun, or its time limit would run past the reservation's end."""
+    RESERVATION_DELETED = "ReservationDeleted"
+    """Its reservation ended or was deleted: held (as Slurm holds it) until released, to run outside it."""
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"
     """What it depends on can no longer happen (cancelled if it asked for --kill-on-invalid-dep)."""

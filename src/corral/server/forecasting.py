@@ -59,12 +59,14 @@ async def forecast_submit(service: JobService, request: Mapping[str, Any], user:
     usage = scheduling.usage(now)
     # its --begin is a note (below), not a wait: the forecast says when it could start once eligible
     job = PendingJob(job_id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, False, now,
-                     spec.nice, spec.preemptible, None, spec.priority, spec.time_min_s, spec.deadline)
+                     spec.nice, spec.preemptible, None, spec.priority, spec.time_min_s, spec.deadline,
+                     spec.reservation)
     notes = _conditions(service, spec)
     # the pass is pure and reads only this snapshot: off the event loop, which a long queue would hold up
     result = await asyncio.to_thread(forecast, job, nodes=service.nodes, running=running, queue=queue, usage=usage,
                                      now=now, config=service.scheduler_config, unsatisfiable=unsatisfiable,
-                                     drained=scheduling.drained)
+                                     drained=scheduling.drained,
+                                     reservations=scheduling.reservations)
     if notes:
         result = replace(result, notes=(*notes, *result.notes))
     return SubmitForecast(spec, job_id, now, result)

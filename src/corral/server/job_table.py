@@ -31,6 +31,7 @@ class JobTable:
         self.dependencies: dict[int, Dependency] = {}  # pending jobs whose dependency is not yet satisfied
         self.reasons: dict[int, PendingReason] = {}  # from the last pass; read when a pending job is shown
         self.backend_reasons: dict[int, str] = {}  # what a backend that schedules itself says a job waits for
+        self.reservation_deleted: set[int] = set()  # held because their reservation ended or was deleted
         self.drained_note = ""  # which GPUs are drained and why, shown after ReqNodeNotAvail
         self.planned = Decisions()  # the last pass's: expected starts (`estimates`) and where (`reserved`)
         self.per_user: Counter[tuple[str, str | None]] = Counter()  # unfinished jobs by (user, QoS)
@@ -61,6 +62,7 @@ class JobTable:
         self.arrays.pop(job.id, None)
         self.queue.pop(job.id, None)
         self.dependencies.pop(job.id, None)
+        self.reservation_deleted.discard(job.id)
         if self.dependencies and len(self._ended_states) < MAX_ENDED_STATES:
             self._ended_states[job.id] = (job.state, job.start_time is not None)
         if job.array_job_id is not None:
@@ -77,7 +79,9 @@ class JobTable:
             job.reason = self.backend_reasons[job.id]
         elif job.state is JobState.PENDING:
             job.reason = self.reasons.get(job.id, PendingReason.NONE)
-            if job.reason == PendingReason.NODE_NOT_AVAIL and self.drained_note:
+            if job.reason == PendingReason.HELD and job.id in self.reservation_deleted:
+                job.reason = PendingReason.RESERVATION_DELETED
+            elif job.reason == PendingReason.NODE_NOT_AVAIL and self.drained_note:
                 job.reason = f"{PendingReason.NODE_NOT_AVAIL.value}, {self.drained_note}"
             job.estimated_start = self.planned.estimates.get(job.id)
             if job.estimated_start is None and job.reason == PendingReason.BEGIN_TIME:
@@ -151,7 +155,7 @@ def pending(job: Job) -> PendingJob:
     spec = job.spec
     return PendingJob(job.id, spec.request, spec.user, spec.partition, spec.qos, spec.time_limit_s, job.held,
                       job.submit_time, spec.nice, spec.preemptible, spec.begin_time, spec.priority, spec.time_min_s,
-                      spec.deadline)
+                      spec.deadline, spec.reservation)
 
 
 def apply_outcome(job: Job, outcome: Outcome) -> None:

@@ -2,7 +2,8 @@
 
 Running jobs hold their GPUs from their start to their time limit's end (or with no end); pending jobs
 that hold a reservation take theirs from their estimated start for their time limit. A what-if is drawn
-over it from a forecast (`POST /api/v1/forecast`).
+over it from a forecast (`POST /api/v1/forecast`). Reservations (`corral.core.reservations`) are drawn as
+bands over their GPUs and windows.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from typing import Any
 
 from corral.core.iso_times import iso_utc
 from corral.core.job import Job
+from corral.core.reservations import Reservation
 from corral.core.resources import Allocation, Node
 from corral.core.states import JobState
 
 
 def plan_view(nodes: Sequence[Node], allocations: Mapping[int, Allocation], active: Mapping[int, Job],
               estimates: Mapping[int, float], reserved: Mapping[int, tuple[str, tuple[int, ...]]],
-              now: float) -> dict[str, Any]:
+              now: float, reservations: Sequence[Reservation] = ()) -> dict[str, Any]:
     """`{now, nodes: [{name, cpus, gpus: [{index, type}]}], jobs: [{job_id, ref, name, user, kind, node, gpus,
-    cpus, start, end}]}`: kind running or reserved; `end` null for no time limit."""
+    cpus, start, end}], reservations: [{name, node, gpus, users, accounts, start, end, state, ...}]}`: kind
+    running or reserved; `end` null for no time limit."""
     rows: list[dict[str, Any]] = []
     for job_id, allocation in allocations.items():
         job = active.get(job_id)
@@ -38,7 +41,7 @@ def plan_view(nodes: Sequence[Node], allocations: Mapping[int, Allocation], acti
     rows.sort(key=lambda row: (row["start"], row["job_id"]))
     return {"now": iso_utc(now), "nodes": [
         {"name": n.name, "cpus": n.cpus, "gpus": [{"index": g.index, "type": g.type, "mem_mb": g.mem_mb} for g in n.gpus]}
-        for n in nodes], "jobs": rows}
+        for n in nodes], "jobs": rows, "reservations": [r.to_dict(now) for r in reservations]}
 
 
 def _row(job: Job, kind: str, node: str, gpus: tuple[int, ...], start: float, end: float | None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
 from corral.core.job import Job, Outcome
 from corral.core.policy import Decisions, PendingJob, schedule
 from corral.core.priority import PriorityFactors, prioritize, usage_charge
+from corral.core.reservations import ReservationBook
 from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import JobState
@@ -76,13 +77,15 @@ class SchedulingPass:
         self.drained: Mapping[str, frozenset[int]] = {}
         # GPU memory held outside corral where sharing jobs may go beside it (`corral.core.sharing.outside_holds`)
         self.held_outside: Sequence[Allocation] = ()
+        self.reservations: ReservationBook | None = None  # `corral.server.reserving`, set before each pass
 
     def decide(self, waiting: Mapping[int, object], now: float) -> Decisions:
         """What starts and what is preempted now; `waiting`: jobs held back by their dependencies."""
         self._add_array_tasks(waiting)
         ordered = self._by_priority(now, waiting)
         self._rate_preemptible(now)
-        return schedule(self.nodes, self.holding(), ordered, now, self.config, self.factors, self.drained)
+        return schedule(self.nodes, self.holding(), ordered, now, self.config, self.factors, self.drained,
+                        self.reservations)
 
     def holding(self, running: Collection[Allocation] | None = None) -> Collection[Allocation]:
         """What the policy counts as held: the running jobs' allocations, and memory held outside corral on GPUs

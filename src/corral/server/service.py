@@ -31,6 +31,7 @@ from corral.core.sharing import outside_holds, shareable_beside
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors, usage_charge
+from corral.core.reservations import Wanted
 from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.steps import JobStep, step_end, step_start
@@ -41,6 +42,7 @@ from corral.server.accounts import uid_of
 from corral.server.draining import Drains
 from corral.server.gpu_faults import act_on
 from corral.server.gpu_health import GpuHealth
+from corral.server.reserving import Reservations
 from corral.server.outside_gpus import OutsideGpus
 from corral.server.share_budgets import ShareBudgets
 from corral.server.forecasting import SubmitForecast, forecast_submit
@@ -62,6 +64,7 @@ from corral.server.submission import Submissions
 from corral.server.sweeping import Sweeps
 from corral.server.usage import UsageLedger
 from corral.store.drains import DrainStore
+from corral.store.reservations import ReservationStore
 from corral.store.jobs import JobStore
 from corral.store.steps import StepStore
 from corral.store.sweeps import SweepStore
@@ -104,6 +107,10 @@ class JobService:
         self.watchers.on_job_ended.append(self.steps.job_ended)
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
         self.drains = Drains(DrainStore(store.engine), nodes, clock)
+        self.reservations = Reservations(ReservationStore(store.engine), nodes, table=self.table, jobs=store,
+                                         allocations=self.scheduling.running.allocations, clock=clock)
+        self.submissions.check_reservation = self.reservations.check_submit
+        self._reservation_change: float | None = None  # the next moment a reservation begins or ends
         # the machine the monitor samples: this one, where corral places jobs itself
         here = nodes[0].name if nodes and not self.capabilities.schedules_itself else None
         self.outside = OutsideGpus(here, settings.outside_processes)
@@ -299,6 +306,7 @@ class JobService:
                 target.held = not held
             raise
         for target in targets:
+            self.table.reservation_deleted.discard(target.id)
             if not target.is_array:
                 self.table.queue[target.id] = pending(target)
             self.table.reasons.pop(target.id, None)
@@ -392,7 +400,7 @@ class JobService:
     def plan_view(self) -> dict[str, Any]:
         """Each GPU's timeline: running jobs to their time limits, reservations of pending ones (`corral.server.plan_view`)."""
         return plan_view(self.nodes, self.allocations, self.active, self.table.planned.estimates, self.table.planned.reserved,
-                         self.clock())
+                         self.clock(), self.reservations.all())
 
     def nodes_view(self) -> list[dict[str, Any]]:
         """Each node, its GPUs, who holds them, what is drained and what is in use outside corral
@@ -474,6 +482,9 @@ class JobService:
             self.placed.reap()
 
     async def _reap_off_loop(self) -> None:
+        if self._reservation_change is not None and self.clock() >= self._reservation_change:
+            self._reservation_change = None
+            self.mark_dirty()  # a reservation begins or ends: its jobs start, or it is removed
         if self.handover is not None:
             self.reap()  # the backend's watcher reads in a thread of its own already
         elif self.placed is not None:
@@ -490,6 +501,7 @@ class JobService:
         self.loop.dirty = False
         now = self.clock()
         self.watchers.mail.time_limits(self.table.active, now)
+        self._pass_reservations(now)
         if not self.table.queue and not self.table.arrays:
             return
         self._remove_past_deadline(now)
@@ -572,6 +584,42 @@ class JobService:
         return self_scheduled.attach(self, backend_id)
 
     # -- helpers --------------------------------------------------------------------------------
+
+    # -- reservations (`corral.server.reserving`) --------------------------------------------------
+
+    def list_reservations(self) -> list[dict[str, Any]]:
+        now = self.clock()
+        return [r.to_dict(now) for r in self.reservations.all()]
+
+    def create_reservation(self, caller: Caller, wanted: Wanted) -> dict[str, Any]:
+        """Keep GPUs for some users over a window, for an admin (`corral.core.reservations.plan`)."""
+        self._check_reservations(caller, f"creating reservation {wanted.name}")
+        made = self.reservations.create(wanted, caller.user, drained=self.drains.by_node,
+                                        accounts=self.access.accounts, user_exists=lambda u: uid_of(u) is not None)
+        self._reservation_change = None
+        self.mark_dirty()
+        return made.to_dict(self.clock())
+
+    def delete_reservation(self, caller: Caller, name: str) -> dict[str, Any]:
+        """Remove a reservation, for an admin; the jobs waiting for it are held (ReservationDeleted)."""
+        self._check_reservations(caller, f"deleting reservation {name}")
+        reservation, _ = self.reservations.delete(name)
+        self.mark_dirty()
+        return reservation.to_dict(self.clock())
+
+    def _check_reservations(self, caller: Caller, action: str) -> None:
+        self.access.require(caller, "admin", action)
+        if self.capabilities.schedules_itself:
+            raise Conflict(f"{action}: this server hands its jobs to {self.capabilities.name}, which places them; "
+                           "make reservations there (scontrol create reservation on the cluster), and submit "
+                           "with --reservation NAME")
+
+    def _pass_reservations(self, now: float) -> None:
+        reservations = self.reservations
+        if reservations.by_name and reservations.expire(now):
+            self.watchers.changed()
+        self.scheduling.reservations = reservations.book()
+        self._reservation_change = reservations.next_change(now)
 
     def mark_dirty(self) -> None:
         self.watchers.changed()

@@ -53,6 +53,8 @@ class Submissions:
         # the one thread that writes to the database off the event loop: submits' group commits here,
         # and the starts and ends `PlacedJobs` records; one, so that those writes never interleave
         self.db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-db")
+        # refuses a job for a reservation that is not there or not its (`corral.server.reserving`)
+        self.check_reservation: Callable[[JobSpec, bool], None] = lambda spec, privileged: None
         self.inserts = GroupCommit(store, self.db_thread, clock=clock, inserted=self._inserted)
 
     async def submit(self, request: Mapping[str, Any], user: str, privileged: bool, parent: int | None = None) -> Job:
@@ -63,6 +65,7 @@ class Submissions:
             spec = replace(spec, parent=parent)
         self.check_request(spec)
         spec = self.place(spec)
+        self.check_reservation(spec, privileged)
         key = (spec.user, spec.qos)
         self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
         try:

@@ -22,7 +22,7 @@ _SPEC_COLUMNS = (
     "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "requeue", "warn_signal", "nodes",
     "account", "umask", "requirements", "user_log", "open_mode", "comment", "begin_time", "deadline", "exclusive",
     "features", "nodelist", "exclude", "mail_type", "mail_user", "time_min_s", "priority", "interactive",
-    "ntasks", "ntasks_per_node", "gpus_per_task", "parent",
+    "ntasks", "ntasks_per_node", "gpus_per_task", "parent", "reservation",
     "gpu_shards", "gpu_share_mb",
 )
 _IDS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
@@ -244,7 +244,7 @@ def _job(row: Mapping[Any, Any]) -> Job:  # a RowMapping: keyed by names (and by
         nodelist=_names(row["nodelist"]), exclude=_names(row["exclude"]), mail_type=_names(row["mail_type"]),
         mail_user=row["mail_user"], time_min_s=row["time_min_s"], priority=row["priority"],
         interactive=row["interactive"], ntasks=row["ntasks"], ntasks_per_node=row["ntasks_per_node"],
-        gpus_per_task=row["gpus_per_task"], parent=row["parent"],
+        gpus_per_task=row["gpus_per_task"], parent=row["parent"], reservation=row["reservation"],
         gpu_shards=row["gpu_shards"], gpu_share_mb=row["gpu_share_mb"],
         container=ContainerSpec.from_dict(json.loads(row["container"])) if row["container"] else None,
         stdout=row["stdout"], stderr=row["stderr"], nice=row["nice"],

@@ -79,6 +79,8 @@ jobs = Table(
     Column("container", Text),
     # the job this one runs again (`corral resubmit`); no foreign key: a parent may be purged before its reruns
     Column("parent", Integer),
+    # sbatch's --reservation: the reservation it runs in (a name; the reservation may be gone)
+    Column("reservation", String(64)),
     # a sharing job's (`corral.core.sharing`): sbatch's --gres=shard:N, and its GPU memory budget in MB
     Column("gpu_shards", Integer, nullable=False, server_default="0"),
     Column("gpu_share_mb", Integer, nullable=False, server_default="0"),
@@ -462,4 +464,22 @@ gpu_drains = Table(
     Column("by_user", String(64), nullable=False),
     Column("at", Float, nullable=False),
     PrimaryKeyConstraint("node", "gpu_index"),
+)
+
+# Reservations (`corral.core.reservations`): GPUs of a node kept for some users or accounts over a window.
+# Lists are stored comma-joined (GPU indexes, users, accounts: names never hold a comma).
+reservations = Table(
+    "reservations",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("node", String(200), nullable=False),
+    Column("gpus", Text, nullable=False),
+    Column("cpus", Integer, nullable=False),
+    Column("mem_mb", BigInteger, nullable=False),
+    Column("users", Text, nullable=False),
+    Column("accounts", Text, nullable=False),
+    Column("start_time", Float, nullable=False),
+    Column("end_time", Float, nullable=False),
+    Column("by_user", String(64), nullable=False),
+    Column("created", Float, nullable=False),
 )

@@ -196,6 +196,8 @@ def placement_options(spec: JobSpec) -> list[str]:
         argv.append(f"--time-min={format_time_limit(spec.time_min_s)}")
     if spec.priority is not None:
         argv.append(f"--priority={spec.priority}")
+    if spec.reservation is not None:  # the cluster's own reservation, by name
+        argv.append(f"--reservation={spec.reservation}")
     if spec.mail_type:
         argv.append(f"--mail-type={','.join(spec.mail_type)}")
         if spec.mail_user:

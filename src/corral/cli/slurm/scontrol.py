@@ -5,6 +5,8 @@ hold, release, requeue or update jobs.
     scontrol hold 12                scontrol release 12_[1-3]      scontrol requeue 12
     scontrol update JobId=12 TimeLimit=2:00:00 Partition=gpu       scontrol show hostnames node[1-3]
     scontrol update NodeName=node1 State=DRAIN Reason="XID 79"      scontrol update NodeName=node1 State=RESUME
+    scontrol create reservation ReservationName=demo StartTime=now Duration=4:00:00 Users=ada TRES=gres/gpu=2
+    scontrol show reservation [demo]        scontrol delete reservation demo
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from corral.cli.slurm import cluster
+from corral.cli.slurm import cluster, scontrol_reservations
 from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import VERSION, Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
@@ -48,7 +50,7 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if given.get("help") or given.get("usage") or not words:
         print("Usage: scontrol [-o] show job|step|node|partition|config|hostnames [ID] | hold|release|requeue JOBS | "
-              "update JobId=ID KEY=VALUE...")
+              "update JobId=ID KEY=VALUE... | create|show|delete reservation ...")
         return 0
     command, rest = words[0].lower(), words[1:]
     if command == "show":
@@ -57,6 +59,10 @@ def main(argv: Sequence[str]) -> int:
         return _each(command, rest)
     if command == "update":
         return _update(rest)
+    if command == "create":
+        return scontrol_reservations.create(rest)
+    if command == "delete":
+        return scontrol_reservations.delete(rest)
     raise UsageError(f"invalid keyword: {words[0]}")
 
 
@@ -94,6 +100,8 @@ def _show(words: list[str], one_liner: bool) -> int:
                 return 1
         sys.stdout.write(show_partitions(partitions, cluster.nodes(service), default=default, one_liner=one_liner))
         return 0
+    if scontrol_reservations.is_reservation(entity):
+        return scontrol_reservations.show(name, one_liner, now)
     if entity in ("config", "configuration"):
         _, _, weights = cluster.partitions(service)
         settings = {"PriorityWeightAge": str(weights["age"]), "PriorityWeightFairShare": str(weights["fairshare"]),

@@ -254,6 +254,7 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         f"Socks/Node=* NtasksPerN:B:S:C={job.get('ntasks_per_node') or 0}:0:*:* CoreSpec=*",
         f"MinCPUsNode={per_task if ntasks > 1 else cpus} MinMemoryNode={mem} MinTmpDiskNode=0",
         f"Features={job.get('features') or NULL} DelayBoot=00:00:00",
+        *([f"Reservation={job['reservation']}"] if job.get("reservation") else []),
         f"OverSubscribe={'NO' if job.get('exclusive') else 'OK'} Contiguous=0 Licenses={NULL} Network={NULL}",
         f"Command={command}",
         f"WorkDir={job.get('workdir') or ''}",

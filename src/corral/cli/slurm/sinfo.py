@@ -1,4 +1,5 @@
-"""`sinfo`: partitions and nodes as Slurm's sinfo prints them (`sinfo`, `-N -l`, `-s`, `-o FORMAT`, `-h`)."""
+"""`sinfo`: partitions and nodes as Slurm's sinfo prints them (`sinfo`, `-N -l`, `-s`, `-o FORMAT`, `-h`), and
+the reservations (`-T`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ OPTIONS = [
     Option("all", "a"), Option("responding", "r"), Option("dead", "d"), Option("exact", "e"),
     Option("states", "t", value=True), Option("iterate", "i", value=True), Option("verbose", "v"),
     Option("version", "V"), Option("help"), Option("usage"), Option("hide"), Option("list-reasons", "R"),
+    Option("reservation", "T"),
 ]
 
 
@@ -32,6 +34,12 @@ def main(argv: Sequence[str]) -> int:
     if answered(given, "Usage: sinfo [-N] [-l] [-s] [-h] [-p PARTITION] [-n NODES] [-o FORMAT]"):
         return 0
     service = server()
+    if given.get("reservation"):  # -T: the reservations, not the nodes
+        from corral.cli.slurm.reservation_format import sinfo_reservations
+
+        sys.stdout.write(sinfo_reservations(service.ask("GET", "/api/v1/reservations"), now=time.time(),
+                                            header=not given.get("noheader")))
+        return 0
     nodes = cluster.nodes(service)
     partitions, default, _ = cluster.partitions(service)
     if given.get("partition"):

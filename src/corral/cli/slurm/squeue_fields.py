@@ -124,7 +124,7 @@ def field_value(code: str, job: Mapping[str, object], now: float, node_name: str
     if code == "Y":
         return _sched_nodes(job, now, node_name), False
     if code in "kfwv":
-        return as_text(job.get({"k": "comment", "f": "features"}.get(code, ""))) or None, cut
+        return as_text(job.get({"k": "comment", "f": "features", "v": "reservation"}.get(code, ""))) or None, cut
     if code in "nx":
         return _host_list(job.get("nodelist" if code == "n" else "exclude")), cut
     if code == "h":

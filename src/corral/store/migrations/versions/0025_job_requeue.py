@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0025"
-down_revision = "0023"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 

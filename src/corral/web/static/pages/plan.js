@@ -2,6 +2,7 @@
 // (to their time limits) and the reservations the scheduler made for pending ones (GET /api/v1/plan),
 // with a what-if drawn in: the form's job, forecast by the scheduler's own pass (POST /api/v1/forecast,
 // nothing is submitted), its blockers and the shorter --time or fewer GPUs that would start it sooner.
+// Reservations (corral reservation create) are bands over their GPUs and windows, named, with who may use them.
 // Refetched on `jobs` (the queue changed).
 
 import {h, replace} from "../lib/dom.js";
@@ -102,7 +103,8 @@ export function mount(main, ctx) {
       bars.push({kind: "whatif", job_id: "", name: "what-if", user: "", node: answer.node, gpus: answer.gpus, start,
         end: answer.time_limit_s ? start + answer.time_limit_s : null});
     }
-    const ends = bars.map((b) => (b.end ?? b.start) - now);
+    const bands = (plan.reservations || []).map((r) => ({...r, start: toEpoch(r.start), end: toEpoch(r.end)}));
+    const ends = [...bars.map((b) => (b.end ?? b.start) - now), ...bands.map((r) => r.end - now)];
     const span = Math.min(MAX_SPAN_S, Math.max(MIN_SPAN_S, ...ends) * 1.05);
     const at = (t) => Math.max(0, Math.min(100, ((t - now) / span) * 100));
     const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => h("span", {class: "plan-tick", style: `left: ${f * 100}%`},
@@ -111,7 +113,13 @@ export function mount(main, ctx) {
       h("div", {class: "plan-row plan-axis", "aria-hidden": "true"}, h("span", {class: "plan-label"}), h("div", {class: "plan-track"}, ticks)),
       rows.map(({node, gpu}) => h("div", {class: "plan-row", "data-testid": "plan-gpu", "data-node": node, "data-index": gpu.index},
         h("span", {class: "plan-label"}, `${node} · GPU ${gpu.index}`, h("span", {class: "muted small"}, ` ${gpu.type}`)),
-        h("div", {class: "plan-track"}, bars.filter((b) => b.node === node && b.gpus.includes(gpu.index)).map((b) => {
+        h("div", {class: "plan-track"}, bands.filter((r) => r.node === node && r.gpus.includes(gpu.index)).map((r) => {
+          const left = at(r.start);
+          const who = [...r.users, ...r.accounts.map((a) => `account ${a}`)].join(", ");
+          return h("span", {class: "plan-band", "data-testid": "plan-reservation", "data-name": r.name,
+            title: `reservation ${r.name} for ${who}: ${fmtTime(r.start)} – ${fmtTime(r.end)}`,
+            style: `left: ${left}%; width: ${Math.max(0.5, at(r.end) - left)}%`}, `${r.name} · ${who}`);
+        }), bars.filter((b) => b.node === node && b.gpus.includes(gpu.index)).map((b) => {
           const left = at(b.start);
           const right = b.end === null ? 100 : at(b.end);
           const what = b.kind === "whatif" ? "your job (what-if)" : `#${b.job_id} ${b.name} (${b.user})`;
@@ -121,7 +129,8 @@ export function mount(main, ctx) {
             "data-kind": b.kind, "data-job-id": b.job_id, style: `left: ${left}%; width: ${Math.max(0.5, right - left)}%`},
           b.kind === "whatif" ? "what-if" : `#${b.job_id}`);
         })))),
-      h("p", {class: "muted small plan-legend"}, "▮ running  ▯ reserved (a pending job's expected start)  ┆ what-if. ",
+      h("p", {class: "muted small plan-legend"}, "▮ running  ▯ reserved (a pending job's expected start)  ┆ what-if  ",
+        "░ a reservation (its GPUs kept for its users over its window). ",
         "A bar reaching the right edge has no time limit or ends later."));
   }
 

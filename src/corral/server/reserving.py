@@ -1,0 +1,128 @@
+"""Reservations (`corral.core.reservations`): made and deleted by admins, kept in the store, ended by themselves.
+
+Only the job service changes them, on the event loop thread. Each pass reads `book()`: the reservations
+and the running jobs inside each. A reservation whose window is over is removed before the pass (Slurm
+purges it after its end time); as in Slurm, the jobs still waiting for it lose it and are held with reason
+ReservationDeleted, so that `corral release` (`scontrol release`) lets them run outside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from corral.core.job import Job
+from corral.core.reservations import Reservation, ReservationBook, Wanted, book, expired, plan
+from corral.core.resources import Allocation, Node
+from corral.core.spec import JobSpec
+from corral.core.states import JobState, PendingReason
+from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from corral.server.job_table import JobTable, pending
+from corral.store.jobs import JobStore
+from corral.store.reservations import ReservationStore
+
+
+class Reservations:
+    def __init__(self, store: ReservationStore, nodes: Sequence[Node], *, table: JobTable, jobs: JobStore,
+                 allocations: Mapping[int, Allocation], clock: Callable[[], float]) -> None:
+        self.store = store
+        self.nodes = tuple(nodes)
+        self.table = table
+        self.jobs = jobs
+        self.allocations = allocations
+        self.clock = clock
+        names = {node.name for node in self.nodes}
+        # one on a node no longer declared stays in the store (the node may come back) but is not applied
+        self.by_name: dict[str, Reservation] = {r.name: r for r in store.all() if r.node in names}
+
+    def all(self) -> list[Reservation]:
+        return sorted(self.by_name.values(), key=lambda r: (r.start, r.name))
+
+    def get(self, name: str) -> Reservation:
+        """Raises NotFound: no such reservation."""
+        found = self.by_name.get(name)
+        if found is None:
+            raise NotFound(f"reservation {name!r}: no such reservation (Requested reservation is invalid)")
+        return found
+
+    def create(self, wanted: Wanted, by: str, *, drained: Mapping[str, frozenset[int]], accounts: Iterable[str],
+               user_exists: Callable[[str], bool]) -> Reservation:
+        """Check and keep a new reservation (`corral.core.reservations.plan` says what it refuses)."""
+        made = plan(wanted, nodes=self.nodes, existing=self.by_name.values(), running=self.allocations.values(),
+                    drained=drained, user_exists=user_exists, accounts=accounts, by=by, now=self.clock())
+        self.store.add(made)
+        self.by_name[made.name] = made
+        return made
+
+    def delete(self, name: str) -> tuple[Reservation, list[Job]]:
+        """Remove a reservation; the jobs waiting for it are held (returned).
+
+        Raises:
+            NotFound: no such reservation. Conflict: jobs run in it (Slurm deletes none with jobs running).
+        """
+        reservation = self.get(name)
+        inside = sorted(job_id for job_id in self.allocations
+                        if (job := self.table.active.get(job_id)) is not None and job.spec.reservation == name)
+        if inside:
+            raise Conflict(f"reservation {name} has jobs running in it ({', '.join(map(str, inside))}): "
+                           "cancel them first, or let the reservation end (Reservation busy)")
+        return reservation, self._end([reservation])
+
+    def expire(self, now: float) -> list[Job]:
+        """End the reservations whose window is over; returns the jobs held for it."""
+        over = expired(self.by_name.values(), now)
+        return self._end(over) if over else []
+
+    def _end(self, ending: Sequence[Reservation]) -> list[Job]:
+        names = {r.name for r in ending}
+        self.store.remove(sorted(names))
+        for name in names:
+            del self.by_name[name]
+        held = []
+        for job in self.table.active.values():
+            if job.state is JobState.PENDING and job.spec.reservation in names:
+                job.spec = replace(job.spec, reservation=None)
+                job.held = True
+                self.jobs.save_spec(job)
+                held.append(job)
+        if held:
+            self.jobs.save_states(held)
+        for job in held:
+            self.table.reservation_deleted.add(job.id)
+            if not job.is_array:
+                self.table.queue[job.id] = pending(job)
+            self.table.reasons[job.id] = PendingReason.RESERVATION_DELETED
+        return held
+
+    def book(self) -> ReservationBook | None:
+        """What the pass reads, or None without reservations (the pass then costs nothing more)."""
+        if not self.by_name:
+            return None
+        active = self.table.active
+        return book(self.by_name.values(), {job_id: active[job_id].spec.reservation
+                                            for job_id in self.allocations if job_id in active})
+
+    def next_change(self, now: float) -> float | None:
+        """The next moment a reservation begins or ends: the pass should look again then."""
+        moments = [m for r in self.by_name.values() for m in (r.start, r.end) if m > now]
+        return min(moments, default=None)
+
+    def check_submit(self, spec: JobSpec, privileged: bool) -> None:
+        """Refuse a job for a reservation that does not exist, or that does not admit it (admins may use any).
+
+        Raises:
+            InvalidRequest: no such reservation. Forbidden: the reservation is not for this user or account.
+        """
+        if spec.reservation is None:
+            return
+        reservation = self.by_name.get(spec.reservation)
+        if reservation is None:
+            known = ", ".join(sorted(self.by_name)) or "there are none now"
+            raise InvalidRequest("reservation", f"no reservation {spec.reservation!r} (Requested reservation is "
+                                 "invalid)", f"reservations: {known} (corral reservation list)")
+        if not privileged and not reservation.admits(spec.user, spec.account):
+            who = [f"users {', '.join(reservation.users)}"] if reservation.users else []
+            who += [f"accounts {', '.join(reservation.accounts)}"] if reservation.accounts else []
+            raise Forbidden(f"reservation {reservation.name} is for {' and '.join(who)}; user {spec.user}"
+                            f"{f' (account {spec.account})' if spec.account else ''} may not use it "
+                            "(Access denied to requested reservation)")

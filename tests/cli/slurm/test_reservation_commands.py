@@ -1,0 +1,106 @@
+"""Reservations through Slurm's commands: `scontrol create|show|delete reservation` and `sinfo -T` in Slurm's formats
+(pinned as slurm_sprint_reservation_info and print_sinfo_reservation print them), `sbatch --reservation`,
+`squeue -o %v` and `--start`, `scontrol show job`'s Reservation= line, on a live server."""
+
+from __future__ import annotations
+
+import calendar
+import os
+
+import pytest
+
+from corral.cli.slurm.reservation_format import show_reservation, sinfo_reservations
+from tests.cli.test_drain_cli import ROOMY, running, waiting
+
+START = calendar.timegm((2026, 11, 25, 10, 0, 0))
+DEMO = {"name": "demo", "node": "gpu01", "gpus": [0, 1], "cpus": 16, "mem_mb": 131072, "users": ["ada"],
+        "accounts": ["vision"], "start": "2026-11-25T10:00:00Z", "end": "2026-11-25T14:00:00Z", "state": "ACTIVE"}
+
+
+def test_show_reservation_is_slurms_record(testbed_clock):
+    assert show_reservation(DEMO, now=START + 60) == (
+        "ReservationName=demo StartTime=2026-11-25T10:00:00 EndTime=2026-11-25T14:00:00 Duration=04:00:00\n"
+        "   Nodes=gpu01 NodeCnt=1 CoreCnt=16 Features=(null) PartitionName=(null) Flags=SPEC_NODES\n"
+        "   TRES=cpu=16,gres/gpu=2\n"
+        "   AllowedPartitions=(null) QOS=(null)\n"
+        "   Users=ada Groups=(null) Accounts=vision Licenses=(null) State=ACTIVE BurstBuffer=(null)\n"
+        "   MaxStartDelay=(null)\n\n")
+    later = {**DEMO, "users": [], "end": "2026-11-27T11:30:00Z"}
+    one = show_reservation(later, now=START - 1, one_liner=True)
+    assert one.endswith("Users=(null) Groups=(null) Accounts=vision Licenses=(null) State=INACTIVE "
+                        "BurstBuffer=(null) MaxStartDelay=(null)\n")
+    assert " Duration=2-01:30:00 " in one
+
+
+def test_sinfo_t_is_slurms_table(testbed_clock):
+    assert sinfo_reservations([DEMO, {**DEMO, "name": "a-long-reservation-name"}], now=START) == (
+        "RESV_NAME                   STATE           START_TIME             END_TIME     DURATION  NODELIST\n"
+        "demo                       ACTIVE  2026-11-25T10:00:00  2026-11-25T14:00:00     04:00:00  gpu01\n"
+        "a-long-reservation-name    ACTIVE  2026-11-25T10:00:00  2026-11-25T14:00:00     04:00:00  gpu01\n")
+    assert sinfo_reservations([], now=START) == "No reservations in the system\n"
+
+
+def test_scontrol_makes_a_reservation_sbatch_runs_in_it_and_squeue_shows_it(server_factory, slurm_shell):
+    server = server_factory(gpus=4, extra=ROOMY)
+    client = server.client()
+    node = client.nodes()[0]["name"]
+    shell = slurm_shell(server.home)
+    assert shell("scontrol show reservation").stdout == "No reservations in the system\n"
+    made = shell(f"scontrol create reservation ReservationName=demo StartTime=now Duration=1:00:00 Users=root "
+                 f"TRES=gres/gpu=2 Nodes={node}")
+    assert made.returncode == 0 and made.stdout == "Reservation created: demo\n", made.stderr
+    later = shell("scontrol create res ReservationName=later StartTime=now+2hours Duration=60 Users=root "
+                  "TRES=gres/gpu=2")
+    assert later.stdout == "Reservation created: later\n", later.stderr
+    show = shell("scontrol show res demo").stdout
+    assert show.startswith("ReservationName=demo StartTime=") and " Duration=01:00:00\n" in show
+    assert "   TRES=cpu=8,gres/gpu=2\n" in show and " State=ACTIVE " in show
+    assert "State=INACTIVE" in shell("scontrol -o show reservation later").stdout
+    rows = shell("sinfo -T").stdout.splitlines()
+    assert rows[0].split() == ["RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION", "NODELIST"]
+    assert [r.split()[:2] for r in rows[1:]] == [["demo", "ACTIVE"], ["later", "INACTIVE"]]
+
+    inside = shell("sbatch --parsable --reservation=demo -G 2 -t 10 --wrap 'sleep 300'")
+    assert inside.returncode == 0, inside.stderr
+    job_id = int(inside.stdout)
+    assert sorted(running(client, job_id)["gpu_ids"]) == [0, 1]
+    assert shell(f"squeue -h -j {job_id} -o '%i %v'").stdout.split() == [str(job_id), "demo"]
+    assert "   Reservation=demo\n" in shell(f"scontrol show job {job_id}").stdout
+    waits = shell("sbatch --parsable --reservation=later -G 1 -t 10 --wrap 'sleep 300'")
+    later_id = int(waits.stdout)
+    assert waiting(client, later_id)["reason"] == "Reservation"
+    start = shell(f"squeue --start -h -j {later_id} -o '%i %S %r'").stdout.split()
+    assert start[0] == str(later_id) and start[1] != "N/A" and start[2] == "Reservation"
+
+    bad = shell("sbatch --reservation=nope --wrap true")
+    assert bad.returncode == 1 and "Batch job submission failed:" in bad.stderr
+    assert "Requested reservation is invalid" in bad.stderr
+    busy = shell("scontrol delete reservation demo")
+    assert busy.returncode == 1 and busy.stderr.startswith("delete_reservation reservation: ")
+    assert "has jobs running in it" in busy.stderr
+    assert shell("scontrol show reservation nope").stdout == "Reservation nope not found\n"
+    refused = shell("scontrol create reservation ReservationName=x Duration=60 Users=root TRES=gres/gpu=9")
+    assert refused.returncode == 1 and refused.stderr.startswith("Error creating the reservation: ")
+    assert "cannot reserve 9" in refused.stderr
+    client.cancel(later_id)
+    deleted = shell("scontrol delete ReservationName=later")
+    assert deleted.returncode == 0 and deleted.stdout == "", deleted.stderr
+    assert [r["name"] for r in client.reservations()] == ["demo"]
+    client.cancel(job_id)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")
+def test_a_user_who_is_no_admin_may_not_create_or_delete_a_reservation_with_scontrol(
+        server_factory, slurm_shell, os_users, shared_dir):
+    alice, _ = os_users
+    server = server_factory(gpus=4, extra=ROOMY, home=os.path.join(shared_dir, "home"))
+    client = server.client()
+    client.create_reservation(name="roots", gpus=1, users=["root"], duration="1h")
+    token = client.create_token(user=alice, scope="submit", expires="1h")["token"]
+    shell = slurm_shell(server.home)
+    refused = shell("scontrol create reservation ReservationName=mine Duration=60 Users=root TRES=gres/gpu=1",
+                    CORRAL_TOKEN=token)
+    assert refused.returncode == 1 and "Error creating the reservation: Access/permission denied" in refused.stderr
+    refused = shell("scontrol delete reservation roots", CORRAL_TOKEN=token)
+    assert refused.returncode == 1 and "Access/permission denied" in refused.stderr
+    assert [r["name"] for r in client.reservations()] == ["roots"]
