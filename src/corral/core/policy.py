@@ -24,7 +24,7 @@ from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
 from corral.core.drains import WHOLE_NODE
 from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
-from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
+from corral.core.resources import Allocation, Node, Request, gpu_matches, gpus_possible, node_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
 
@@ -297,6 +297,8 @@ def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
         if request.cpus > node.cpus or request.mem_mb > node.mem_mb or request.gpus > len(node.gpus):
             continue
         if request.picks_nodes and not node_matches(node, request):
+            continue
+        if not gpus_possible(node, request):  # --constraint=nvlink, GPU features
             continue
         if request.gpus == 0 or (request.gpu_type is None and request.gpu_mem_mb is None and request.requirements is None):
             return True
