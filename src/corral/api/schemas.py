@@ -167,6 +167,11 @@ class GpuOut(BaseModel):
     outside: list[OutsideOut] = []
     """Processes on it that belong to no corral job (a notebook, a script run by hand), as the last sample
     found them; with `[node] outside_processes = "avoid"` (the default) no job is placed on it meanwhile."""
+    nvlink: list[int] = []
+    """Its NVLink group: the GPUs all linked to each other with it, itself among them ([] without NVLink).
+    A job asking for several GPUs gets one group's where it can; `--constraint=nvlink` insists."""
+    features: list[str] = []
+    """What --constraint can ask of it: `nvlink`, and GPU features (`[node] gpu_features`)."""
 
 
 class NodeOut(BaseModel):
@@ -190,6 +195,14 @@ class NodeOut(BaseModel):
     """Who drained it (Slurm's reason user)."""
     reason_at: str | None = None
     """When, in UTC (ISO 8601)."""
+    features: list[str] = []
+    """What --constraint can ask of it: its features (`[node] features`) and its GPUs' (`nvlink`, GPU features)."""
+    gpu_features: dict[str, str] = {}
+    """Features of some of its GPUs, and which (`fast`: `0-3`)."""
+    links: list[list[str]] = []
+    """How close each two of its GPUs are, as `nvidia-smi topo -m` says (NV: NVLink; PIX, PXB: over one or more
+    PCIe switches; PHB: one host bridge; NODE: one NUMA node; SYS: across sockets; X: itself), rows and columns
+    in the order of `gpus`; [] where unknown."""
 
 
 class PriorityOut(BaseModel):

@@ -66,6 +66,13 @@ class Topology:
         groups = self.levels[0]
         return tuple(i for i, g in enumerate(groups) if g == groups[gpu])
 
+    def matrix(self, gpus: Sequence[int]) -> list[list[str]]:
+        """`nvidia-smi topo -m`'s matrix over these GPUs: X on the diagonal, else how close each pair is;
+        [] where the links are unknown."""
+        if not self.levels:
+            return []
+        return [["X" if a == b else self.level(a, b) for b in gpus] for a in gpus]
+
     def features_of(self, gpu: int) -> list[str]:
         """The GPU features it has, `nvlink` first where it is linked."""
         return ([NVLINK] if gpu in self.nvlinked else []) + [name for name, gpus in self.gpu_features if gpu in gpus]
@@ -256,3 +263,30 @@ def format_gpu_list(gpus: Iterable[int]) -> str:
     if run:
         parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(parts)
+
+
+def topology_settings(node: Mapping[str, object], path: str) -> dict[str, object]:
+    """`[node] nvlink` and `[node] gpu_features` of config.toml, checked as written and made tuples (the GPUs
+    they name are checked against the node's when it is built).
+
+    Raises:
+        InvalidRequest: naming the setting, with an example.
+    """
+    from corral.core.features import FEATURE_PATTERN
+
+    out: dict[str, object] = {}
+    if "nvlink" in node:
+        groups = node["nvlink"]
+        if not isinstance(groups, list) or not all(isinstance(g, str) and g.strip() for g in groups):
+            raise InvalidRequest("node.nvlink", f"must be a list of GPU groups in {path}",
+                                 'e.g. nvlink = ["0-3", "4-7"]: each group\'s GPUs all linked to each other')
+        out["nvlink"] = tuple(groups)
+    if "gpu_features" in node:
+        features = node["gpu_features"]
+        if not isinstance(features, Mapping) or not all(
+                isinstance(name, str) and FEATURE_PATTERN.match(name) and isinstance(gpus, str)
+                for name, gpus in features.items()):
+            raise InvalidRequest("node.gpu_features", f"must map feature names to GPU lists in {path}",
+                                 'e.g. gpu_features = {fast = "0-3", bigmem = "4-7"}')
+        out["gpu_features"] = tuple(sorted(features.items()))
+    return out

@@ -10,6 +10,7 @@ from corral.core.drains import Drain, gpu_state
 from corral.core.job import Job
 from corral.core.outside_use import OutsideProcess
 from corral.core.resources import Allocation, Node
+from corral.core.topology import format_gpu_list
 
 
 def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active: Mapping[int, Job], *,
@@ -54,12 +55,13 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
                 "drained": drain.to_dict() if drain else None,
                 "drain_state": gpu_state(drain is not None, job is not None),
                 "outside": [p.to_dict() for p in foreign.get(gpu.index, ())],
+                **gpu_links(node, gpu.index),
             })
         row: dict[str, Any] = {
             "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
             "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
             "isolation": isolation[0], "isolation_detail": isolation[1], "state": None, "reason": None,
-            "reason_by": None, "reason_at": None,
+            "reason_by": None, "reason_at": None, **node_links(node),
         }
         whole = node_drains.get(node.name)
         if whole is not None:
@@ -71,3 +73,22 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
             row["reason"] = "; ".join(f"gpu {i}: {d.reason}" for i, d in sorted(off.items()))
         out.append(row)
     return out
+
+
+def node_links(node: Node) -> dict[str, Any]:
+    """Its features (its own and its GPUs', for --constraint) and `links`: `nvidia-smi topo -m`'s matrix over its
+    GPUs (NV, PIX, PXB, PHB, NODE, SYS; X on the diagonal), [] where unknown."""
+    topology = node.topology
+    names = sorted(set(node.features) | (topology.names if topology else frozenset()))
+    gpu_features = {name: format_gpu_list(gpus) for name, gpus in topology.gpu_features} if topology else {}
+    return {"features": names, "gpu_features": gpu_features,
+            "links": topology.matrix([g.index for g in node.gpus]) if topology else []}
+
+
+def gpu_links(node: Node, index: int) -> dict[str, Any]:
+    """The GPU's NVLink group (the GPUs linked to each other with it, itself among them; [] without NVLink)
+    and its GPU features."""
+    topology = node.topology
+    if topology is None:
+        return {"nvlink": [], "features": []}
+    return {"nvlink": list(topology.nvlink_group(index)), "features": topology.features_of(index)}
