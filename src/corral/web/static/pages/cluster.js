@@ -100,7 +100,7 @@ function gpuCard(n, g) {
       ? h("p", {class: "gpu-links small", "data-testid": "gpu-links",
         title: "A job asking for several GPUs gets GPUs of one NVLink group where it can; --constraint=nvlink insists."},
         (g.nvlink || []).length ? `NVLink group ${gpuList(g.nvlink)}` : "",
-        (g.features || []).filter((f) => f !== "nvlink").map((f) => h("span", {class: "gpu-feature"}, f)))
+        (g.features || []).filter((f) => f !== "nvlink").flatMap((f) => [" ", h("span", {class: "gpu-feature"}, f)]))
       : null,
     drained
       ? h("p", {class: "gpu-drain", "data-testid": "gpu-drain", title: drainTitle(drained.reason, drained.by, drained.at)},
