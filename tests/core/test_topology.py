@@ -80,7 +80,7 @@ def test_constraint_nvlink_more_than_a_clique_is_refused_naming_constraint():
     with pytest.raises(Unsatisfiable) as caught:
         check_satisfiable(Request(gpus=6, features="nvlink"), [node()])
     assert caught.value.field == "constraint"
-    assert "the most any node has that way is 4" in caught.value.message
+    assert "requested 6 GPUs with --constraint=nvlink; at most 4 on any node meet it together" in caught.value.message
     assert "NVLink groups 0-3, 4-7" in caught.value.message
     decisions = schedule([node()], [], [PendingJob(1, Request(gpus=6, features="nvlink"), time_limit_s=60)], NOW)
     assert decisions.reasons[1] is PendingReason.BAD_CONSTRAINTS
@@ -103,6 +103,18 @@ def test_node_features_still_combine_with_gpu_features():
     assert caught.value.field == "constraint" and "GPU feature fast: 4-7" in caught.value.message
     with pytest.raises(Unsatisfiable, match="no node here has the features gpu9"):
         check_satisfiable(Request(gpus=1, features="gpu9"), [n])
+
+
+def test_preemption_for_an_nvlink_job_frees_a_whole_group():
+    from corral.core.priority import PriorityFactors
+
+    running = [Allocation(10, "n1", (0,), 1, 0, preemptible=False),
+               Allocation(11, "n1", (4,), 1, 0, preemptible=True, priority=1),
+               Allocation(12, "n1", (5,), 1, 0, preemptible=True, priority=2)]
+    jobs = [PendingJob(1, Request(gpus=4, features="nvlink"), time_limit_s=600)]
+    decisions = schedule([node()], running, jobs, NOW, priorities={1: PriorityFactors(100, 0, 0, 0, 0, 0, 0)})
+    # six GPUs free once job 11 goes, but 4-7 are one group only once job 12 goes too
+    assert decisions.preempt == [11, 12]
 
 
 def test_an_exclusive_job_takes_every_gpu_whatever_the_links():

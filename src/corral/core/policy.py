@@ -24,7 +24,7 @@ from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
 from corral.core.drains import WHOLE_NODE
 from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
-from corral.core.resources import Allocation, Node, Request, gpu_matches, gpus_possible, node_matches
+from corral.core.resources import Allocation, Node, Request, gpu_matches, gpus_placeable, gpus_possible, node_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.states import PendingReason
 
@@ -207,7 +207,7 @@ def _victims(
             if request.exclusive:  # nothing may stay beside it
                 return cpus == node.cpus and mem == node.mem_mb and not busy and len(matching) >= request.gpus
             return (cpus >= request.cpus and mem >= request.mem_mb
-                    and sum(1 for i in matching if i not in busy) >= request.gpus)
+                    and gpus_placeable(node, request, [i for i in matching if i not in busy]))
 
         if len(held) != len(kept) and fits():
             return True, []  # room is being made already

@@ -154,8 +154,15 @@ def gpus_possible(node: Node, request: Request) -> bool:
     """Whether the node, empty, has GPUs for the request that its --constraint allows (NVLink, GPU features)."""
     if node.topology is None or request.features is None or not request.gpus:
         return True
-    matching = [g.index for g in node.gpus if gpu_matches(g, request, node)]
-    return choose_gpus(node.topology, node.topology.plan(request.features, node.features), matching,
+    return gpus_placeable(node, request, [g.index for g in node.gpus if gpu_matches(g, request, node)])
+
+
+def gpus_placeable(node: Node, request: Request, free: Sequence[int]) -> bool:
+    """Whether the request's GPUs can be had among `free` (matching GPUs of the node), as its --constraint
+    allows them (one NVLink group for `nvlink`, GPU features)."""
+    if node.topology is None or request.features is None or request.exclusive:
+        return len(free) >= request.gpus
+    return choose_gpus(node.topology, node.topology.plan(request.features, node.features), free,
                        request.gpus) is not None
 
 
@@ -256,8 +263,10 @@ def _check_gpu_constraint(request: Request, nodes: Sequence[Node]) -> None:
             node.topology is None and node_matches(node, request) for node in nodes):
         groups = sorted({describe_links(node) for node in nodes if node.topology is not None} - {""})
         raise Unsatisfiable(
-            "constraint", f"requested {_gpus(request.gpus)} with {request.features}; the most any node has "
-            f"that way is {max(mosts)}", "; ".join(groups) or "no GPU here is linked by NVLink")
+            "constraint", f"requested {_gpus(request.gpus)} with --constraint={request.features}; at most "
+            f"{max(mosts)} on any node meet it together",
+            f"{'; '.join(groups) or 'no GPU here is linked by NVLink'} (nvlink: all of one NVLink group); "
+            "ask for fewer GPUs, or drop the constraint")
 
 
 def describe_links(node: Node) -> str:

@@ -118,3 +118,5 @@ def test_declared_gpus_take_their_nvlink_groups_and_gpu_features_from_config(ser
     client.cancel(fast["id"])
     refused = slurm_shell(home)("sbatch -G 3 --constraint=fast --wrap 'sleep 1'", cwd=str(tmp_path))
     assert refused.returncode != 0 and "GPU feature fast: 6-7" in refused.stderr, refused.stderr
+    cli = corral(server, "submit", "-G", "5", "-C", "nvlink", "--wrap", "sleep 1", code=1).output
+    assert "constraint: requested 5 GPUs with --constraint=nvlink; at most 4 on any node meet it together" in cli, cli
