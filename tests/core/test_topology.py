@@ -174,3 +174,11 @@ def test_groups_nest_so_closeness_is_a_hierarchy(machine):
         for a, b in combinations(range(len(lower)), 2):
             if lower[a] == lower[b] != -1:
                 assert upper[a] == upper[b]
+
+
+def test_a_gpu_the_links_do_not_know_is_a_group_of_its_own():
+    assert TWO_CLIQUES is not None
+    assert choose_gpus(TWO_CLIQUES, ANY_GPUS, [0, 1, 9, 10], 2) == (0, 1)
+    assert choose_gpus(TWO_CLIQUES, ANY_GPUS, [1, 9, 10], 2) == (1, 9)  # no two share anything: the lowest
+    assert choose_gpus(TWO_CLIQUES, ANY_GPUS, [4, 5, 9], 1) == (9,)  # packed: the lone GPU first, 4 and 5 stay a pair
+    assert choose_gpus(TWO_CLIQUES, ((None, True),), [1, 9, 10], 2) is None

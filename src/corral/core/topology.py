@@ -127,6 +127,10 @@ def choose_gpus(topology: Topology | None, options: Sequence[Option], candidates
 def _closest(levels: Sequence[Sequence[int]], pool: Sequence[int], need: int, linked: bool) -> tuple[int, ...] | None:
     if not levels or need == 0:
         return None if linked and need > 1 else tuple(pool[:need])
+    size = len(levels[0])
+    if any(i >= size or levels[0][i] < 0 for i in pool):  # a GPU the links do not know: a group of its own
+        top = max(max(pool) + 1, size)
+        levels = [[groups[i] if i < size and groups[i] >= 0 else -1 - i for i in range(top)] for groups in levels]
     if need == 1:
         counts = []
         for groups in levels:
