@@ -182,3 +182,20 @@ def test_a_gpu_the_links_do_not_know_is_a_group_of_its_own():
     assert choose_gpus(TWO_CLIQUES, ANY_GPUS, [1, 9, 10], 2) == (1, 9)  # no two share anything: the lowest
     assert choose_gpus(TWO_CLIQUES, ANY_GPUS, [4, 5, 9], 1) == (9,)  # packed: the lone GPU first, 4 and 5 stay a pair
     assert choose_gpus(TWO_CLIQUES, ((None, True),), [1, 9, 10], 2) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(busy=st.sets(st.integers(0, 7), max_size=6),
+       asks=st.lists(st.tuples(st.integers(1, 8), st.booleans()), min_size=1, max_size=8))
+def test_a_pass_never_gives_a_gpu_twice_and_nvlink_jobs_one_group(busy, asks):
+    running = [holder(100 + i, (g,)) for i, g in enumerate(sorted(busy))]
+    jobs = [PendingJob(i + 1, Request(gpus=n, features="nvlink" if linked else None), time_limit_s=600)
+            for i, (n, linked) in enumerate(asks)]
+    starts = schedule([node()], running, jobs, NOW).starts
+    given_out = [g for a in starts for g in a.gpu_ids]
+    assert len(given_out) == len(set(given_out)) and not set(given_out) & busy
+    for a in starts:
+        request = jobs[a.job_id - 1].request
+        assert len(a.gpu_ids) == request.gpus
+        if request.features == "nvlink":
+            assert len({g // 4 for g in a.gpu_ids}) == 1
