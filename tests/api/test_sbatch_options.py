@@ -32,7 +32,8 @@ def test_options_come_over_the_scripts_lines_and_under_the_requests_fields(serve
     assert job["comment"] == "from the command line"
     assert job["account"] is None  # this server keeps no accounts: taken, and charges nothing
     assert any("--account=lab" in w for w in job["warnings"])
-    assert any("--wckey=ml" in w for w in job["warnings"]) and any("--requeue" in w for w in job["warnings"])
+    assert any("--wckey=ml" in w for w in job["warnings"]) and not any("--requeue" in w for w in job["warnings"])
+    assert job["requeue"] is True  # it waits again if its GPU fails
     done = _ended(server, job["id"])
     assert done["state"] == "COMPLETED" and done["comment"] == "from the command line"
 

@@ -125,7 +125,7 @@ def test_parse_script_indented_directive_is_read():
     assert parse_script(script("   #SBATCH --mem=2G")).fields == {"mem": "2G"}
 
 
-@pytest.mark.parametrize("option", ["--wckey=ml", "--hint=nomultithread", "--requeue", "--get-user-env"])
+@pytest.mark.parametrize("option", ["--wckey=ml", "--hint=nomultithread", "--get-user-env"])
 def test_parse_script_warns_about_harmless_options_and_goes_on(option):
     directives = parse_script(script(f"#SBATCH {option}", "#SBATCH --mem=1G"))
     assert directives.fields == {"mem": "1G"}
@@ -333,8 +333,16 @@ def test_submitits_header_is_read_whole():
                                      "#SBATCH --output=/tmp/x/%j_0_log.out", "#SBATCH --signal=USR2@90",
                                      "#SBATCH --requeue", "#SBATCH --wckey=submitit"))
     assert directives.fields == {"name": "submitit", "open_mode": "append", "stdout": "/tmp/x/%j_0_log.out",
-                                 "signal": "USR2@90"}
-    assert len(directives.warnings) == 2
+                                 "signal": "USR2@90", "requeue": "yes"}
+    assert len(directives.warnings) == 1
+
+
+@pytest.mark.parametrize("option, requeue", [("--requeue", "yes"), ("--no-requeue", "no")])
+def test_requeue_says_whether_the_job_waits_again_when_its_gpu_fails(option, requeue):
+    directives = parse_script(script(f"#SBATCH {option}"))
+    assert directives.fields == {"requeue": requeue} and directives.warnings == []
+    with pytest.raises(InvalidRequest, match="takes no value"):
+        parse_options([f"{option}=1"])
 
 
 def test_a_bad_open_mode_names_both_modes():

@@ -559,3 +559,10 @@ def test_update_keeps_the_container_and_cannot_change_it():
         with pytest.raises(InvalidRequest) as err:
             update_spec(spec, {field: "x"})
         assert err.value.field == field and "cannot be changed after submit" in str(err.value)
+
+
+def test_requeue_is_kept_as_said_and_a_bad_value_names_the_field(build):
+    assert build({"command": ["true"]}).requeue is None  # not said: Slurm's default (a batch job waits again)
+    assert build({"command": ["true"], "requeue": "no"}).requeue is False
+    assert build({"command": ["true"], "requeue": True}).requeue is True
+    assert "yes or no" in str(invalid(build, {"command": ["true"], "requeue": "maybe"}, "requeue"))

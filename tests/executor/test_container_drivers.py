@@ -110,3 +110,13 @@ def test_the_runtime_is_the_configured_one_or_found_on_path_and_docker_only_when
         find_runtime("podman", str(tmp_path))
     with pytest.raises(ValueError, match="not one of"):
         find_runtime("lxc", str(tmp_path))
+
+
+@pytest.mark.parametrize("runtime, device", [("podman", "--device=nvidia.com/gpu=MIG-a"),
+                                             ("docker", '--gpus="device=MIG-a,MIG-b"')])
+def test_a_mig_slice_is_passed_and_made_visible_by_its_uuid(runtime, device):
+    launch = ContainerLaunch(**{**LAUNCH.__dict__, "runtime": runtime, "gpus": (5, 6), "gpu_uuids": ("MIG-a", "MIG-b")})
+    argv = driver_for(runtime).run_argv(launch, "img", ARGV, ENV_FILE)
+    assert device in argv and not any(a.endswith(("gpu=5", "device=5,6")) for a in argv)
+    assert ContainerLaunch.from_json(launch.to_json()) == launch
+    assert visible_devices(driver_for(runtime), launch.gpus, launch.gpu_uuids) == "MIG-a,MIG-b"

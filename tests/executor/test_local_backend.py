@@ -229,6 +229,36 @@ def test_a_preempted_job_ends_preempted(backend):
     assert finish(backend, job).state == "PREEMPTED"
 
 
+def test_a_job_whose_gpu_failed_ends_node_fail_its_stderr_saying_so_in_slurms_words(backend, short_tmp):
+    marker = os.path.join(short_tmp, "child.pid")
+    job = start(backend, command=["sh", "-c", f"sleep 60 & echo $! > {marker}; wait"])
+    wait_for(lambda: os.path.exists(marker) and read(marker).strip())
+    backend.fail_node(job, "GPU 0 of n1 failed: XID 79: GPU has fallen off the bus")
+    outcome = finish(backend, job)
+    assert (outcome.state, outcome.signal) == ("NODE_FAIL", signal.SIGTERM)
+    wait_for(lambda: not _alive(int(read(marker))), timeout=5)  # its processes die with it, as with a cancel
+    last = read(job.log_path("stderr")).splitlines()[-1]
+    assert last.startswith(f"slurmstepd: error: *** JOB {job.id} ON n1 CANCELLED AT ")
+    assert last.endswith(" DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***")
+
+
+def test_a_job_whose_gpu_failed_before_its_supervisor_forked_never_runs(short_tmp):
+    from corral.executor.launch import read_outcome, spawn_supervisor
+    from corral.executor.launch_config import LaunchConfig
+
+    job_dir = os.path.join(short_tmp, "jobs", "1")
+    os.makedirs(job_dir)
+    with open(os.path.join(job_dir, files.NODE_FAIL), "w") as f:
+        f.write("GPU 0 of n1 failed: XID 48: double-bit ECC error")
+    marker = os.path.join(short_tmp, "ran")
+    config = LaunchConfig(argv=("touch", marker), env=dict(os.environ), cwd=short_tmp,
+                          stdout=f"{short_tmp}/o", stderr=f"{short_tmp}/o", time_limit_s=None, mem_limit_mb=0)
+    spawn_supervisor(job_dir, config).wait(timeout=20)
+    outcome = read_outcome(job_dir)
+    assert (outcome.state, outcome.error) == ("NODE_FAIL", "GPU 0 of n1 failed: XID 48: double-bit ECC error")
+    assert not os.path.exists(marker)
+
+
 def test_a_job_whose_log_runs_away_is_killed_before_it_fills_the_disk(short_tmp):
     settings = LaunchSettings(kill_grace_s=1.0, server_env=dict(os.environ), server_url=lambda: None, max_log_mb=2)
     backend = LocalBackend(short_tmp, settings)

@@ -28,7 +28,7 @@ from tests.helpers import wait_for
 FAST = ["--sample-interval", "0.3"]
 TOOLS = {"create_gpu_job", "forecast_gpu_job", "view_gpu_job", "stop_gpu_job", "workload_submit", "workload_get", "workload_logs",
          "metrics_query", "alert_create", "list_gpus", "queue", "list_runs", "run_metrics", "recommend_resources",
-         "diagnose_job", "job_efficiency"}
+         "diagnose_job", "job_efficiency", "drain_gpus", "resume_gpus"}
 READ_ONLY = {"forecast_gpu_job", "view_gpu_job", "workload_get", "workload_logs", "metrics_query", "list_gpus", "queue", "list_runs",
              "run_metrics", "recommend_resources", "diagnose_job", "job_efficiency"}
 

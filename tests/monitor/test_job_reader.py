@@ -20,7 +20,7 @@ def test_the_job_service_answers_everything_a_job_reader_is_asked():
     asked = {name for name, _ in inspect.getmembers(JobReader) if not name.startswith("_")}
     asked |= set(JobReader.__annotations__)
     assert asked == {"user", "active_jobs", "resolve", "log_owner_uid", "is_admin", "checkpoint_dir",
-                     "job_processes", "final_usage", "gpus_in_use_outside"}
+                     "job_processes", "final_usage", "gpus_in_use_outside", "gpu_health"}
     assert all(callable(getattr(JobService, name)) for name in asked - {"user"})
     assert "self.user" in inspect.getsource(JobService.__init__)
 

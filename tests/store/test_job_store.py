@@ -174,3 +174,9 @@ def test_a_jobs_container_comes_back_whole_and_a_host_jobs_stays_none(store):
     assert store.get(b.id).spec.container is None
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT container FROM jobs WHERE id = :id"), {"id": b.id}).scalar() is None
+
+
+def test_a_jobs_requeue_choice_is_kept_none_included(store):
+    """Whether a job waits again when its GPU fails: sbatch --requeue, --no-requeue, or not said."""
+    jobs = store.insert([make_spec(requeue=value) for value in (True, False, None)], now=1.0)
+    assert [store.get(job.id).spec.requeue for job in jobs] == [True, False, None]

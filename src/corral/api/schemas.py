@@ -65,6 +65,9 @@ class JobRequest(BaseModel):
     kill_on_invalid_dep: bool | str | None = Field(None, description="Cancel the job if its dependency can never hold.")
     array: str | None = Field(None, description="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 at once.")
     preemptible: bool | str | None = Field(None, description="Jobs of higher priority may preempt and requeue it.")
+    requeue: bool | str | None = Field(None, description="sbatch --requeue (true) or --no-requeue (false): whether "
+                                       "it waits again when its GPU fails; left out: a batch job does (Slurm's "
+                                       "JobRequeue=1).")
     signal: str | None = Field(None, description="sbatch --signal: USR1@90 warns 90 s before the time limit.")
     requirements: str | None = Field(None, description="HTCondor's requirements: a ClassAd expression over the node "
                                      "and each GPU, e.g. (CUDACapability >= 8.0) && (CUDAGlobalMemoryMb >= 40000).")
@@ -148,6 +151,27 @@ class OutsideOut(BaseModel):
     """When a sample first showed it, in UTC (ISO 8601)."""
 
 
+class HealthEventOut(BaseModel):
+    gpu: int
+    severity: str
+    """"fatal" (the GPU was drained, the jobs on it stopped) or "recorded" (shown only)."""
+    what: str
+    """`XID 79: GPU has fallen off the bus`, `uncorrectable ECC errors: 2 (was 0)`, `throttled: thermal (hardware)`."""
+    at: str
+    """When the monitor saw it, in UTC (ISO 8601)."""
+
+
+class GpuHealthOut(BaseModel):
+    ecc_uncorrected: int | None
+    """Uncorrectable ECC errors since the driver loaded (NVML's volatile count); null where the board has no ECC."""
+    throttled: list[str]
+    """Thermal or power reasons its clocks are held down for now (`thermal (hardware)`, `power cap`)."""
+    lost: bool
+    """NVML says the GPU is lost (fallen off the bus)."""
+    events: list[HealthEventOut]
+    """Its latest health events (kept in memory: a fatal one lives on as its drain)."""
+
+
 class GpuOut(BaseModel):
     index: int
     type: str
@@ -156,6 +180,9 @@ class GpuOut(BaseModel):
     capability: float | None = None
     """CUDA compute capability (8.0 for an A100): from NVML, or the table by type for declared GPUs."""
     device_name: str | None = None
+    parent: int | None = None
+    """A MIG slice's: the NVML index of the GPU it is cut from (its `type` is its profile, `3g.40gb`; its `uuid`
+    `MIG-...`); null for a whole GPU."""
     job_id: int | None
     job_ref: str | None = Field(None, description="The job as `queue` names it: 12, or 12_3 for task 3 of array 12.")
     job_name: str | None
@@ -172,6 +199,8 @@ class GpuOut(BaseModel):
     A job asking for several GPUs gets one group's where it can; `--constraint=nvlink` insists."""
     features: list[str] = []
     """What --constraint can ask of it: `nvlink`, and GPU features (`[node] gpu_features`)."""
+    health: GpuHealthOut | None = None
+    """Its health as the monitor last read it from NVML; null where the monitor reads no GPUs."""
 
 
 class NodeOut(BaseModel):

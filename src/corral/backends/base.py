@@ -145,6 +145,10 @@ class Placement(Protocol):
 
     def preempt(self, job: Job) -> None: ...
 
+    def fail_node(self, job: Job, reason: str) -> None:
+        """Stop a running job whose GPU failed (`reason`: which and how): it ends NODE_FAIL, its stderr saying so
+        in Slurm's words."""
+
     def poll(self, running: Iterable[Job]) -> list[Ended]:
         """Jobs among `running` that have ended, with their outcomes (blocking: run off the event loop)."""
 

@@ -185,6 +185,21 @@ def _drained(drain: dict[str, Any]) -> str:
     return f"{drain['reason']} [{drain['by']}@{local_time(drain['at'])}]"
 
 
+def _health(health: dict[str, Any] | None) -> str:
+    """`health: GPU lost; throttled: thermal (hardware); 2 uncorrectable ECC errors; last: XID 13: ... at 10:02:03`."""
+    if not health:
+        return ""
+    parts = ["GPU lost"] if health.get("lost") else []
+    if health.get("throttled"):
+        parts.append(f"throttled: {', '.join(health['throttled'])}")
+    if health.get("ecc_uncorrected"):
+        parts.append(f"{health['ecc_uncorrected']} uncorrectable ECC errors")
+    events = health.get("events") or []
+    if events:
+        parts.append(f"last: {events[-1]['what']} at {local_time(events[-1]['at'])}")
+    return "health: " + "; ".join(parts) if parts else ""
+
+
 @escaped
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
     rows = []
@@ -197,8 +212,12 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
             outside = gpu.get("outside")
             if outside:  # a process no job of corral's runs (a notebook): no job is placed here meanwhile
                 holder = ("" if holder == "free" else holder + "; ") + outside_text(outside)
+            health = _health(gpu.get("health"))
+            if health:  # what NVML says is wrong with it (a fault drains it: the drain above says so)
+                holder = ("" if holder == "free" else holder + "; ") + health
             capability = gpu.get("capability")
-            rows.append([node["name"], str(gpu["index"]), gpu["type"], format_memory(gpu["mem_mb"]),
+            kind = gpu["type"] if gpu.get("parent") is None else f"{gpu['type']} (MIG slice of GPU {gpu['parent']})"
+            rows.append([node["name"], str(gpu["index"]), kind, format_memory(gpu["mem_mb"]),
                          "-" if capability is None else f"{capability:.1f}", holder])
     summary = [
         f"{n['name']}: CPUs {n['cpus_alloc']}/{n['cpus']} allocated, memory {format_memory(n['mem_alloc_mb']) if n['mem_alloc_mb'] else 0}"

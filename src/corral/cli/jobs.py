@@ -56,6 +56,9 @@ JOB_OPTIONS = [
     Opt("-a", "--array", help="A job array: 0-99, 1,3,5-9, 0-20:4; %4 runs at most 4 tasks at once."),
     Opt("--signal", help="Warn the job before its time limit (and on preemption): SIG@SECONDS, e.g. USR1@90."),
     Opt("--preemptible", kind=FLAG, default=None, help="Let jobs of higher priority preempt (and requeue) it."),
+    Opt("--requeue", kind=CHOICE, choices=("yes", "no"),
+        help="When its GPU fails: wait again (yes) or end NODE_FAIL (no) [default: yes, as Slurm's JobRequeue=1; "
+        "sbatch's --requeue, --no-requeue]."),
     Opt("--kill-on-invalid-dep", kind=CHOICE, choices=("yes", "no"),
         help="Cancel the job if its dependency can never be satisfied."),
     Opt("--begin", help="Not before then (reason BeginTime): 16:00, now+1hour, 2026-12-01T08:00."),

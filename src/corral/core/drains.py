@@ -53,7 +53,8 @@ def check_reason(reason: object) -> str:
 
 
 def gpus_named(nodes: Sequence[Node], node_name: str, gpus: Sequence[int] | None) -> tuple[Node, tuple[int, ...]]:
-    """The node and the GPU indexes a drain or resume names (None: the whole node, `(WHOLE_NODE,)`).
+    """The node and the GPU indexes a drain or resume names (None: the whole node, `(WHOLE_NODE,)`); a GPU in MIG
+    mode names its slices.
 
     Raises:
         NotFound: no such node. InvalidRequest: an index the node has no GPU for.
@@ -64,6 +65,8 @@ def gpus_named(nodes: Sequence[Node], node_name: str, gpus: Sequence[int] | None
     have = [g.index for g in node.gpus]
     if gpus is None:
         return node, (WHOLE_NODE,)
+    # a GPU in MIG mode (its NVML index, as an XID names it) is drained through its slices
+    gpus = [i for index in gpus for i in ([g.index for g in node.gpus if g.parent == index] or [index])]
     unknown = [i for i in gpus if i not in have]
     if unknown:
         raise InvalidRequest("gpus", f"node {node.name} has no GPU {', '.join(map(str, unknown))}",

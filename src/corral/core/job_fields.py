@@ -72,6 +72,7 @@ class JobFields(TypedDict):
     qos: str | None
     held: bool
     preemptible: bool
+    requeue: bool | None
     warn_signal: str | None
     restarts: int
     backend_id: str | None
@@ -171,6 +172,7 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
         "qos": s.qos,
         "held": job.held,
         "preemptible": s.preemptible,
+        "requeue": s.requeue,
         "warn_signal": s.warn_signal,
         "restarts": job.restarts,
         "backend_id": job.backend_id,

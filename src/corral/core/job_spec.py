@@ -43,7 +43,7 @@ REQUEST_FIELDS = frozenset({
     "command", "script", "script_args", "name", "gpus", "gpus_per_node", "nodes", "gres", "gpu_type", "gpu_mem", "gpu_mem_mb", "cpus",
     "mem", "mem_mb", "mem_per_cpu", "mem_per_gpu", "time", "time_limit_s", "env", "export", "environment",
     "labels", "workdir", "submit_dir", "stdout", "stderr", "nice", "script_name", "partition", "qos",
-    "dependency", "kill_on_invalid_dep", "array", "preemptible", "signal", "condor", "account", "umask",
+    "dependency", "kill_on_invalid_dep", "array", "preemptible", "requeue", "signal", "condor", "account", "umask",
     "requirements", "user_log", "options", "hold", "open_mode", "comment", "begin", "deadline", "exclusive",
     "constraint", "nodelist", "exclude", "cpus_per_gpu", "mail_type", "mail_user", "time_min", "priority",
     "interactive",
@@ -98,6 +98,9 @@ class JobSpec:
     """sbatch's --array text for an array job; None for a single job (and for each task)."""
     preemptible: bool = False
     """A job of higher priority may stop it (warning signal, grace period) and queue it again."""
+    requeue: bool | None = None
+    """sbatch's --requeue (True) or --no-requeue (False): whether it waits again when its GPU fails
+    (`corral.core.gpu_health`); None: Slurm's default (JobRequeue=1), a batch job does."""
     warn_signal: str | None = None
     """sbatch's --signal: `USR1@90` sends SIGUSR1 90 s before the time limit (and on preemption)."""
     nodes: int = 1

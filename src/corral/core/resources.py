@@ -60,6 +60,11 @@ class Gpu:
     """CUDA compute capability (8.0 for an A100), from NVML or the table by type; None: unknown."""
     device_name: str | None = None
     """The name NVML gives (`NVIDIA A100-SXM4-80GB`); None: declared, and its type stands for it."""
+    parent: int | None = None
+    """A MIG slice's: the NVML index of the GPU it is cut from (its type is then its profile, `3g.40gb`, and its
+    uuid `MIG-...`; `corral.executor.mig`); None: a whole GPU."""
+    caps: tuple[int, ...] = ()
+    """A MIG slice's /dev/nvidia-caps minors (its GPU and compute instance's access): only its job may open them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +316,8 @@ def _check_requirements(request: Request, nodes: Sequence[Node]) -> None:
 
 def _describe(gpu: Gpu) -> str:
     capability = f", capability {gpu.capability:.1f}" if gpu.capability is not None else ""
-    return f"{gpu.type} ({format_memory(gpu.mem_mb)}{capability})"
+    mig = "MIG slice, " if gpu.parent is not None else ""
+    return f"{gpu.type} ({mig}{format_memory(gpu.mem_mb)}{capability})"
 
 
 def _gpus(count: int) -> str:

@@ -86,6 +86,7 @@ def request_of(spec: JobSpec, *, task_id: int | None = None, same_user: bool = T
         _put(request, "array", spec.array)
     if spec.preemptible:
         request["preemptible"] = True
+    _put(request, "requeue", spec.requeue)
     _put(request, "signal", spec.warn_signal)
     if spec.umask is not None:
         request["umask"] = f"{spec.umask:04o}"

@@ -47,12 +47,14 @@ _NODES = ("nodes", "N")  # a count, checked with the request's fields: more than
 _HARMLESS_VALUED = {
     "hint", "distribution", "m", "tmp", "mem-bind", "cpu-bind", "propagate", "wckey", "licenses", "L",
 }
-_HARMLESS_FLAGS = {"requeue", "no-requeue", "parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
+_HARMLESS_FLAGS = {"parsable", "quiet", "Q", "verbose", "v", "get-user-env"}
 # flags that set a field to yes: corral's own (in #CORRAL lines as in #SBATCH ones), and sbatch's --hold
 _YES_FLAGS = {"preemptible": "preemptible", "hold": "hold", "H": "hold"}
 # Pyxis's flags: each sets its field to this value
 _SET_FLAGS = {"no-container-mount-home": ("container_mount_home", "no"),
-              "container-remap-root": ("container_remap_root", "yes")}
+              "container-remap-root": ("container_remap_root", "yes"),
+              # whether the job waits again when its GPU fails (Slurm: when its node fails)
+              "requeue": ("requeue", "yes"), "no-requeue": ("requeue", "no")}
 _FLAGS = _HARMLESS_FLAGS | {"overcommit", "O", "contiguous", "wait", "W", "no-kill", "k"}
 _OPEN_MODES = ("append", "truncate")
 _DEFAULT_NICE = "100"  # what sbatch's bare --nice means
@@ -228,7 +230,7 @@ def _read_options(tokens: list[tuple[str, int | None]], source: str) -> Directiv
                 f"{at}{source} option {_spelled(token, name)} is not supported by corral (remove it; supported: "
                 "--job-name --gres --gpus --cpus-per-task --mem --time --output --error --chdir --export --nice "
                 "--partition --qos --account --dependency --kill-on-invalid-dep --array --signal --preemptible "
-                "--hold --open-mode --comment --begin --deadline --exclusive --constraint --nodelist --exclude "
+                "--hold --requeue --no-requeue --open-mode --comment --begin --deadline --exclusive --constraint --nodelist --exclude "
                 "--cpus-per-gpu --gpus-per-task --time-min --priority --mail-type --mail-user --nodes --ntasks "
                 "--ntasks-per-node --container-image --container-mounts --container-workdir --container-env "
                 "--no-container-mount-home --container-remap-root)")

@@ -185,6 +185,7 @@ def build_spec(
         ntasks_per_node=ntasks_per_node,
         gpus_per_task=gpus_per_task,
         preemptible=yes_no(fields.get("preemptible", False), "preemptible"),
+        requeue=None if fields.get("requeue") is None else yes_no(fields["requeue"], "requeue"),
         warn_signal=signal_text(fields.get("signal")),
         account=config_name(fields.get("account"), "account"),
         umask=parse_umask(fields.get("umask")),

@@ -41,7 +41,8 @@ def parse_gpu_request(text: str, name: str) -> tuple[str | None, int]:
         parts = parts[1:] or ["1"]
     hint = "write gpu:N or gpu:TYPE:N" if name == "gres" else "write N or TYPE:N"
     if len(parts) == 1 and not is_number(parts[0]):
-        if not parts[0][:1].isalpha():  # `-1`, `2.5`: a bad count, not a type name
+        if not (any(c.isalpha() for c in parts[0]) and NAME_PATTERN.match(parts[0])):  # `-1`, `2.5`: a bad count
+            # (a type may start with a digit: MIG profiles such as `1g.10gb`)
             raise InvalidRequest(name, f"cannot read {text!r:.60} as a GPU request", hint)
         parts = [parts[0], "1"]  # `gpu:a100` and `--gpus=a100` mean one of that type
     if len(parts) > 2 or not is_number(parts[-1]):

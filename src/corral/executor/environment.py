@@ -9,12 +9,13 @@ from collections.abc import Mapping
 from corral.core.arrays import parse_array
 from corral.core.job import Job
 from corral.core.resources import Allocation
+from corral.executor.mig import cuda_visible_devices
 
 
 def job_environment(
     job: Job, allocation: Allocation | None, *, server_env: Mapping[str, str], checkpoint_dir: str,
     server_url: str | None, home: str | None = None, follows_home_address: bool = True,
-    slurm_commands: str | None = None,
+    slurm_commands: str | None = None, gpu_uuids: Mapping[int, str] | None = None,
 ) -> dict[str, str]:
     """The environment a job starts with, on either backend.
 
@@ -26,12 +27,13 @@ def job_environment(
             machine), so its clients may follow the server to a new port.
         slurm_commands: the directory of corral's Slurm commands (`corral slurm-path`), put first on the
             job's PATH so that `srun` in it is corral's step, not a real Slurm's (which knows no such job).
+        gpu_uuids: the node's GPUs' UUIDs by index: a MIG slice is bound by its `MIG-<uuid>` (`corral.executor.mig`).
     """
     spec = job.spec
     env = {k: v for k, v in server_env.items() if not k.startswith(("SLURM_", "CORRAL_"))} if spec.inherit_env else {}
     env.update(spec.env)
     if allocation is not None:
-        env.update(_placement_variables(job, allocation, env))
+        env.update(_placement_variables(job, allocation, env, gpu_uuids or {}))
     env.update({
         "CORRAL_JOB_ID": str(job.id),
         "CORRAL_JOB_NAME": spec.name,
@@ -74,7 +76,8 @@ def _mlflow_run_context(given: str | None, job_id: int) -> str | None:
     return json.dumps({**context, "corral.job_id": str(job_id)})
 
 
-def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str]) -> dict[str, str]:
+def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str],
+                         gpu_uuids: Mapping[int, str]) -> dict[str, str]:
     """Where corral put the job: its GPUs, CPUs, node, and what its start fixes (restarts, end time)."""
     spec = job.spec
     gpu_list = ",".join(str(i) for i in allocation.gpu_ids)
@@ -82,7 +85,7 @@ def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str
         # PCI bus order is the order NVML and nvidia-smi number GPUs in; CUDA's default
         # ("fastest first") may differ, which would pin the job to GPUs it was not given.
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "CUDA_VISIBLE_DEVICES": gpu_list,
+        "CUDA_VISIBLE_DEVICES": cuda_visible_devices(allocation.gpu_ids, gpu_uuids),
         "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(spec.cpus_per_task)),
         "CORRAL_GPUS": gpu_list,
         "CORRAL_NUM_GPUS": str(len(allocation.gpu_ids)),

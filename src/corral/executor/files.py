@@ -32,6 +32,7 @@ RESULT = "result.json"
 RESULT_RESERVED = "result.reserved"
 RESULT_RESERVE_BYTES = 64 * 1024  # an outcome is a few hundred bytes; its error message is bounded below that
 FAIL = "fail"
+NODE_FAIL = "node_fail"  # the server's: the job's GPU failed (corral.core.gpu_health); it ends NODE_FAIL
 SCRIPT = "script"
 SUPERVISOR_LOG = "supervisor.log"
 TERMINAL = "terminal.sock"  # an interactive job's (corral.executor.terminal)

@@ -12,6 +12,7 @@ from typing import Any
 
 from corral.core.resources import DeclaredInventory, Gpu, Node, capability_of
 from corral.core.units import parse_memory_mb
+from corral.executor.mig import as_slice, raw_mig, schedulable
 from corral.errors import InvalidRequest
 from corral.executor.gpu_topology import add_topology, node_topology
 
@@ -87,14 +88,18 @@ def _raw_facts(pynvml: Any, index: int) -> dict[str, Any]:
         facts["capability"] = [int(part) for part in pynvml.nvmlDeviceGetCudaComputeCapability(handle)]
     except Exception:  # noqa: BLE001 - an old driver: the table by type stands in
         facts["capability"] = None
+    mig = raw_mig(pynvml, handle)
+    if mig is not None:  # its slices are the GPUs to schedule (`corral.executor.mig`)
+        facts["mig"] = mig
     return facts
 
 
 def gpus_from_raw(frame: Sequence[Mapping[str, Any]]) -> list[Gpu]:
     """GPUs from raw NVML facts (what `read_inventory` returns, or a recorded frame): a field a frame lacks is
-    left unknown (its name: `GPU`; its memory: 0)."""
+    left unknown (its name: `GPU`; its memory: 0). A GPU in MIG mode gives its slices instead (`corral.executor.mig`)."""
     gpus = []
-    for raw in frame:
+    rows = schedulable(frame)
+    for raw in rows:
         name = raw.get("name") if isinstance(raw.get("name"), str) else None
         gpu_type = short_gpu_type(name) if name else "GPU"
         memory = raw.get("memory")
@@ -108,7 +113,7 @@ def gpus_from_raw(frame: Sequence[Mapping[str, Any]]) -> list[Gpu]:
         gpus.append(Gpu(index=int(raw["index"]), type=gpu_type, mem_mb=int(total) // _MB if isinstance(total, int) else 0,
                         uuid=uuid if isinstance(uuid, str) else None, minor=minor if isinstance(minor, int) else None,
                         capability=cc, device_name=name))
-    return gpus
+    return [as_slice(raw, gpu) for raw, gpu in zip(rows, gpus)]
 
 
 def first_replayed_frame(path: str) -> list[dict[str, Any]]:

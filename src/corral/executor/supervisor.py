@@ -74,6 +74,9 @@ class Supervisor:
         if os.path.exists(self.path(files.PREEMPT)):
             self.finish("PREEMPTED", None, None)
             return
+        if os.path.exists(self.path(files.NODE_FAIL)):
+            self.finish("NODE_FAIL", None, None, _read_reason(self.path(files.NODE_FAIL)))
+            return
         try:
             out_fd, err_fd = as_owner(self.config, lambda: open_logs(self.config))
         except OSError as exc:
@@ -206,7 +209,7 @@ class Supervisor:
 
     def stop_asked(self) -> bool:
         return (self.cancel_requested or os.path.exists(self.path(files.CANCEL))
-                or os.path.exists(self.path(files.PREEMPT)))
+                or os.path.exists(self.path(files.PREEMPT)) or os.path.exists(self.path(files.NODE_FAIL)))
 
     def record_start(self, start_time: float) -> None:
         files.write_json_atomic(self.path(files.STARTED), {
@@ -266,7 +269,8 @@ class Supervisor:
 
     def note_stop(self, outcome: str) -> None:
         """Say in the job's stderr, as slurmstepd does, that it is being stopped and why."""
-        why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION}.get(outcome, "")
+        why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION,
+               "NODE_FAIL": endings.NODE_FAILURE}.get(outcome, "")
         by = _read_reason(self.path(files.CANCEL), "") if outcome == "CANCELLED" else None
         line = endings.cancelled_line(self.job_ref, self.config.node or os.uname().nodename, time.time(), why,
                                       by=by or None)
@@ -346,6 +350,8 @@ class Supervisor:
                     self.signal_job(signal.SIGKILL)
                     self.note_stderr(f"corral: {_read_reason(self.path(files.FAIL))}")
                     continue
+                elif os.path.exists(self.path(files.NODE_FAIL)):
+                    outcome = "NODE_FAIL"  # its GPU failed: stopped as a cancel is, its stderr saying so as Slurm's
                 elif self.cancel_requested or os.path.exists(self.path(files.CANCEL)):
                     outcome = "CANCELLED"
                 elif deadline is not None and now >= deadline:

@@ -122,6 +122,19 @@ utilization where measured; totals per type. Use it to choose gpus, gpu_type and
 more than is free means waiting in the queue.
 """
 
+DRAIN_GPUS = """\
+Take GPUs out of scheduling (Slurm's DRAIN, per GPU), or a whole node when gpus is left out: no new job is
+placed there; jobs already on them run to their end (the GPU shows DRAINING until then, DRAINED after). Say
+why in reason: people read it in corral nodes, scontrol show node and sinfo -R. Admins only; anyone else is
+refused. corral drains a GPU itself when NVML reports a fatal fault (XID 79, uncorrectable ECC errors, a lost
+GPU), with the fault as the reason. resume_gpus gives them back.
+"""
+
+RESUME_GPUS = """\
+Give drained GPUs back to scheduling, or a node and all its GPUs when gpus is left out (Slurm's RESUME).
+Resume a GPU that corral drained for a fault only once it is fixed (a reset, a reboot). Admins only.
+"""
+
 QUEUE = """\
 The queue: running jobs, then pending ones in priority order, each with its reason (Resources, Priority,
 Dependency, ...) and estimated start where known, and training progress for running jobs. Use it to see
@@ -166,6 +179,7 @@ TOOLS = {
     "create_gpu_job": CREATE_GPU_JOB, "forecast_gpu_job": FORECAST_GPU_JOB, "view_gpu_job": VIEW_GPU_JOB, "stop_gpu_job": STOP_GPU_JOB,
     "workload_submit": WORKLOAD_SUBMIT, "workload_get": WORKLOAD_GET, "workload_logs": WORKLOAD_LOGS,
     "metrics_query": METRICS_QUERY, "alert_create": ALERT_CREATE, "list_gpus": LIST_GPUS, "queue": QUEUE,
+    "drain_gpus": DRAIN_GPUS, "resume_gpus": RESUME_GPUS,
     "list_runs": LIST_RUNS, "run_metrics": RUN_METRICS, "recommend_resources": RECOMMEND_RESOURCES,
     "diagnose_job": DIAGNOSE_JOB, "job_efficiency": JOB_EFFICIENCY,
 }

@@ -43,6 +43,9 @@ RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempot
 so a client should ask before each call as it would before a shell command."""
 STOPS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 ADDS_RULE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+CHANGES_MACHINE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                  open_world_hint=False)
+"""Draining and resuming change where everybody's jobs may run (admins only); nothing is lost, and it is undone."""
 
 TOOL_TABLE: tuple[tuple[str, str, ToolAnnotations], ...] = (
     ("create_gpu_job", "Create a GPU job", RUNS_CODE),
@@ -55,6 +58,8 @@ TOOL_TABLE: tuple[tuple[str, str, ToolAnnotations], ...] = (
     ("metrics_query", "Query a workload's metrics", READS),
     ("alert_create", "Create an alert", ADDS_RULE),
     ("list_gpus", "List GPUs", READS),
+    ("drain_gpus", "Drain GPUs (admins)", CHANGES_MACHINE),
+    ("resume_gpus", "Resume drained GPUs (admins)", CHANGES_MACHINE),
     ("queue", "Show the queue", READS),
     ("list_runs", "List tracked runs", READS),
     ("run_metrics", "A run's tracked metrics", READS),

@@ -22,6 +22,7 @@ from corral.core.states import TERMINAL_STATES
 from corral.errors import Conflict, Forbidden, InvalidRequest, Unauthenticated
 from corral.mcp import bounds
 from corral.mcp.clients import ClientPool
+from corral.mcp import draining
 from corral.mcp.credentials import AGENT_TOKEN, NO_TOKEN
 from corral.mcp.field_names import JOB_FIELDS, WORKLOAD_FIELDS, fields_named
 from corral.mcp.inputs import given_id, job_name_of, job_ref, log_file_place
@@ -372,6 +373,30 @@ class CorralTools:
                         "resolves when it clears; firings are listed by `corral alert list` and on the dashboard."}
 
     # -- the cluster, the queue, runs --------------------------------------------------------------
+
+    def drain_gpus(
+        self,
+        reason: Annotated[str, Field(min_length=1, max_length=1000, description=(
+            "Why, as people will read it in corral nodes and scontrol show node, e.g. \"XID 79\", \"fan failure\"."))],
+        gpus: Annotated[list[StrictInt] | None, Field(max_length=64, description=(
+            "GPU indexes on the node (see list_gpus); leave out to drain the whole node."))] = None,
+        node: Annotated[str | None, Field(max_length=200, description=(
+            "The node; leave out on a server with one node."))] = None,
+    ) -> draining.DrainResult:
+        """Take GPUs (or a node) out of scheduling, admins only; jobs on them run to their end."""
+        with self._client() as client:
+            return draining.drain(client, node, gpus, reason)
+
+    def resume_gpus(
+        self,
+        gpus: Annotated[list[StrictInt] | None, Field(max_length=64, description=(
+            "GPU indexes to give back; leave out to resume the node and all its GPUs."))] = None,
+        node: Annotated[str | None, Field(max_length=200, description=(
+            "The node; leave out on a server with one node."))] = None,
+    ) -> draining.DrainResult:
+        """Give drained GPUs (or a node) back to scheduling, admins only."""
+        with self._client() as client:
+            return draining.resume(client, node, gpus)
 
     def list_gpus(self) -> GpuList:
         """Every GPU now: free, or held by which job and user; totals per type."""

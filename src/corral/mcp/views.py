@@ -75,7 +75,7 @@ def next_step(job: Mapping[str, Any]) -> str:
                 "in checkpoint_dir; diagnose_job says whether it saved one.")
     how = f"exit code {job['exit_code']}" if job.get("exit_code") is not None else f"signal {job.get('signal')}"
     detail = {"OUT_OF_MEMORY": "it used more host memory than it asked for; ",
-              "NODE_FAIL": "its supervisor or node died; "}.get(state, "")
+              "NODE_FAIL": "its GPU, its node or its supervisor failed; "}.get(state, "")
     return (f"Ended {state} ({detail}{how}). The stderr tail shows the error; call diagnose_job for the likely "
             "cause and the fix before resubmitting.")
 
@@ -158,11 +158,13 @@ def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
     by_type: dict[tuple[str | None, int | None], dict[str, Any]] = {}
     for node in cluster.get("nodes", []):
         for gpu in node.get("gpus", []):
-            free = gpu.get("job_id") is None
+            unavailable = _unavailable(gpu)
+            free = gpu.get("job_id") is None and unavailable is None
             gpus.append({"node": short_text(str(node["name"]), NAME_CHARS), "index": gpu["index"],
                          "type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "free": free,
                          "job_id": _holder_id(gpu), "user": gpu.get("user"), "utilization": gpu.get("utilization"),
-                         "memory_used_mb": gpu.get("memory_used_mb")})
+                         "memory_used_mb": gpu.get("memory_used_mb"),
+                         **({"unavailable": unavailable} if unavailable is not None else {})})
             group = by_type.setdefault((gpu.get("type"), gpu.get("mem_mb")),
                                        {"type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "total": 0, "free": 0})
             group["total"] += 1
@@ -171,12 +173,24 @@ def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
     view: GpuList = {
         "total": len(gpus), "free": free_count, "busy": len(gpus) - free_count,
         "by_type": list(by_type.values())[:MAX_LIST], "gpus": [], "truncated": False,
-        "note": "Free right now. A job asking for more GPUs than are free waits in the queue until they are; "
+        "note": "Free right now (a drained GPU, or one in use outside corral, is not free: see its unavailable). "
+                "A job asking for more GPUs than are free waits in the queue until they are; "
                 "gpu_type and gpu_memory pick among the types listed."}
     shown, over_limit = capped(gpus, MAX_LIST)
     view["gpus"], over_budget = fit_items(shown, RESULT_BYTES - json_size(view))
     view["truncated"] = over_limit or over_budget
     return view
+
+
+def _unavailable(gpu: Mapping[str, Any]) -> str | None:
+    """Why no job is placed on a GPU though it may look idle: drained (by an admin, or by corral for a fault),
+    or in use outside corral."""
+    drained = gpu.get("drained")
+    if drained:
+        return short_text(f"drained by {drained.get('by')}: {drained.get('reason')}", NAME_CHARS * 2)
+    if gpu.get("outside"):
+        return "in use outside corral"
+    return None
 
 
 def _holder_id(gpu: Mapping[str, Any]) -> int | str | None:

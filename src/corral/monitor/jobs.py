@@ -6,12 +6,13 @@ the job service (`server.service.JobService`) answers them. Everything here is r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from corral.backends.base import JobProcesses
     from corral.core.job import Job
+    from corral.core.gpu_health import HealthEvent, HealthFigures
     from corral.core.outside_use import OutsideProcess
 
 
@@ -52,4 +53,9 @@ class JobReader(Protocol):
     def gpus_in_use_outside(self, processes: Sequence[OutsideProcess]) -> None:
         """What the last sample found on this machine's GPUs that belongs to no job (`corral.core.outside_use`):
         the one thing the monitor tells the jobs, after each tick, on the event loop."""
+        ...
+
+    def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
+        """The last sample's health figures of this machine's GPUs, by index (`corral.core.gpu_health`): a fatal
+        fault drains its GPU and stops the jobs on it. Returns what happened (the monitor alerts of the faults)."""
         ...

@@ -8,6 +8,10 @@ returns them::
      "power_mw": 612000, "temperature_c": 64,
      "processes": [{"pid": 4242, "usedGpuMemory": 20971520000}]}
 
+A GPU in MIG mode adds `"mig": {"mode": 1, "devices": [...]}`, each device with its own memory and processes:
+each is read as a GPU of its own, numbered after the last whole GPU (`corral.executor.mig`). Its health fields
+(XID events, uncorrectable ECC errors, throttle reasons, a GPU lost) are `corral.monitor.nvml_health`'s.
+
 A field NVML does not support on a board (power on some, per-process memory under MIG
 or some drivers) is null. `NvmlReader` builds these frames from the real NVML,
 `ReplayedGpus` reads recorded ones (`python -m corral.monitor.nvml --record N` records
@@ -28,8 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from corral.core.gpu_health import HealthFigures
 from corral.errors import InvalidRequest
 from corral.executor.gpus import REPLAY_ENV, read_inventory
+from corral.executor.mig import raw_mig, with_slices
+from corral.monitor.nvml_health import NvmlHealth, health_from_raw
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +60,8 @@ class GpuReading:
     temperature_c: float | None
     processes: tuple[tuple[int, float | None], ...]
     """(pid, GPU memory it uses in MB) of each compute process; memory None where NVML cannot tell."""
+    health: HealthFigures = HealthFigures()
+    """XID events, uncorrectable ECC errors, throttle reasons, lost (`corral.monitor.nvml_health`)."""
 
 
 def reading_from_raw(raw: Mapping[str, Any]) -> GpuReading:
@@ -83,6 +92,7 @@ def reading_from_raw(raw: Mapping[str, Any]) -> GpuReading:
         power_w=_number(raw.get("power_mw"), 1000),
         temperature_c=_number(raw.get("temperature_c")),
         processes=tuple(processes),
+        health=health_from_raw(raw),
     )
 
 
@@ -106,10 +116,11 @@ class NvmlReader:
         self._last_attempt: float | None = None
         self.unavailable_reason: str | None = None
         """Why NVML could not start, after a failed attempt; None otherwise."""
+        self._health = NvmlHealth()
 
     def read(self) -> list[GpuReading]:
-        """Every GPU now; [] where NVML is unavailable."""
-        return [reading_from_raw(raw) for raw in self.read_raw()]
+        """Every GPU now, and each MIG slice under its own index (`corral.executor.mig`); [] where NVML is unavailable."""
+        return [reading_from_raw(raw) for raw in with_slices(self.read_raw())]
 
     def read_raw(self) -> list[dict[str, Any]]:
         """Every GPU now as a raw frame (NVML's units); [] where NVML is unavailable."""
@@ -117,7 +128,9 @@ class NvmlReader:
             return []
         import pynvml
 
-        return [_raw_gpu(pynvml, index, handle, uuid) for index, handle, uuid in self._handles or ()]
+        frame = [_raw_gpu(pynvml, index, handle, uuid) for index, handle, uuid in self._handles or ()]
+        self._health.add_fields(pynvml, frame, self._handles or ())
+        return frame
 
     def close(self) -> None:
         """Shut NVML down (a later read starts it again)."""
@@ -127,6 +140,7 @@ class NvmlReader:
         self._last_attempt = None
         import pynvml
 
+        self._health.stop(pynvml)
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError as error:
@@ -162,6 +176,7 @@ class NvmlReader:
                 pynvml.nvmlShutdown()
             return False
         self._handles = handles
+        self._health.start(pynvml, handles)
         self.unavailable_reason = None
         return True
 
@@ -180,7 +195,7 @@ def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None) -> dict[str
         return [{"pid": p.pid, "usedGpuMemory": p.usedGpuMemory}
                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
 
-    return {
+    raw: dict[str, Any] = {
         "index": index,
         "uuid": uuid,
         "utilization": _call(pynvml, utilization),
@@ -189,6 +204,10 @@ def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None) -> dict[str
         "temperature_c": _call(pynvml, lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
         "processes": _call(pynvml, processes),
     }
+    mig = _call(pynvml, lambda: raw_mig(pynvml, handle))
+    if mig is not None:  # its slices' figures, each read on its own MIG device handle
+        raw["mig"] = mig
+    return raw
 
 
 def _call(pynvml: Any, read: Callable[[], Any]) -> Any:
@@ -222,7 +241,7 @@ class ReplayedGpus:
                     frame = json.loads(line)
                     if not isinstance(frame, list):
                         raise ValueError("a frame is a JSON list of per-GPU dicts")
-                    self._frames.append([reading_from_raw(raw) for raw in frame])
+                    self._frames.append([reading_from_raw(raw) for raw in with_slices(frame)])
                 except (ValueError, AttributeError) as error:
                     raise ValueError(f"{self.path}, line {number}: {error}") from None
         if not self._frames:

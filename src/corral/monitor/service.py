@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
+from corral.core.gpu_health import fatal
 from corral.monitor.alert_settings import AlertSettings
+from corral.monitor.gpu_alerts import fire_gpu_faults
 from corral.monitor.dispatch import DeliveryDispatcher
 from corral.monitor.queries import MonitorQueries
 from corral.monitor.recording import SampleRecorder
@@ -143,10 +145,20 @@ class MonitorService:
                 await loop.run_in_executor(self.threads.worker, self._tick, snapshot)
                 if self.sampler is not None:  # back on the loop: the job service reads it there
                     self.jobs.gpus_in_use_outside(tuple(self.sampler.outside))
+                    await self._gpu_health(loop, self.sampler)
             except Exception:  # noqa: BLE001 - the monitor must outlive any one bad tick
                 log.exception("monitor tick failed")
                 if snapshot is not None:
                     self._ended[:0] = snapshot.ended  # looked at again next tick: no state alert is lost
+
+    async def _gpu_health(self, loop: asyncio.AbstractEventLoop, sampler: JobSampler) -> None:
+        """Hand the GPUs' health to the job service (it drains a failed one); alert of each fault."""
+        if sampler.gpus_time is None:
+            return
+        happened = self.jobs.gpu_health({r.index: r.health for r in sampler.gpus}, sampler.gpus_time)
+        faults = fatal(happened)
+        if faults:
+            await loop.run_in_executor(self.threads.worker, fire_gpu_faults, self.evaluator, faults, self.clock())
 
     def close(self) -> None:
         self.dispatcher.close()

@@ -16,7 +16,8 @@ from corral.core.topology import format_gpu_list
 def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active: Mapping[int, Job], *,
                isolation: tuple[str, str], allocates: bool, drained: Mapping[str, Mapping[int, Drain]] | None = None,
                node_drains: Mapping[str, Drain] | None = None,
-               outside: Mapping[str, Mapping[int, Sequence[OutsideProcess]]] | None = None) -> list[dict[str, Any]]:
+               outside: Mapping[str, Mapping[int, Sequence[OutsideProcess]]] | None = None,
+               health: Mapping[str, Mapping[int, Mapping[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """Each node with its CPUs, memory and GPUs, what is allocated of them and to which job.
 
     Args:
@@ -26,10 +27,12 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
             A drained node's `state` is "draining" while a job runs on it, "drained" after (Slurm's words);
             its `reason`, `reason_by` and `reason_at` say why, who and when (per GPU where only some are drained).
         outside: each node's GPUs in use outside corral and by which processes (each GPU's `outside`).
+        health: each node's GPUs' health as the monitor last read it (each GPU's `health`, `corral.server.gpu_health`).
     """
     drained = drained or {}
     node_drains = node_drains or {}
     outside = outside or {}
+    health = health or {}
     allocations = list(allocations)
     if not allocates:
         return [{"name": n.name, "cpus": n.cpus, "cpus_alloc": 0, "mem_mb": n.mem_mb, "mem_alloc_mb": 0,
@@ -43,12 +46,14 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
         gpus = []
         off = drained.get(node.name, {})
         foreign = outside.get(node.name, {})
+        healths = health.get(node.name, {})
         for gpu in node.gpus:
             job = holders.get((node.name, gpu.index))
             drain = off.get(gpu.index)
             gpus.append({
                 "index": gpu.index, "type": gpu.type, "mem_mb": gpu.mem_mb, "uuid": gpu.uuid,
                 "capability": gpu.capability, "device_name": gpu.device_name,
+                "parent": gpu.parent,  # a MIG slice's GPU (its NVML index); its type is then its profile
                 "job_id": job.id if job else None, "job_ref": job.ref if job else None,
                 "job_name": job.spec.name if job else None,
                 "user": job.spec.user if job else None,
@@ -56,6 +61,8 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
                 "drain_state": gpu_state(drain is not None, job is not None),
                 "outside": [p.to_dict() for p in foreign.get(gpu.index, ())],
                 **gpu_links(node, gpu.index),
+                # a MIG slice shows its GPU's (NVML reports faults of the whole GPU)
+                "health": healths.get(gpu.index) if gpu.parent is None else healths.get(gpu.parent),
             })
         row: dict[str, Any] = {
             "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),

@@ -23,6 +23,8 @@ from corral.server.scheduling import RunningJobs, SchedulingPass
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
+HEALTH_BY = "corral"
+"""Who drains a failed GPU and requeues the jobs on it: corral itself (Slurm's own reasons say `slurm`)."""
 
 
 class PlacedJobs:
@@ -59,7 +61,7 @@ class PlacedJobs:
         """Read and apply ended jobs' outcomes, here and now."""
         running = self.running_jobs()
         if running:
-            self._settle(_outcomes(self.placement.poll(running)))
+            self._settle(self._node_failures(_outcomes(self.placement.poll(running))))
 
     async def reap_off_loop(self) -> None:
         """Read the outcomes of running jobs in the poll thread, record those that ended in the
@@ -69,7 +71,7 @@ class PlacedJobs:
         running = self.running_jobs()
         if not running:
             return
-        ended = _outcomes(await self.poll_thread.poll(running))
+        ended = self._node_failures(_outcomes(await self.poll_thread.poll(running)))
         if not ended:
             return
         rows, events = [], []
@@ -114,8 +116,10 @@ class PlacedJobs:
         self._end_unlaunched(job, Outcome("FAILED", None, None, self.clock(), reason))
 
     def launch_skipped(self, job: Job) -> None:
-        """A job cancelled before its launch began: it never ran."""
-        self._end_unlaunched(job, Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
+        """A job cancelled before its launch began (or whose GPU failed meanwhile): it never ran."""
+        failed = self.running.node_failed.get(job.id)
+        self._end_unlaunched(job, Outcome("NODE_FAIL", None, None, self.clock(), failed) if failed is not None
+                             else Outcome("CANCELLED", None, None, self.clock(), CANCELLED_BY_USER))
 
     def _end_unlaunched(self, job: Job, outcome: Outcome) -> None:
         if self.table.active.get(job.id) is not job or job.state is not JobState.RUNNING:
@@ -200,6 +204,27 @@ class PlacedJobs:
         self.running.requeued_by[job.id] = by or ""
         if self.launcher is None or not self.launcher.stop(job, Stop.PREEMPT):
             self.placement.preempt(job)
+
+    def fail_node(self, job: Job, reason: str, requeue: bool) -> None:
+        """Stop a running job whose GPU failed: it ends NODE_FAIL saying why, or (`requeue`) waits again,
+        as Slurm does with a job on a node that failed."""
+        if job.id in self.running.node_failed or job.id in self.running.preempting:
+            return
+        log.warning("job %d: %s", job.id, reason)
+        if requeue:
+            self.requeue(job, HEALTH_BY)
+            return
+        self.running.node_failed[job.id] = reason
+        if self.launcher is None or not self.launcher.stop(job, Stop.CANCEL):
+            self.placement.fail_node(job, reason)
+
+    def _node_failures(self, ended: list[tuple[Job, Outcome]]) -> list[tuple[Job, Outcome]]:
+        """A job stopped for its GPU's failure ends NODE_FAIL, whatever its stop (or the failure) made of it;
+        one that completed meanwhile stays COMPLETED."""
+        failed = self.running.node_failed
+        return [(job, replace(outcome, state=JobState.NODE_FAIL.value, error=failed[job.id]))
+                if job.id in failed and outcome.state not in (JobState.COMPLETED.value, JobState.PREEMPTED.value)
+                else (job, outcome) for job, outcome in ended]
 
     def stop(self, job: Job, by: str | None = None) -> None:
         """Tell a running job to stop (its outcome comes back through the backend's poll); one

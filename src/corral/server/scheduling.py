@@ -31,6 +31,7 @@ class RunningJobs:
         self.preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
         self.cancelled_by: dict[int, str] = {}  # asked to stop -> who asked
         self.requeued_by: dict[int, str] = {}  # asked to stop and wait again (scontrol requeue) -> who asked
+        self.node_failed: dict[int, str] = {}  # stopped because their GPU failed (`corral.core.gpu_health`) -> why
 
     def release(self, job_id: int) -> Allocation | None:
         """The job no longer runs: its allocation (returned) and the asks to stop it go."""
@@ -38,6 +39,7 @@ class RunningJobs:
         self.preempted_for.pop(job_id, None)
         self.cancelled_by.pop(job_id, None)
         self.requeued_by.pop(job_id, None)
+        self.node_failed.pop(job_id, None)
         return self.allocations.pop(job_id, None)
 
     def ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:

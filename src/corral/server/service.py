@@ -25,6 +25,7 @@ from typing import Any
 from corral.backends.base import Backend, Capabilities, JobProcesses
 from corral.core.arrays import array_state
 from corral.core.drains import Drain
+from corral.core.gpu_health import HealthEvent, HealthFigures
 from corral.core.outside_use import OutsideProcess, unavailable
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
@@ -37,6 +38,8 @@ from corral.errors import Conflict, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.draining import Drains
+from corral.server.gpu_faults import act_on
+from corral.server.gpu_health import GpuHealth
 from corral.server.outside_gpus import OutsideGpus
 from corral.server.forecasting import SubmitForecast, forecast_submit
 from corral.server.handover import BackendHandover
@@ -102,6 +105,7 @@ class JobService:
         # the machine the monitor samples: this one, where corral places jobs itself
         here = nodes[0].name if nodes and not self.capabilities.schedules_itself else None
         self.outside = OutsideGpus(here, settings.outside_processes)
+        self.health = GpuHealth(here)
         self._unavailable_changed()
 
     @property
@@ -394,6 +398,7 @@ class JobService:
                           allocates=not self.capabilities.schedules_itself,
                           drained={node.name: drains.of_node(node) for node in self.nodes},
                           outside={node.name: self.outside.of_node(node.name) for node in self.nodes},
+                          health={node.name: self.health.of_node(node.name) for node in self.nodes},
                           node_drains={n.name: d for n in self.nodes if (d := drains.node_drain(n.name)) is not None})
 
     def drain(self, caller: Caller, node: str, gpus: Sequence[int] | None, reason: object) -> list[Drain]:
@@ -422,6 +427,14 @@ class JobService:
         they use is avoided (`[node] outside_processes`) until a sample no longer shows them."""
         if self.outside.update(processes):
             self._unavailable_changed()
+
+    def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
+        """The monitor's last sample of this machine's GPUs' health (`JobReader`): a fatal fault drains its GPU
+        and ends the jobs on it (`corral.server.gpu_faults`). Returns what happened, for the monitor's alerts."""
+        events = self.health.update(figures, at)
+        if events and act_on(self, events):
+            self._unavailable_changed()
+        return events
 
     def _unavailable_changed(self) -> None:
         """Drained GPUs and avoided ones (in use outside corral) are what no new job is given."""

@@ -19,7 +19,7 @@ from corral.store.schema import job_events, job_scripts, jobs
 _SPEC_COLUMNS = (
     "name", "user", "command", "script_args", "gpus", "gpu_type", "gpu_mem_mb", "cpus", "mem_mb",
     "time_limit_s", "env", "inherit_env", "labels", "workdir", "submit_dir", "stdout", "stderr", "nice",
-    "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "warn_signal", "nodes",
+    "partition", "qos", "dependency", "kill_on_invalid_dep", "array", "preemptible", "requeue", "warn_signal", "nodes",
     "account", "umask", "requirements", "user_log", "open_mode", "comment", "begin_time", "deadline", "exclusive",
     "features", "nodelist", "exclude", "mail_type", "mail_user", "time_min_s", "priority", "interactive",
     "ntasks", "ntasks_per_node", "gpus_per_task", "parent",
@@ -236,6 +236,7 @@ def _job(row: Mapping[Any, Any]) -> Job:  # a RowMapping: keyed by names (and by
         env=row["env"], inherit_env=row["inherit_env"], labels=row["labels"], workdir=row["workdir"],
         submit_dir=row["submit_dir"], partition=row["partition"], qos=row["qos"], dependency=row["dependency"],
         kill_on_invalid_dep=row["kill_on_invalid_dep"], array=row["array"], preemptible=row["preemptible"],
+        requeue=row["requeue"],
         warn_signal=row["warn_signal"], nodes=row["nodes"], account=row["account"], umask=row["umask"],
         requirements=row["requirements"], user_log=row["user_log"], open_mode=row["open_mode"], comment=row["comment"],
         begin_time=row["begin_time"], deadline=row["deadline"], exclusive=row["exclusive"], features=row["features"],

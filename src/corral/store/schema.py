@@ -50,6 +50,7 @@ jobs = Table(
     Column("array_job_id", Integer),
     Column("array_task_id", Integer),
     Column("preemptible", Boolean, nullable=False),
+    Column("requeue", Boolean),  # sbatch --requeue / --no-requeue; NULL: not said (Slurm's default)
     Column("warn_signal", String(32)),
     Column("restarts", Integer, nullable=False),
     Column("backend_id", String(64)),

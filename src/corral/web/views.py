@@ -33,6 +33,9 @@ def cluster_view(service: JobService, monitor: MonitorService) -> dict[str, Any]
     for node in nodes:
         for gpu in node["gpus"]:
             gpu.update(live.get(gpu["index"], blank) if len(nodes) == 1 else blank)
+        # GPUs in MIG mode hold no job themselves: their temperature and power, shown over their slices
+        parents = sorted({gpu["parent"] for gpu in node["gpus"] if gpu.get("parent") is not None})
+        node["mig_gpus"] = [{"index": p, **(live.get(p, blank) if len(nodes) == 1 else blank)} for p in parents]
     totals = {
         "gpus": sum(len(n["gpus"]) for n in nodes),
         "gpus_used": sum(1 for n in nodes for g in n["gpus"] if g["job_id"] is not None),

@@ -23,7 +23,7 @@ from corral.backends.local.settings import LaunchSettings
 from corral.backends.local.supervisors import Supervisors
 from corral.backends.registry import BackendSetup
 from corral.core.job import Job, Outcome
-from corral.core.resources import Allocation, Node
+from corral.core.resources import Allocation, Gpu, Node
 from corral.errors import InvalidRequest
 from corral.executor import files
 from corral.executor.endings import NODE_FAILURE, append_as_root, cancelled_line
@@ -33,6 +33,7 @@ from corral.executor.launch import (
 )
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.log_quota import LogQuota
+from corral.executor.mig import caps_major
 from corral.executor.users import RunAs, give_dir
 from corral.home import HomeLayout
 
@@ -112,7 +113,7 @@ class LocalBackend:
         if owner is not None:
             os.chmod(job_dir, 0o711)  # the owner runs its script from here; launch.json stays 0600 root's
         self.supervisors.starting(job.id)
-        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL):
+        for stale in (files.RESULT, files.STARTED, files.CANCEL, files.PREEMPT, files.FAIL, files.NODE_FAIL):
             try:
                 os.unlink(os.path.join(job_dir, stale))
             except FileNotFoundError:
@@ -141,6 +142,7 @@ class LocalBackend:
         env = job_environment(
             job, allocation, server_env=settings.server_env, checkpoint_dir=checkpoint_dir,
             server_url=settings.server_url(), home=self.home, slurm_commands=settings.slurm_commands,
+            gpu_uuids=settings.gpu_uuids,
         )
         container = None
         cgroup = settings.cgroup_of(job, allocation)
@@ -149,8 +151,9 @@ class LocalBackend:
             container = self.containers.launch(
                 job, allocation, owner, checkpoint_dir=checkpoint_dir, server_env=settings.server_env,
                 script=argv[0] if job.spec.script is not None else None,
-                cgroup_layout=settings.cgroup_layout, gpu_devices=settings.gpu_devices).to_json()
-            env = self.containers.environment(env, allocation)
+                cgroup_layout=settings.cgroup_layout, gpu_devices=settings.gpu_devices,
+                gpu_uuids=settings.gpu_uuids).to_json()
+            env = self.containers.environment(env, allocation, settings.gpu_uuids)
         config = LaunchConfig(
             job_ref=job.ref,
             node=allocation.node,  # the stop line in its stderr names it, as Slurm's does
@@ -228,6 +231,9 @@ class LocalBackend:
     def preempt(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
 
+    def fail_node(self, job: Job, reason: str) -> None:
+        request_cancel(self.job_dir(job.id), mark=files.NODE_FAIL, content=reason)
+
     def poll(self, running: Iterable[Job]) -> list[Ended]:
         """Jobs among `running` that have ended (one thread at a time calls this; it may be
         another than the one that started them)."""
@@ -303,10 +309,16 @@ class LocalKind:
             max_log_mb=s.max_log_mb, log_reserve_mb=s.log_reserve_mb, max_job_processes=s.max_job_processes,
             cgroup_layout=setup.cgroup_layout, slurm_commands=s.slurm_commands,
             gpu_minors={g.index: g.minor if g.minor is not None else g.index for g in gpus},
-            gpu_devices=any(g.uuid for g in gpus),
+            gpu_devices=any(g.uuid for g in gpus), gpu_uuids={g.index: g.uuid for g in gpus if g.uuid},
+            gpu_caps={g.index: g.caps for g in gpus if g.caps}, caps_major=mig_caps_major(gpus),
         )
         return LocalBackend(setup.home, settings, owner_lookup=setup.owner_lookup,
                             user_log_quota_mb=s.user_log_quota_mb, containers=_containers(setup))
+
+
+def mig_caps_major(gpus: tuple[Gpu, ...]) -> int | None:
+    """/dev/nvidia-caps's major where a MIG slice here has instances to keep from other jobs."""
+    return caps_major() if any(g.caps for g in gpus) else None
 
 
 def _containers(setup: BackendSetup) -> LocalContainers | None:

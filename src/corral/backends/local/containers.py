@@ -12,6 +12,7 @@ from corral.core.resources import Allocation
 from corral.core.spec_container import ContainerSpec
 from corral.errors import InvalidRequest
 from corral.executor.containers import ContainerLaunch, driver_for, runtime_environment, visible_devices
+from corral.executor.mig import by_uuid
 from corral.executor.users import RunAs
 
 
@@ -35,8 +36,9 @@ class LocalContainers:
 
     def launch(self, job: Job, allocation: Allocation, owner: RunAs | None, *, checkpoint_dir: str, script: str | None,
                server_env: Mapping[str, str], cgroup_layout: Mapping[str, Any] | None,
-               gpu_devices: bool) -> ContainerLaunch:
-        """What the job's supervisor runs the job's image with."""
+               gpu_devices: bool, gpu_uuids: Mapping[int, str] | None = None) -> ContainerLaunch:
+        """What the job's supervisor runs the job's image with; `gpu_uuids`: the node's, by index (MIG slices
+        are passed by UUID)."""
         spec = job.spec
         container = spec.container
         assert container is not None
@@ -64,7 +66,8 @@ class LocalContainers:
             runtime=self.runtime, binary=self.binary, image=container.image,
             name=f"corral-{self.home_key}-{job.ref.replace('_', '-')}",
             workdir=container.workdir or spec.workdir, mounts=tuple(mounts.values()), env_names=container.env,
-            gpus=tuple(allocation.gpu_ids), gpu_devices=gpu_devices and bool(allocation.gpu_ids), cpus=spec.cpus,
+            gpus=tuple(allocation.gpu_ids), gpu_uuids=by_uuid(allocation.gpu_ids, gpu_uuids or {}),
+            gpu_devices=gpu_devices and bool(allocation.gpu_ids), cpus=spec.cpus,
             memory_mb=spec.mem_mb or None if cgroup_layout is None else None, user=user,
             remap_root=container.remap_root, rootless=self.rootless, interactive=spec.interactive, mount_home=container.mount_home,
             cgroup_parent=parent, leftover_cgroups=leftovers, runtime_env=runtime_environment(server_env),
@@ -78,11 +81,13 @@ class LocalContainers:
             return cgroup
         return {**cgroup, "deny_devices": []}
 
-    def environment(self, env: Mapping[str, str], allocation: Allocation) -> dict[str, str]:
+    def environment(self, env: Mapping[str, str], allocation: Allocation,
+                    gpu_uuids: Mapping[int, str] | None = None) -> dict[str, str]:
         """The job's environment as the container sees it: its GPUs numbered as the container numbers them."""
         out = dict(env)
         if allocation.gpu_ids:
-            shown = visible_devices(driver_for(self.runtime, self.rootless), allocation.gpu_ids)
+            shown = visible_devices(driver_for(self.runtime, self.rootless), allocation.gpu_ids,
+                                    by_uuid(allocation.gpu_ids, gpu_uuids or {}))
             out["CUDA_VISIBLE_DEVICES"] = shown  # CORRAL_GPUS and SLURM_JOB_GPUS keep the host's numbers
         return out
 

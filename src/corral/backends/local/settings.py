@@ -40,7 +40,13 @@ class LaunchSettings:
     """The node's GPUs are devices NVML found (a container is given them); declared GPUs have none."""
     gpu_minors: Mapping[int, int] = field(default_factory=dict)
     """Each GPU's device minor (`/dev/nvidiaN`), by index: a job may open only its own where the layout
-    controls devices."""
+    controls devices. MIG slices share their parent's."""
+    gpu_caps: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    """Each MIG slice's /dev/nvidia-caps minors, by index: a job may open only its own slices' instances."""
+    caps_major: int | None = None
+    """The /dev/nvidia-caps major, where the driver has one."""
+    gpu_uuids: Mapping[int, str] = field(default_factory=dict)
+    """Each GPU's UUID by index, where NVML gave one: a MIG slice is bound by it (`MIG-<uuid>`)."""
 
     def cgroup_of(self, job: Job, allocation: Allocation) -> dict[str, Any] | None:
         """The job's cgroup for its supervisor: where, and the GPUs of this node that are not its own."""
@@ -48,6 +54,11 @@ class LaunchSettings:
             return None
         deny = []
         if self.cgroup_layout.get("devices"):
-            deny = [["c", DEVICE_NVIDIA_MAJOR, minor] for index, minor in sorted(self.gpu_minors.items())
-                    if index not in allocation.gpu_ids]
+            # a device no GPU of the job's is on: MIG slices of one GPU share its /dev/nvidiaN
+            own = {minor for index, minor in self.gpu_minors.items() if index in allocation.gpu_ids}
+            deny = [["c", DEVICE_NVIDIA_MAJOR, minor] for minor in sorted(set(self.gpu_minors.values()) - own)]
+            if self.caps_major is not None:  # and the MIG instances of slices that are not its own
+                mine = {m for index, minors in self.gpu_caps.items() if index in allocation.gpu_ids for m in minors}
+                others = {m for minors in self.gpu_caps.values() for m in minors} - mine
+                deny += [["c", self.caps_major, minor] for minor in sorted(others)]
         return {"layout": dict(self.cgroup_layout), "name": f"job_{job.id}", "deny_devices": deny}

@@ -227,7 +227,7 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         f"Priority={priority} Nice={job.get('nice') or 0} Account={job.get('account') or NULL} "
         f"QOS={job.get('qos') or 'normal'}",
         f"JobState={state} Reason={_underscored(reason)} Dependency={job.get('dependency') or NULL}",
-        f"Requeue=1 Restarts={job.get('restarts') or 0} BatchFlag=1 Reboot=0 "
+        f"Requeue={0 if job.get('requeue') is False else 1} Restarts={job.get('restarts') or 0} BatchFlag=1 Reboot=0 "
         f"ExitCode={exit_code(job.get('exit_code'), job.get('signal'))}",
         f"RunTime={full_duration(run_s)} TimeLimit={_limit(limit_min)} TimeMin={_time_min(job.get('time_min_s'))}",
         f"SubmitTime={local_time(submit)} EligibleTime={local_time(eligible)}",
@@ -397,13 +397,18 @@ def node_state(node: Node) -> str:
 
 
 def gres(node: Node) -> str:
-    """The node's `Gres=` (sinfo's %G): `gpu:4`, `gpu:a100:4` where all its GPUs share a short type; `(null)`."""
+    """The node's `Gres=` (sinfo's %G): `gpu:a100:4`, one entry a type (`gpu:a100:1,gpu:3g.40gb:1,gpu:1g.10gb:2`
+    with MIG slices, their profiles their types, as Slurm's gres.conf names them); `gpu:4` where a type is no
+    name gres syntax can hold; `(null)`."""
     gpus = node.get("gpus") or []
     if not gpus:
         return NULL
-    types = {g.get("type") for g in gpus}
-    kind = types.pop() if len(types) == 1 else None
-    return f"gpu:{kind}:{len(gpus)}" if _simple(kind) else f"gpu:{len(gpus)}"
+    counts: dict[str | None, int] = {}
+    for gpu in sorted(gpus, key=lambda g: (g.get("parent") is not None, g.get("index") or 0)):
+        counts[gpu.get("type")] = counts.get(gpu.get("type"), 0) + 1
+    if not all(_simple(kind) for kind in counts):
+        return f"gpu:{len(gpus)}"
+    return ",".join(f"gpu:{kind}:{count}" for kind, count in counts.items())
 
 
 def outside_comment(node: Node) -> str:

@@ -94,7 +94,8 @@ def main(argv: Sequence[str]) -> int:
         env = dict(base, SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_GTIDS=",".join(map(str, range(ntasks))))
         if gpus.per_task is not None:
             own = ",".join(gpus.per_task[rank])
-            env.update(CUDA_VISIBLE_DEVICES=own, GPU_DEVICE_ORDINAL=own, SLURM_STEP_GPUS=own,
+            visible = cuda_names(gpus.per_task[rank], environ)
+            env.update(CUDA_VISIBLE_DEVICES=visible, GPU_DEVICE_ORDINAL=visible, SLURM_STEP_GPUS=own,
                        SLURM_GPUS_ON_NODE=str(len(gpus.per_task[rank])))
         outputs = {fd: _expand(str(given[key]), step_id, rank) for fd, key in ((1, "output"), (2, "error")) if given.get(key)}
         if 1 in outputs and 2 not in outputs:
@@ -229,6 +230,16 @@ def share_gpus(request: GpuRequest, granted: list[str], ntasks: int) -> StepGpus
     return StepGpus(granted, shares)
 
 
+def cuda_names(gpus: Sequence[str], environ: Mapping[str, str]) -> str:
+    """CUDA_VISIBLE_DEVICES for some of the job's GPUs (corral's indexes): as the job's own names them, which for
+    a MIG slice is its `MIG-<uuid>` (the job's CUDA_VISIBLE_DEVICES lists its GPUs in SLURM_JOB_GPUS's order)."""
+    held = [gpu.strip() for gpu in environ.get("SLURM_JOB_GPUS", "").split(",") if gpu.strip()]
+    names = [name.strip() for name in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if name.strip()]
+    # only UUIDs are translated: a job's own numbers (or ones its script set) stay as the step has always used them
+    by_index = {gpu: name for gpu, name in zip(held, names) if not name.isdigit()} if len(held) == len(names) else {}
+    return ",".join(by_index.get(gpu, gpu) for gpu in gpus)
+
+
 def task_cpus(bind: str, ntasks: int, cpus_per_task: int) -> list[set[int]] | None:
     """Each task's CPUs for --cpu-bind (None: no binding): cores/threads/rank give task k its own
     cpus_per_task of the CPUs this process may use, in order; map_cpu:LIST gives task k CPU list[k]."""
@@ -282,7 +293,8 @@ def step_environment(given: dict[str, object], environ: Mapping[str, str], step_
         env["SLURM_NTASKS_PER_NODE"] = str(given["ntasks_per_node"])
     if gpus.step:
         step_gpus = ",".join(gpus.step)
-        env.update(CUDA_VISIBLE_DEVICES=step_gpus, GPU_DEVICE_ORDINAL=step_gpus, SLURM_STEP_GPUS=step_gpus,
+        visible = cuda_names(gpus.step, environ)
+        env.update(CUDA_VISIBLE_DEVICES=visible, GPU_DEVICE_ORDINAL=visible, SLURM_STEP_GPUS=step_gpus,
                    SLURM_GPUS_ON_NODE=str(len(gpus.step)))
     elif environ.get("SLURM_JOB_GPUS"):  # a step asked for no GPU sees none
         env.update(CUDA_VISIBLE_DEVICES="", GPU_DEVICE_ORDINAL="")

@@ -52,6 +52,8 @@ class ContainerLaunch:
     """Variables whose job value wins over the image's (--container-env)."""
     gpus: tuple[int, ...] = ()
     """The job's GPUs by the host's index."""
+    gpu_uuids: tuple[str, ...] = ()
+    """The job's GPUs by UUID, where one is a MIG slice (which the runtimes and CUDA name only so); else empty."""
     gpu_devices: bool = False
     """Pass the GPUs' devices (NVML found them); declared GPUs have none to pass."""
     cpus: int = 0
@@ -78,6 +80,7 @@ class ContainerLaunch:
         values["mounts"] = tuple((str(s), str(t), bool(ro)) for s, t, ro in values.get("mounts", ()))
         values["env_names"] = tuple(values.get("env_names", ()))
         values["gpus"] = tuple(int(g) for g in values.get("gpus", ()))
+        values["gpu_uuids"] = tuple(str(g) for g in values.get("gpu_uuids", ()))
         user = values.get("user")
         values["user"] = (int(user[0]), int(user[1]), tuple(int(g) for g in user[2])) if user else None
         values["leftover_cgroups"] = tuple(values.get("leftover_cgroups", ()))
@@ -88,12 +91,17 @@ class ContainerLaunch:
         return {
             "runtime": self.runtime, "binary": self.binary, "image": self.image, "name": self.name,
             "workdir": self.workdir, "mounts": [list(m) for m in self.mounts], "env_names": list(self.env_names),
-            "gpus": list(self.gpus), "gpu_devices": self.gpu_devices, "cpus": self.cpus, "memory_mb": self.memory_mb,
+            "gpus": list(self.gpus), "gpu_uuids": list(self.gpu_uuids), "gpu_devices": self.gpu_devices, "cpus": self.cpus, "memory_mb": self.memory_mb,
             "user": [self.user[0], self.user[1], list(self.user[2])] if self.user else None,
             "remap_root": self.remap_root, "rootless": self.rootless, "interactive": self.interactive,
             "mount_home": self.mount_home, "cgroup_parent": self.cgroup_parent,
             "leftover_cgroups": list(self.leftover_cgroups), "runtime_env": dict(self.runtime_env),
         }
+
+    @property
+    def gpu_names(self) -> list[str]:
+        """The job's GPUs as the runtime's device request names them: their indexes, or their UUIDs (MIG)."""
+        return list(self.gpu_uuids) or [str(index) for index in self.gpus]
 
     @property
     def archive(self) -> str | None:
@@ -159,8 +167,11 @@ def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | No
     return out
 
 
-def visible_devices(driver: Driver, gpus: Sequence[int]) -> str:
-    """CUDA_VISIBLE_DEVICES inside the container: as the container numbers the job's GPUs."""
+def visible_devices(driver: Driver, gpus: Sequence[int], uuids: Sequence[str] = ()) -> str:
+    """CUDA_VISIBLE_DEVICES inside the container: as the container numbers the job's GPUs; MIG slices by their
+    UUIDs, which name them inside as outside."""
+    if uuids:
+        return ",".join(uuids)
     return ",".join(str(i) for i in range(len(gpus))) if driver.visible_renumbered else ",".join(map(str, gpus))
 
 

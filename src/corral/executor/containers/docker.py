@@ -22,6 +22,6 @@ class Docker(Driver):
             uid, gid, groups = launch.user
             out += [f"--user={uid}:{gid}", *(f"--group-add={g}" for g in groups if g != gid)]
         # the quotes are Docker's own syntax for a list inside the option's value
-        gpus = [f'--gpus="device={",".join(map(str, launch.gpus))}"'] if launch.gpu_devices and launch.gpus else []
+        gpus = [f'--gpus="device={",".join(launch.gpu_names)}"'] if launch.gpu_devices and launch.gpus else []
         out += oci_options(launch, gpus, env_file)
         return [*out, image, *argv]

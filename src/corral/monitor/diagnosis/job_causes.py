@@ -16,9 +16,12 @@ from corral.monitor.diagnosis.log_lines import LogLine
 def node_fail(job: Mapping[str, Any], checkpoints: int) -> Finding | None:
     if job.get("state") != "NODE_FAIL":
         return None
+    reason = job.get("reason")
+    gpu_failed = isinstance(reason, str) and reason.startswith("GPU ")  # `GPU 1 of node7 failed: XID 79: ...`
     return Finding(
-        cause="node_fail", title="Its node or its supervisor died under it",
-        evidence=("the job ended NODE_FAIL: it stopped without recording an outcome",
+        cause="node_fail", title="Its GPU failed under it" if gpu_failed else "Its node or its supervisor died under it",
+        evidence=(f"the job ended NODE_FAIL: {reason} (the GPU is drained until an admin resumes it)" if gpu_failed
+                  else "the job ended NODE_FAIL: it stopped without recording an outcome",
                   f"its runs have {checkpoints} checkpoint{'s' if checkpoints != 1 else ''}"),
         fixes=(("Resubmit it: it resumes from its latest checkpoint if the script loads run.latest_checkpoint()."
                 if checkpoints else

@@ -1,5 +1,7 @@
 // Cluster (/): every node and GPU, who holds it, live utilization and memory; free/used totals; drained GPUs
 // and nodes (`corral drain`) marked with their reason; GPUs a process outside corral uses, with its user, pid and memory;
+// a GPU in MIG mode as a card holding its slices (each one a GPU, typed by its profile; NVML gives no utilization per slice).
+// a GPU's health as NVML reports it (lost, throttled, uncorrectable ECC errors, its latest XID or throttle event);
 // each GPU's NVLink group and the node's features (for --constraint).
 // GET /api/v1/cluster; refetched on `samples` (a monitoring tick) and `jobs` (allocations changed).
 
@@ -71,8 +73,43 @@ function node(n) {
         bar(n.mem_mb ? n.mem_alloc_mb / n.mem_mb : null, `${fmtMB(n.mem_alloc_mb)} / ${fmtMB(n.mem_mb)} allocated`, {label: "Memory"}))),
     linksLine(n),
     gpus.length
-      ? h("ul", {class: "gpus"}, gpus.map((g) => gpuCard(n, g)))
+      ? h("ul", {class: "gpus"}, byParent(gpus).map(([parent, cards]) => parent === null
+        ? gpuCard(n, cards[0]) : migCard(n, parent, cards)))
       : h("p", {class: "muted"}, "No GPUs on this node."));
+}
+
+// Whole GPUs on their own, MIG slices gathered under the GPU they are cut from, in NVML's order of the GPUs.
+function byParent(gpus) {
+  const groups = [];
+  const slices = new Map();
+  for (const g of gpus) {
+    if (g.parent === null || g.parent === undefined) {
+      groups.push([null, [g], g.index]);
+    } else if (slices.has(g.parent)) {
+      slices.get(g.parent).push(g);
+    } else {
+      const cards = [g];
+      slices.set(g.parent, cards);
+      groups.push([g.parent, cards, g.parent]);
+    }
+  }
+  return groups.sort((a, b) => a[2] - b[2]).map(([parent, cards]) => [parent, cards]);
+}
+
+// A GPU in MIG mode: not schedulable as a whole, each slice a GPU of its own (its profile as its type).
+function migCard(n, parent, slices) {
+  const model = (slices[0].device_name || "").replace(/^NVIDIA\s+/, "").replace(/\s+MIG\s+\S+$/, "");
+  const live = (n.mig_gpus || []).find((m) => m.index === parent) || {};
+  const known = (v) => v !== null && v !== undefined;
+  return h("li", {class: "gpu card mig", "data-testid": "mig-gpu", "data-index": parent, "data-node": n.name},
+    h("div", {class: "gpu-head"},
+      h("strong", {}, `GPU ${parent}`),
+      h("span", {class: "muted"}, ` ${model ? model + " · " : ""}MIG, ${slices.length} slice${slices.length === 1 ? "" : "s"}`),
+      known(live.temperature_c) || known(live.power_w)
+        ? h("span", {class: "muted small"}, [known(live.temperature_c) ? ` · ${Math.round(live.temperature_c)} °C` : "",
+          known(live.power_w) ? ` · ${Math.round(live.power_w)} W` : ""].join(""))
+        : null),
+    h("ul", {class: "gpus slices"}, slices.map((g) => gpuCard(n, g))));
 }
 
 function gpuCard(n, g) {
@@ -86,6 +123,9 @@ function gpuCard(n, g) {
     "data-nvlink": gpuList(g.nvlink || [])},
     h("div", {class: "gpu-head"},
       h("strong", {}, `GPU ${g.index}`),
+      g.parent !== null && g.parent !== undefined
+        ? h("span", {class: "muted", title: `A MIG slice of GPU ${g.parent}: ask for it as --gres=gpu:${g.type}:1`}, " slice")
+        : null,
       h("span", {class: "muted"}, ` ${g.type || "GPU"} · ${fmtMB(g.mem_mb)}`)),
     h("p", {class: "gpu-holder"}, busy
       ? [h("span", {"aria-hidden": "true"}, "● "), "held by ",
@@ -107,6 +147,7 @@ function gpuCard(n, g) {
         h("strong", {}, g.drain_state), `: ${drained.reason}`,
         h("span", {class: "muted"}, ` (${drained.by}, ${fmtRelative(drained.at)})`))
       : null,
+    healthLine(g.health),
     h("div", {class: "gpu-meters"},
       h("span", {class: "meter-label"}, "Util"),
       bar(g.utilization === null || g.utilization === undefined ? null : g.utilization / 100,
@@ -142,6 +183,22 @@ function gpuList(ids) {
     if (last && i === last[last.length - 1] + 1) last.push(i); else runs.push([i]);
   }
   return runs.map((r) => r.length > 1 ? `${r[0]}-${r[r.length - 1]}` : `${r[0]}`).join(",");
+}
+
+// What NVML says is wrong with a GPU (a fatal fault drains it: the drain line above says so); nothing when all is well.
+function healthLine(health) {
+  if (!health) return null;
+  const parts = [];
+  if (health.lost) parts.push("GPU lost");
+  if (health.throttled && health.throttled.length) parts.push(`throttled: ${health.throttled.join(", ")}`);
+  if (health.ecc_uncorrected) parts.push(`${health.ecc_uncorrected} uncorrectable ECC errors`);
+  const events = health.events || [];
+  const last = events.length ? events[events.length - 1] : null;
+  if (last) parts.push(`last: ${last.what} (${fmtRelative(last.at)})`);
+  if (!parts.length) return null;
+  return h("p", {class: "gpu-health small" + (last && last.severity === "fatal" || health.lost ? " bad" : ""),
+    "data-testid": "gpu-health", title: events.map((e) => `${e.at} ${e.severity}: ${e.what}`).join("\n")},
+    parts.join(" · "));
 }
 
 function drainTitle(reason, by, at) {
