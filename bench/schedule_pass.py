@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One scheduling pass (prioritize + schedule) on a large simulated cluster, in-process.
 
-    .venv/bin/python bench/schedule_pass.py [--runs 5] [--warmup 1] [--seed 1] [--pending 10000 100000]
+    .venv/bin/python bench/schedule_pass.py [--runs 5] [--warmup 1] [--seed 1] [--pending 10000 100000] [--topology]
                                             [--json [PATH]] [--profile PREFIX]
 
 No server: it builds a snapshot and times the two pure functions the server's
@@ -10,7 +10,8 @@ and `corral.core.policy.schedule` (starts, pending reasons, reservations).
 
 The cluster: 1,000 nodes of 8 A100 80G GPUs, 64 CPUs and 512G each; 5,000 running
 jobs of 1, 2, 4 or 8 GPUs placed on random nodes without over-allocating anything
-(about 95% of the GPUs busy), each with a remaining time limit between 5 minutes
+(about 95% of the GPUs busy; with --topology the GPUs of each node are linked as
+on an HGX board, two NVLink groups of four, and chosen by closeness), each with a remaining time limit between 5 minutes
 and a day; 50 users with decayed usage (a few with more shares); partitions gpu
 (default, up to 2 days), short (up to 4 h, higher priority factor), debug (up to
 30 min, a higher tier) and long (no limit); QoS normal, high (at most 32 GPUs per
@@ -50,7 +51,12 @@ from corral.core.policy import Decisions, PendingJob, schedule  # noqa: E402
 from corral.core.priority import prioritize  # noqa: E402
 from corral.core.resources import Allocation, Gpu, Node, Request  # noqa: E402
 from corral.core.schedconfig import Partition, Qos, SchedulerConfig  # noqa: E402
+from corral.core.topology import build_topology  # noqa: E402
 
+# Two NVLink groups of four GPUs, a PCIe switch for each two, one socket for each group (--topology).
+HGX_LINKS = build_topology(
+    range(8), nvlink=[(a, b) for group in (range(4), range(4, 8)) for a in group for b in group if a < b],
+    pcie={**{(a, a + 1): "PIX" for a in (0, 2, 4, 6)}, (0, 2): "NODE", (4, 6): "NODE"})
 FLOORS_MS = {10_000: 100.0, 100_000: 1000.0}
 NODES = 1_000
 RUNNING = 5_000
@@ -96,10 +102,12 @@ def _qos(rng: random.Random) -> str:
     return rng.choices(("normal", "high", "low"), (80, 10, 10))[0]
 
 
-def build(pending_count: int, seed: int) -> Snapshot:
+def build(pending_count: int, seed: int, topology: bool = False) -> Snapshot:
     rng = random.Random(seed)
+    links = HGX_LINKS if topology else None
     nodes = [
-        Node(f"gpu{n:04d}", cpus=64, mem_mb=512 * G, gpus=tuple(Gpu(i, "A100", 80 * G) for i in range(8)))
+        Node(f"gpu{n:04d}", cpus=64, mem_mb=512 * G, gpus=tuple(Gpu(i, "A100", 80 * G) for i in range(8)),
+             topology=links)
         for n in range(NODES)
     ]
     # Running jobs, placed on random nodes with room; a size that fits nowhere tried is drawn again smaller.
@@ -192,7 +200,7 @@ def digest(ordered: list[PendingJob], d: Decisions) -> str:
 
 def scenario(pending_count: int, args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
-    s = build(pending_count, args.seed)
+    s = build(pending_count, args.seed, args.topology)
     log(f"{pending_count:,} pending: snapshot built in {time.perf_counter() - t0:.1f} s")
     totals, prio, sched = [], [], []
     first: str | None = None
@@ -251,6 +259,9 @@ def main() -> int:
     parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
                         help="Print the figures as one JSON document instead of lines (--json), "
                              "or also write them to PATH (--json PATH).")
+    parser.add_argument("--topology", action="store_true",
+                        help="Give every node GPU links (two NVLink groups of 4, PCIe switches of 2, two sockets), "
+                             "so GPUs are chosen by closeness (corral.core.topology).")
     parser.add_argument("--profile", metavar="PREFIX",
                         help="Also run one pass of each scenario under cProfile, written to PREFIX.<pending>.prof.")
     args = parser.parse_args()
@@ -274,7 +285,7 @@ def main() -> int:
             ("  floor", f"median {r['floor_ms']:.0f}", "ms"),
             ("  verdict", r["verdict"], ""),
         ]
-    emit({"benchmark": "schedule_pass", "seed": args.seed, "runs": args.runs, "warmup": args.warmup,
+    emit({"benchmark": "schedule_pass", "seed": args.seed, "topology": args.topology, "runs": args.runs, "warmup": args.warmup,
           "scenarios": results}, lines, args.json)
     return 0
 

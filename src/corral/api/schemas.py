@@ -221,6 +221,11 @@ class GpuOut(BaseModel):
     shared: SharedGpuOut | None = None
     """Jobs sharing it (`--gres=shard:N`, `--gpu-share`) and its memory budgeted and free; null: not shared (a
     whole-GPU job never lands on a shared GPU)."""
+    nvlink: list[int] = []
+    """Its NVLink group: the GPUs all linked to each other with it, itself among them ([] without NVLink).
+    A job asking for several GPUs gets one group's where it can; `--constraint=nvlink` insists."""
+    features: list[str] = []
+    """What --constraint can ask of it: `nvlink`, and GPU features (`[node] gpu_features`)."""
     health: GpuHealthOut | None = None
     """Its health as the monitor last read it from NVML; null where the monitor reads no GPUs."""
 
@@ -250,6 +255,14 @@ class NodeOut(BaseModel):
     """`[node] shards_per_gpu`: each GPU's shards for `--gres=shard:N` (0: none)."""
     shards_alloc: int = 0
     """Shards its running jobs hold."""
+    features: list[str] = []
+    """What --constraint can ask of it: its features (`[node] features`) and its GPUs' (`nvlink`, GPU features)."""
+    gpu_features: dict[str, str] = {}
+    """Features of some of its GPUs, and which (`fast`: `0-3`)."""
+    links: list[list[str]] = []
+    """How close each two of its GPUs are, as `nvidia-smi topo -m` says (NV: NVLink; PIX, PXB: over one or more
+    PCIe switches; PHB: one host bridge; NODE: one NUMA node; SYS: across sockets; X: itself), rows and columns
+    in the order of `gpus`; [] where unknown."""
 
 
 class PriorityOut(BaseModel):

@@ -240,8 +240,39 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> str:
         for n in nodes
     ]
     summary += [f"{n['name']}: {n['state'].upper()}: {n['reason']}" for n in nodes if n.get("state")]
+    summary += [f"{n['name']}: {line}" for n in nodes if (line := links_line(n))]
     summary += [f"{n['name']}: job isolation: {n['isolation_detail'] or n['isolation']}" for n in nodes
                 if n.get("isolation")]
     if not rows:
         return "\n".join(summary + ["(no GPUs)"])
-    return "\n".join(summary) + "\n\n" + table(["NODE", "GPU", "TYPE", "MEMORY", "CC", "JOB"], rows)
+    matrices = [links_matrix(n) for n in nodes if n.get("links")]
+    return "\n".join(summary) + "\n\n" + table(["NODE", "GPU", "TYPE", "MEMORY", "CC", "JOB"], rows) + "".join(
+        "\n\n" + m for m in matrices)
+
+
+def links_line(node: dict[str, Any]) -> str:
+    """`features: fast, nvlink; NVLink groups 0-3, 4-7; GPU feature fast: 0-3` ("" when there is nothing)."""
+    groups = sorted({tuple(g["nvlink"]) for g in node["gpus"] if g.get("nvlink")})
+    parts = [f"features: {', '.join(node['features'])}"] if node.get("features") else []
+    if groups:
+        parts.append("NVLink groups " + ", ".join(_gpu_list(g) for g in groups))
+    parts += [f"GPU feature {name}: {gpus}" for name, gpus in (node.get("gpu_features") or {}).items()]
+    return "; ".join(parts)
+
+
+def links_matrix(node: dict[str, Any]) -> str:
+    """How close each two GPUs are, as `nvidia-smi topo -m` prints it (NV: NVLink ... SYS: across sockets)."""
+    names = [f"GPU{g['index']}" for g in node["gpus"]]
+    rows = [[name, *row] for name, row in zip(names, node["links"])]
+    return f"{node['name']}: GPU links (NV: NVLink; PIX, PXB: PCIe switches; PHB: host bridge; NODE: NUMA node; " \
+           f"SYS: across sockets)\n" + table(["", *names], rows)
+
+
+def _gpu_list(gpus: Sequence[int]) -> str:
+    runs: list[list[int]] = []
+    for i in gpus:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)

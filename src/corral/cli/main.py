@@ -253,7 +253,7 @@ def priority(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def nodes(ctx: click.Context, as_json: bool) -> None:
-    """Each node's GPUs: type, memory, and which job holds each."""
+    """Each node's GPUs: type, memory, which job holds each, and how they are linked (NVLink groups)."""
     from corral.cli.format import nodes_table
 
     data = client_for(ctx).nodes()

@@ -19,6 +19,7 @@ from corral.api.identity import AuthSettings
 from corral.core.features import FEATURE_PATTERN
 from corral.core.identity import AccessPolicy, Account, parse_accounts
 from corral.core.outside_use import check_mode
+from corral.core.topology import topology_settings as gpu_topology_settings
 from corral.core.resources import DeclaredInventory
 from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.core.sharing import SHARING_KEYS, SharingSettings, sharing_settings
@@ -112,8 +113,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                    "interactive_grace_s": (int, float), "max_job_processes": int, "user_log_quota_mb": int, "log_reserve_mb": int,
                    "max_script_mb": int}
     node_keys: dict[str, type | tuple[type, ...]] = {"gpus": int, "gpu_type": str, "gpu_mem": str, "cpus": int, "mem": str,
-                                                     "features": list, "outside_processes": str,
-                                                     "shards_per_gpu": int, "gpu_share_over_budget": str,
+                                                     "features": list, "outside_processes": str, "nvlink": list,
+                                                     "gpu_features": dict, "shards_per_gpu": int, "gpu_share_over_budget": str,
                                                      "gpu_share_grace_s": (int, float)}
     monitor_keys: dict[str, type | tuple[type, ...]] = {"sample_interval_s": (int, float), "sample_retention_days": (int, float)}
     smtp_keys: dict[str, type | tuple[type, ...]] = {"host": str, "port": int, "sender": str, "username": str, "password": str, "starttls": bool,
@@ -194,6 +195,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     if "outside_processes" in updates:
         updates["outside_processes"] = check_mode(updates["outside_processes"], str(path))
     sharing = sharing_settings(options.sharing, {k: updates.pop(k) for k in SHARING_KEYS if k in updates}, str(path))
+    updates.update(gpu_topology_settings(updates, str(path)))
     inventory = replace(options.inventory, **{k: v for k, v in updates.items()
                                              if k in node_keys and k != "outside_processes"})
     auth_settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from corral.core import sharing
 from corral.core.drains import WHOLE_NODE
 from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
+from corral.core.topology import ANY_GPUS, Option, choose_gpus
 
 INFINITY = math.inf
 _moment = operator.itemgetter(0)
@@ -42,6 +43,8 @@ class NodeProfile:
     """The node's GPUs that match a (type, memory) requirement, in the node's order (a cache)."""
     shared: list[dict[int, int]] | None = field(default=None, init=False, repr=False, compare=False)
     """Per segment, the megabytes held on each shared GPU (`corral.core.sharing`); None: nothing shared here."""
+    options: dict[str | None, tuple[Option, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """How a --constraint restricts the node's GPUs (`corral.core.topology`), where it knows links (a cache)."""
 
     @classmethod
     def build(cls, node: Node, running: Iterable[Allocation], now: float,
@@ -97,7 +100,8 @@ class NodeProfile:
     def earliest(self, request: Request, duration: float) -> tuple[float, tuple[int, ...]] | None:
         """The first moment the request fits here for `duration`, and the GPUs it would get; None: never.
 
-        The GPUs are the lowest in the node's order among those that match and stay free throughout.
+        The GPUs are the lowest in the node's order among those that match and stay free throughout; where
+        the node knows how its GPUs are linked, the closest (packed, for one GPU: `corral.core.topology`).
         """
         need = request.gpus
         matching: tuple[int, ...] = ()
@@ -140,9 +144,18 @@ class NodeProfile:
             else:
                 if not need:
                     return times[k], ()
-                chosen = [i for i in matching if i in free][:need]
-                if len(chosen) == need:
-                    return times[k], tuple(chosen)
+                topology = self.node.topology
+                if topology is None:
+                    chosen = [i for i in matching if i in free][:need]
+                    if len(chosen) == need:
+                        return times[k], tuple(chosen)
+                    continue
+                options = ANY_GPUS if request.exclusive else self.options.get(request.features)
+                if options is None:
+                    options = self.options[request.features] = topology.plan(request.features, self.node.features)
+                picked = choose_gpus(topology, options, [i for i in matching if i in free], need)
+                if picked is not None:
+                    return times[k], picked
         return None
 
     def first_free(self) -> list[float]:

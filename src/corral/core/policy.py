@@ -27,7 +27,7 @@ from corral.core.drains import WHOLE_NODE
 from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
 from corral.core.reservations import ReservationBook, blocked_now, hold_windows, inside
-from corral.core.resources import Allocation, Node, Request, gpu_matches, node_matches
+from corral.core.resources import Allocation, Node, Request, gpu_matches, gpus_placeable, gpus_possible, node_matches
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.sharing import for_sharing
 from corral.core.states import PendingReason
@@ -274,7 +274,7 @@ def _victims(
             if request.exclusive:  # nothing may stay beside it
                 return cpus == node.cpus and mem == node.mem_mb and not busy and len(matching) >= request.gpus
             return (cpus >= request.cpus and mem >= request.mem_mb
-                    and sum(1 for i in matching if i not in busy) >= request.gpus)
+                    and gpus_placeable(node, request, [i for i in matching if i not in busy]))
 
         if len(held) != len(kept) and fits():
             return True, []  # room is being made already
@@ -367,6 +367,8 @@ def _fits_some_node(request: Request, nodes: Sequence[Node]) -> bool:
         if request.cpus > node.cpus or request.mem_mb > node.mem_mb or request.gpus > len(node.gpus):
             continue
         if request.picks_nodes and not node_matches(node, request):
+            continue
+        if not gpus_possible(node, request):  # --constraint=nvlink, GPU features
             continue
         if request.gpus == 0 or (request.gpu_type is None and request.gpu_mem_mb is None and request.requirements is None):
             return True

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from corral.core import classad
 from corral.core.features import named, satisfies
+from corral.core.topology import Topology, choose_gpus, format_gpu_list, most_together
 from corral.core.units import format_memory
 from corral.errors import Unsatisfiable
 
@@ -41,6 +42,10 @@ class DeclaredInventory:
     mem: str | None = None
     features: tuple[str, ...] = ()
     """Node features (`[node] features`), for sbatch's --constraint."""
+    nvlink: tuple[str, ...] = ()
+    """NVLink groups of declared GPUs (`[node] nvlink = ["0-3", "4-7"]`): `corral.core.topology`."""
+    gpu_features: tuple[tuple[str, str], ...] = ()
+    """Features of some GPUs (`[node] gpu_features = {fast = "0-3"}`): (name, GPU list)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,8 @@ class Node:
     opsys: str = "LINUX"
     features: tuple[str, ...] = ()
     """What its admin declares it has (`nvlink`, `a100`, `ib`), for sbatch's --constraint."""
+    topology: Topology | None = None
+    """How its GPUs are linked, and their features (`corral.core.topology`); None: unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +146,33 @@ def node_matches(node: Node, request: Request) -> bool:
     meeting requirements that name no GPU property (those are checked per GPU)."""
     if request.nodelist and node.name not in request.nodelist:
         return False
-    if node.name in request.exclude or not satisfies(request.features, node.features):
+    if node.name in request.exclude or not satisfies(request.features, features_of(node)):
         return False
     if request.requirements is None:
         return True
     expr = classad.compiled(request.requirements)
     return classad.uses_gpu(expr) or classad.holds(expr, machine(node, None))
+
+
+def features_of(node: Node) -> tuple[str, ...]:
+    """The names a --constraint may ask of the node: its features and its GPUs' (`nvlink`, `[node] gpu_features`)."""
+    return node.features if node.topology is None else node.features + tuple(node.topology.names)
+
+
+def gpus_possible(node: Node, request: Request) -> bool:
+    """Whether the node, empty, has GPUs for the request that its --constraint allows (NVLink, GPU features)."""
+    if node.topology is None or request.features is None or not request.gpus:
+        return True
+    return gpus_placeable(node, request, [g.index for g in node.gpus if gpu_matches(g, request, node)])
+
+
+def gpus_placeable(node: Node, request: Request, free: Sequence[int]) -> bool:
+    """Whether the request's GPUs can be had among `free` (matching GPUs of the node), as its --constraint
+    allows them (one NVLink group for `nvlink`, GPU features)."""
+    if node.topology is None or request.features is None or request.exclusive:
+        return len(free) >= request.gpus
+    return choose_gpus(node.topology, node.topology.plan(request.features, node.features), free,
+                       request.gpus) is not None
 
 
 def machine(node: Node | None, gpu: Gpu | None) -> dict[str, object]:
@@ -169,6 +197,7 @@ def check_satisfiable(request: Request, nodes: Sequence[Node]) -> None:
     if any(_fits_empty(request, node) for node in nodes):
         return
     _check_nodes(request, nodes)
+    _check_gpu_constraint(request, nodes)
     if request.requirements is not None:
         _check_requirements(request, nodes)
     if request.gpus:
@@ -223,13 +252,41 @@ def _check_nodes(request: Request, nodes: Sequence[Node]) -> None:
         field = "exclude" if not request.nodelist else "nodelist"
         raise Unsatisfiable(field, "leaves no node to run on (Requested node configuration is not available)",
                             f"nodes here: {', '.join(node.name for node in nodes)}")
-    if request.features is not None and not any(satisfies(request.features, node.features) for node in allowed):
-        have = sorted({f for node in allowed for f in node.features})
+    if request.features is not None and not any(satisfies(request.features, features_of(node)) for node in allowed):
+        have = sorted({f for node in allowed for f in features_of(node)})
         missing = sorted(named(request.features) - set(have))
         raise Unsatisfiable(
             "constraint", f"no node here has the features {request.features}"
             + (f" ({', '.join(missing)}: on no node)" if missing else "") + " (Invalid feature specification)",
             f"features here: {', '.join(have) or 'none'} (an admin declares them: [node] features in config.toml)")
+
+
+def _check_gpu_constraint(request: Request, nodes: Sequence[Node]) -> None:
+    """Name the --constraint if it is what leaves too few GPUs together (NVLink groups, GPU features)."""
+    if request.features is None or not request.gpus:
+        return
+    mosts = [most_together(node.topology, node.topology.plan(request.features, node.features),
+                           [g.index for g in node.gpus if gpu_matches(g, request, node)])
+             for node in nodes if node.topology is not None and node_matches(node, request)]
+    if mosts and max(mosts) < request.gpus and not any(
+            node.topology is None and node_matches(node, request) for node in nodes):
+        groups = sorted({describe_links(node) for node in nodes if node.topology is not None} - {""})
+        raise Unsatisfiable(
+            "constraint", f"requested {_gpus(request.gpus)} with --constraint={request.features}; at most "
+            f"{max(mosts)} on any node meet it together",
+            f"{'; '.join(groups) or 'no GPU here is linked by NVLink'} (nvlink: all of one NVLink group); "
+            "ask for fewer GPUs, or drop the constraint")
+
+
+def describe_links(node: Node) -> str:
+    """`NVLink groups 0-3, 4-7; GPU features fast: 0-3`: what --constraint can ask of the node's GPUs."""
+    topology = node.topology
+    if topology is None:
+        return ""
+    groups = sorted({topology.nvlink_group(i) for i in topology.nvlinked})
+    parts = [f"NVLink groups {', '.join(format_gpu_list(g) for g in groups)}"] if groups else []
+    parts += [f"GPU feature {name}: {format_gpu_list(gpus)}" for name, gpus in topology.gpu_features]
+    return "; ".join(parts)
 
 
 def _fits_empty(request: Request, node: Node) -> bool:
@@ -238,6 +295,7 @@ def _fits_empty(request: Request, node: Node) -> bool:
         and request.mem_mb <= node.mem_mb
         and node_matches(node, request)
         and sum(gpu_matches(g, request, node) for g in node.gpus) >= request.gpus
+        and gpus_possible(node, request)
     )
 
 

@@ -14,6 +14,7 @@ from corral.core.resources import DeclaredInventory, Gpu, Node, capability_of
 from corral.core.units import parse_memory_mb
 from corral.executor.mig import as_slice, raw_mig, schedulable
 from corral.errors import InvalidRequest
+from corral.executor.gpu_topology import add_topology, node_topology
 
 _BRANDS = {"NVIDIA", "GeForce", "Tesla", "Quadro"}
 _MB = 1024 * 1024
@@ -43,8 +44,13 @@ def detect_gpus(environ: Mapping[str, str] | None = None) -> list[Gpu]:
     Raises:
         InvalidRequest: CORRAL_GPU_REPLAY names a file without a readable first frame.
     """
+    return gpus_from_raw(detected_facts(environ))
+
+
+def detected_facts(environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The GPUs' raw facts: the first replayed frame's (CORRAL_GPU_REPLAY), else NVML's (`read_inventory`)."""
     path = (os.environ if environ is None else environ).get(REPLAY_ENV)
-    return gpus_from_raw(first_replayed_frame(path) if path else read_inventory())
+    return first_replayed_frame(path) if path else read_inventory()
 
 
 def read_inventory() -> list[dict[str, Any]]:
@@ -59,7 +65,9 @@ def read_inventory() -> list[dict[str, Any]]:
     except Exception:  # noqa: BLE001 - any NVML failure means "no usable GPUs here"
         return []
     try:
-        return [_raw_facts(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
+        facts = [_raw_facts(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
+        add_topology(pynvml, facts)
+        return facts
     finally:
         pynvml.nvmlShutdown()
 
@@ -172,8 +180,10 @@ def build_node(declared: DeclaredInventory) -> Node:
         mem_mb = parse_memory_mb(declared.gpu_mem, field="gpu_mem") if declared.gpu_mem else 0
         types = declared_types(declared.gpu_type or "GPU", declared.gpus)
         gpus = [Gpu(index=i, type=t, mem_mb=mem_mb, capability=capability_of(t)) for i, t in enumerate(types)]
+        facts: list[dict[str, Any]] = []
     else:
-        gpus = detect_gpus()
+        facts = detected_facts()
+        gpus = gpus_from_raw(facts)
         if declared.gpu_type or declared.gpu_mem:
             raise InvalidRequest("gpu_type", "--gpu-type and --gpu-mem describe declared GPUs", "add --gpus N")
     cpus = declared.cpus if declared.cpus is not None else len(os.sched_getaffinity(0))
@@ -181,7 +191,7 @@ def build_node(declared: DeclaredInventory) -> Node:
         raise InvalidRequest("cpus", f"must be at least 1, got {cpus}")
     mem_mb = parse_memory_mb(declared.mem, field="mem") if declared.mem else machine_memory_mb()
     return Node(name=socket.gethostname(), cpus=cpus, mem_mb=mem_mb, gpus=tuple(gpus), arch=condor_arch(),
-                features=declared.features)
+                features=declared.features, topology=node_topology(facts, declared, [g.index for g in gpus]))
 
 
 def condor_arch(machine: str | None = None) -> str:

@@ -10,6 +10,7 @@ from corral.core.drains import Drain, gpu_state
 from corral.core.job import Job
 from corral.core.outside_use import OutsideProcess
 from corral.core.resources import Allocation, Gpu, Node
+from corral.core.topology import format_gpu_list
 
 
 def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active: Mapping[int, Job], *,
@@ -67,6 +68,7 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
                 "outside": [p.to_dict() for p in foreign.get(gpu.index, ())],
                 "shared": _shared(gpu, [a for a in sharing if a.node == node.name and gpu.index in a.gpu_ids], active,
                                   held_outside.get(node.name, {}).get(gpu.index, 0)),
+                **gpu_links(node, gpu.index),
                 # a MIG slice shows its GPU's (NVML reports faults of the whole GPU)
                 "health": healths.get(gpu.index) if gpu.parent is None else healths.get(gpu.parent),
             })
@@ -74,7 +76,7 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
             "name": node.name, "arch": node.arch, "cpus": node.cpus, "cpus_alloc": sum(a.cpus for a in held),
             "mem_mb": node.mem_mb, "mem_alloc_mb": sum(a.mem_mb for a in held), "gpus": gpus,
             "isolation": isolation[0], "isolation_detail": isolation[1], "state": None, "reason": None,
-            "reason_by": None, "reason_at": None, "shards_per_gpu": shards_per_gpu,
+            "reason_by": None, "reason_at": None, "shards_per_gpu": shards_per_gpu, **node_links(node),
             "shards_alloc": sum(active[a.job_id].spec.gpu_shards for a in held if a.gpu_share_mb and a.job_id in active),
         }
         whole = node_drains.get(node.name)
@@ -102,3 +104,22 @@ def _shared(gpu: Gpu, sharing: Sequence[Allocation], active: Mapping[int, Job], 
     budgeted = sum(a.gpu_share_mb for a in sharing)
     return {"budgeted_mb": budgeted, "outside_mb": outside_mb, "free_mb": max(0, gpu.mem_mb - budgeted - outside_mb),
             "jobs": jobs}
+
+
+def node_links(node: Node) -> dict[str, Any]:
+    """Its features (its own and its GPUs', for --constraint) and `links`: `nvidia-smi topo -m`'s matrix over its
+    GPUs (NV, PIX, PXB, PHB, NODE, SYS; X on the diagonal), [] where unknown."""
+    topology = node.topology
+    names = sorted(set(node.features) | (topology.names if topology else frozenset()))
+    gpu_features = {name: format_gpu_list(gpus) for name, gpus in topology.gpu_features} if topology else {}
+    return {"features": names, "gpu_features": gpu_features,
+            "links": topology.matrix([g.index for g in node.gpus]) if topology else []}
+
+
+def gpu_links(node: Node, index: int) -> dict[str, Any]:
+    """The GPU's NVLink group (the GPUs linked to each other with it, itself among them; [] without NVLink)
+    and its GPU features."""
+    topology = node.topology
+    if topology is None:
+        return {"nvlink": [], "features": []}
+    return {"nvlink": list(topology.nvlink_group(index)), "features": topology.features_of(index)}

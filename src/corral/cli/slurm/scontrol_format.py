@@ -466,8 +466,8 @@ def show_node(node: Node, *, partitions: Sequence[str], now: float, one_liner: b
     lines = [
         f"NodeName={name} Arch={arch} CoresPerSocket=1 ",
         f"CPUAlloc={alloc} CPUEfctv={cpus} CPUTot={cpus} CPULoad={'N/A' if cpu_load is None else f'{cpu_load:.2f}'}",
-        f"AvailableFeatures={NULL}",
-        f"ActiveFeatures={NULL}",
+        f"AvailableFeatures={','.join(node.get('features') or ()) or NULL}",
+        f"ActiveFeatures={','.join(node.get('features') or ()) or NULL}",
         f"Gres={gres(node)}",
         f"NodeAddr={name} NodeHostName={name} Version={SLURM_VERSION}",
     ]

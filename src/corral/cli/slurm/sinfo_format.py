@@ -177,8 +177,8 @@ def _value(code: str, row: Mapping[str, Any], width: int) -> str:
             counts[0 if state in ("MIXED", "ALLOCATED") else 1 if state == "IDLE" else 2] += 1
             counts[3] += 1
         return "/".join(map(str, counts if code == "F" else counts[:2]))
-    if code in "fb":
-        return "(null)"
+    if code in "fb":  # Slurm's comma-separated list; (null) without any
+        return ",".join(first.get("features") or ()) or "(null)"
     if code == "E":
         return str(first.get("reason") or "none")
     if code == "u":

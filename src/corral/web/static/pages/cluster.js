@@ -2,7 +2,8 @@
 // and nodes (`corral drain`) marked with their reason; GPUs a process outside corral uses, with its user, pid and memory;
 // a shared GPU (`--gres=shard:N`, `--gpu-share`) with each of its jobs, its budget and what it uses, and the memory left.
 // a GPU in MIG mode as a card holding its slices (each one a GPU, typed by its profile; NVML gives no utilization per slice).
-// a GPU's health as NVML reports it (lost, throttled, uncorrectable ECC errors, its latest XID or throttle event).
+// a GPU's health as NVML reports it (lost, throttled, uncorrectable ECC errors, its latest XID or throttle event);
+// each GPU's NVLink group and the node's features (for --constraint).
 // GET /api/v1/cluster; refetched on `samples` (a monitoring tick) and `jobs` (allocations changed).
 
 import {h, replace, bar} from "../lib/dom.js";
@@ -71,6 +72,7 @@ function node(n) {
         bar(n.cpus ? n.cpus_alloc / n.cpus : null, `${n.cpus_alloc} / ${n.cpus} allocated`, {label: "CPUs"})),
       h("span", {class: "node-res"}, "Memory ",
         bar(n.mem_mb ? n.mem_alloc_mb / n.mem_mb : null, `${fmtMB(n.mem_alloc_mb)} / ${fmtMB(n.mem_mb)} allocated`, {label: "Memory"}))),
+    linksLine(n),
     gpus.length
       ? h("ul", {class: "gpus"}, byParent(gpus).map(([parent, cards]) => parent === null
         ? gpuCard(n, cards[0]) : migCard(n, parent, cards)))
@@ -121,7 +123,8 @@ function gpuCard(n, g) {
       + (shared ? " shared" : ""),
     "data-testid": "gpu-card", "data-index": g.index, "data-node": n.name, "data-job-id": busy ? g.job_id : "",
     "data-drain": g.drain_state || "", "data-outside": outside.map((p) => p.pid).join(","),
-    "data-shared": shared ? shared.jobs.map((j) => j.job_id).join(",") : ""},
+    "data-shared": shared ? shared.jobs.map((j) => j.job_id).join(",") : "",
+    "data-nvlink": gpuList(g.nvlink || [])},
     h("div", {class: "gpu-head"},
       h("strong", {}, `GPU ${g.index}`),
       g.parent !== null && g.parent !== undefined
@@ -137,6 +140,12 @@ function gpuCard(n, g) {
       title: `Since ${fmtRelative(p.since)}. A process that is no corral job's; `
         + "no job is placed on this GPU until it ends (unless the node's outside_processes is \"ignore\")."},
       `in use outside corral by ${p.user} (pid ${p.pid}${p.mem_mb === null || p.mem_mb === undefined ? "" : `, ${fmtMB(p.mem_mb)}`})`)),
+    (g.nvlink || []).length || (g.features || []).some((f) => f !== "nvlink")
+      ? h("p", {class: "gpu-links small", "data-testid": "gpu-links",
+        title: "A job asking for several GPUs gets GPUs of one NVLink group where it can; --constraint=nvlink insists."},
+        (g.nvlink || []).length ? `NVLink group ${gpuList(g.nvlink)}` : "",
+        (g.features || []).filter((f) => f !== "nvlink").flatMap((f) => [" ", h("span", {class: "gpu-feature"}, f)]))
+      : null,
     drained
       ? h("p", {class: "gpu-drain", "data-testid": "gpu-drain", title: drainTitle(drained.reason, drained.by, drained.at)},
         h("strong", {}, g.drain_state), `: ${drained.reason}`,
@@ -172,6 +181,29 @@ function sharedList(shared) {
       `${fmtMB(shared.budgeted_mb)} budgeted`
         + (shared.outside_mb ? ` · ${fmtMB(shared.outside_mb)} outside corral` : "")
         + ` · ${fmtMB(shared.free_mb)} free`));
+}
+
+// The node's features and how its GPUs are linked ("NVLink groups 0-3 · 4-7"), with the full matrix
+// (nvidia-smi topo -m's words) on hover; nothing where the node knows neither.
+function linksLine(n) {
+  const groups = [...new Set((n.gpus || []).filter((g) => (g.nvlink || []).length).map((g) => gpuList(g.nvlink)))];
+  const features = n.features || [];
+  if (!groups.length && !features.length && !(n.links || []).length) return null;
+  const names = (n.gpus || []).map((g) => `GPU${g.index}`);
+  const matrix = (n.links || []).map((row, i) => `${names[i]}: ${row.join(" ")}`).join("\n");
+  return h("p", {class: "node-links muted small", "data-testid": "node-links",
+    title: matrix ? `How close each two GPUs are (NV: NVLink; PIX, PXB: PCIe switches; PHB: host bridge; NODE: NUMA node; SYS: across sockets)\n${matrix}` : ""},
+    groups.length ? `NVLink groups ${groups.join(" · ")}` : "No NVLink between GPUs",
+    features.length ? ` · features: ${features.join(", ")}` : "");
+}
+
+function gpuList(ids) {
+  const runs = [];
+  for (const i of ids) {
+    const last = runs[runs.length - 1];
+    if (last && i === last[last.length - 1] + 1) last.push(i); else runs.push([i]);
+  }
+  return runs.map((r) => r.length > 1 ? `${r[0]}-${r[r.length - 1]}` : `${r[0]}`).join(",");
 }
 
 // What NVML says is wrong with a GPU (a fatal fault drains it: the drain line above says so); nothing when all is well.
