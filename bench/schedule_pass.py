@@ -2,7 +2,8 @@
 """One scheduling pass (prioritize + schedule) on a large simulated cluster, in-process.
 
     .venv/bin/python bench/schedule_pass.py [--runs 5] [--warmup 1] [--seed 1] [--pending 10000 100000] [--topology]
-                                            [--json [PATH]] [--profile PREFIX]
+                                            [--share F] [--reservations N] [--gpu-features] [--json [PATH]]
+                                            [--profile PREFIX]
 
 No server: it builds a snapshot and times the two pure functions the server's
 scheduling loop calls on it, `corral.core.priority.prioritize` (the queue's order)
@@ -25,6 +26,13 @@ A pass is timed from the queue as the server holds it (in id order, which is
 submit order) to the decisions; the snapshot is built beforehand. The figure is the
 median of --runs passes after --warmup ones, each after a full garbage collection
 (the collector stays on: collections a pass triggers are part of its cost).
+With --share F, that share of the running 1-GPU jobs hold 20 GB of their GPU instead of all of it, and that
+share of the pending 1-GPU jobs ask for 10, 20 or 40 GB of one (`--gpu-mem SIZE --gpu-share`,
+`corral.core.sharing`). With --reservations N, N reservations of 2 GPUs (`corral.core.reservations`) on random
+nodes, half of them in their window now and half beginning within 6 hours, each for 4 hours, keep their GPUs
+for one user, who has 4 jobs waiting in each. --gpu-features is all of it at once: --topology --share 0.1
+--reservations 50, what a shared box's scheduler holds (the issue's "shards, reservations and topology in play").
+
 Floors: 100 ms with 10,000 pending jobs, 1 s with 100,000. A smaller queue is held to the
 floor of the next size up (a pass over this cluster costs about as much with 1,000 pending
 jobs as with 10,000: the running jobs and the nodes dominate); a larger one to 1 s per
@@ -34,6 +42,7 @@ jobs as with 10,000: the running jobs and the nodes dominate); a larger one to 1
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import cProfile
 import gc
 import hashlib
@@ -51,6 +60,7 @@ from corral.core.policy import Decisions, PendingJob, schedule  # noqa: E402
 from corral.core.priority import prioritize  # noqa: E402
 from corral.core.resources import Allocation, Gpu, Node, Request  # noqa: E402
 from corral.core.schedconfig import Partition, Qos, SchedulerConfig  # noqa: E402
+from corral.core.reservations import Reservation, ReservationBook  # noqa: E402
 from corral.core.topology import build_topology  # noqa: E402
 
 # Two NVLink groups of four GPUs, a PCIe switch for each two, one socket for each group (--topology).
@@ -91,6 +101,7 @@ class Snapshot:
     usage: dict[str, float]
     total_gpus: int
     total_cpus: int
+    reservations: ReservationBook | None = None
 
 
 def _user(rng: random.Random) -> str:
@@ -139,6 +150,45 @@ def build(pending_count: int, seed: int, topology: bool = False) -> Snapshot:
     return Snapshot(nodes, running, pending, usage, sum(len(n.gpus) for n in nodes), sum(n.cpus for n in nodes))
 
 
+def with_sharing(s: Snapshot, share: float, seed: int) -> Snapshot:
+    """`share` of the running and of the pending 1-GPU jobs share a GPU (--share)."""
+    rng = random.Random(seed + 1)
+    running = [dataclasses.replace(a, gpu_share_mb=20 * G) if len(a.gpu_ids) == 1 and rng.random() < share else a
+               for a in s.running]
+    pending = [dataclasses.replace(p, request=dataclasses.replace(p.request, gpu_share_mb=rng.choice((10, 20, 40)) * G))
+               if p.request.gpus == 1 and rng.random() < share else p for p in s.pending]
+    return dataclasses.replace(s, running=running, pending=pending)
+
+
+def with_reservations(s: Snapshot, count: int, seed: int) -> Snapshot:
+    """`count` reservations of 2 GPUs free at their start, and 4 jobs waiting in each (--reservations)."""
+    rng = random.Random(seed + 2)
+    by_node: dict[str, list[Allocation]] = {}
+    for alloc in s.running:
+        by_node.setdefault(alloc.node, []).append(alloc)
+    reservations: list[Reservation] = []
+    pending = list(s.pending)
+    job_id = max(j.job_id for j in pending) + 1 if pending else 10**7
+    for node in rng.sample(s.nodes, len(s.nodes)):
+        if len(reservations) == count:
+            break
+        start = NOW if len(reservations) % 2 == 0 else NOW + rng.randint(10 * 60, 6 * HOUR)
+        held = {i for a in by_node.get(node.name, ()) if a.end_time is None or a.end_time > start for i in a.gpu_ids}
+        free = [g.index for g in node.gpus if g.index not in held]
+        if len(free) < 2:
+            continue
+        user = _user(rng)
+        name = f"resv{len(reservations):02d}"
+        reservations.append(Reservation(name, node.name, tuple(free[:2]), 16, 128 * G, (user,), (), start,
+                                        start + 4 * HOUR, "root", NOW - HOUR))
+        for _ in range(4):
+            pending.append(PendingJob(job_id, Request(gpus=1, cpus=8, mem_mb=64 * G), user=user, partition="gpu",
+                                      qos="normal", time_limit_s=rng.randint(10 * 60, 3 * HOUR),
+                                      submit_time=NOW - rng.uniform(0, 86400), reservation=name))
+            job_id += 1
+    return dataclasses.replace(s, pending=pending, reservations=ReservationBook({r.name: r for r in reservations}))
+
+
 def _pending_job(rng: random.Random, job_id: int, submit_time: float) -> PendingJob:
     partition = rng.choices(("gpu", "short", "debug", "long"), (60, 25, 10, 5))[0]
     if rng.random() < 0.02:
@@ -183,7 +233,7 @@ def one_pass(s: Snapshot) -> tuple[list[PendingJob], Decisions, float, float]:
     ordered, _ = prioritize(s.pending, usage=s.usage, config=CONFIG, now=NOW, total_gpus=s.total_gpus,
                             total_cpus=s.total_cpus)
     t1 = time.perf_counter()
-    decisions = schedule(s.nodes, s.running, ordered, NOW, CONFIG)
+    decisions = schedule(s.nodes, s.running, ordered, NOW, CONFIG, reservations=s.reservations)
     t2 = time.perf_counter()
     return ordered, decisions, t1 - t0, t2 - t1
 
@@ -201,6 +251,10 @@ def digest(ordered: list[PendingJob], d: Decisions) -> str:
 def scenario(pending_count: int, args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     s = build(pending_count, args.seed, args.topology)
+    if args.share:
+        s = with_sharing(s, args.share, args.seed)
+    if args.reservations:
+        s = with_reservations(s, args.reservations, args.seed)
     log(f"{pending_count:,} pending: snapshot built in {time.perf_counter() - t0:.1f} s")
     totals, prio, sched = [], [], []
     first: str | None = None
@@ -225,6 +279,7 @@ def scenario(pending_count: int, args: argparse.Namespace) -> dict[str, Any]:
         log(f"profile of one pass written to {path}")
     assert result is not None
     ordered, decisions = result
+    in_reservations = {j.job_id for j in s.pending if j.reservation is not None}
     reasons: dict[str, int] = {}
     for reason in decisions.reasons.values():
         reasons[reason.value] = reasons.get(reason.value, 0) + 1
@@ -240,6 +295,8 @@ def scenario(pending_count: int, args: argparse.Namespace) -> dict[str, Any]:
         "prioritize_ms": median(prio),
         "schedule_ms": median(sched),
         "started": len(decisions.starts),
+        "started_sharing": sum(1 for a in decisions.starts if a.gpu_share_mb),
+        "started_in_reservations": sum(1 for a in decisions.starts if a.job_id in in_reservations),
         "started_gpus": sum(len(a.gpu_ids) for a in decisions.starts),
         "reservations": len(decisions.estimates),
         "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
@@ -262,9 +319,17 @@ def main() -> int:
     parser.add_argument("--topology", action="store_true",
                         help="Give every node GPU links (two NVLink groups of 4, PCIe switches of 2, two sockets), "
                              "so GPUs are chosen by closeness (corral.core.topology).")
+    parser.add_argument("--share", type=float, default=0.0, metavar="F",
+                        help="Share of the running and pending 1-GPU jobs that share a GPU (default 0).")
+    parser.add_argument("--reservations", type=int, default=0, metavar="N",
+                        help="Reservations of 2 GPUs, with 4 jobs waiting in each (default 0).")
+    parser.add_argument("--gpu-features", action="store_true",
+                        help="All of a shared box at once: --topology --share 0.1 --reservations 50.")
     parser.add_argument("--profile", metavar="PREFIX",
                         help="Also run one pass of each scenario under cProfile, written to PREFIX.<pending>.prof.")
     args = parser.parse_args()
+    if args.gpu_features:
+        args.topology, args.share, args.reservations = True, args.share or 0.1, args.reservations or 50
     if args.runs < 1 or args.warmup < 0 or any(n < 0 for n in args.pending):
         parser.error("--runs must be at least 1, --warmup and --pending not negative")
     results = [scenario(n, args) for n in args.pending]
@@ -278,14 +343,16 @@ def main() -> int:
              f"ms  ({args.runs} runs, +{args.warmup} warm-up)"),
             ("    prioritize", f"median {r['prioritize_ms']:8.2f}", "ms"),
             ("    schedule", f"median {r['schedule_ms']:8.2f}", "ms"),
-            ("  started", f"{r['started']:,} jobs", f"({r['started_gpus']:,} GPUs)"),
+            ("  started", f"{r['started']:,} jobs", f"({r['started_gpus']:,} GPUs; {r['started_sharing']} sharing a GPU, "
+             f"{r['started_in_reservations']} in reservations)"),
             ("  reservations", f"{r['reservations']:,} jobs", "(with an estimated start)"),
             ("  reasons", ", ".join(f"{k} {v:,}" for k, v in r["reasons"].items()), ""),
             ("  digest", r["digest"], "(same seed, same decisions: same digest)"),
             ("  floor", f"median {r['floor_ms']:.0f}", "ms"),
             ("  verdict", r["verdict"], ""),
         ]
-    emit({"benchmark": "schedule_pass", "seed": args.seed, "topology": args.topology, "runs": args.runs, "warmup": args.warmup,
+    emit({"benchmark": "schedule_pass", "seed": args.seed, "topology": args.topology, "share": args.share,
+          "reservations": args.reservations, "runs": args.runs, "warmup": args.warmup,
           "scenarios": results}, lines, args.json)
     return 0
 

@@ -1,10 +1,12 @@
-"""Alerts for GPU faults (`corral.core.gpu_health`): each fatal fault is a firing of its own, `gpu-health`,
-critical, about no job (so admins see it in `corral alert list` and on the dashboard; the owners of the
+"""Alerts about GPUs rather than jobs. Each fatal fault (`corral.core.gpu_health`) is a firing of its own,
+`gpu-health`, critical, about no job (so admins see it in `corral alert list` and on the dashboard; the owners of the
 jobs it stopped hear of them through their jobs' NODE_FAIL, as any state rule fires).
 
 It is sent to the channels of the admins' rules that watch every job for NODE_FAIL (`state == NODE_FAIL`,
 `state in (FAILED, NODE_FAIL)`, no job, label or user scope): whoever asked to hear of failed nodes hears of
-a failed GPU, with or without a job on it. Runs on the monitor's worker thread, which owns the evaluator.
+a failed GPU, with or without a job on it. A process newly found on a GPU outside corral
+(`corral.core.outside_use`) is a `gpu-outside` warning to the same admins: it keeps jobs off that GPU (or shares
+it), which they may want to take up with its owner. Runs on the monitor's worker thread, which owns the evaluator.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from corral.core import alerts as A
 from corral.core.gpu_health import HealthEvent
+from corral.core.outside_use import OutsideProcess
 from corral.core.states import JobState
 
 if TYPE_CHECKING:
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("corral.monitor")
 
 RULE = "gpu-health"
+OUTSIDE_RULE = "gpu-outside"
 
 
 def node_fail_channels(evaluator: RuleEvaluator) -> list[str]:
@@ -50,3 +54,21 @@ def fire_gpu_faults(evaluator: RuleEvaluator, faults: Sequence[HealthEvent], now
             log.error("alert %s fired: %s", RULE, fault.describe())
     evaluator.on_fired()
     evaluator.announcer.publish_threadsafe("alerts", {"fired": len(faults), "resolved": 0})
+
+
+def fire_outside(evaluator: RuleEvaluator, processes: Sequence[OutsideProcess], now: float) -> None:
+    """Record a `gpu-outside` firing for each process newly found on a GPU outside corral, with its deliveries."""
+    if not processes:
+        return
+    channels = node_fail_channels(evaluator)
+    with evaluator.engine.begin() as conn:
+        for process in processes:
+            memory = f", {process.mem_mb:.0f} MB" if process.mem_mb is not None else ""
+            what = f"GPU {process.gpu} in use outside corral by {process.user} (pid {process.pid}{memory})"
+            row = {"rule_id": None, "rule": OUTSIDE_RULE, "severity": "warning", "condition": "GPU process of no job (NVML)",
+                   "job_id": None, "job_name": None, "user": None, "value": f"pid {process.pid}",
+                   "message": f"{what}; jobs are kept off it by [node] outside_processes until it ends", "fired_at": now}
+            evaluator.store.fire(conn, row, channels, now, status="fired")
+            log.warning("alert %s fired: %s", OUTSIDE_RULE, what)
+    evaluator.on_fired()
+    evaluator.announcer.publish_threadsafe("alerts", {"fired": len(processes), "resolved": 0})

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from corral.core.gpu_health import fatal
 from corral.monitor.alert_settings import AlertSettings
-from corral.monitor.gpu_alerts import fire_gpu_faults
+from corral.monitor.gpu_alerts import fire_gpu_faults, fire_outside
 from corral.monitor.dispatch import DeliveryDispatcher
 from corral.monitor.queries import MonitorQueries
 from corral.monitor.recording import SampleRecorder
@@ -75,6 +75,7 @@ class MonitorService:
                                     announcer=self.announcer, smtp=smtp, server_user=jobs.user, clock=clock)
         self._ended: list[Job] = []
         self._wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._outside_seen: set[tuple[int, int]] = set()  # (GPU, pid) outside corral at the last tick: alerted of
 
     # -- what the dashboard and the API read ---------------------------------------------------------
 
@@ -145,6 +146,7 @@ class MonitorService:
                 await loop.run_in_executor(self.threads.worker, self._tick, snapshot)
                 if self.sampler is not None:  # back on the loop: the job service reads it there
                     self.jobs.gpus_in_use_outside(tuple(self.sampler.outside))
+                    await self._outside_alerts(loop, self.sampler)
                     self.jobs.gpu_memory_sampled({job_id: sample.own_gpu_memory_mb for job_id, sample
                                                   in self.recorder.latest.items() if sample.own_gpu_memory_mb is not None})
                     await self._gpu_health(loop, self.sampler)
@@ -161,6 +163,14 @@ class MonitorService:
         faults = fatal(happened)
         if faults:
             await loop.run_in_executor(self.threads.worker, fire_gpu_faults, self.evaluator, faults, self.clock())
+
+    async def _outside_alerts(self, loop: asyncio.AbstractEventLoop, sampler: JobSampler) -> None:
+        """Alert admins once of each process newly found on a GPU outside corral (while it stays, no more)."""
+        now_seen = {(p.gpu, p.pid): p for p in sampler.outside}
+        new = [p for key, p in now_seen.items() if key not in self._outside_seen]
+        self._outside_seen = set(now_seen)
+        if new:
+            await loop.run_in_executor(self.threads.worker, fire_outside, self.evaluator, new, self.clock())
 
     def close(self) -> None:
         self.dispatcher.close()

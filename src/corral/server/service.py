@@ -446,6 +446,7 @@ class JobService:
         """The monitor's last sample of each running job's own GPU memory (`JobReader`): sharing jobs over their
         budget are warned, then stopped (`corral.server.share_budgets`)."""
         self.budgets.sampled(self.active, used, self.clock())
+
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
         """The monitor's last sample of this machine's GPUs' health (`JobReader`): a fatal fault drains its GPU
         and ends the jobs on it (`corral.server.gpu_faults`). Returns what happened, for the monitor's alerts."""

@@ -60,8 +60,14 @@ def test_a_gpu_used_outside_corral_is_shown_and_avoided_and_a_job_runs_once_the_
     assert f"   Comment=GPU 0 {held}\n" in show.stdout, show.stdout + show.stderr
     assert shell("sinfo -R -h -o '%100E|%N'").stdout.split("|")[0].strip() == f"GPU 0 {held}"
 
+    # the admin hears of it once (no more while it stays), among the alerts about no job
+    alerted = wait_for(lambda: [f for f in client.alerts() if f["rule"] == "gpu-outside"], timeout=15)
+    assert [(f["severity"], f["job_id"], f["value"]) for f in alerted] == [("warning", None, f"pid {notebook.pid}")]
+    assert alerted[0]["message"].startswith(f"GPU 0 {held}; jobs are kept off it")
+
     job = client.submit(["sleep", "300"], gpus=1, name="train")
     assert waiting(client, job["id"])["reason"] == f"ReqNodeNotAvail, {node} GPU 0 {held}"
+    assert len([f for f in client.alerts() if f["rule"] == "gpu-outside"]) == 1
     assert outside(client)[0]["since"] == seen[0]["since"]  # still the same process, seen since then
 
     notebook.kill()
