@@ -141,3 +141,12 @@ def test_plan_refuses_gpus_of_an_overlapping_reservation_busy_gpus_and_a_taken_n
         make(wanted(gpu_ids=[3], gpus=None), running=[Allocation(9, "gpu01", (3,), 1, 0)])
     with pytest.raises(Conflict, match="exists already"):
         make(wanted(name="other"), existing=[other])
+
+
+def test_sharing_jobs_in_a_reservation_share_one_of_its_gpus_and_keep_their_budgets():
+    now_on = book([reservation()], {})
+    sharing = [PendingJob(i, Request(gpus=1, cpus=1, mem_mb=1024, gpu_share_mb=20 * 1024), "ada", time_limit_s=HOUR,
+                          reservation="demo") for i in (1, 2)]
+    decisions = schedule([NODE], [], sharing, NOW, reservations=now_on)
+    assert [(a.job_id, a.gpu_ids, a.gpu_share_mb) for a in decisions.starts] == [
+        (1, (0,), 20 * 1024), (2, (0,), 20 * 1024)]

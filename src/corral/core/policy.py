@@ -199,12 +199,12 @@ def _in_reservation(job: PendingJob, share: NodeProfile | None, book: Reservatio
     start, gpu_ids = found
     node = share.node
     cpus, mem = _held(job.request, node)
-    share.reserve(start, start + duration, cpus, mem, gpu_ids)
+    share.reserve(start, start + duration, cpus, mem, gpu_ids, job.request.gpu_share_mb)
     if start <= now:
         factors = priorities.get(job.job_id)
         decisions.starts.append(Allocation(
             job.job_id, node.name, gpu_ids, cpus, mem, job.user, job.qos, now + duration, job.preemptible,
-            factors.priority if factors is not None else 0,
+            factors.priority if factors is not None else 0, gpu_share_mb=job.request.gpu_share_mb,
         ))
         return True
     decisions.reasons[job.job_id] = PendingReason.RESERVATION if now < reservation.start else PendingReason.RESOURCES
