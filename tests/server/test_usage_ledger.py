@@ -61,3 +61,32 @@ def test_usage_charged_for_a_preempted_run_survives_a_restart(tmp_path):
     again.recover()
     assert again.usage(now).get("ada") == pytest.approx(charged, rel=1e-6)
     again.close()
+
+
+class EndedWhileAway(PreemptedWhileAway):
+    """A backend whose running jobs all completed while the server was down."""
+
+    def recover(self, job: Job) -> Recovery:
+        return Recovery(Recovered.ENDED, Outcome(JobState.COMPLETED.value, 0, None, self.at))
+
+
+def test_a_job_sharing_a_gpu_is_charged_its_part_of_the_gpu_then_and_after_a_restart(tmp_path):
+    engine = open_engine(database_url(None, str(tmp_path)))
+    migrate.upgrade(engine)
+    now = time.time()
+    store = JobStore(engine)
+    spec = replace(make_spec(workdir=str(tmp_path), log_dir=str(tmp_path), gpus=1), user="ada", gpu_share_mb=10_000)
+    (job,) = store.insert([spec], now - 7200)
+    job.state, job.start_time, job.node, job.gpu_ids = JobState.RUNNING, now - 3600, "n1", (0,)
+    store.save_state(job)
+
+    first = _service(str(tmp_path), engine, EndedWhileAway(now))
+    first.recover()  # an hour on 10 GB of a 40 GB GPU: a quarter of a GPU-hour, not a whole one
+    assert first.get(job.id).state is JobState.COMPLETED
+    assert first.usage(now)["ada"] == pytest.approx(0.25, rel=1e-3)
+    first.close()
+
+    again = _service(str(tmp_path), engine, EndedWhileAway(now))
+    again.recover()  # from the job's record
+    assert again.usage(now)["ada"] == pytest.approx(0.25, rel=1e-3)
+    again.close()

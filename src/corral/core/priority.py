@@ -43,9 +43,17 @@ class PriorityFactors:
     nice: int
 
 
-def usage_charge(gpus: int, cpus: int, seconds: float) -> float:
-    """What running `seconds` on these resources adds to a user's usage, in GPU-hours."""
+def usage_charge(gpus: float, cpus: int, seconds: float) -> float:
+    """What running `seconds` on these resources adds to a user's usage, in GPU-hours (`gpus`: see `charged_gpus`)."""
     return (gpus + (CPU_HOUR_WEIGHT * cpus if gpus == 0 else 0.0)) * max(0.0, seconds) / 3600.0
+
+
+def charged_gpus(gpus: int, share_mb: int = 0, gpu_mem_mb: int = 0) -> float:
+    """The GPUs a job is charged for: a sharing job (`corral.core.sharing`) its budget's part of its GPU's memory,
+    not the whole GPU, so that four jobs sharing one GPU cost their users a GPU between them."""
+    if share_mb and gpu_mem_mb > 0:
+        return min(1.0, share_mb / gpu_mem_mb)
+    return float(gpus)
 
 
 def decay(usage: float, elapsed_s: float, half_life_s: float) -> float:

@@ -25,7 +25,7 @@ log = logging.getLogger("corral.server")
 def recover(service: JobService) -> None:
     """Load unfinished jobs and settle the ones that were running when the server stopped."""
     now = service.clock()
-    service.scheduling.ledger.load(service.store, now)
+    service.scheduling.ledger.load(service.store, now, service.scheduling.gpu_mem_mb())
     changed, ended, events = [], [], []
     for job in service.store.active():
         if job.state is JobState.RUNNING:
@@ -42,6 +42,11 @@ def recover(service: JobService) -> None:
                 changed.append(job)
             else:
                 assert recovery.outcome is not None
+                if job.start_time is not None:
+                    # ended while the server was away: the history loaded above did not hold it yet
+                    charge = service.scheduling.charge(_allocation_of(job, service.nodes),
+                                                       recovery.outcome.end_time - job.start_time)
+                    service.scheduling.ledger.charge(job.spec.user, charge, recovery.outcome.end_time)
                 apply_outcome(job, recovery.outcome)
                 changed.append(job)
                 ended.append(job)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
 from corral.core.job import Job, Outcome
 from corral.core.policy import Decisions, PendingJob, schedule
-from corral.core.priority import PriorityFactors, prioritize, usage_charge
+from corral.core.priority import PriorityFactors, charged_gpus, prioritize, usage_charge
 from corral.core.reservations import ReservationBook
 from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
@@ -117,8 +117,8 @@ class SchedulingPass:
             self.on_requeue(job, stopped_at)
         allocation = self.running.release(job.id)
         if allocation is not None and job.start_time is not None:
-            self.ledger.charge_interrupted(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
-                                                                       stopped_at - job.start_time), stopped_at, job.id)
+            self.ledger.charge_interrupted(job.spec.user, self.charge(allocation, stopped_at - job.start_time),
+                                           stopped_at, job.id)
         reset_to_pending(job)
         self.table.queue[job.id] = pending(job)
 
@@ -188,9 +188,25 @@ class SchedulingPass:
         for job_id, allocation in self.running.allocations.items():
             job = self.table.active.get(job_id)
             if job is not None and job.start_time is not None:
-                charge = usage_charge(len(allocation.gpu_ids), allocation.cpus, now - job.start_time)
-                usage[allocation.user] = usage.get(allocation.user, 0.0) + charge
+                usage[allocation.user] = usage.get(allocation.user, 0.0) + self.charge(allocation, now - job.start_time)
         return usage
+
+    def charge(self, allocation: Allocation, seconds: float) -> float:
+        """What `seconds` of a job's allocation adds to its user's usage, in GPU-hours (a sharing job: its part of
+        its GPU, `corral.core.priority.charged_gpus`)."""
+        gpus: float = len(allocation.gpu_ids)
+        if allocation.gpu_share_mb:
+            gpus = charged_gpus(1, allocation.gpu_share_mb, self.gpu_mem_mb(allocation.node, allocation.gpu_ids))
+        return usage_charge(gpus, allocation.cpus, seconds)
+
+    def gpu_mem_mb(self, node: str | None = None, gpu_ids: Sequence[int] = ()) -> int:
+        """The memory of a GPU: that GPU's on that node, else the largest here."""
+        for candidate in self.nodes:
+            if candidate.name == node:
+                for gpu in candidate.gpus:
+                    if gpu.index in gpu_ids:
+                        return gpu.mem_mb
+        return max((gpu.mem_mb for candidate in self.nodes for gpu in candidate.gpus), default=0)
 
     def ranked(self) -> list[tuple[Job, PriorityFactors]]:
         """Pending jobs with their priority factors from the latest pass, highest first."""

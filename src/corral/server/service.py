@@ -30,7 +30,7 @@ from corral.core.outside_use import OutsideProcess, unavailable
 from corral.core.sharing import outside_holds, shareable_beside
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
-from corral.core.priority import PriorityFactors, usage_charge
+from corral.core.priority import PriorityFactors
 from corral.core.reservations import Wanted
 from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
@@ -631,8 +631,8 @@ class JobService:
         self.table.untrack(job)
         allocation = self.scheduling.running.release(job.id)
         if allocation is not None and job.start_time is not None and job.end_time is not None:
-            self.scheduling.ledger.charge(job.spec.user, usage_charge(len(allocation.gpu_ids), allocation.cpus,
-                                                           job.end_time - job.start_time), job.end_time)
+            self.scheduling.ledger.charge(job.spec.user, self.scheduling.charge(allocation, job.end_time - job.start_time),
+                                          job.end_time)
         self.scheduling.factors.pop(job.id, None)
         self.watchers.let_go(job)
         if job.array_job_id is not None:

@@ -6,7 +6,7 @@ start, is charged in the store's ledger table, so a restart finds it too.
 
 from __future__ import annotations
 
-from corral.core.priority import decay, usage_charge
+from corral.core.priority import charged_gpus, decay, usage_charge
 from corral.store.jobs import JobStore
 from corral.store.usage import UsageStore
 
@@ -20,11 +20,12 @@ class UsageLedger:
         self._usage: dict[str, float] = {}  # decayed GPU-hours of ended and preempted runs, as of _at
         self._at = now
 
-    def load(self, jobs: JobStore, now: float) -> None:
-        """Charge the history a restart would otherwise forget: ended jobs, and the ledger's preempted runs."""
+    def load(self, jobs: JobStore, now: float, gpu_mem_mb: int = 0) -> None:
+        """Charge the history a restart would otherwise forget: ended jobs, and the ledger's preempted runs.
+        `gpu_mem_mb`: the memory of a GPU here, of which a sharing job is charged its budget's part."""
         since = now - HISTORY_HALF_LIVES * self.half_life_s
-        for user, gpus, cpus, start, end in jobs.usage_since(since):
-            self.charge(user, usage_charge(gpus, cpus, end - start), end)
+        for user, gpus, cpus, share_mb, start, end in jobs.usage_since(since):
+            self.charge(user, usage_charge(charged_gpus(gpus, share_mb, gpu_mem_mb), cpus, end - start), end)
         if self.store is not None:
             for user, gpu_hours, at in self.store.since(since):
                 self.charge(user, gpu_hours, at)
