@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from corral.backends.slurm.cluster import node_from_sinfo
 from corral.backends.slurm.parse import (
     SACCT_ARGS,
     SACCT_FIELDS,
@@ -325,3 +326,17 @@ def test_parse_sbatch_id():
     for text in ("", "sbatch: error: Batch job submission failed: Invalid account\n"):
         with pytest.raises(ValueError):
             parse_sbatch_id(text)
+
+
+@pytest.mark.parametrize("gres, gpus", [
+    ("(null)", []),
+    ("gpu:4", ["gpu"] * 4),
+    ("gpu:a100:8(S:0-1)", ["a100"] * 8),
+    # a node with a GPU whole and one cut into MIG slices, and shards: every type, no shard
+    ("gpu:a100:1(S:0),gpu:3g.40gb:1(S:0),gpu:1g.10gb:2(S:0),shard:8", ["a100", "3g.40gb", "1g.10gb", "1g.10gb"]),
+    ("gpu:t4:2,gpu:a100:2", ["t4", "t4", "a100", "a100"]),
+])
+def test_sinfo_lines_give_every_gpu_of_every_type(gres, gpus):
+    node = node_from_sinfo("gpu01", "64", "515000", gres)
+    assert (node.name, node.cpus, node.mem_mb) == ("gpu01", 64, 515000)
+    assert [(g.index, g.type) for g in node.gpus] == list(enumerate(gpus))

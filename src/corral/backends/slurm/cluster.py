@@ -127,21 +127,22 @@ class SlurmCluster:
             parts = line.strip().split("|")
             if len(parts) != 4 or parts[0] in found:
                 continue
-            name, cpus, mem, gres = parts
-            count, gpu_type = _gpus_in(gres)
-            found[name] = Node(
-                name=name, cpus=int(cpus.rstrip("+") or 0), mem_mb=int(mem.rstrip("+") or 0),
-                gpus=tuple(Gpu(index=i, type=gpu_type, mem_mb=0) for i in range(count)),
-            )
+            found[parts[0]] = node_from_sinfo(*parts)
         return list(found.values())
 
 
 _FIELD = re.compile(r"(?:^|\s)([A-Za-z:/]+)=(\S*)")
-_GRES = re.compile(r"gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
+_GRES = re.compile(r"(?:^|,)gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
 
 
-def _gpus_in(gres: str) -> tuple[int, str]:
-    """GPUs in a node's GRES string (`gpu:4`, `gpu:a100:8(S:0-1)`): (count, type or "gpu")."""
-    for match in _GRES.finditer(gres):
-        return int(match.group(2)), match.group(1) or "gpu"
-    return 0, "gpu"
+def node_from_sinfo(name: str, cpus: str, mem: str, gres: str) -> Node:
+    """A node from sinfo's `%N|%c|%m|%G`: its GPUs numbered in the order its GRES lists their types."""
+    types = [gpu_type for gpu_type, count in gpus_in(gres) for _ in range(count)]
+    return Node(name=name, cpus=int(cpus.rstrip("+") or 0), mem_mb=int(mem.rstrip("+") or 0),
+                gpus=tuple(Gpu(index=i, type=gpu_type, mem_mb=0) for i, gpu_type in enumerate(types)))
+
+
+def gpus_in(gres: str) -> list[tuple[str, int]]:
+    """The GPUs in a node's GRES string, type by type (`gpu:4`, `gpu:a100:8(S:0-1)`,
+    `gpu:a100:1,gpu:3g.40gb:1,gpu:1g.10gb:2,shard:8`): [(type or "gpu", count), ...]; shards are no GPUs."""
+    return [(match.group(1) or "gpu", int(match.group(2))) for match in _GRES.finditer(gres)]
