@@ -14,7 +14,8 @@ _NO_JOB = re.compile(r"^job \S+ does not exist")
 JOB_FIELDS = {"command": "command", "script": "script", "workdir": "working_directory", "gpus": "gpus",
                "gpu_mem": "gpu_memory", "gpu_type": "gpu_type", "cpus": "cpus", "mem": "memory", "time": "time_limit",
                "env": "env", "name": "name", "stdout": "log_file", "stderr": "log_file", "labels": "labels",
-               "submit_dir": "working_directory", "image": "image", "container_mounts": "image"}
+               "submit_dir": "working_directory", "image": "image", "container_mounts": "image",
+               "gpu_share": "share_gpu", "reservation": "reservation"}
 WORKLOAD_FIELDS = {"job_id": "workloadId", "gpu_mem": "gpuMemoryMb", "gpu_mem_mb": "gpuMemoryMb",
                     "time_limit_s": "maxRuntimeSeconds", "time": "maxRuntimeSeconds", "script": "image"}
 

@@ -94,6 +94,12 @@ JobImage = Annotated[StrictStr | None, Field(
                 "\"nvcr.io/nvidia/pytorch:24.01-py3\": its working directory, home and $CORRAL_CHECKPOINT_DIR are "
                 "mounted at the same paths and it gets its GPUs; through the server's Podman or Apptainer, or Pyxis "
                 "on a Slurm cluster.", max_length=512)]
+ShareGpu = Annotated[StrictBool, Field(
+    description="Share one GPU with other small jobs instead of taking whole ones: gpu_memory is then this job's "
+                "budget of it (e.g. \"20G\"), gpus must be 1; a job over its budget is warned, then stopped.")]
+Reservation = Annotated[StrictStr | None, Field(
+    description="Run inside this reservation (GPUs an admin keeps for some users over a window; see list_gpus "
+                "and the server's reservations), only on its GPUs and inside its window.", max_length=64)]
 
 
 def _gpu_job_request(command: str | None, script: str | None, *, cwd: str, working_directory: str | None,
@@ -114,6 +120,10 @@ def _gpu_job_request(command: str | None, script: str | None, *, cwd: str, worki
     }
     if fields.get("image") is not None:
         request["image"] = fields["image"]
+    if fields.get("share_gpu"):
+        request["gpu_share"] = True
+    if fields.get("reservation") is not None:
+        request["reservation"] = fields["reservation"]
     return (["bash", "-c", command] if command is not None else None), request
 
 
@@ -146,13 +156,15 @@ class CorralTools:
         self, command: GpuCommand = None, script: GpuScript = None, working_directory: WorkingDirectory = None,
         gpus: GpuCount = 1, gpu_memory: GpuMemory = None, gpu_type: GpuType = None, cpus: Cpus = None,
         memory: Size = None, time_limit: TimeLimit = None, env: JobEnv = None, name: JobName = None,
-        log_file: LogFile = None, labels: Labels = None, image: JobImage = None,
+        log_file: LogFile = None, labels: Labels = None, image: JobImage = None, share_gpu: ShareGpu = False,
+        reservation: Reservation = None,
     ) -> JobView:
         """Submit a GPU job; returns its id, state, reason and log paths."""
         argv, request = _gpu_job_request(command, script, gpus=gpus, gpu_memory=gpu_memory, gpu_type=gpu_type,
                                          cpus=cpus, memory=memory, time_limit=time_limit, env=env, name=name,
                                          log_file=log_file, labels=labels, cwd=self._cwd,
-                                         working_directory=working_directory, image=image)
+                                         working_directory=working_directory, image=image, share_gpu=share_gpu,
+                                         reservation=reservation)
         with self._client() as client, fields_named(JOB_FIELDS):
             home = self._check_log_file(client, request, log_file, working_directory)
             job = client.submit(argv, script=script, **request)
@@ -162,13 +174,15 @@ class CorralTools:
         self, command: GpuCommand = None, script: GpuScript = None, working_directory: WorkingDirectory = None,
         gpus: GpuCount = 1, gpu_memory: GpuMemory = None, gpu_type: GpuType = None, cpus: Cpus = None,
         memory: Size = None, time_limit: TimeLimit = None, env: JobEnv = None, name: JobName = None,
-        log_file: LogFile = None, labels: Labels = None, image: JobImage = None,
+        log_file: LogFile = None, labels: Labels = None, image: JobImage = None, share_gpu: ShareGpu = False,
+        reservation: Reservation = None,
     ) -> ForecastView:
         """When a job would start if created now, what holds it back, and what would start it sooner; creates nothing."""
         argv, request = _gpu_job_request(command, script, gpus=gpus, gpu_memory=gpu_memory, gpu_type=gpu_type,
                                          cpus=cpus, memory=memory, time_limit=time_limit, env=env, name=name,
                                          log_file=log_file, labels=labels, cwd=self._cwd,
-                                         working_directory=working_directory, image=image)
+                                         working_directory=working_directory, image=image, share_gpu=share_gpu,
+                                         reservation=reservation)
         with self._client() as client, fields_named(JOB_FIELDS):
             self._check_log_file(client, request, log_file, working_directory)
             answer = client.forecast(argv, script=script, **request)

@@ -164,7 +164,7 @@ def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
                          "type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "free": free,
                          "job_id": _holder_id(gpu), "user": gpu.get("user"), "utilization": gpu.get("utilization"),
                          "memory_used_mb": gpu.get("memory_used_mb"),
-                         **({"unavailable": unavailable} if unavailable is not None else {})})
+                         **({"unavailable": unavailable} if unavailable is not None else {}), **_placement(gpu)})
             group = by_type.setdefault((gpu.get("type"), gpu.get("mem_mb")),
                                        {"type": gpu.get("type"), "mem_mb": gpu.get("mem_mb"), "total": 0, "free": 0})
             group["total"] += 1
@@ -173,7 +173,8 @@ def gpu_list(cluster: Mapping[str, Any]) -> GpuList:
     view: GpuList = {
         "total": len(gpus), "free": free_count, "busy": len(gpus) - free_count,
         "by_type": list(by_type.values())[:MAX_LIST], "gpus": [], "truncated": False,
-        "note": "Free right now (a drained GPU, or one in use outside corral, is not free: see its unavailable). "
+        "note": "Free right now (a drained GPU, one in use outside corral, or one shared by small jobs is not free: "
+                "see its unavailable). A job with share_gpu and a gpu_memory budget may share a GPU. "
                 "A job asking for more GPUs than are free waits in the queue until they are; "
                 "gpu_type and gpu_memory pick among the types listed."}
     shown, over_limit = capped(gpus, MAX_LIST)
@@ -190,7 +191,20 @@ def _unavailable(gpu: Mapping[str, Any]) -> str | None:
         return short_text(f"drained by {drained.get('by')}: {drained.get('reason')}", NAME_CHARS * 2)
     if gpu.get("outside"):
         return "in use outside corral"
+    shared = gpu.get("shared")
+    if shared and shared.get("jobs"):
+        return f"shared by {len(shared['jobs'])} job(s): {shared.get('free_mb')} MB left for jobs with share_gpu"
     return None
+
+
+def _placement(gpu: Mapping[str, Any]) -> dict[str, Any]:
+    """What an agent choosing GPUs should know beyond free or held: a MIG slice's GPU, the GPU's NVLink group."""
+    out: dict[str, Any] = {}
+    if gpu.get("parent") is not None:
+        out["mig_slice_of"] = gpu["parent"]
+    if gpu.get("nvlink"):
+        out["nvlink_group"] = gpu["nvlink"]
+    return out
 
 
 def _holder_id(gpu: Mapping[str, Any]) -> int | str | None:
