@@ -103,14 +103,16 @@ class Server:
 
     home: str
     db: str | None = None
-    gpus: int = 4
+    gpus: int | None = 4
+    """Declared A100 80G GPUs; None: declares none, and detects them (from $CORRAL_GPU_REPLAY's first frame)."""
     extra: list[str] = field(default_factory=list)
     pid: int = 0
     url: str = ""
 
     def start(self) -> Server:
-        args = [sys.executable, "-m", "corral.cli", "up", "--home", self.home, "--port", "0", "--gpus", str(self.gpus),
-                "--gpu-type", "A100", "--gpu-mem", "80G", "--kill-grace", "1", "--detach", *self.extra]
+        declared = ["--gpus", str(self.gpus), "--gpu-type", "A100", "--gpu-mem", "80G"] if self.gpus is not None else []
+        args = [sys.executable, "-m", "corral.cli", "up", "--home", self.home, "--port", "0", *declared,
+                "--kill-grace", "1", "--detach", *self.extra]
         if self.db:
             args += ["--db", self.db]
         subprocess.run(args, check=True, capture_output=True, timeout=90)

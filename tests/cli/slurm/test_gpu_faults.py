@@ -113,8 +113,8 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
 def test_a_fault_of_a_gpu_in_mig_mode_drains_each_of_its_slices_and_fails_the_job_on_one(
         short_tmp, monkeypatch, slurm_shell):
     """NVML names the whole GPU (its index) in an XID; its slices are what jobs hold and what is drained."""
-    from tests.cli.slurm.test_mig import UP, DetectingServer
-    from tests.conftest import _kill_leftover_supervisors
+    from tests.cli.slurm.test_mig import UP
+    from tests.conftest import Server, _kill_leftover_supervisors
     from tests.executor.test_mig import mig_frame
 
     healthy = mig_frame()
@@ -126,7 +126,7 @@ def test_a_fault_of_a_gpu_in_mig_mode_drains_each_of_its_slices_and_fails_the_jo
     monkeypatch.setenv("CORRAL_GPU_REPLAY", path)
     home = os.path.join(short_tmp, "mig")
     os.makedirs(home)
-    server = DetectingServer(home=home, extra=UP).start()
+    server = Server(home=home, gpus=None, extra=UP).start()
     try:
         client = server.client()
         node = client.nodes()[0]["name"]

@@ -10,10 +10,8 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import subprocess
 
-import pytest
-
+from tests.cli.slurm.test_outside_gpus import notebook  # noqa: F401 - a fixture: a process outside corral
 from tests.cli.test_drain_cli import corral, running, waiting
 from tests.helpers import wait_for
 
@@ -114,13 +112,6 @@ def test_bad_share_requests_name_the_field_and_the_fix(server_factory, short_tmp
     assert client.nodes()[0]["shards_per_gpu"] == 0
 
 
-@pytest.fixture
-def notebook():
-    """A process outside corral (someone's notebook), killed and reaped at the end."""
-    process = subprocess.Popen(["sleep", "300"])
-    yield process
-    process.kill()
-    process.wait()
 
 
 def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(

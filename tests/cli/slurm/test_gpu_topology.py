@@ -7,8 +7,6 @@ A server with declared GPUs takes its NVLink groups from config.toml."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -23,25 +21,11 @@ ROOMY = ["--cpus", "16", "--mem", "64G", "--sample-interval", "0.5"]
 SLEEP = ["sleep", "300"]
 
 
-class DetectedServer(Server):
-    """`corral up` declaring no GPUs: they are detected, here from the replayed frames."""
-
-    def start(self) -> Server:
-        from corral.home import read_server_info
-
-        args = [sys.executable, "-m", "corral.cli", "up", "--home", self.home, "--port", "0", "--kill-grace", "1",
-                "--detach", *self.extra]
-        subprocess.run(args, check=True, capture_output=True, timeout=90)
-        info = read_server_info(self.home)
-        assert info is not None
-        self.pid, self.url = info["pid"], info["url"]
-        return self
-
 
 @pytest.fixture
 def hgx(short_tmp, tmp_path, monkeypatch) -> Iterator[Server]:
     monkeypatch.setenv("CORRAL_GPU_REPLAY", str(write_hgx_replay(tmp_path / "frames.jsonl")))
-    server = DetectedServer(home=os.path.join(short_tmp, "hgx"), extra=ROOMY).start()
+    server = Server(home=os.path.join(short_tmp, "hgx"), gpus=None, extra=ROOMY).start()
     yield server
     server.stop()
 

@@ -7,29 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.cli.test_drain_cli import corral, running
-from tests.conftest import Server, _kill_leftover_supervisors, read_server_info
+from tests.conftest import Server, _kill_leftover_supervisors
 from tests.executor.test_mig import MIG_1G, MIG_3G, mig_frame
 from tests.helpers import wait_for
 
-UP = ["--cpus", "16", "--mem", "64G", "--sample-interval", "0.3", "--kill-grace", "1"]
+UP = ["--cpus", "16", "--mem", "64G", "--sample-interval", "0.3"]
 
-
-class DetectingServer(Server):
-    """`corral up` declaring no GPUs: it takes NVML's (here, the replayed first frame's)."""
-
-    def start(self) -> DetectingServer:
-        args = [sys.executable, "-m", "corral.cli", "up", "--home", self.home, "--port", "0", "--detach", *self.extra]
-        subprocess.run(args, check=True, capture_output=True, timeout=90)
-        info = read_server_info(self.home)
-        assert info is not None
-        self.pid, self.url = info["pid"], info["url"]
-        return self
 
 
 @pytest.fixture
@@ -40,7 +27,7 @@ def mig_server(short_tmp, monkeypatch):
     monkeypatch.setenv("CORRAL_GPU_REPLAY", frames)
     home = os.path.join(short_tmp, "mig")
     os.makedirs(home)
-    server = DetectingServer(home=home, extra=UP).start()
+    server = Server(home=home, gpus=None, extra=UP).start()
     yield server
     server.stop()
     _kill_leftover_supervisors(home)  # jobs outlive servers by design; a test's must not outlive it
