@@ -212,6 +212,11 @@ class Terminal:
         for kind, payload in getattr(self, "pending", []):
             eof_asked |= self._from_client(kind, payload, to_job)
         while outputs:
+            # before waiting: an end of input that came in a read of its own (after the data it follows was
+            # written) must not wait for the job, which waits for it
+            if eof_asked and not to_job:
+                self._end_input()
+                eof_asked = False
             reading: list[Any] = [*outputs, self.stop_r, *([conn] if conn is not None else [])]
             writing = [self.input_fd] if to_job and self.input_fd is not None else []
             timeout = None if lost_at is None else max(0.0, lost_at + self.grace_s - time.monotonic())
@@ -235,9 +240,6 @@ class Terminal:
                     pass  # select said it had room; another writer may have taken it
                 except OSError:
                     to_job.clear()  # the job closed its stdin
-            if eof_asked and not to_job:
-                self._end_input()
-                eof_asked = False
             for fd in [fd for fd in outputs if fd in readable]:
                 data, ended = _read_burst(fd)
                 if ended:
