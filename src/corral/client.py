@@ -212,6 +212,11 @@ class Client:
         """Make a reservation (admins): name, gpus or gpu_ids, users and/or accounts, start, duration or end..."""
         return self._request("POST", "/api/v1/reservations", {k: v for k, v in fields.items() if v is not None})
 
+    def update_reservation(self, name: str, **fields: Any) -> dict[str, Any]:
+        """Change a reservation (admins): start, end or duration, gpus or gpu_ids, users, accounts, cpus, mem."""
+        return self._request("PATCH", f"/api/v1/reservations/{urllib.parse.quote(name, safe='')}",
+                             {k: v for k, v in fields.items() if v is not None})
+
     def delete_reservation(self, name: str) -> dict[str, Any]:
         return self._request("DELETE", f"/api/v1/reservations/{urllib.parse.quote(name, safe='')}")
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.core.policy import PendingJob, schedule
-from corral.core.reservations import Reservation, Wanted, book, plan
+from corral.core.reservations import Reservation, Wanted, book, plan, wanted_update
 from corral.core.resources import Allocation, Gpu, Node, Request
 from corral.core.states import PendingReason
 from corral.errors import Conflict, InvalidRequest, NotFound
@@ -150,3 +150,18 @@ def test_sharing_jobs_in_a_reservation_share_one_of_its_gpus_and_keep_their_budg
     decisions = schedule([NODE], [], sharing, NOW, reservations=now_on)
     assert [(a.job_id, a.gpu_ids, a.gpu_share_mb) for a in decisions.starts] == [
         (1, (0,), 20 * 1024), (2, (0,), 20 * 1024)]
+
+
+def test_an_update_keeps_what_it_does_not_name_and_a_new_start_keeps_the_duration():
+    current = reservation(start=NOW + HOUR, end=NOW + 3 * HOUR)
+    moved = wanted_update(current, {"start": "now+4hours"}, NOW)
+    assert (moved.start, moved.end, moved.gpu_ids, moved.cpus, moved.users) == (
+        NOW + 4 * HOUR, NOW + 6 * HOUR, (0, 1), 16, ("ada",))
+    longer = wanted_update(current, {"duration": "4:00:00", "users": ["ada", "bob"]}, NOW)
+    assert (longer.start, longer.end, longer.users, longer.accounts) == (NOW + HOUR, NOW + 5 * HOUR, ["ada", "bob"],
+                                                                         ("vision",))
+    more = wanted_update(current, {"gpus": 3}, NOW)
+    assert (more.gpus, more.gpu_ids, more.cpus, more.mem_mb) == (3, None, None, None)  # their share, as when made
+    with pytest.raises(InvalidRequest) as caught:
+        wanted_update(current, {"node": "gpu02"}, NOW)
+    assert caught.value.field == "node" and "delete it and create it again" in str(caught.value.hint)

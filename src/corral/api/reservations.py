@@ -41,6 +41,15 @@ async def create_reservation(request: Request) -> Response:
     return Response(json.dumps(made), status_code=201, media_type="application/json")
 
 
+@router.patch("/reservations/{name}", responses={403: {"model": ErrorOut}, 404: {"model": ErrorOut},
+                                                 409: {"model": ErrorOut}},
+              summary="Change a reservation's window, GPUs or users (admins only); what is left out stays")
+async def update_reservation(request: Request, name: str) -> Response:
+    changed = request.app.state.service.update_reservation(caller_of(request), name,
+                                                           json_object(await request.body()))
+    return Response(json.dumps(changed), media_type="application/json")
+
+
 @router.delete("/reservations/{name}", responses={403: {"model": ErrorOut}, 404: {"model": ErrorOut}},
                summary="Delete a reservation (admins only); jobs waiting for it are held (ReservationDeleted)")
 async def delete_reservation(request: Request, name: str) -> Response:

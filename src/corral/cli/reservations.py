@@ -1,4 +1,4 @@
-"""`corral reservation create|list|show|delete`: GPUs kept for some users or accounts over a window
+"""`corral reservation create|update|list|show|delete`: GPUs kept for some users or accounts over a window
 (Slurm's advanced reservations; admins make and delete them, anyone lists them)."""
 
 from __future__ import annotations
@@ -37,17 +37,43 @@ def create(ctx: click.Context, name: str, gpus: int | None, gpu_ids: str | None,
            mem: str | None, users: str | None, accounts: str | None, start: str, duration: str | None,
            end: str | None, as_json: bool) -> None:
     """Keep GPUs for users or accounts from --start for --duration (admins; like scontrol create reservation)."""
-    ids = None
-    if gpu_ids is not None:
-        try:
-            ids = [int(part) for part in gpu_ids.split(",")]
-        except ValueError:
-            raise click.BadParameter(f"{gpu_ids!r} is not a list of GPU indexes, e.g. 0,1", param_hint="--gpu-ids") from None
     made = client_for(ctx).create_reservation(
-        name=name, gpus=gpus, gpu_ids=ids, node=node, cpus=cpus, mem=mem,
+        name=name, gpus=gpus, gpu_ids=_indexes(gpu_ids), node=node, cpus=cpus, mem=mem,
         users=users.split(",") if users else None, accounts=accounts.split(",") if accounts else None,
         start=start, duration=duration, end=end)
     click.echo(json_text(made) if as_json else f"Reservation created: {made['name']} ({_summary(made)})")
+
+
+@reservation.command()
+@click.argument("name")
+@click.option("--gpus", type=int, help="How many GPUs now.")
+@click.option("--gpu-ids", help="Which GPUs now, by index: 0,1.")
+@click.option("--cpus", type=int, help="CPUs kept with them.")
+@click.option("--mem", help="Memory kept with them, e.g. 64G.")
+@click.option("--users", help="Who may use it now: ada,bob.")
+@click.option("--accounts", help="Accounts whose jobs may use it now.")
+@click.option("--start", help="A new start (the duration stays unless --duration or --end is given).")
+@click.option("--duration", help="A new duration, from its start: 4h, 4:00:00, 240 (minutes).")
+@click.option("--end", help="A new end, in place of --duration.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def update(ctx: click.Context, name: str, gpus: int | None, gpu_ids: str | None, cpus: int | None, mem: str | None,
+           users: str | None, accounts: str | None, start: str | None, duration: str | None, end: str | None,
+           as_json: bool) -> None:
+    """Change a reservation; what is not given stays (admins; like scontrol update ReservationName=...)."""
+    made = client_for(ctx).update_reservation(
+        name, gpus=gpus, gpu_ids=_indexes(gpu_ids), cpus=cpus, mem=mem, users=users.split(",") if users else None,
+        accounts=accounts.split(",") if accounts else None, start=start, duration=duration, end=end)
+    click.echo(json_text(made) if as_json else f"Reservation updated: {made['name']} ({_summary(made)})")
+
+
+def _indexes(gpu_ids: str | None) -> list[int] | None:
+    if gpu_ids is None:
+        return None
+    try:
+        return [int(part) for part in gpu_ids.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{gpu_ids!r} is not a list of GPU indexes, e.g. 0,1", param_hint="--gpu-ids") from None
 
 
 @reservation.command(name="list")

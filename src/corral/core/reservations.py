@@ -129,6 +129,40 @@ def wanted_from(body: Mapping[str, object], now: float) -> Wanted:
                   body.get("users"), body.get("accounts"), start, end)
 
 
+UPDATE_FIELDS = frozenset({"start", "end", "duration", "users", "accounts", "gpus", "gpu_ids", "cpus", "mem", "mem_mb"})
+
+
+def wanted_update(current: Reservation, body: Mapping[str, object], now: float) -> Wanted:
+    """An update (the API's JSON body) over the reservation as it is: what it leaves out stays as it was. A new
+    start keeps the duration unless an end or a duration is given too; new GPUs take their share of the node's CPUs
+    and memory unless those are given.
+
+    Raises:
+        InvalidRequest: an unknown field (its name and node cannot change), or a time that cannot be read.
+    """
+    unknown = sorted(set(body) - UPDATE_FIELDS)
+    if unknown:
+        raise InvalidRequest(unknown[0], "cannot be changed in a reservation",
+                             f"change any of {', '.join(sorted(UPDATE_FIELDS))}; for another name or node, delete it "
+                             "and create it again")
+    given = {k: v for k, v in body.items() if v not in (None, "")}
+    start = moment(given["start"], "start", now) if "start" in given else current.start
+    assert start is not None
+    if "end" in given or "duration" in given:
+        end = wanted_from({"start": start, **{k: given[k] for k in ("end", "duration") if k in given}}, now).end
+    else:
+        end = start + (current.end - current.start)
+    new_gpus = "gpus" in given or "gpu_ids" in given
+    mem = given.get("mem_mb")
+    if "mem" in given:
+        mem = wanted_from({"duration": 1, "mem": given["mem"]}, now).mem_mb
+    return Wanted(current.name, current.node, given.get("gpus") if new_gpus else None,
+                  given.get("gpu_ids") if new_gpus else current.gpus,
+                  given.get("cpus", None if new_gpus else current.cpus), mem if mem is not None or new_gpus
+                  else current.mem_mb, given.get("users", current.users), given.get("accounts", current.accounts),
+                  start, end)
+
+
 def check_window(start: float, end: float, now: float) -> None:
     """Raises InvalidRequest for a window that ends before it starts, ended already, or is too long."""
     if end <= start:

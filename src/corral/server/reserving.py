@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from corral.core.job import Job
-from corral.core.reservations import Reservation, ReservationBook, Wanted, book, expired, plan
+from corral.core.reservations import Reservation, ReservationBook, Wanted, book, expired, plan, wanted_update
 from corral.core.resources import Allocation, Node
 from corral.core.spec import JobSpec
 from corral.core.states import JobState, PendingReason
@@ -52,6 +52,33 @@ class Reservations:
                     drained=drained, user_exists=user_exists, accounts=accounts, by=by, now=self.clock())
         self.store.add(made)
         self.by_name[made.name] = made
+        return made
+
+    def update(self, name: str, body: Mapping[str, object], *, drained: Mapping[str, frozenset[int]],
+               accounts: Iterable[str], user_exists: Callable[[str], bool]) -> Reservation:
+        """Change a reservation's window, GPUs or who may use it, checked as a new one would be, beside the others
+        and the jobs outside it; the jobs running in it must keep their GPUs.
+
+        Raises:
+            NotFound: no such reservation. InvalidRequest, Conflict: as for a new one (`plan`), or GPUs that jobs
+                running in it hold would be left out.
+        """
+        current = self.get(name)
+        now = self.clock()
+        inside = {job_id for job_id in self.allocations
+                  if (job := self.table.active.get(job_id)) is not None and job.spec.reservation == name}
+        made = plan(wanted_update(current, body, now), nodes=self.nodes,
+                    existing=[r for r in self.by_name.values() if r.name != name],
+                    running=[a for job_id, a in self.allocations.items() if job_id not in inside],
+                    drained=drained, user_exists=user_exists, accounts=accounts, by=current.by, now=now)
+        kept = [f"job {job_id} runs on GPU {i}" for job_id in sorted(inside) for i in self.allocations[job_id].gpu_ids
+                if i not in made.gpus]
+        if kept:
+            raise Conflict(f"reservation {name} would leave out GPUs its jobs run on ({'; '.join(kept)}): keep them, "
+                           "or let the jobs end first (Reservation busy)")
+        made = replace(made, created=current.created)
+        self.store.replace(made)
+        self.by_name[name] = made
         return made
 
     def delete(self, name: str) -> tuple[Reservation, list[Job]]:

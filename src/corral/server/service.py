@@ -601,6 +601,15 @@ class JobService:
         self.mark_dirty()
         return made.to_dict(self.clock())
 
+    def update_reservation(self, caller: Caller, name: str, body: Mapping[str, object]) -> dict[str, Any]:
+        """Change a reservation's window, GPUs or users, for an admin (`corral.server.reserving.Reservations.update`)."""
+        self._check_reservations(caller, f"updating reservation {name}")
+        made = self.reservations.update(name, body, drained=self.drains.by_node, accounts=self.access.accounts,
+                                        user_exists=lambda u: uid_of(u) is not None)
+        self._reservation_change = None
+        self.mark_dirty()
+        return made.to_dict(self.clock())
+
     def delete_reservation(self, caller: Caller, name: str) -> dict[str, Any]:
         """Remove a reservation, for an admin; the jobs waiting for it are held (ReservationDeleted)."""
         self._check_reservations(caller, f"deleting reservation {name}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Connection, Engine, delete, insert, select
 
 from corral.core.reservations import Reservation
 from corral.store.schema import reservations
@@ -20,17 +20,26 @@ class ReservationStore:
                             float(r.created)) for r in rows]
 
     def add(self, reservation: Reservation) -> None:
-        r = reservation
         with self.engine.begin() as conn:
-            conn.execute(insert(reservations), {
-                "name": r.name, "node": r.node, "gpus": ",".join(map(str, r.gpus)), "cpus": r.cpus,
-                "mem_mb": r.mem_mb, "users": ",".join(r.users), "accounts": ",".join(r.accounts),
-                "start_time": r.start, "end_time": r.end, "by_user": r.by, "created": r.created})
+            _insert(conn, reservation)
+
+    def replace(self, reservation: Reservation) -> None:
+        """The reservation of that name as it is now (an update), in one transaction."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(reservations).where(reservations.c.name == reservation.name))
+            _insert(conn, reservation)
 
     def remove(self, names: list[str]) -> None:
         if names:
             with self.engine.begin() as conn:
                 conn.execute(delete(reservations).where(reservations.c.name.in_(names)))
+
+
+def _insert(conn: Connection, r: Reservation) -> None:
+    conn.execute(insert(reservations), {
+        "name": r.name, "node": r.node, "gpus": ",".join(map(str, r.gpus)), "cpus": r.cpus,
+        "mem_mb": r.mem_mb, "users": ",".join(r.users), "accounts": ",".join(r.accounts),
+        "start_time": r.start, "end_time": r.end, "by_user": r.by, "created": r.created})
 
 
 def _items(text: str) -> tuple[str, ...]:

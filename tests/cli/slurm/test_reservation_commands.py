@@ -10,7 +10,7 @@ import os
 import pytest
 
 from corral.cli.slurm.reservation_format import show_reservation, sinfo_reservations
-from tests.cli.test_drain_cli import ROOMY, running, waiting
+from tests.cli.test_drain_cli import ROOMY, corral, running, waiting
 
 START = calendar.timegm((2026, 11, 25, 10, 0, 0))
 DEMO = {"name": "demo", "node": "gpu01", "gpus": [0, 1], "cpus": 16, "mem_mb": 131072, "users": ["ada"],
@@ -89,6 +89,42 @@ def test_scontrol_makes_a_reservation_sbatch_runs_in_it_and_squeue_shows_it(serv
     client.cancel(job_id)
 
 
+def test_scontrol_update_reservation_changes_its_window_gpus_and_users_and_keeps_its_jobs_gpus(
+        server_factory, slurm_shell):
+    server = server_factory(gpus=4, extra=ROOMY)
+    client = server.client()
+    shell = slurm_shell(server.home)
+    client.create_reservation(name="demo", gpus=2, users=["root"], duration="1h")
+    job_id = int(shell("sbatch --parsable --reservation=demo -G 2 -t 10 --wrap 'sleep 300'").stdout)
+    assert sorted(running(client, job_id)["gpu_ids"]) == [0, 1]
+
+    longer = shell("scontrol update ReservationName=demo Duration=3:00:00 Users+=nobody")
+    assert (longer.returncode, longer.stdout) == (0, "Reservation updated.\n"), longer.stderr
+    (demo,) = client.reservations()
+    assert (demo["duration_s"], demo["users"], demo["gpus"]) == (3 * 3600, ["root", "nobody"], [0, 1])
+    shrink = shell("scontrol update ReservationName=demo TRES=gres/gpu=1")
+    assert shrink.returncode == 1 and shrink.stderr.startswith("Error updating the reservation: ")
+    assert f"would leave out GPUs its jobs run on (job {job_id} runs on GPU 1)" in shrink.stderr
+    grow = shell("scontrol update ReservationName=demo TRES=gres/gpu=3 Users-=nobody")
+    assert grow.returncode == 0, grow.stderr
+    (demo,) = client.reservations()
+    assert (demo["gpus"], demo["users"], demo["duration_s"]) == ([0, 1, 2], ["root"], 3 * 3600)
+    # a job outside the reservation now finds GPU 3 alone free
+    outside = int(shell("sbatch --parsable -G 1 -t 10 --wrap 'sleep 300'").stdout)
+    assert running(client, outside)["gpu_ids"] == [3]
+
+    assert "not supported by corral: Nodes=x" in shell("scontrol update ReservationName=demo Nodes=x").stderr
+    missing = shell("scontrol update ReservationName=nope Duration=10")
+    assert missing.returncode == 1 and "Requested reservation is invalid" in missing.stderr
+    moved = corral(server, "reservation", "update", "demo", "--duration", "30")
+    assert moved.exit_code == 0 and moved.output.startswith("Reservation updated: demo ("), moved.output
+    assert client.reservations()[0]["duration_s"] == 30 * 60
+    renamed = corral(server, "reservation", "update", "demo", "--users", "root,nobody", "--json")
+    assert renamed.exit_code == 0 and '"nobody"' in renamed.output
+    client.cancel(job_id)
+    client.cancel(outside)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")
 def test_a_user_who_is_no_admin_may_not_create_or_delete_a_reservation_with_scontrol(
         server_factory, slurm_shell, os_users, shared_dir):
@@ -103,4 +139,6 @@ def test_a_user_who_is_no_admin_may_not_create_or_delete_a_reservation_with_scon
     assert refused.returncode == 1 and "Error creating the reservation: Access/permission denied" in refused.stderr
     refused = shell("scontrol delete reservation roots", CORRAL_TOKEN=token)
     assert refused.returncode == 1 and "Access/permission denied" in refused.stderr
-    assert [r["name"] for r in client.reservations()] == ["roots"]
+    refused = shell(f"scontrol update ReservationName=roots Users+={alice}", CORRAL_TOKEN=token)
+    assert refused.returncode == 1 and "Access/permission denied" in refused.stderr
+    assert [(r["name"], r["users"]) for r in client.reservations()] == [("roots", ["root"])]

@@ -50,7 +50,7 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if given.get("help") or given.get("usage") or not words:
         print("Usage: scontrol [-o] show job|step|node|partition|config|hostnames [ID] | hold|release|requeue JOBS | "
-              "update JobId=ID KEY=VALUE... | create|show|delete reservation ...")
+              "update JobId=ID KEY=VALUE... | update ReservationName=R KEY=VALUE... | create|show|delete reservation ...")
         return 0
     command, rest = words[0].lower(), words[1:]
     if command == "show":
@@ -180,6 +180,8 @@ def _each(command: str, words: list[str]) -> int:
 
 
 def _update(words: list[str]) -> int:
+    if any(word.lower().startswith("reservationname=") for word in words):
+        return scontrol_reservations.update(words)
     pairs = [word.partition("=") for word in words]
     if not pairs or any(not equals for _, equals, _ in pairs):
         raise Refused("update takes KEY=VALUE pairs, e.g. update JobId=12 TimeLimit=2:00:00")

@@ -1,4 +1,4 @@
-"""`scontrol create|show|delete reservation`, as Slurm's scontrol: Key=Value words in, Slurm's sentences out.
+"""`scontrol create|show|update|delete reservation`, as Slurm's scontrol: Key=Value words in, Slurm's sentences out.
 
     scontrol create reservation ReservationName=demo StartTime=now Duration=4:00:00 Users=ada Accounts=vision \\
         TRES=gres/gpu=2 Nodes=node1
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 # scontrol's keys (matched as Slurm matches them: case aside) and the API's fields
 _KEYS = {"reservationname": "name", "starttime": "start", "endtime": "end", "duration": "duration",
          "users": "users", "accounts": "accounts", "nodes": "node", "corecnt": "cpus"}
+
+
+_UPDATABLE = ("starttime", "endtime", "duration", "users", "accounts", "corecnt")
 
 
 def is_reservation(word: str) -> bool:
@@ -58,6 +61,55 @@ def create(words: Sequence[str]) -> int:
         print(f"Error creating the reservation: {_words(exc)}", file=sys.stderr)
         return 1
     print(f"Reservation created: {made['name']}")
+    return 0
+
+
+def update(words: Sequence[str]) -> int:
+    """`scontrol update ReservationName=R EndTime=.. Duration=.. StartTime=.. Users=.. Users+=.. Users-=..
+    Accounts(+/-)=.. TRES=gres/gpu=N CoreCnt=N`: what is not named stays."""
+    name = None
+    body: dict[str, Any] = {}
+    changes: list[tuple[str, str, list[str]]] = []  # (field, + or -, names)
+    for word in words:
+        key, _, value = word.partition("=")
+        lower = key.lower()
+        if lower == "reservationname":
+            name = value
+            continue
+        op = lower[-1] if lower[-1:] in ("+", "-") else ""
+        base = lower.rstrip("+-")
+        if base == "tres" and not op:
+            body.update(_tres(value))
+        elif base in _UPDATABLE and (not op or _KEYS[base] in ("users", "accounts")):
+            field = _KEYS[base]
+            if op:
+                changes.append((field, op, value.split(",")))
+            else:
+                body[field] = value.split(",") if field in ("users", "accounts") else value
+        else:
+            raise Refused(f"Update of this parameter is not supported by corral: {word} (corral changes StartTime, "
+                          "EndTime, Duration, Users, Accounts (with += and -= too), TRES=gres/gpu=N and CoreCnt)")
+    if not name:
+        raise Refused("update needs ReservationName=NAME")
+    if "cpus" in body:
+        body["cpus"] = _count(body["cpus"], "CoreCnt")
+    service = server()
+    try:
+        if changes:
+            current = next((r for r in service.ask("GET", "/api/v1/reservations") if r["name"] == name), None)
+            if current is None:
+                print(f"Error updating the reservation: Requested reservation is invalid ({name})", file=sys.stderr)
+                return 1
+            for field, op, names in changes:
+                now = list(body.get(field, current[field]))
+                body[field] = now + [n for n in names if n not in now] if op == "+" else [n for n in now if n not in names]
+        import urllib.parse  # only here: urllib stays off every other scontrol's start
+
+        service.ask("PATCH", f"/api/v1/reservations/{urllib.parse.quote(name, safe='')}", body)
+    except CorralError as exc:
+        print(f"Error updating the reservation: {_words(exc)}", file=sys.stderr)
+        return 1
+    print("Reservation updated.")
     return 0
 
 
