@@ -60,9 +60,7 @@ def create_app(
             yield
         finally:
             for task in (monitor_task, loop_task):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await _cancelled(task)
             monitor.close()
             service.close()
             tracking.close()
@@ -117,3 +115,13 @@ def create_app(
     app.router.routes.insert(0, mlflow_routes.mount())  # MLflow's API (/api/2.0), matched first: see mount()
     install_dashboard(app)
     return app
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    """Cancel a task and wait for its end, cancelling again while it runs on: a cancel that an awaited call
+    swallows must not keep the server from stopping."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    with contextlib.suppress(asyncio.CancelledError):
+        task.result()

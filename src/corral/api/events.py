@@ -50,10 +50,12 @@ async def _stream(request: Request, logs: LogFollower | None) -> AsyncIterator[s
                 last_check = time.monotonic()
                 if not identifier.still_holds(request.scope):
                     return  # what was sent to a credential that has ended stops with it
+            first: Event | None = None
             try:
-                first: Event | None = await asyncio.wait_for(subscriber.queue.get(), TICK_S)
+                async with asyncio.timeout(TICK_S):  # not wait_for: see `corral.server.loop`
+                    first = await subscriber.queue.get()
             except TimeoutError:
-                first = None
+                pass
             events = ([first] if first is not None else []) + subscriber.drain()
             out = [event.encode() for event in _coalesce(events)]
             if subscriber.overflowed:  # events were dropped: everything may have changed

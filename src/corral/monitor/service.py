@@ -135,7 +135,8 @@ class MonitorService:
         self._wake = (loop, wake)
         while True:
             try:
-                await asyncio.wait_for(wake.wait(), self.interval_s)
+                async with asyncio.timeout(self.interval_s):  # not wait_for: see `corral.server.loop`
+                    await wake.wait()
             except TimeoutError:
                 pass
             wake.clear()

@@ -46,7 +46,10 @@ class SchedulingLoop:
         last_full_pass = 0.0
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL_S)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that comes as the
+                # event is set, and a server stopping amid job events then waited on this loop for ever
+                async with asyncio.timeout(POLL_INTERVAL_S):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()

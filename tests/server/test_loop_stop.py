@@ -1,0 +1,34 @@
+"""The scheduling loop stops when cancelled, even when the cancel comes as it is woken (a job event at that
+moment): on Python 3.11 `asyncio.wait_for` returned the wake-up and dropped the cancel, and a server told to stop
+amid job events waited on its loop for ever (found as a test server still alive long after `corral down`)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from corral.server.loop import SchedulingLoop
+
+
+async def _nothing() -> None:
+    return None
+
+
+def test_a_cancel_that_comes_with_a_wake_up_stops_the_loop():
+    async def scenario() -> bool:
+        loop = SchedulingLoop(reap=_nothing, schedule_pass=lambda: None)
+        task = asyncio.create_task(loop.run())
+        await asyncio.sleep(0.01)  # waiting to be woken
+        loop.wake()
+        task.cancel()  # in the same turn as the wake-up
+        done, _ = await asyncio.wait({task}, timeout=2.0)
+        if not done:
+            task.cancel()
+        return bool(done) and task.cancelled()
+
+    # a thread of its own: a browser test in the same worker may have left an event loop running in this one
+    stopped: list[bool] = []
+    runner = threading.Thread(target=lambda: stopped.append(asyncio.run(scenario())))
+    runner.start()
+    runner.join(10)
+    assert stopped == [True]
