@@ -60,7 +60,7 @@ def create_app(
             yield
         finally:
             for task in (monitor_task, loop_task):
-                await _cancelled(task)
+                await stop_task(task)
             monitor.close()
             service.close()
             tracking.close()
@@ -117,9 +117,9 @@ def create_app(
     return app
 
 
-async def _cancelled(task: asyncio.Task[None]) -> None:
+async def stop_task(task: asyncio.Task[None]) -> None:
     """Cancel a task and wait for its end, cancelling again while it runs on: a cancel that an awaited call
-    swallows must not keep the server from stopping."""
+    swallows (Python 3.11's `asyncio.wait_for`, woken in the same turn) must not keep the server from stopping."""
     while not task.done():
         task.cancel()
         await asyncio.wait({task}, timeout=1.0)

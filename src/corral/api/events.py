@@ -52,7 +52,7 @@ async def _stream(request: Request, logs: LogFollower | None) -> AsyncIterator[s
                     return  # what was sent to a credential that has ended stops with it
             first: Event | None = None
             try:
-                async with asyncio.timeout(TICK_S):  # not wait_for: see `corral.server.loop`
+                async with asyncio.timeout(TICK_S):  # not wait_for, which on Python 3.11 may drop a cancel
                     first = await subscriber.queue.get()
             except TimeoutError:
                 pass

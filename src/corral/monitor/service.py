@@ -135,8 +135,7 @@ class MonitorService:
         self._wake = (loop, wake)
         while True:
             try:
-                async with asyncio.timeout(self.interval_s):  # not wait_for: see `corral.server.loop`
-                    await wake.wait()
+                await asyncio.wait_for(wake.wait(), self.interval_s)  # a cancel it drops: see `corral.server.loop`
             except TimeoutError:
                 pass
             wake.clear()

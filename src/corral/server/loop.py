@@ -46,10 +46,10 @@ class SchedulingLoop:
         last_full_pass = 0.0
         while True:
             try:
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that comes as the
-                # event is set, and a server stopping amid job events then waited on this loop for ever
-                async with asyncio.timeout(POLL_INTERVAL_S):
-                    await self._wake.wait()
+                # On Python 3.11 wait_for drops a cancel that comes as the event is set: the server's shutdown
+                # cancels again until the loop is gone (`corral.api.app.stop_task`). Its extra turns of the event
+                # loop are kept on purpose: a submit's answer is sent before the pass that the insert woke.
+                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL_S)
             except TimeoutError:
                 pass
             self._wake.clear()
