@@ -112,22 +112,26 @@ def test_bad_share_requests_name_the_field_and_the_fix(server_factory, short_tmp
     assert client.nodes()[0]["shards_per_gpu"] == 0
 
 
+def budgeted_job(server_factory, short_tmp, monkeypatch, tmp_path, config: str, budget: str):
+    """A server replaying one GPU, configured by `config`, running a `--gpu-share` job of `budget`: the server, the
+    job's id, its process's pid (for the frames to name) and the frames file."""
+    replay = tmp_path / "frames.jsonl"
+    frames(replay, [])
+    monkeypatch.setenv("CORRAL_GPU_REPLAY", str(replay))
+    server = server_factory(gpus=1, extra=ROOMY, home=home_with(short_tmp, "budget", config))
+    pid_file = tmp_path / "pid"
+    submitted = corral(server, "submit", "--parsable", "--gpu-mem", budget, "--gpu-share", "--",
+                       "sh", "-c", f"echo $$ > {pid_file}; exec sleep 300").output
+    pid = int(wait_for(lambda: pid_file.read_text().strip() if pid_file.exists() else ""))
+    return server, int(submitted.strip()), pid, replay
 
 
 def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
         server_factory, short_tmp, monkeypatch, tmp_path, slurm_shell):
-    replay = tmp_path / "frames.jsonl"
-    frames(replay, [])
-    monkeypatch.setenv("CORRAL_GPU_REPLAY", str(replay))
-    home = home_with(short_tmp, "budget", "[node]\ngpu_share_grace_s = 2\n")
-    server = server_factory(gpus=1, extra=ROOMY, home=home)
+    server, job_id, pid, replay = budgeted_job(server_factory, short_tmp, monkeypatch, tmp_path,
+                                               "[node]\ngpu_share_grace_s = 2\n", "20G")
     client = server.client()
-    pid_file = tmp_path / "pid"
-    submitted = corral(server, "submit", "--parsable", "--gpu-mem", "20G", "--gpu-share", "--",
-                       "sh", "-c", f"echo $$ > {pid_file}; exec sleep 300").output
-    job_id = int(submitted.strip())
     assert running(client, job_id)["gpu_share_mb"] == 20480
-    pid = int(wait_for(lambda: pid_file.read_text().strip() if pid_file.exists() else ""))
 
     frames(replay, [{"pid": pid, "usedGpuMemory": round(24.1 * 1024) * MB}])
     warned = wait_for(lambda: (j := client.get(job_id))["reason"] and j)
@@ -150,16 +154,9 @@ def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
 
 def test_warn_only_keeps_the_job_running_and_forgives_it_once_it_drops_back(server_factory, short_tmp, monkeypatch,
                                                                             tmp_path):
-    replay = tmp_path / "frames.jsonl"
-    frames(replay, [])
-    monkeypatch.setenv("CORRAL_GPU_REPLAY", str(replay))
-    home = home_with(short_tmp, "warn", '[node]\ngpu_share_over_budget = "warn"\ngpu_share_grace_s = 0\n')
-    server = server_factory(gpus=1, extra=ROOMY, home=home)
+    server, job_id, pid, replay = budgeted_job(server_factory, short_tmp, monkeypatch, tmp_path,
+                                               '[node]\ngpu_share_over_budget = "warn"\ngpu_share_grace_s = 0\n', "10G")
     client = server.client()
-    pid_file = tmp_path / "pid"
-    job_id = int(corral(server, "submit", "--parsable", "--gpu-mem", "10G", "--gpu-share", "--",
-                        "sh", "-c", f"echo $$ > {pid_file}; exec sleep 300").output.strip())
-    pid = int(wait_for(lambda: pid_file.read_text().strip() if pid_file.exists() else ""))
     frames(replay, [{"pid": pid, "usedGpuMemory": 12 * GIB}])
     assert wait_for(lambda: client.get(job_id)["reason"]) == "GPU memory 12 GB over its budget of 10 GB (--gpu-mem)"
     frames(replay, [{"pid": pid, "usedGpuMemory": 8 * GIB}])
