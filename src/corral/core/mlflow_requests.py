@@ -195,7 +195,7 @@ def _columns(metrics: list[Any]) -> dict[str, Points] | None:
         steps_of = step_array[at]
         order = np.argsort(steps_of, kind="stable")
         at = at[order]
-        out[name] = Points(step_array[at], value_array[at], time_array[at] / 1000)
+        out[name] = Points(steps_of[order], value_array[at], time_array[at] / 1000)
     return out
 
 

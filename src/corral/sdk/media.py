@@ -34,6 +34,16 @@ MAX_TEXT_BYTES = 1 << 20
 MAX_TABLE_COLUMNS = 100
 MAX_TABLE_ROWS = 10_000
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+JPEG_SIGNATURE = b"\xff\xd8"
+DEFAULT_BINS = 64
+MAX_BINS = 512
+
+
+def image_suffix(data: bytes) -> str | None:
+    """`.png` or `.jpg` for an encoded image's bytes; None: neither."""
+    if data.startswith(PNG_SIGNATURE):
+        return ".png"
+    return ".jpg" if data.startswith(JPEG_SIGNATURE) else None
 
 
 class Media:
@@ -59,9 +69,10 @@ class Image(Media):
             with open(data, "rb") as f:
                 self._file: bytes | None = f.read()
             self._pixels = None
-            self.suffix = ".png" if self._file.startswith(PNG_SIGNATURE) else ".jpg"
-            if not self._file.startswith((PNG_SIGNATURE, b"\xff\xd8")):
+            suffix = image_suffix(self._file)
+            if suffix is None:
                 raise ValueError(f"{data} is not a PNG or JPEG file")
+            self.suffix = suffix
         else:
             self._file = None
             self._pixels = _pixels(data)
@@ -80,13 +91,13 @@ class Histogram(Media):
     type = "histogram"
     suffix = ".hist.json"
 
-    def __init__(self, values: Any, bins: int = 64) -> None:
+    def __init__(self, values: Any, bins: int = DEFAULT_BINS) -> None:
         import numpy as np
 
         array = _numpy(values).astype(np.float64).ravel()
         array = array[np.isfinite(array)]
-        if not 1 <= int(bins) <= 512:
-            raise ValueError("bins must be from 1 to 512")
+        if not 1 <= int(bins) <= MAX_BINS:
+            raise ValueError(f"bins must be from 1 to {MAX_BINS}")
         counts, edges = np.histogram(array, bins=int(bins)) if array.size else (np.zeros(int(bins)), np.linspace(0, 1, int(bins) + 1))
         self.counts = [int(c) for c in counts]
         self.edges = [float(e) for e in edges]

@@ -23,6 +23,7 @@ import hashlib
 import os
 import struct
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -212,14 +213,10 @@ def _runs_under(root: str) -> dict[str, list[Part]]:
     """run directory -> its parts, the run's own files first."""
     found = {d: files for d in run_directories(root) if (files := event_files(d))}
     sessions = {d for d, files in found.items() if d != root and os.path.dirname(d) in found and _opens_session(files)}
-    per_writer: dict[str, int] = {}
-    for d in sessions:
-        per_writer[os.path.dirname(d)] = per_writer.get(os.path.dirname(d), 0) + 1
+    per_writer = Counter(os.path.dirname(d) for d in sessions)
     series = {d: part for d, files in found.items()
               if d != root and d not in sessions and (part := _add_scalars_part(root, d, files))}
-    writers: dict[str, int] = {}
-    for writer, _ in series.values():
-        writers[writer] = writers.get(writer, 0) + 1
+    writers = Counter(writer for writer, _ in series.values())
     runs: dict[str, list[Part]] = {}
     for d, files in found.items():
         part = series.get(d)

@@ -31,19 +31,17 @@ import os
 import shutil
 import struct
 import tempfile
+from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.sdk.media import MAX_TEXT_BYTES, PNG_SIGNATURE
+from corral.sdk.media import DEFAULT_BINS, MAX_BINS, MAX_TEXT_BYTES, image_suffix
 from corral.sdk.tensorboard_records import STRING, double, fields, read_records, tensor, text
 
 if TYPE_CHECKING:
     from corral.client import Client
 
-JPEG_SIGNATURE = b"\xff\xd8"
 TEXT_SUFFIX = "/text_summary"  # tensorboardX's and torch's add_text append it to the tag
 MAX_FLOAT_INT = 2 ** 53
-EVEN_BINS = 64  # corral.Histogram's default
-MAX_BINS = 512  # corral.Histogram's most
 
 
 class Item(NamedTuple):
@@ -109,10 +107,9 @@ class SummaryReader:
         return []
 
     def _image(self, key: str, data: bytes) -> list[Item]:
-        if data.startswith(PNG_SIGNATURE):
-            return [Item(key, "image", ".png", data)]
-        if data.startswith(JPEG_SIGNATURE):
-            return [Item(key, "image", ".jpg", data)]
+        suffix = image_suffix(data)
+        if suffix is not None:
+            return [Item(key, "image", suffix, data)]
         self.skipped += 1
         return []
 
@@ -201,7 +198,7 @@ def _tensor_histogram(values: list[float]) -> bytes:
     return _json(*_even([rows[0][0]] + [r[1] for r in rows], [r[2] for r in rows]))
 
 
-def _even(edges: list[float], counts: list[float], bins: int = EVEN_BINS) -> tuple[list[float], list[int]]:
+def _even(edges: list[float], counts: list[float], bins: int = DEFAULT_BINS) -> tuple[list[float], list[int]]:
     """Buckets of one width, as corral.Histogram makes them and the dashboard draws them: as written
     when they are (numpy's, TF2's), else (TensorFlow's default buckets grow exponentially from 0)
     `bins` of them over the same span, each bucket's count spread evenly across its width, as
@@ -329,10 +326,7 @@ class MediaUploads:
 
     def counts(self) -> dict[str, int]:
         """How many of each type."""
-        out: dict[str, int] = {}
-        for pending in self.pending.values():
-            out[pending.type] = out.get(pending.type, 0) + 1
-        return out
+        return dict(Counter(pending.type for pending in self.pending.values()))
 
     def upload(self, client: Client, run_id: int) -> int:
         """Upload what the run does not hold yet; how many were sent."""
