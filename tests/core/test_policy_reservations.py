@@ -165,3 +165,12 @@ def test_an_update_keeps_what_it_does_not_name_and_a_new_start_keeps_the_duratio
     with pytest.raises(InvalidRequest) as caught:
         wanted_update(current, {"node": "gpu02"}, NOW)
     assert caught.value.field == "node" and "delete it and create it again" in str(caught.value.hint)
+
+
+def test_a_sharing_job_in_a_reservation_packs_beside_one_running_there():
+    running = [Allocation(7, "gpu01", (0,), 1, 1024, "ada", end_time=NOW + HOUR, gpu_share_mb=20 * 1024)]
+    now_on = book([reservation()], {7: "demo"})
+    pending = [PendingJob(1, Request(gpus=1, cpus=1, mem_mb=1024, gpu_share_mb=20 * 1024), "ada", time_limit_s=HOUR,
+                          reservation="demo")]
+    decisions = schedule([NODE], running, pending, NOW, reservations=now_on)
+    assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(1, (0,))]

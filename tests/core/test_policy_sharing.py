@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from corral.core.backfill import NodeProfile
 from corral.core.policy import PendingJob, schedule
+from corral.core.reservations import Reservation, book
 from corral.core.sharing import BudgetWatch, SharingSettings, outside_holds, shareable_beside
 from corral.core.resources import Allocation, Gpu, Node, Request
 from corral.core.states import PendingReason
@@ -120,3 +121,12 @@ def test_across_nodes_a_sharing_job_joins_a_shared_gpu_before_taking_a_whole_one
     running = [Allocation(8, "gpu02", (1,), 1, 0, gpu_share_mb=40 * GB)]
     decisions = schedule([NODE, other], running, [job(1, 20), job(2, 30)], NOW)
     assert [(a.node, a.gpu_ids) for a in decisions.starts] == [("gpu02", (1,)), ("gpu01", (0,))]
+
+
+def test_a_reserved_gpu_takes_no_sharing_job_from_outside_the_reservation_even_beside_an_outside_process():
+    one = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB), Gpu(1, "A100", 80 * GB)))
+    held = {"gpu01": {0: 20 * GB}}  # a notebook on GPU 0, which sharing jobs may use beside it ("share")
+    kept = book([Reservation("demo", "gpu01", (0,), 1, GB, ("ada",), (), NOW, NOW + 7200, "root", NOW)], {})
+    decisions = schedule([one], outside_holds(held), [job(1, 10)], NOW, drained=shareable_beside(held),
+                         reservations=kept)
+    assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(1, (1,))]

@@ -187,6 +187,9 @@ class NodeProfile:
             self.cpus[k] -= cpus
             self.mem[k] -= mem
             self.gpus[k] = self.gpus[k] - taken
+        if taken and self.shared is not None:  # taken whole (a reservation's): no sharing job goes there either
+            for k in range(first, last):
+                self.shared[k] = {g: mb for g, mb in self.shared[k].items() if g not in taken}
 
     def _split(self, moment: float) -> int:
         """Index of the segment that starts at `moment`, splitting the one that contains it."""

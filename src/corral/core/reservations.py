@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from corral.core.backfill import INFINITY, NodeProfile
+from corral.core.drains import WHOLE_NODE
 from corral.core.iso_times import iso_utc
 from corral.core.resources import Allocation, Node
 from corral.core.spec_slurm import moment
@@ -305,8 +306,9 @@ def _unavailable(node: Node, existing: Iterable[Reservation], running: Iterable[
     """The node's GPUs that cannot be reserved over [start, end), and why."""
     out: dict[int, str] = {}
     for gpu in sorted(drained):
-        out[gpu] = "drained"
-    if -1 in drained:
+        if gpu >= 0:  # not WHOLE_NODE, nor a GPU sharing jobs may use beside a process (`corral.core.sharing`)
+            out[gpu] = "drained"
+    if WHOLE_NODE in drained:
         out.update({g.index: "the node is drained" for g in node.gpus})
     for other in existing:
         if other.node == node.name and other.start < end and start < other.end:
@@ -347,7 +349,7 @@ def inside(reservation: Reservation, node: Node, running: Iterable[Allocation], 
            drained: frozenset[int]) -> NodeProfile:
     """What the reservation offers its own jobs: its share of the node over its window, less what its
     running jobs hold (nothing outside the window, so a job that would run past the end never fits)."""
-    gpus = frozenset(reservation.gpus) - drained if -1 not in drained else frozenset()
+    gpus = frozenset(reservation.gpus) - drained if WHOLE_NODE not in drained else frozenset()
     none: frozenset[int] = frozenset()
     if reservation.end <= now:
         return NodeProfile(node, [now], [0], [0], [none])
@@ -360,7 +362,7 @@ def inside(reservation: Reservation, node: Node, running: Iterable[Allocation], 
     for alloc in running:
         end = alloc.end_time if alloc.end_time is not None else INFINITY
         if end > now:
-            profile.reserve(now, end, alloc.cpus, alloc.mem_mb, alloc.gpu_ids)
+            profile.reserve(now, end, alloc.cpus, alloc.mem_mb, alloc.gpu_ids, alloc.gpu_share_mb)
     return profile
 
 

@@ -32,7 +32,8 @@ def parse_shards(text: str) -> int:
                              "write shard:N (N shards of one GPU), or gpu:N for whole GPUs")
     count = int(match.group(1) or 1)
     if not 1 <= count <= MAX_GPUS * 1000:
-        raise InvalidRequest("gres", f"shard:{count}: must be at least 1", "write shard:N with N of 1 or more")
+        raise InvalidRequest("gres", f"shard:{count}: must be from 1 to {MAX_GPUS * 1000}",
+                             "write shard:N with N at most the node's shards_per_gpu")
     return count
 
 
