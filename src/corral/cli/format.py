@@ -255,7 +255,9 @@ def links_line(node: dict[str, Any]) -> str:
     groups = sorted({tuple(g["nvlink"]) for g in node["gpus"] if g.get("nvlink")})
     parts = [f"features: {', '.join(node['features'])}"] if node.get("features") else []
     if groups:
-        parts.append("NVLink groups " + ", ".join(_gpu_list(g) for g in groups))
+        from corral.core.arrays import format_ranges  # only here: `corral queue` and the like import no re
+
+        parts.append("NVLink groups " + ", ".join(format_ranges(g) for g in groups))
     parts += [f"GPU feature {name}: {gpus}" for name, gpus in (node.get("gpu_features") or {}).items()]
     return "; ".join(parts)
 
@@ -268,11 +270,3 @@ def links_matrix(node: dict[str, Any]) -> str:
            f"SYS: across sockets)\n" + table(["", *names], rows)
 
 
-def _gpu_list(gpus: Sequence[int]) -> str:
-    runs: list[list[int]] = []
-    for i in gpus:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)

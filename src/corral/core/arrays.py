@@ -56,7 +56,7 @@ def parse_array(text: str) -> ArraySpec:
     return ArraySpec(tuple(sorted(ids)), throttle)
 
 
-def format_ranges(task_ids: Sequence[int]) -> str:
+def format_ranges(task_ids: Iterable[int]) -> str:
     """`[0, 1, 2, 5, 7, 8]` -> `0-2,5,7-8` (what the queue shows for tasks not yet started)."""
     parts = []
     ids = sorted(task_ids)

@@ -58,6 +58,7 @@ THROTTLE_REASONS: Mapping[int, str] = {
 }
 """NVML's clock throttle reasons (nvmlClocksThrottleReason*) that say the GPU is too hot or drawing too much;
 idle, application clocks, sync boost and display clocks are not trouble."""
+_TROUBLE = sum(THROTTLE_REASONS)  # their bits together
 
 FATAL, RECORDED = "fatal", "recorded"
 
@@ -124,12 +125,13 @@ def assess(gpu: int, before: GpuStanding | None, now_figures: HealthFigures,
     seen happening, and are shown in the GPU's health, not acted on.
     """
     events: list[HealthEvent] = []
-    seen = set(before.seen_xids) if before is not None else set()
+    known: frozenset[tuple[int, int]] = before.seen_xids if before is not None else frozenset()
+    added: set[tuple[int, int]] = set()
     for event in sorted(now_figures.xid_events, key=lambda e: e.time_us):
         key = (event.xid, event.time_us)
-        if key in seen:
+        if key in known or key in added:
             continue
-        seen.add(key)
+        added.add(key)
         severity = FATAL if event.xid in FATAL_XIDS else RECORDED
         events.append(HealthEvent(gpu, severity, xid_text(event.xid), now))
     ecc = now_figures.ecc_uncorrected
@@ -141,11 +143,12 @@ def assess(gpu: int, before: GpuStanding | None, now_figures: HealthFigures,
     started = throttle & ~(before.throttle_reasons if before is not None else 0)
     if started:
         events.append(HealthEvent(gpu, RECORDED, f"throttled: {', '.join(throttle_names(started))}", now))
+    seen = known | added if added else known
     if len(seen) > MAX_SEEN_XIDS:
-        seen = {key for key in sorted(seen, key=lambda k: k[1])[-MAX_SEEN_XIDS:]}
+        seen = frozenset(sorted(seen, key=lambda k: k[1])[-MAX_SEEN_XIDS:])
     standing = GpuStanding(
         ecc_uncorrected=ecc if ecc is not None else (before.ecc_uncorrected if before is not None else None),
-        lost=now_figures.lost, throttle_reasons=throttle, seen_xids=frozenset(seen))
+        lost=now_figures.lost, throttle_reasons=throttle, seen_xids=seen)
     return standing, events
 
 
@@ -159,10 +162,7 @@ def troubling(reasons: int | None) -> int:
     """The thermal and power bits of a throttle-reason mask."""
     if reasons is None:
         return 0
-    mask = 0
-    for bit in THROTTLE_REASONS:
-        mask |= bit
-    return reasons & mask
+    return reasons & _TROUBLE
 
 
 def throttle_names(reasons: int | None) -> list[str]:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from corral.core import classad
 from corral.core.features import named, satisfies
-from corral.core.topology import Topology, choose_gpus, format_gpu_list, most_together
+from corral.core.arrays import format_ranges
+from corral.core.topology import Topology, choose_gpus, most_together
 from corral.core.units import format_memory
 from corral.errors import Unsatisfiable
 
@@ -284,8 +285,8 @@ def describe_links(node: Node) -> str:
     if topology is None:
         return ""
     groups = sorted({topology.nvlink_group(i) for i in topology.nvlinked})
-    parts = [f"NVLink groups {', '.join(format_gpu_list(g) for g in groups)}"] if groups else []
-    parts += [f"GPU feature {name}: {format_gpu_list(gpus)}" for name, gpus in topology.gpu_features]
+    parts = [f"NVLink groups {', '.join(format_ranges(g) for g in groups)}"] if groups else []
+    parts += [f"GPU feature {name}: {format_ranges(gpus)}" for name, gpus in topology.gpu_features]
     return "; ".join(parts)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from corral.core.arrays import format_ranges
 from corral.errors import InvalidRequest
 
 LEVELS = ("NV", "PIX", "PXB", "PHB", "NODE")
@@ -249,24 +250,8 @@ def parse_gpu_list(text: object, field: str, gpus: Collection[int]) -> tuple[int
     unknown = sorted(set(out) - set(gpus))
     if unknown:
         raise InvalidRequest(field, f"names GPU {unknown[0]}, which this node does not have",
-                             f"its GPUs: {format_gpu_list(sorted(gpus)) or 'none'}")
+                             f"its GPUs: {format_ranges(sorted(gpus)) or 'none'}")
     return tuple(sorted(set(out)))
-
-
-def format_gpu_list(gpus: Iterable[int]) -> str:
-    """(0, 1, 2, 3, 6) -> `0-3,6`."""
-    parts: list[str] = []
-    run: list[int] = []
-    for i in sorted(gpus):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [i]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(parts)
 
 
 def topology_settings(node: Mapping[str, object], path: str) -> dict[str, object]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from corral.core.resources import DeclaredInventory, Gpu, Node, capability_of
 from corral.core.units import parse_memory_mb
-from corral.executor.mig import as_slice, raw_mig, schedulable
+from corral.executor.mig import as_slice, raw_mig, schedulable, text
 from corral.errors import InvalidRequest
 from corral.executor.gpu_topology import add_topology, node_topology
 
@@ -76,8 +76,8 @@ def _raw_facts(pynvml: Any, index: int) -> dict[str, Any]:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     facts: dict[str, Any] = {
         "index": index,
-        "name": _text(pynvml.nvmlDeviceGetName(handle)),
-        "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+        "name": text(pynvml.nvmlDeviceGetName(handle)),
+        "uuid": text(pynvml.nvmlDeviceGetUUID(handle)),
         "memory": {"total": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)},
     }
     try:
@@ -98,8 +98,7 @@ def gpus_from_raw(frame: Sequence[Mapping[str, Any]]) -> list[Gpu]:
     """GPUs from raw NVML facts (what `read_inventory` returns, or a recorded frame): a field a frame lacks is
     left unknown (its name: `GPU`; its memory: 0). A GPU in MIG mode gives its slices instead (`corral.executor.mig`)."""
     gpus = []
-    rows = schedulable(frame)
-    for raw in rows:
+    for raw in schedulable(frame):
         name = raw.get("name") if isinstance(raw.get("name"), str) else None
         gpu_type = short_gpu_type(name) if name else "GPU"
         memory = raw.get("memory")
@@ -110,10 +109,11 @@ def gpus_from_raw(frame: Sequence[Mapping[str, Any]]) -> list[Gpu]:
         else:
             cc = capability_of(gpu_type)
         minor, uuid = raw.get("minor"), raw.get("uuid")
-        gpus.append(Gpu(index=int(raw["index"]), type=gpu_type, mem_mb=int(total) // _MB if isinstance(total, int) else 0,
-                        uuid=uuid if isinstance(uuid, str) else None, minor=minor if isinstance(minor, int) else None,
-                        capability=cc, device_name=name))
-    return [as_slice(raw, gpu) for raw, gpu in zip(rows, gpus)]
+        gpus.append(as_slice(raw, Gpu(
+            index=int(raw["index"]), type=gpu_type, mem_mb=int(total) // _MB if isinstance(total, int) else 0,
+            uuid=uuid if isinstance(uuid, str) else None, minor=minor if isinstance(minor, int) else None,
+            capability=cc, device_name=name)))
+    return gpus
 
 
 def first_replayed_frame(path: str) -> list[dict[str, Any]]:
@@ -134,10 +134,6 @@ def first_replayed_frame(path: str) -> list[dict[str, Any]]:
         raise InvalidRequest(REPLAY_ENV, f"cannot replay GPU frames: {path}'s first line is not a list of GPUs "
                              "each with an integer index", hint)
     return frame
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def declared_types(text: str, count: int) -> list[str]:

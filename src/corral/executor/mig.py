@@ -31,8 +31,10 @@ CAPABILITIES = "/proc/driver/nvidia/capabilities"
 """Where the driver says which /dev/nvidia-caps minor grants access to each MIG instance."""
 
 
-def raw_mig(pynvml: Any, handle: Any) -> dict[str, Any] | None:
-    """A GPU's MIG mode and devices from NVML as the raw `mig` field; None where MIG is off or unsupported."""
+def raw_mig(pynvml: Any, handle: Any, *, caps: bool = True) -> dict[str, Any] | None:
+    """A GPU's MIG mode and devices from NVML as the raw `mig` field; None where MIG is off or unsupported.
+    `caps`: also each device's /dev/nvidia-caps minors, read from the driver's files (the inventory needs them;
+    a monitoring sample does not)."""
     if not hasattr(pynvml, "nvmlDeviceGetMigMode"):  # a binding older than MIG
         return None
     try:
@@ -56,7 +58,8 @@ def raw_mig(pynvml: Any, handle: Any) -> dict[str, Any] | None:
         except pynvml.NVMLError:  # an empty slot: no instance there
             continue
         raw = _raw_device(pynvml, device)
-        raw["caps"] = caps_minors(minor, raw["gi"], raw["ci"])
+        if caps:
+            raw["caps"] = caps_minors(minor, raw["gi"], raw["ci"])
         devices.append(raw)
     return {"mode": int(current), "devices": devices}
 
@@ -112,8 +115,8 @@ def _raw_device(pynvml: Any, device: Any) -> dict[str, Any]:
                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(device)]
 
     return {
-        "uuid": read(lambda: _text(pynvml.nvmlDeviceGetUUID(device))),
-        "name": read(lambda: _text(pynvml.nvmlDeviceGetName(device))),
+        "uuid": read(lambda: text(pynvml.nvmlDeviceGetUUID(device))),
+        "name": read(lambda: text(pynvml.nvmlDeviceGetName(device))),
         "memory": read(memory),
         "gi": read(lambda: int(pynvml.nvmlDeviceGetGpuInstanceId(device))),
         "ci": read(lambda: int(pynvml.nvmlDeviceGetComputeInstanceId(device))),
@@ -123,7 +126,8 @@ def _raw_device(pynvml: Any, device: Any) -> dict[str, Any]:
     }
 
 
-def _text(value: str | bytes) -> str:
+def text(value: str | bytes) -> str:
+    """A string NVML gave, as str (older bindings give bytes)."""
     return value.decode() if isinstance(value, bytes) else value
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from corral.core.gpu_health import HealthFigures
 from corral.errors import InvalidRequest
 from corral.executor.gpus import REPLAY_ENV, read_inventory
-from corral.executor.mig import raw_mig, with_slices
+from corral.executor.mig import raw_mig, text, with_slices
 from corral.monitor.nvml_health import NvmlHealth, health_from_raw
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class NvmlReader:
             handles = []
             for index in range(pynvml.nvmlDeviceGetCount()):
                 handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-                handles.append((index, handle, _call(pynvml, lambda: _text(pynvml.nvmlDeviceGetUUID(handle)))))
+                handles.append((index, handle, _call(pynvml, lambda: text(pynvml.nvmlDeviceGetUUID(handle)))))
         except pynvml.NVMLError as error:
             self.unavailable_reason = f"NVML started but listing GPUs failed: {error}"
             log.warning("NVML: %s", self.unavailable_reason)
@@ -204,7 +204,7 @@ def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None) -> dict[str
         "temperature_c": _call(pynvml, lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
         "processes": _call(pynvml, processes),
     }
-    mig = _call(pynvml, lambda: raw_mig(pynvml, handle))
+    mig = _call(pynvml, lambda: raw_mig(pynvml, handle, caps=False))
     if mig is not None:  # its slices' figures, each read on its own MIG device handle
         raw["mig"] = mig
     return raw
@@ -215,10 +215,6 @@ def _call(pynvml: Any, read: Callable[[], Any]) -> Any:
         return read()
     except pynvml.NVMLError:
         return None
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class ReplayedGpus:
@@ -281,6 +277,17 @@ def gpu_source_from_env(environ: Mapping[str, str]) -> Callable[[], list[GpuRead
         raise InvalidRequest(REPLAY_ENV, f"cannot replay GPU frames: {error}", hint) from None
 
 
+def _with_facts(raw: dict[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """A GPU's first recorded reading with its fixed facts; its MIG devices keep the /dev/nvidia-caps minors that
+    only the inventory reads (`corral.executor.mig.raw_mig`)."""
+    merged = {**facts, **raw}
+    if facts.get("mig") and raw.get("mig"):
+        caps = {device.get("uuid"): device.get("caps") for device in facts["mig"]["devices"]}
+        merged["mig"] = {**raw["mig"], "devices": [{**device, "caps": caps.get(device.get("uuid"))}
+                                                   for device in raw["mig"]["devices"]]}
+    return merged
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m corral.monitor.nvml --record N [--interval S]`: print N raw frames as JSON lines."""
     parser = argparse.ArgumentParser(prog="python -m corral.monitor.nvml",
@@ -296,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for number in range(args.record):
             frame = reader.read_raw()
             if number == 0:  # the GPUs' fixed facts, once: what `corral up` replaying the file detects
-                frame = [{**facts.get(raw["index"], {}), **raw} for raw in frame]
+                frame = [_with_facts(raw, facts.get(raw["index"], {})) for raw in frame]
             if reader.unavailable_reason is not None:
                 print(f"NVML is not available here ({reader.unavailable_reason}); "
                       "record on a machine with an NVIDIA driver", file=sys.stderr)

@@ -94,8 +94,8 @@ class NvmlHealth:
             uncorrected = read(pynvml.nvmlDeviceGetTotalEccErrors, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                pynvml.NVML_VOLATILE_ECC)
             raw["ecc"] = {"volatile_uncorrected": uncorrected} if uncorrected is not None else None
+            # every board answers this one, with GPU_IS_LOST once the GPU is gone
             raw["throttle_reasons"] = read(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
-            read(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)  # answers GPU_IS_LOST if it is
             raw["xid_events"] = xids.get(index, [])
             if lost:
                 raw["lost"] = True

@@ -10,7 +10,7 @@ from corral.core.drains import Drain, gpu_state
 from corral.core.job import Job
 from corral.core.outside_use import OutsideProcess
 from corral.core.resources import Allocation, Gpu, Node
-from corral.core.topology import format_gpu_list
+from corral.core.arrays import format_ranges
 
 
 def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active: Mapping[int, Job], *,
@@ -111,7 +111,7 @@ def node_links(node: Node) -> dict[str, Any]:
     GPUs (NV, PIX, PXB, PHB, NODE, SYS; X on the diagonal), [] where unknown."""
     topology = node.topology
     names = sorted(set(node.features) | (topology.names if topology else frozenset()))
-    gpu_features = {name: format_gpu_list(gpus) for name, gpus in topology.gpu_features} if topology else {}
+    gpu_features = {name: format_ranges(gpus) for name, gpus in topology.gpu_features} if topology else {}
     return {"features": names, "gpu_features": gpu_features,
             "links": topology.matrix([g.index for g in node.gpus]) if topology else []}
 

@@ -65,8 +65,7 @@ class Reservations:
         """
         current = self.get(name)
         now = self.clock()
-        inside = {job_id for job_id in self.allocations
-                  if (job := self.table.active.get(job_id)) is not None and job.spec.reservation == name}
+        inside = self._running_in(name)
         made = plan(wanted_update(current, body, now), nodes=self.nodes,
                     existing=[r for r in self.by_name.values() if r.name != name],
                     running=[a for job_id, a in self.allocations.items() if job_id not in inside],
@@ -88,12 +87,16 @@ class Reservations:
             NotFound: no such reservation. Conflict: jobs run in it (Slurm deletes none with jobs running).
         """
         reservation = self.get(name)
-        inside = sorted(job_id for job_id in self.allocations
-                        if (job := self.table.active.get(job_id)) is not None and job.spec.reservation == name)
+        inside = sorted(self._running_in(name))
         if inside:
             raise Conflict(f"reservation {name} has jobs running in it ({', '.join(map(str, inside))}): "
                            "cancel them first, or let the reservation end (Reservation busy)")
         return reservation, self._end([reservation])
+
+    def _running_in(self, name: str) -> set[int]:
+        """The running jobs submitted into reservation `name`."""
+        return {job_id for job_id in self.allocations
+                if (job := self.table.active.get(job_id)) is not None and job.spec.reservation == name}
 
     def expire(self, now: float) -> list[Job]:
         """End the reservations whose window is over; returns the jobs held for it."""

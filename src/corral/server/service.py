@@ -597,7 +597,6 @@ class JobService:
         self._check_reservations(caller, f"creating reservation {wanted.name}")
         made = self.reservations.create(wanted, caller.user, drained=self.drains.by_node,
                                         accounts=self.access.accounts, user_exists=lambda u: uid_of(u) is not None)
-        self._reservation_change = None
         self.mark_dirty()
         return made.to_dict(self.clock())
 
@@ -606,7 +605,6 @@ class JobService:
         self._check_reservations(caller, f"updating reservation {name}")
         made = self.reservations.update(name, body, drained=self.drains.by_node, accounts=self.access.accounts,
                                         user_exists=lambda u: uid_of(u) is not None)
-        self._reservation_change = None
         self.mark_dirty()
         return made.to_dict(self.clock())
 
