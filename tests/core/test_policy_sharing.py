@@ -11,6 +11,7 @@ from corral.core.backfill import NodeProfile
 from corral.core.policy import PendingJob, schedule
 from corral.core.reservations import Reservation, book
 from corral.core.sharing import BudgetWatch, SharingSettings, outside_holds, shareable_beside
+from corral.core.topology import build_topology
 from corral.core.resources import Allocation, Gpu, Node, Request
 from corral.core.states import PendingReason
 
@@ -129,4 +130,12 @@ def test_a_reserved_gpu_takes_no_sharing_job_from_outside_the_reservation_even_b
     kept = book([Reservation("demo", "gpu01", (0,), 1, GB, ("ada",), (), NOW, NOW + 7200, "root", NOW)], {})
     decisions = schedule([one], outside_holds(held), [job(1, 10)], NOW, drained=shareable_beside(held),
                          reservations=kept)
+    assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(1, (1,))]
+
+
+def test_a_sharing_job_with_a_gpu_feature_constraint_shares_only_gpus_that_have_it():
+    fast = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=tuple(Gpu(i, "A100", 80 * GB) for i in range(2)),
+                topology=build_topology(range(2), gpu_features={"fast": [1]}))
+    pending = [PendingJob(1, Request(gpus=1, gpu_share_mb=10 * GB, features="fast"), time_limit_s=3600)]
+    decisions = schedule([fast], [], pending, NOW)
     assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(1, (1,))]

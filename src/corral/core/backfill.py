@@ -117,7 +117,8 @@ class NodeProfile:
             if len(matching) < need:
                 return None
             if request.gpu_share_mb:
-                return sharing.earliest(self, request, duration, matching)
+                matching = self._constrained(request, matching)
+                return sharing.earliest(self, request, duration, matching) if matching else None
         want_cpus, want_mem = request.cpus, request.mem_mb
         if request.exclusive:  # the whole node, free throughout: every GPU, CPU and all the memory
             if request.cpus > self.node.cpus or request.mem_mb > self.node.mem_mb:
@@ -157,6 +158,18 @@ class NodeProfile:
                 if picked is not None:
                     return times[k], picked
         return None
+
+    def _constrained(self, request: Request, matching: tuple[int, ...]) -> tuple[int, ...]:
+        """The GPUs a sharing job's --constraint leaves it (GPU features, `nvlink`: `corral.core.topology`)."""
+        topology = self.node.topology
+        if topology is None or request.features is None:
+            return matching
+        options = self.options.get(request.features)
+        if options is None:
+            options = self.options[request.features] = topology.plan(request.features, self.node.features)
+        if any(allowed is None for allowed, _ in options):
+            return matching
+        return tuple(i for i in matching if any(i in allowed for allowed, _ in options if allowed is not None))
 
     def first_free(self) -> list[float]:
         """For each g from 0 to the node's GPU count, the first moment g GPUs are free (INFINITY: never).
