@@ -88,7 +88,10 @@ import torch.distributed as dist
 dist.init_process_group("gloo")
 total = __import__("torch").tensor([dist.get_rank() + 1])
 dist.all_reduce(total)
-print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(total)} step {os.environ['SLURM_STEP_ID']}", flush=True)
+# one write per line: torchrun's workers run unbuffered and share one stdout, so print's separate newline
+# could land after the other worker's line
+line = f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(total)} step {os.environ['SLURM_STEP_ID']}\\n"
+os.write(1, line.encode())
 dist.destroy_process_group()
 """
 
