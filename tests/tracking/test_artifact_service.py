@@ -56,3 +56,91 @@ def test_a_stream_becomes_a_runs_artifact_and_reads_back_by_range(tmp_path):
     finally:
         tracking.close()
         engine.dispose()
+
+
+def run_scenario(tmp_path, scenario, limits: ArtifactLimits = ArtifactLimits()) -> None:
+    """`scenario(tracking, service)` on a fresh database and store, in a thread of its own (see above)."""
+    engine = open_engine(database_url(None, str(tmp_path)))
+    migrate.upgrade(engine)
+    tracking = TrackingService(RunStore(engine), user="alice")
+    service = ArtifactService(ArtifactStore(str(tmp_path / "artifacts")), tracking, limits=limits)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, scenario(tracking, service)).result()
+    finally:
+        tracking.close()
+        engine.dispose()
+
+
+def blobs(tmp_path) -> list[str]:
+    return sorted(name for _, _, names in os.walk(tmp_path / "artifacts" / "blobs") for name in names)
+
+
+def test_a_directory_level_lists_files_with_sizes_and_directories_once(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        for name, data in (("model/MLmodel", b"flavors"), ("model/data/w.bin", b"w" * 10), ("notes.txt", b"hi"),
+                           ("model_card.md", b"card")):
+            await service.put_stream(run["id"], "alice", name, pieces(data))
+        await tracking.put_artifacts(str(run["id"]), {"artifacts": [{"path": "/ckpt/model/last.pt", "type": "checkpoint"}]})
+        level = [(e.name, e.is_dir, e.size) for e in await service.listing(run["id"], "")]
+        assert level == [("model", True, None), ("model_card.md", False, 4), ("notes.txt", False, 2)]
+        level = [(e.name, e.is_dir, e.size) for e in await service.listing(run["id"], "model")]
+        assert level == [("MLmodel", False, 7), ("data", True, None)]
+        # a file lists as itself (MLflow's way); a name that is a prefix of others' is no directory of theirs
+        assert [(e.name, e.size) for e in await service.listing(run["id"], "model/MLmodel")] == [("MLmodel", 7)]
+        assert await service.listing(run["id"], "mod") == [] and await service.listing(run["id"], "nothing/here") == []
+        with pytest.raises(InvalidRequest):
+            await service.listing(run["id"], "../x")
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_deleting_a_directory_unlinks_all_under_it_and_frees_blobs_nothing_else_links(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        shared, own = b"s" * 100, b"o" * 50
+        await service.put_stream(run["id"], "alice", "model/shared.bin", pieces(shared))
+        await service.put_stream(run["id"], "alice", "model/own.bin", pieces(own))
+        await service.put_stream(run["id"], "alice", "copy.bin", pieces(shared))
+        await service.put_stream(run["id"], "alice", "model_card.md", pieces(b"card"))
+        assert len(blobs(tmp_path)) == 3  # the same content twice is one blob
+        assert await service.delete(run["id"], "model") == len(own)  # shared.bin's blob is copy.bin's too
+        names = [a["path"] for a in await tracking.artifacts(str(run["id"]), type_=None, deleted=False)]
+        assert names == ["copy.bin", "model_card.md"] and len(blobs(tmp_path)) == 2
+        assert await tracking.stored_bytes("alice") == len(shared) + 4
+        assert await service.delete(run["id"], "copy.bin") == len(shared) and len(blobs(tmp_path)) == 1
+        assert await service.delete(run["id"], "nothing/here") == 0
+        with pytest.raises(InvalidRequest):
+            await service.delete(run["id"], "")
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_put_checks_the_quota_against_the_whole_file_unless_told_the_file_is_the_owners_already(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        with pytest.raises(InvalidRequest, match="user_artifact_quota_mb"):
+            await service.put(run["id"], "alice", "a.bin", iter([b"x" * 60, b"x" * 60]))
+        assert blobs(tmp_path) == [] and os.listdir(tmp_path / "artifacts" / "tmp") == []
+        artifact = await service.put(run["id"], "alice", "a.bin", iter([b"x" * 300]), within_limits=False)
+        assert (artifact["path"], artifact["size"], artifact["stored"]) == ("a.bin", 300, True)
+
+    run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=100))
+
+
+def test_a_file_logged_again_under_its_name_does_not_keep_its_old_content(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        for epoch in range(3):  # as `mlflow.log_dict(..., "latest.json")` each epoch
+            await service.put_stream(run["id"], "alice", "latest.json", pieces(b'{"epoch": %d}' % epoch))
+        await service.put_stream(run["id"], "alice", "other.json", pieces(b'{"epoch": 0}'))
+        await service.put_stream(run["id"], "alice", "other.json", pieces(b'{"epoch": 2}'))  # latest.json's content
+        latest = await tracking.artifact(run["id"], "latest.json")
+        assert blobs(tmp_path) == [latest["sha256"]]  # one copy, linked twice
+        await service.put_stream(run["id"], "alice", "other.json", pieces(b"{}"))
+        assert len(blobs(tmp_path)) == 2  # latest.json's blob stays: it is still linked
+        found = await service.open(run["id"], "alice", "latest.json")
+        assert b"".join(found.chunks(None)) == b'{"epoch": 2}'
+
+    run_scenario(tmp_path, scenario)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from corral.errors import InvalidRequest
 
@@ -24,6 +26,37 @@ def check_artifact_name(name: object, field: str = "path") -> str:
         raise InvalidRequest(field, f"{name!r} is not an artifact name",
                              "a relative path without '..', '.' or empty parts, e.g. model/weights.bin")
     return name
+
+
+@dataclass(frozen=True)
+class ListedEntry:
+    """One entry of a directory level of a run's artifacts: a file with its size, or a directory."""
+
+    name: str  # within the directory listed
+    is_dir: bool
+    size: int | None  # None for a directory
+
+
+def directory_level(files: Iterable[tuple[str, int]], path: str) -> list[ListedEntry]:
+    """The entries right under `path` ("" the run's root) of the artifacts `files` ((name, size) each),
+    sorted by name: each file there, and each directory once.
+
+    Names are flat (an artifact `a` and an artifact `a/b` may both exist, as keys of an object store
+    do), so a name can list as a file and as a directory. A `path` that names a file and nothing
+    under it lists that file alone, as MLflow's artifact stores answer.
+    """
+    prefix = path + "/" if path else ""
+    itself: int | None = None
+    found: dict[tuple[str, bool], int | None] = {}
+    for name, size in files:
+        if path and name == path:
+            itself = size
+        elif name.startswith(prefix):
+            head, sep, _ = name[len(prefix):].partition("/")
+            found.setdefault((head, bool(sep)), None if sep else size)
+    if not found and itself is not None:
+        return [ListedEntry(path.rsplit("/", 1)[-1], False, itself)]
+    return [ListedEntry(name, is_dir, size) for (name, is_dir), size in sorted(found.items())]
 
 
 def check_sha256(value: object, field: str = "sha256") -> str:

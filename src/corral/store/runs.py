@@ -236,6 +236,15 @@ class RunStore:
         conn.execute(update(artifacts).where(artifacts.c.id == found).values(**values))
         return int(found)
 
+    def unlink_uploaded(self, conn: Connection, run_id: int, path: str) -> list[str]:
+        """Remove the run's uploaded artifact `path` and those under `path/`; the sha256 of the blobs
+        they linked. Registered files (checkpoints) stay: they are the job's, not the store's."""
+        self._require(conn, run_id)
+        where = (artifacts.c.run_id == run_id, artifacts.c.stored.is_(True), _at_or_under(path))
+        shas: list[str] = list(conn.execute(select(artifacts.c.sha256).distinct().where(*where)).scalars())
+        conn.execute(delete(artifacts).where(*where))
+        return shas
+
     def change_run(self, conn: Connection, run_id: int, changes: dict[str, Any]) -> None:
         """Set the run's name, notes or archived flag (those given)."""
         self._require(conn, run_id)
@@ -376,6 +385,14 @@ class RunStore:
             query = query.where(artifacts.c.deleted.is_(False))
         return [_artifact_dict(row) for row in conn.execute(query.order_by(artifacts.c.id))]
 
+    def uploaded(self, conn: Connection, run_id: int, path: str) -> list[tuple[str, int]]:
+        """(path, size) of the run's uploaded artifacts named `path` or under `path/` (all: `path` "")."""
+        query = select(artifacts.c.path, artifacts.c.size).where(
+            artifacts.c.run_id == run_id, artifacts.c.stored.is_(True), artifacts.c.deleted.is_(False))
+        if path:
+            query = query.where(_at_or_under(path))
+        return [(row.path, int(row.size or 0)) for row in conn.execute(query.order_by(artifacts.c.path))]
+
     def artifacts_by_id(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]]:
         rows = {row.id: _artifact_dict(row) for row in conn.execute(select(artifacts).where(artifacts.c.id.in_(list(ids))))}
         return [rows[i] for i in ids]
@@ -509,6 +526,11 @@ def _json_float(value: float | None) -> float | str:
 def _sql_compare(column: Any, op: str, value: float) -> Any:
     return {"=": column == value, "!=": column != value, "<": column < value, "<=": column <= value,
             ">": column > value, ">=": column >= value}[op]
+
+
+def _at_or_under(path: str) -> Any:
+    # autoescape: a `%` or `_` in an artifact's name is a character, not a wildcard
+    return (artifacts.c.path == path) | artifacts.c.path.startswith(path + "/", autoescape=True)
 
 
 def _artifact_dict(row: Any) -> dict[str, Any]:

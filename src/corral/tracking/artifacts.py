@@ -24,11 +24,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from corral.core.artifact_names import check_artifact_name, check_sha256
+from corral.core.artifact_names import ListedEntry, check_artifact_name, check_sha256, directory_level
 from corral.core.byte_ranges import ByteRange
 from corral.errors import InvalidRequest, NotFound
 from corral.executor.files import open_log
-from corral.tracking.artifact_store import ArtifactStore
+from corral.tracking.artifact_store import ArtifactStore, BlobWriter
 from corral.tracking.service import TrackingService
 
 MB = 1 << 20
@@ -134,24 +134,30 @@ class ArtifactService:
                                         caption=meta.get("caption"))
         return {"complete": True, "offset": offset, "size": offset, "artifact": artifact}
 
-    async def put(self, run_id: int, owner: str, path: str, chunks: Iterator[bytes], type_: str = "file") -> dict[str, Any]:
-        """Store a whole stream as the run's artifact `path` in one go (for callers without resumable
-        uploads, as MLflow's artifact routes are); the artifact.
+    async def put(self, run_id: int, owner: str, path: str, chunks: Iterator[bytes], type_: str = "file", *,
+                  within_limits: bool = True) -> dict[str, Any]:
+        """Store a whole stream (read off the event loop) as the run's artifact `path` in one go; the
+        artifact. `within_limits=False` takes files that are the owner's already (an older corral's
+        MLflow uploads), which a quota lowered since must not lose.
 
         Raises:
             InvalidRequest: a bad name, over the size limit or the owner's quota.
         """
         path = check_artifact_name(path)
-        await self._check_limits(owner, 0)
-        limit = self.limits.max_file_bytes
-        async with self._gc:
-            sha, size = await asyncio.to_thread(self.store.put, chunks, limit)
-            return await self._link(run_id, path, type_, size, sha)
+        if within_limits:
+            await self._check_limits(owner, 0)
+        writer = await asyncio.to_thread(self.store.writer, self.limits.max_file_bytes if within_limits else None)
+        try:
+            await asyncio.to_thread(_write_all, writer, chunks)
+            return await self._finish(run_id, owner, path, type_, writer, within_limits=within_limits)
+        finally:
+            await asyncio.to_thread(writer.discard)
 
     async def put_stream(self, run_id: int, owner: str, path: str, stream: AsyncIterator[bytes],
                          type_: str = "file") -> dict[str, Any]:
-        """`put` for a request's body as it arrives (`request.stream()`): each piece is written off the
-        event loop, and nothing of a refused or broken stream is kept; the artifact.
+        """`put` for a request's body as it arrives (`request.stream()`, as MLflow's artifact routes
+        take it): each piece is written off the event loop, and nothing of a refused or broken stream
+        is kept; the artifact.
 
         Raises:
             InvalidRequest: a bad name, over the size limit or the owner's quota.
@@ -163,17 +169,31 @@ class ArtifactService:
             async for chunk in stream:
                 if chunk:
                     await asyncio.to_thread(writer.write, chunk)
-            await self._check_limits(owner, writer.size)
-            async with self._gc:
-                sha, size = await asyncio.to_thread(writer.finish)
-                return await self._link(run_id, path, type_, size, sha)
+            return await self._finish(run_id, owner, path, type_, writer)
         finally:
             await asyncio.to_thread(writer.discard)
 
+    async def _finish(self, run_id: int, owner: str, path: str, type_: str, writer: BlobWriter, *,
+                      within_limits: bool = True) -> dict[str, Any]:
+        if within_limits:  # the quota, now that the size is known
+            await self._check_limits(owner, writer.size)
+        async with self._gc:
+            sha, size = await asyncio.to_thread(writer.finish)
+            return await self._link(run_id, path, type_, size, sha)
+
     async def _link(self, run_id: int, path: str, type_: str, size: int, sha: str, step: int | None = None,
                     caption: str | None = None) -> dict[str, Any]:
-        return await self.tracking.link_blob(run_id, path=path, type_=type_, size=size, sha256=sha, step=step,
-                                             caption=caption)
+        """Link the blob under `path` (the caller holds `_gc`); the blob it replaces there goes if
+        nothing links it any more (a file logged again each epoch must not keep every version)."""
+        try:
+            replaced = await self.tracking.artifact(run_id, path)
+        except NotFound:
+            replaced = None
+        artifact = await self.tracking.link_blob(run_id, path=path, type_=type_, size=size, sha256=sha, step=step,
+                                                 caption=caption)
+        if replaced is not None and replaced["stored"] and replaced["sha256"] != sha:
+            await self._remove_unlinked(replaced["sha256"])
+        return artifact
 
     async def _check_limits(self, owner: str, size: int) -> None:
         limit = self.limits.max_file_bytes
@@ -189,7 +209,20 @@ class ArtifactService:
                                      "delete runs you no longer need (`corral run delete`), or ask the admin to raise "
                                      "[tracking] user_artifact_quota_mb")
 
-    # -- downloads --------------------------------------------------------------------------------
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def listing(self, run_id: int, path: str) -> list[ListedEntry]:
+        """The run's uploaded artifacts one directory level under `path` ("" its root), as a file
+        system would list them (`corral.core.artifact_names.directory_level`); nothing where there
+        are none.
+
+        Raises:
+            InvalidRequest: `path` is no artifact name.
+        """
+        if path:
+            path = check_artifact_name(path)
+        return directory_level(await self.tracking.uploaded(run_id, path), path)
+
 
     async def open(self, run_id: int, owner: str, path: str) -> Download:
         """The artifact `path` of the run, open for reading.
@@ -225,12 +258,32 @@ class ArtifactService:
     async def delete_run(self, run_id: int) -> dict[str, Any]:
         """Delete the run and the blobs no other run links; what was freed. Registered files (a job's
         checkpoints) are its owner's files where the job wrote them, and stay."""
-        shas = await self.tracking.delete_run(run_id)
+        return {"deleted": run_id, "blobs_removed_bytes": await self._drop_unlinked(await self.tracking.delete_run(run_id))}
+
+    async def delete(self, run_id: int, path: str) -> int:
+        """Delete the run's uploaded artifact `path`, or all under the directory `path` (as MLflow's
+        clients delete), and the blobs no run links any more; the bytes freed. Nothing there: nothing done.
+
+        Raises:
+            InvalidRequest: `path` is no artifact name (the run's root is not deleted whole here).
+        """
+        return await self._drop_unlinked(await self.tracking.unlink_uploaded(run_id, check_artifact_name(path)))
+
+    async def _drop_unlinked(self, shas: list[str]) -> int:
         freed = 0
         async with self._gc:
             for sha in shas:
-                if not await self.tracking.blob_linked(sha):
-                    size = await asyncio.to_thread(self.store.size, sha) or 0
-                    if await asyncio.to_thread(self.store.remove, sha):
-                        freed += size
-        return {"deleted": run_id, "blobs_removed_bytes": freed}
+                freed += await self._remove_unlinked(sha)
+        return freed
+
+    async def _remove_unlinked(self, sha: str) -> int:
+        """Remove the blob if no run links it (the caller holds `_gc`); the bytes freed."""
+        if await self.tracking.blob_linked(sha):
+            return 0
+        size = await asyncio.to_thread(self.store.size, sha) or 0
+        return size if await asyncio.to_thread(self.store.remove, sha) else 0
+
+
+def _write_all(writer: BlobWriter, chunks: Iterator[bytes]) -> None:
+    for chunk in chunks:
+        writer.write(chunk)

@@ -174,6 +174,12 @@ class TrackingService:
 
         return await self._write(apply)
 
+    async def unlink_uploaded(self, run_id: int, path: str) -> list[str]:
+        """Remove the run's uploaded artifact `path` and those under it; the sha256 of the blobs they
+        linked (for the store to drop those nothing links any more)."""
+        shas: list[str] = await self._write(lambda conn, _: self.store.unlink_uploaded(conn, run_id, path))
+        return shas
+
     async def change_run(self, ref: str, body: Any) -> dict[str, Any]:
         """Rename, annotate, archive or restore the run (the fields given)."""
         changes = R.parse_run_change(body)
@@ -344,6 +350,10 @@ class TrackingService:
 
     async def artifact(self, run_id: int, path: str) -> dict[str, Any]:
         return await self._read(lambda conn: self.store.artifact(conn, run_id, path))
+
+    async def uploaded(self, run_id: int, path: str) -> list[tuple[str, int]]:
+        """(path, size) of the run's uploaded artifacts at `path` or under it ("": all of them)."""
+        return await self._read(lambda conn: self.store.uploaded(conn, run_id, path))
 
     async def blob_linked(self, sha256: str, *, user: str | None = None) -> bool:
         return await self._read(lambda conn: self.store.blob_linked(conn, sha256, user=user))
