@@ -124,8 +124,9 @@ class HomeLayout:
 
     @property
     def mlflow_artifacts(self) -> str:
-        """`<home>/artifacts/mlflow/`: the files MLflow's clients upload (`tracking.mlflow_artifacts`), one
-        directory per run; the server's own, never a job's."""
+        """`<home>/artifacts/mlflow/`: where an older corral kept the files MLflow's clients uploaded, one
+        directory per run; the server takes them into the artifact store at its start
+        (`tracking.mlflow_artifacts.import_legacy_files`)."""
         return self._path("artifacts", "mlflow")
 
     @property

@@ -10,7 +10,9 @@ The tests run as root, so a plain local caller is an admin; other users come wit
 
 from __future__ import annotations
 
+import hashlib
 import http.client
+import io
 import json
 import os
 import subprocess
@@ -75,12 +77,12 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def run_mlflow(server, code: str, token: str | None = None, tmp_path=None) -> dict:
+def run_mlflow(server, code: str, token: str | None = None, tmp_path=None, args: list[str] = ()) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "CORRAL_"))}
     env["MLFLOW_TRACKING_URI"] = server.url
     if token:
         env["MLFLOW_TRACKING_TOKEN"] = token
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180,
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=180,
                           cwd=str(tmp_path) if tmp_path else None)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -140,8 +142,11 @@ def test_an_unchanged_mlflow_script_logs_into_corral(server, tmp_path):
     loss = client.series(out["run_id"], "loss")
     assert loss["steps"] == [0, 1, 2, 3, 4] and loss["values"][-1] == 0.2
     assert run["metrics"]["acc"]["last"] == 0.9
-    stored = os.path.join(server.home, "artifacts", "mlflow", out["run_id"], "notes.txt")
-    assert open(stored).read() == "hello from mlflow\n"
+    listed = {a["path"]: a for a in client.artifacts(out["run_id"])}  # mlflow's uploads are corral's artifacts
+    assert sorted(listed) == ["config/model.json", "notes.txt"] and listed["notes.txt"]["size"] == len("hello from mlflow\n")
+    model = io.BytesIO()
+    client.download_artifact(out["run_id"], "config/model.json", model)
+    assert json.loads(model.getvalue()) == {"layers": 4} and listed["config/model.json"]["size"] == len(model.getvalue())
 
 
 def test_bad_input_gets_mlflow_errors_never_a_500(server):
@@ -273,3 +278,113 @@ def test_a_run_started_in_a_corral_job_is_attached_to_it(server, tmp_path):
     status, body = call(server, "POST", "/api/2.0/mlflow/runs/create",
                         {"experiment_id": "0", "tags": [{"key": "corral.job_id", "value": "99999"}]}, token=bob)
     assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE")
+
+
+LOG_FILES = textwrap.dedent('''
+    import json, sys
+    import mlflow
+    weights, data = sys.argv[1:3]
+    with mlflow.start_run(run_name="dedup") as run:
+        mlflow.log_artifact(weights)
+        mlflow.log_artifacts(data, "data")
+    print(json.dumps({"run_id": run.info.run_id}))
+''')
+
+READ_BACK = textwrap.dedent('''
+    import json, os, sys, tempfile
+    from mlflow import MlflowClient
+    run_id, big, more = sys.argv[1:4]
+    client = MlflowClient()
+    listed = {path or "": [[a.path, a.is_dir, a.file_size] for a in client.list_artifacts(run_id, path)]
+              for path in (None, "data", "corral")}
+    readme = open(client.download_artifacts(run_id, "corral/readme.md", tempfile.mkdtemp())).read()
+    whole = client.download_artifacts(run_id, "data", tempfile.mkdtemp())
+    tree = sorted(os.path.relpath(os.path.join(d, f), whole) for d, _, fs in os.walk(whole) for f in fs)
+    refused = {}
+    for name, path in (("big", big), ("more", more)):
+        try:
+            client.log_artifact(run_id, path)
+        except Exception as exc:
+            refused[name] = str(exc)
+    print(json.dumps({"listed": listed, "readme": readme, "tree": tree, "refused": refused}))
+''')
+
+
+def blob_files(home: str) -> list[str]:
+    return sorted(name for _, _, names in os.walk(os.path.join(home, "artifacts", "blobs")) for name in names)
+
+
+def test_mlflow_artifacts_are_corral_artifacts_stored_once_and_within_the_quota(server_factory, db_url, tmp_path):
+    home = str(tmp_path / "home")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write("[tracking]\nmax_artifact_mb = 1\nuser_artifact_quota_mb = 2\n")
+    server = server_factory(gpus=0, db=db_url, home=home)
+    alice = token_for(server, "alice")
+    weights = os.urandom(600_000)
+    files = {"weights.bin": weights, "data/copy.bin": weights, "data/sub/labels.txt": b"cat\ndog\n",
+             "big.bin": os.urandom(1_100_000), "more.bin": os.urandom(900_000), "readme.md": b"# from corral\n"}
+    for name, content in files.items():
+        os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
+        (tmp_path / name).write_bytes(content)
+
+    run_id = run_mlflow(server, LOG_FILES, token=alice, tmp_path=tmp_path, args=[
+        str(tmp_path / "weights.bin"), str(tmp_path / "data")])["run_id"]
+    client = server.client()
+    client.upload_artifact(run_id, str(tmp_path / "readme.md"), "corral/readme.md")  # through corral's own API
+    out = run_mlflow(server, READ_BACK, token=alice, tmp_path=tmp_path, args=[
+        run_id, str(tmp_path / "big.bin"), str(tmp_path / "more.bin")])
+
+    # what mlflow logged is in corral's listing of the run, with its sizes and content
+    listed = {a["path"]: a for a in client.artifacts(run_id)}
+    assert {path: a["size"] for path, a in listed.items()} == {
+        "weights.bin": 600_000, "data/copy.bin": 600_000, "data/sub/labels.txt": 8, "corral/readme.md": 14}
+    labels = io.BytesIO()
+    client.download_artifact(run_id, "data/sub/labels.txt", labels)
+    assert labels.getvalue() == b"cat\ndog\n"
+    # the same content twice is stored once
+    assert listed["weights.bin"]["sha256"] == listed["data/copy.bin"]["sha256"] == hashlib.sha256(weights).hexdigest()
+    assert blob_files(home) == sorted({a["sha256"] for a in listed.values()})
+
+    # what corral holds, mlflow's client lists and downloads
+    assert out["listed"] == {
+        "": [["corral", True, None], ["data", True, None], ["weights.bin", False, 600_000]],
+        "data": [["data/copy.bin", False, 600_000], ["data/sub", True, None]],
+        "corral": [["corral/readme.md", False, 14]]}
+    assert out["readme"] == "# from corral\n"
+    assert out["tree"] == ["copy.bin", "sub/labels.txt"]
+
+    # corral's limits refuse, with the reason, through the mlflow client; nothing of it is kept
+    assert "max_artifact_mb" in out["refused"]["big"] and "1,048,576 bytes" in out["refused"]["big"]
+    assert "user_artifact_quota_mb" in out["refused"]["more"] and "alice's artifacts hold" in out["refused"]["more"]
+    assert sorted(a["path"] for a in client.artifacts(run_id)) == sorted(listed)
+    assert os.listdir(os.path.join(home, "artifacts", "tmp")) == []
+
+    # deleting a directory as mlflow's client does: all under it; a blob still linked stays
+    root = call(server, "GET", f"/api/2.0/mlflow/runs/get?run_id={run_id}")[1]["run"]["info"]["artifact_uri"]
+    status, body = call(server, "DELETE", f"/api/2.0/mlflow-artifacts/artifacts/{root.split(':/', 1)[1]}/data", token=alice)
+    assert status == 200, body
+    assert sorted(a["path"] for a in client.artifacts(run_id)) == ["corral/readme.md", "weights.bin"]
+    assert blob_files(home) == sorted({listed["weights.bin"]["sha256"], listed["corral/readme.md"]["sha256"]})
+
+
+def test_an_older_corrals_mlflow_files_are_kept_after_an_upgrade(server_factory, tmp_path):
+    server = server_factory(gpus=0)
+    alice = token_for(server, "alice")
+    status, body = call(server, "POST", "/api/2.0/mlflow/runs/create", {"experiment_id": "0"}, token=alice)
+    assert status == 200
+    run_id = body["run"]["info"]["run_id"]
+    server.stop()
+    # where an older corral kept the files mlflow's client uploaded
+    legacy = os.path.join(server.home, "artifacts", "mlflow", run_id)
+    os.makedirs(os.path.join(legacy, "model"))
+    with open(os.path.join(legacy, "model", "weights.bin"), "wb") as f:
+        f.write(b"trained weights")
+    server.start()
+
+    url = f"/api/2.0/mlflow-artifacts/artifacts/0/{run_id}/artifacts"
+    assert call(server, "GET", f"{url}/model/weights.bin", token=alice) == (200, b"trained weights")
+    status, body = call(server, "GET", f"/api/2.0/mlflow-artifacts/artifacts?path=0/{run_id}/artifacts/model", token=alice)
+    assert body == {"files": [{"path": "weights.bin", "is_dir": False, "file_size": 15}]}
+    assert [(a["path"], a["size"]) for a in server.client().artifacts(run_id)] == [("model/weights.bin", 15)]
+    assert not os.path.exists(legacy)  # moved into the store, not kept twice

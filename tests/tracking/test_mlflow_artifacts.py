@@ -1,59 +1,16 @@
-"""The files behind MLflow's artifact proxy: kept per run, replaced whole, bounded, and never outside the run."""
+"""MLflow's artifact proxy on corral's store: its paths never leave a run, and the files an older corral
+kept apart are taken into the store once, none lost."""
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import os
-from collections.abc import AsyncIterator
 
 import pytest
 
-from corral.errors import InvalidRequest, NotFound
-from corral.tracking.mlflow_artifacts import FileEntry, RunArtifactFiles, TooLarge, artifact_target
-
-
-async def chunks(*parts: bytes) -> AsyncIterator[bytes]:
-    for part in parts:
-        yield part
-
-
-def test_a_file_is_stored_listed_and_replaced_whole(tmp_path):
-    files = RunArtifactFiles(str(tmp_path))
-    assert asyncio.run(files.put("run1", "model/weights.bin", chunks(b"ab", b"cd"))) == 4
-    assert open(files.open("run1", "model/weights.bin"), "rb").read() == b"abcd"
-    assert files.list("run1", "") == [FileEntry("model", True, None)]
-    assert files.list("run1", "model") == [FileEntry("weights.bin", False, 4)]
-    assert files.list("run1", "nothing/here") == [] and files.list("run2", "") == []
-    asyncio.run(files.put("run1", "model/weights.bin", chunks(b"new")))
-    assert open(files.open("run1", "model/weights.bin"), "rb").read() == b"new"
-    assert sorted(os.listdir(tmp_path / "run1" / "model")) == ["weights.bin"]  # no temporary file left
-    files.delete("run1", "model/weights.bin")
-    with pytest.raises(NotFound):
-        files.open("run1", "model/weights.bin")
-
-
-def test_a_file_over_the_limit_is_refused_and_leaves_nothing(tmp_path):
-    files = RunArtifactFiles(str(tmp_path), max_bytes=5)
-    with pytest.raises(TooLarge):
-        asyncio.run(files.put("run1", "big", chunks(b"abc", b"def")))
-    assert os.listdir(tmp_path / "run1") == []
-
-
-@pytest.mark.parametrize("path", ["../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b", "a\x00b",
-                                  ".corral-upload-x"])
-def test_paths_stay_inside_the_run(tmp_path, path):
-    files = RunArtifactFiles(str(tmp_path))
-    with pytest.raises(InvalidRequest):
-        asyncio.run(files.put("run1", path, chunks(b"x")))
-
-
-def test_a_link_planted_under_a_run_is_never_followed(tmp_path):
-    (tmp_path / "run1").mkdir()
-    os.symlink("/etc", tmp_path / "run1" / "etc")
-    files = RunArtifactFiles(str(tmp_path))
-    with pytest.raises(NotFound):
-        files.open("run1", "etc/passwd")
-    assert files.list("run1", "") == []
+from corral.errors import InvalidRequest
+from corral.tracking.mlflow_artifacts import artifact_target, import_legacy_files
+from tests.tracking.test_artifact_service import blobs, pieces, run_scenario
 
 
 def test_only_a_runs_artifact_uri_is_a_target():
@@ -62,3 +19,66 @@ def test_only_a_runs_artifact_uri_is_a_target():
     for bad in ("3/abc123", "3/abc123/other/x", "x/abc123/artifacts/y", "3/a.b/artifacts/y", "3/abc/artifacts/../y"):
         with pytest.raises(InvalidRequest):
             artifact_target(bad)
+
+
+@pytest.mark.parametrize("path", ["../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b", "a\x00b", "a/"])
+def test_paths_stay_inside_the_run(path):
+    with pytest.raises(InvalidRequest):
+        artifact_target(f"3/abc123/artifacts/{path}")
+
+
+def write(path, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def test_an_older_corrals_files_are_taken_in_once_and_none_is_lost(tmp_path):
+    legacy = tmp_path / "mlflow"
+
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        other, _ = await tracking.create_run({"project": "mlflow"})
+        uid = run["uid"]
+        write(legacy / uid / "notes.txt", b"hello")
+        write(legacy / uid / "model" / "MLmodel", b"flavors")
+        write(legacy / uid / "model" / "copy.txt", b"hello")
+        write(legacy / uid / ".corral-upload-abc", b"half a fi")  # an upload cut short: nothing to keep
+        os.symlink("/etc", legacy / uid / "etc")  # never followed
+        write(legacy / other["uid"] / "model.pt", b"corral's own upload of that name differs")
+        await service.put_stream(other["id"], "alice", "model.pt", pieces(b"uploaded through corral"))
+        write(legacy / "0123456789abcdef0123456789abcdef" / "orphan.txt", b"a run that is gone")
+
+        assert await import_legacy_files(str(legacy), service) == 3
+        listed = {a["path"]: (a["size"], a["sha256"]) for a in await tracking.artifacts(uid, type_=None, deleted=False)}
+        assert listed == {name: (len(data), hashlib.sha256(data).hexdigest()) for name, data in (
+            ("notes.txt", b"hello"), ("model/MLmodel", b"flavors"), ("model/copy.txt", b"hello"))}
+        found = await service.open(run["id"], "alice", "model/MLmodel")
+        assert b"".join(found.chunks(None)) == b"flavors"
+        assert len(blobs(tmp_path)) == 3  # "hello" twice is one blob; plus MLmodel and corral's model.pt
+        # what was taken in is gone from there; what could not be stays, and nothing else was touched
+        assert sorted(os.listdir(legacy)) == sorted([uid, other["uid"], "0123456789abcdef0123456789abcdef"])
+        assert os.listdir(legacy / uid) == ["etc"] and os.path.isdir("/etc")
+        assert open(legacy / other["uid"] / "model.pt", "rb").read() == b"corral's own upload of that name differs"
+        found = await service.open(other["id"], "alice", "model.pt")
+        assert b"".join(found.chunks(None)) == b"uploaded through corral"
+
+        # a second start finds nothing more to do, and changes nothing
+        assert await import_legacy_files(str(legacy), service) == 0
+        again = {a["path"]: (a["size"], a["sha256"]) for a in await tracking.artifacts(uid, type_=None, deleted=False)}
+        assert again == listed
+
+        # an import cut short after the link, before the file went: the file goes, nothing is linked twice
+        write(legacy / uid / "notes.txt", b"hello")
+        assert await import_legacy_files(str(legacy), service) == 0
+        assert not os.path.exists(legacy / uid / "notes.txt")
+        assert len(await tracking.artifacts(uid, type_=None, deleted=False)) == 3
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_nothing_to_take_in_without_an_older_corrals_directory(tmp_path):
+    async def scenario(tracking, service) -> None:
+        assert await import_legacy_files(str(tmp_path / "mlflow"), service) == 0
+
+    run_scenario(tmp_path, scenario)

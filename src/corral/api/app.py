@@ -23,12 +23,10 @@ from corral.api.limits import BodyLimit
 from corral.api.streams import StreamCap
 from corral.api.submit_path import SubmitPath
 from corral.core.identity import AccessPolicy
-from corral.home import HomeLayout
 from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService
 from corral.server.tokens import TokenService
-from corral.tracking.mlflow_artifacts import ArtifactFiles, RunArtifactFiles
 from corral.tracking.mlflow_compat import MlflowTracking
 from corral.tracking.artifacts import ArtifactService
 from corral.tracking.service import TrackingService
@@ -42,7 +40,7 @@ def create_app(
     service: JobService, *, home: str, tracking: TrackingService, monitor: MonitorService, policy: AccessPolicy,
     tokens: TokenStore, sessions: Any, artifact_service: ArtifactService, auth: AuthSettings | None = None, listen_host: str = "127.0.0.1", webhook_token: str | None = None,
     on_started: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
-    stopping: Callable[[], bool] = lambda: False, mlflow_artifacts: ArtifactFiles | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> FastAPI:
     """The API and dashboard on one service; `policy` says who may do what, `tokens` and `sessions` hold the
     API tokens and the dashboard's sessions."""
@@ -74,8 +72,7 @@ def create_app(
     app.state.home = home
     app.state.tracking = tracking
     app.state.mlflow = MlflowTracking(tracking, tracking.store)  # MLflow's API over the same runs
-    app.state.mlflow_artifacts = mlflow_artifacts or RunArtifactFiles(HomeLayout(home).mlflow_artifacts)
-    app.state.artifacts = artifact_service
+    app.state.artifacts = artifact_service  # corral's uploads and MLflow's (mlflow_routes)
     app.state.monitor = monitor
     app.state.events = bus
     app.state.stopping = stopping  # long-lived event streams end when the server stops

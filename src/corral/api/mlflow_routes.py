@@ -18,12 +18,13 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount
 
 from corral.api.identity import caller_of, policy_of
 from corral.errors import Conflict, CorralError, Forbidden, InvalidRequest, NotFound, RateLimited, Unauthenticated
-from corral.tracking.mlflow_artifacts import ArtifactFiles, TooLarge, artifact_target
+from corral.tracking.artifacts import ArtifactService
+from corral.tracking.mlflow_artifacts import artifact_target
 from corral.tracking.mlflow_compat import MlflowTracking
 
 router = APIRouter(include_in_schema=False)
@@ -44,7 +45,6 @@ _CODES: list[tuple[type[CorralError], str, int]] = [
     (Forbidden, "PERMISSION_DENIED", 403),
     (Unauthenticated, "UNAUTHENTICATED", 401),
     (RateLimited, "REQUEST_LIMIT_EXCEEDED", 429),
-    (TooLarge, "RESOURCE_EXHAUSTED", 413),
 ]
 
 
@@ -64,8 +64,8 @@ def _mlflow(request: Request) -> MlflowTracking:
     return request.app.state.mlflow
 
 
-def _files(request: Request) -> ArtifactFiles:
-    return request.app.state.mlflow_artifacts
+def _artifacts(request: Request) -> ArtifactService:
+    return request.app.state.artifacts
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -238,45 +238,51 @@ async def _search_logged_models(request: Request, body: dict[str, Any]) -> Any:
 
 
 # -- artifacts: the mlflow-artifacts proxy -------------------------------------------------------
+# Kept by corral's artifact service (`corral.tracking.mlflow_artifacts`): what the mlflow client logs
+# is a run artifact like any other, and any uploaded artifact of the run is the mlflow client's to read.
 
-async def _artifact_run(request: Request, path: str, action: str) -> tuple[str, str]:
-    """(run uid, path within the run) of `<experiment>/<run>/artifacts/<path>`, if the caller owns the run
-    (corral's rule: only a run's owner or an admin reads or writes its artifacts)."""
+async def _artifact_run(request: Request, path: str, action: str) -> tuple[int, str, str]:
+    """(run id, owner, path within the run) of `<experiment>/<run>/artifacts/<path>`, if the caller owns
+    the run (corral's rule: only a run's owner or an admin reads or writes its artifacts)."""
     uid, rest = artifact_target(path)
-    _, owner = await _mlflow(request).run_owner(uid)
+    run_id, owner = await _mlflow(request).run_owner(uid)
     policy_of(request).check_manage(caller_of(request), owner, None, f"{action} the artifacts of run {uid}")
-    return uid, rest
+    return run_id, owner, rest
 
 
 @_route(ARTIFACTS, "GET")
 async def _list_artifacts(request: Request, body: dict[str, Any]) -> Any:
     path = str(body.get("path") or "").strip("/")
     try:
-        uid, rest = await _artifact_run(request, path, "listing")
+        run_id, _, rest = await _artifact_run(request, path, "listing")
     except InvalidRequest:
         if path.count("/") < 2:  # above a run's root (an experiment): nothing listed, as nothing is kept there
             return {}
         raise
-    files = _files(request).list(uid, rest)
-    return {"files": [{"path": f.path, "is_dir": f.is_dir, **({"file_size": f.size} if f.size is not None else {})}
+    files = await _artifacts(request).listing(run_id, rest)
+    return {"files": [{"path": f.name, "is_dir": f.is_dir, **({"file_size": f.size} if f.size is not None else {})}
                       for f in files]} if files else {}
 
 
 @_route(ARTIFACTS + "/{path:path}", "PUT")
 async def _upload_artifact(request: Request, body: dict[str, Any]) -> Any:
-    uid, rest = await _artifact_run(request, request.path_params["path"], "uploading")
-    await _files(request).put(uid, rest, request.stream())
+    run_id, owner, rest = await _artifact_run(request, request.path_params["path"], "uploading")
+    await _artifacts(request).put_stream(run_id, owner, rest, request.stream())
     return {}
 
 
 @_route(ARTIFACTS + "/{path:path}", "GET")
 async def _download_artifact(request: Request, body: dict[str, Any]) -> Any:
-    uid, rest = await _artifact_run(request, request.path_params["path"], "downloading")
-    return FileResponse(_files(request).open(uid, rest), media_type="application/octet-stream")
+    run_id, owner, rest = await _artifact_run(request, request.path_params["path"], "downloading")
+    if not rest:
+        raise NotFound("the root of a run's artifacts is a directory: list it")
+    found = await _artifacts(request).open(run_id, owner, rest)
+    return StreamingResponse(found.chunks(None), media_type="application/octet-stream",
+                             headers={"Content-Length": str(found.size)})
 
 
 @_route(ARTIFACTS + "/{path:path}", "DELETE")
 async def _delete_artifact(request: Request, body: dict[str, Any]) -> Any:
-    uid, rest = await _artifact_run(request, request.path_params["path"], "deleting")
-    _files(request).delete(uid, rest)
+    run_id, _, rest = await _artifact_run(request, request.path_params["path"], "deleting")
+    await _artifacts(request).delete(run_id, rest)
     return {}

@@ -25,7 +25,7 @@ from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.core.sharing import SHARING_KEYS, SharingSettings, sharing_settings
 from corral.core.sessions import MAX_SESSION_HOURS
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
-from corral.errors import Conflict, InvalidRequest
+from corral.errors import Conflict, CorralError, InvalidRequest
 from corral.home import CONFIG_FILE, HomeLayout, read_server_info, remove_server_info, write_server_info
 
 if TYPE_CHECKING:
@@ -331,6 +331,25 @@ def build_artifacts(options: ServerOptions, tracking: TrackingService) -> Artifa
     return ArtifactService(ArtifactStore(root), tracking, limits=limits, uid_of=uid_of)
 
 
+def import_mlflow_files(home: str, artifacts: ArtifactService) -> None:
+    """Take an older corral's MLflow uploads (kept apart, in the home) into the artifact store, before
+    anything is served (`corral.tracking.mlflow_artifacts`); once they are in, this finds nothing to do."""
+    import asyncio
+
+    from corral.tracking.mlflow_artifacts import import_legacy_files
+
+    root = HomeLayout(home).mlflow_artifacts
+    if not os.path.isdir(root):
+        return
+    try:
+        taken = asyncio.run(import_legacy_files(root, artifacts))
+    except (OSError, CorralError) as exc:  # the files stay; the next start tries again
+        print(f"corral: could not take in the MLflow artifacts in {root}: {exc}", file=sys.stderr, flush=True)
+        return
+    if taken:
+        print(f"corral: took {taken} MLflow artifact(s) from {root} into the artifact store", file=sys.stderr, flush=True)
+
+
 def build_monitor(options: ServerOptions, service: JobReader, engine: Engine, tracking: TrackingService,
                   run_store: RunStore, sample: bool) -> MonitorService:
     """The monitor: samples local jobs (NVML for GPUs, or recorded frames from $CORRAL_GPU_REPLAY)."""
@@ -428,6 +447,7 @@ def serve(options: ServerOptions) -> None:
     run_store = RunStore(engine)
     tracking = TrackingService(run_store, user=service.user, job_info=service.job_info)
     artifact_service = build_artifacts(options, tracking)
+    import_mlflow_files(home, artifact_service)
     service.on_job_ended.append(tracking.job_ended)
     monitor = build_monitor(options, service, engine, tracking, run_store, sample=kind.capabilities.samples_processes)
     service.on_job_ended.append(monitor.job_ended)

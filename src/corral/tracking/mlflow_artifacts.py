@@ -1,82 +1,43 @@
-"""The files behind MLflow's artifact proxy (`/api/2.0/mlflow-artifacts/artifacts/...`).
+"""MLflow's artifact proxy (`/api/2.0/mlflow-artifacts/artifacts/...`) on corral's artifact store.
 
 A run's `artifact_uri` is `mlflow-artifacts:/<experiment>/<run>/artifacts`, so the mlflow client
 sends every artifact through the server: `PUT` a file, `GET` it back, `GET ?path=` a listing. The
-routes (`api.mlflow_routes`) check the run's owner; this module only keeps the files, behind a small
-interface (`ArtifactFiles`) so that corral's shared artifact store can take its place later:
-`RunArtifactFiles` keeps each run's files under `<root>/<run uid>/` (the home's
-`artifacts/mlflow`), written to a temporary file and renamed (a reader never sees half a file),
-streamed in and out, and at most `max_bytes` each.
+routes (`api.mlflow_routes`) check the run's owner and keep the files with `ArtifactService`, as
+corral's own uploads are kept: one listing, deduplicated, within the same limits and quota. This
+module reads the proxy's paths, and takes in the files an older corral kept apart.
 
-Paths are checked here, whatever the caller did: relative, no `..`, `.`, empty or hidden-temporary
-parts, no NUL or backslash; and nothing under a run's directory is a link (the server makes every
-entry itself).
+Before, each run's MLflow files lay under `<home>/artifacts/mlflow/<run uid>/`. `import_legacy_files`
+moves them into the store once, at the server's start: each file is linked to its run, then removed
+from there; run again, it finds nothing left to do (what it could not take stays, and is tried again).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import hashlib
+import logging
 import os
 import re
 import stat
-import tempfile
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Protocol
-
+from collections.abc import Iterator
+from corral.core.artifact_names import check_artifact_name
 from corral.errors import CorralError, InvalidRequest, NotFound
+from corral.tracking.artifacts import ArtifactService
 
-DEFAULT_MAX_BYTES = 64 << 20  # the API's body limit (api.limits): one request, one file
-_TEMP_PREFIX = ".corral-upload-"
+log = logging.getLogger("corral.tracking")
+
 _UID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-class TooLarge(CorralError):
-    status = 413
-    code = "too_large"
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    path: str  # its name within the directory listed
-    is_dir: bool
-    size: int | None
-
-
-class ArtifactFiles(Protocol):
-    """Where the MLflow routes keep a run's files (`run` is the run's uid, `path` relative to its root)."""
-
-    async def put(self, run: str, path: str, chunks: AsyncIterator[bytes]) -> int: ...
-
-    def open(self, run: str, path: str) -> str: ...
-
-    def list(self, run: str, path: str) -> list[FileEntry]: ...
-
-    def delete(self, run: str, path: str) -> None: ...
-
-
-def check_path(path: str, *, allow_root: bool = False) -> list[str]:
-    """The parts of a relative artifact path.
-
-    Raises:
-        InvalidRequest: an absolute path, `..`, `.`, empty parts, NUL or backslashes.
-    """
-    if path in ("", "/") and allow_root:
-        return []
-    parts = path.split("/")
-    if (path.startswith("/") or "\x00" in path or "\\" in path or len(path) > 4096
-            or any(p in ("", ".", "..") or p.startswith(_TEMP_PREFIX) for p in parts)):
-        raise InvalidRequest("path", f"{path[:200]!r} is not an artifact path", "a relative path without '..'")
-    return parts
+_OLD_TEMP_PREFIX = ".corral-upload-"  # an older corral's upload cut short: never a whole file
+_READ = 1 << 20
 
 
 def artifact_target(path: str) -> tuple[str, str]:
-    """(run uid, path within the run's artifacts) of `<experiment>/<run uid>/artifacts[/<path>]`, the
-    form of every run's `artifact_uri` (`corral.tracking.mlflow_compat`).
+    """(run uid, path within the run's artifacts, "" for their root) of
+    `<experiment>/<run uid>/artifacts[/<path>]`, the form of every run's `artifact_uri`
+    (`corral.tracking.mlflow_compat`).
 
     Raises:
-        InvalidRequest: another form.
+        InvalidRequest: another form, or a path that would leave the run (`..`, absolute, empty parts).
     """
     parts = path.split("/")
     if len(parts) < 3 or not parts[0].isascii() or not parts[0].isdigit() or parts[2] != "artifacts" \
@@ -85,93 +46,95 @@ def artifact_target(path: str) -> tuple[str, str]:
                              "use the run's artifact_uri: <experiment>/<run id>/artifacts/<path>")
     rest = "/".join(parts[3:])
     if rest:
-        check_path(rest)
+        check_artifact_name(rest)
     return parts[1], rest
 
 
-class RunArtifactFiles:
-    """Each run's files under `root/<run uid>/`, kept by the server's own user."""
+async def import_legacy_files(root: str, artifacts: ArtifactService) -> int:
+    """Move the MLflow files an older corral kept under `root/<run uid>/` into the artifact store, each
+    as its run's artifact of that name; how many were taken in.
 
-    def __init__(self, root: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.root = root
-        self.max_bytes = max_bytes
-
-    def _path(self, run: str, parts: list[str]) -> str:
-        base = os.path.join(self.root, run)
-        here = base
-        for part in parts[:-1] if parts else []:  # no link anywhere on the way
-            here = os.path.join(here, part)
+    A file is removed from `root` once its run links it. A name the run has already for other content
+    (uploaded through corral's own API, kept apart before) is not overwritten: that file stays where it
+    is, with a warning. So do the files of runs that are gone. Links are never followed.
+    """
+    try:
+        runs = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return 0
+    taken = 0
+    for uid in runs:
+        base = os.path.join(root, uid)
+        if not _UID.fullmatch(uid) or not stat.S_ISDIR(os.lstat(base).st_mode):
+            continue
+        try:
+            run_id, owner = await artifacts.tracking.owner(uid)
+        except NotFound:
+            log.warning("MLflow artifacts of run %s stay in %s: there is no such run", uid, base)
+            continue
+        for name, path in _files_under(base):
             try:
-                if stat.S_ISLNK(os.lstat(here).st_mode):
-                    raise NotFound("no such artifact")
-            except FileNotFoundError:
-                break
-        return os.path.join(base, *parts)
+                if await _import_one(artifacts, run_id, owner, name, path):
+                    taken += 1
+            except (OSError, CorralError) as exc:
+                log.warning("MLflow artifact %s stays in %s: %s", name, base, exc)
+        _remove_empty_dirs(base)
+    _remove_empty_dirs(root)
+    return taken
 
-    async def put(self, run: str, path: str, chunks: AsyncIterator[bytes]) -> int:
-        """Store the file from its chunks; its size. A file there already is replaced (MLflow's way)."""
-        target = self._path(run, check_path(path))
-        directory = os.path.dirname(target)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        if os.path.isdir(target) and not os.path.islink(target):
-            raise InvalidRequest("path", f"{path!r} is a directory of artifacts", "upload under another name")
-        fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=directory)
-        size = 0
-        try:
-            with os.fdopen(fd, "wb") as out:
-                async for chunk in chunks:
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        raise TooLarge(f"an artifact is at most {self.max_bytes >> 20} MiB here")
-                    out.write(chunk)  # into the page cache: quick; the fsync below is not, so off the loop
-                out.flush()
-                await asyncio.to_thread(os.fsync, out.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        return size
 
-    def open(self, run: str, path: str) -> str:
-        """The file's path, to stream; NotFound unless it is a regular file."""
-        target = self._path(run, check_path(path))
-        try:
-            mode = os.lstat(target).st_mode
-        except OSError:
-            raise NotFound(f"no artifact {path!r} in run {run}") from None
-        if not stat.S_ISREG(mode):
-            raise NotFound(f"no artifact file {path!r} in run {run}")
-        return target
+async def _import_one(artifacts: ArtifactService, run_id: int, owner: str, name: str, path: str) -> bool:
+    try:
+        known = await artifacts.tracking.artifact(run_id, name)
+    except NotFound:
+        known = None
+    if known is None:
+        await artifacts.put(run_id, owner, name, _chunks(path), within_limits=False)
+    elif not known["stored"] or known["sha256"] != await asyncio.to_thread(_sha256, path):
+        log.warning("MLflow artifact %s of run %d stays in %s: the run has another artifact of that name",
+                    name, run_id, path)
+        return False
+    # else: linked already (an import cut short before it removed the file)
+    os.unlink(path)
+    return known is None
 
-    def list(self, run: str, path: str) -> list[FileEntry]:
-        """A directory's entries; a file lists as itself; nothing for what does not exist (MLflow's way)."""
-        parts = check_path(path, allow_root=True)
-        target = self._path(run, parts)
-        try:
-            mode = os.lstat(target).st_mode
-        except OSError:
-            return []
-        if stat.S_ISREG(mode):
-            return [FileEntry(parts[-1], False, os.lstat(target).st_size)]
-        if not stat.S_ISDIR(mode):
-            return []
-        out = []
-        for entry in sorted(os.scandir(target), key=lambda e: e.name):
-            if entry.name.startswith(_TEMP_PREFIX) or entry.is_symlink():
+
+def _files_under(base: str) -> Iterator[tuple[str, str]]:
+    """(artifact name, file) of each regular file under `base`, whose name is an artifact name."""
+    for directory, dirs, files in os.walk(base):  # os.walk follows no links to directories
+        dirs.sort()
+        for file in sorted(files):
+            path = os.path.join(directory, file)
+            name = os.path.relpath(path, base).replace(os.sep, "/")
+            if not stat.S_ISREG(os.lstat(path).st_mode):
                 continue
-            if entry.is_dir(follow_symlinks=False):
-                out.append(FileEntry(entry.name, True, None))
-            elif entry.is_file(follow_symlinks=False):
-                out.append(FileEntry(entry.name, False, entry.stat(follow_symlinks=False).st_size))
-        return out
+            if file.startswith(_OLD_TEMP_PREFIX):  # half a file: nothing to keep
+                os.unlink(path)
+                continue
+            try:
+                check_artifact_name(name)
+            except InvalidRequest:
+                log.warning("%s is no artifact name: it stays in %s", name, base)
+                continue
+            yield name, path
 
-    def delete(self, run: str, path: str) -> None:
-        target = self._path(run, check_path(path))
+
+def _chunks(path: str) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(_READ):
+            yield chunk
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    for chunk in _chunks(path):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _remove_empty_dirs(top: str) -> None:
+    for directory, _, _ in os.walk(top, topdown=False):
         try:
-            if stat.S_ISREG(os.lstat(target).st_mode):
-                os.unlink(target)
-        except FileNotFoundError:
+            os.rmdir(directory)  # only an empty one goes
+        except OSError:
             pass
-
-
