@@ -178,10 +178,11 @@ def check_window(start: float, end: float, now: float) -> None:
 
 def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservation], running: Iterable[Allocation],
          drained: Mapping[str, frozenset[int]], user_exists: Callable[[str], bool], accounts: Iterable[str],
-         by: str, now: float) -> Reservation:
+         by: str, now: float, shareable: Mapping[str, frozenset[int]] | None = None) -> Reservation:
     """Check a reservation against the machine and make it: its node, GPUs and share of CPUs and memory.
 
-    GPUs named are refused if they do not exist, are drained, are in another reservation over an overlapping
+    GPUs named are refused if they do not exist, are drained or `shareable` (in use outside corral where sharing
+    jobs may go beside: `corral.core.sharing.shareable_beside`), are in another reservation over an overlapping
     window, or are held by a running job past the start (Slurm's "Requested nodes are busy"); GPUs counted
     are the lowest-numbered that are none of these. Its CPUs and memory must be free of running jobs and
     overlapping reservations too; the GPUs' share of them, taken when none is asked for, shrinks to what is.
@@ -211,7 +212,9 @@ def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservatio
                                  "combination specified)", f"known accounts: {', '.join(sorted(known)) or 'none are configured'}")
     node = _node(wanted.node, nodes)
     start, end = max(wanted.start, now), wanted.end
-    taken = _unavailable(node, existing, running, drained.get(node.name, frozenset()), start, end)
+    none: frozenset[int] = frozenset()
+    taken = _unavailable(node, existing, running, drained.get(node.name, none),
+                         (shareable or {}).get(node.name, none), start, end)
     indexes = [g.index for g in node.gpus]
     ids = _gpu_ids(wanted.gpu_ids, wanted.gpus, node, indexes)
     if ids is None:
@@ -365,14 +368,16 @@ def _within(value: object, field_name: str, most: int, default: int, held: Seque
 
 
 def _unavailable(node: Node, existing: Iterable[Reservation], running: Iterable[Allocation], drained: frozenset[int],
-                 start: float, end: float) -> dict[int, str]:
+                 shareable: frozenset[int], start: float, end: float) -> dict[int, str]:
     """The node's GPUs that cannot be reserved over [start, end), and why."""
     out: dict[int, str] = {}
     for gpu in sorted(drained):
-        if gpu >= 0:  # not WHOLE_NODE, nor a GPU sharing jobs may use beside a process (`corral.core.sharing`)
+        if gpu != WHOLE_NODE:
             out[gpu] = "drained"
     if WHOLE_NODE in drained:
         out.update({g.index: "the node is drained" for g in node.gpus})
+    for gpu in sorted(shareable):
+        out.setdefault(gpu, "in use outside corral (only sharing jobs go beside it)")
     for other in existing:
         if other.node == node.name and other.start < end and start < other.end:
             for gpu in other.gpus:
@@ -409,10 +414,11 @@ def hold_windows(profiles: Sequence[NodeProfile], book: ReservationBook, now: fl
 
 
 def inside(reservation: Reservation, node: Node, running: Iterable[Allocation], now: float,
-           drained: frozenset[int]) -> NodeProfile:
+           off: frozenset[int]) -> NodeProfile:
     """What the reservation offers its own jobs: its share of the node over its window, less what its
-    running jobs hold (nothing outside the window, so a job that would run past the end never fits)."""
-    gpus = frozenset(reservation.gpus) - drained if WHOLE_NODE not in drained else frozenset()
+    running jobs hold (nothing outside the window, so a job that would run past the end never fits), and
+    less `off`: the node's GPUs no job there is given (drained, or shareable; `WHOLE_NODE`: all)."""
+    gpus = frozenset(reservation.gpus) - off if WHOLE_NODE not in off else frozenset()
     none: frozenset[int] = frozenset()
     if reservation.end <= now:
         return NodeProfile(node, [now], [0], [0], [none])
