@@ -226,10 +226,10 @@ def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservatio
                            f"(Requested nodes are busy): {why}")
         ids = tuple(free[:count])
     else:
-        held = [f"GPU {i}: {taken[i]}" for i in ids if i in taken]
-        if held:
+        busy = [f"GPU {i}: {taken[i]}" for i in ids if i in taken]
+        if busy:
             raise Conflict(f"GPUs of node {node.name} are busy over the window (Requested nodes are busy): "
-                           + "; ".join(held))
+                           + "; ".join(busy))
     share = len(ids) / len(indexes) if indexes else 1.0
     held = _held(node, existing, running, start, end)
     cpus = _within(wanted.cpus, "cpus", node.cpus, int(node.cpus * share), held, 0, node.name)

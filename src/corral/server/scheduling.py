@@ -69,6 +69,8 @@ class SchedulingPass:
         self.config = config
         self.nodes = tuple(nodes)
         self.clock = clock
+        self._gpu_mem = {(n.name, g.index): g.mem_mb for n in self.nodes for g in n.gpus}
+        self._largest_gpu_mb = max(self._gpu_mem.values(), default=0)
         self.total_gpus = sum(len(n.gpus) for n in self.nodes)
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
@@ -202,13 +204,12 @@ class SchedulingPass:
         return usage_charge(gpus, allocation.cpus, seconds)
 
     def gpu_mem_mb(self, node: str | None = None, gpu_ids: Sequence[int] = ()) -> int:
-        """The memory of a GPU: that GPU's on that node, else the largest here."""
-        for candidate in self.nodes:
-            if candidate.name == node:
-                for gpu in candidate.gpus:
-                    if gpu.index in gpu_ids:
-                        return gpu.mem_mb
-        return max((gpu.mem_mb for candidate in self.nodes for gpu in candidate.gpus), default=0)
+        """The memory of a GPU: the first of `gpu_ids` on `node`, else the largest here (a node no longer declared)."""
+        for index in gpu_ids:
+            found = self._gpu_mem.get((node or "", index))
+            if found is not None:
+                return found
+        return self._largest_gpu_mb
 
     def ranked(self) -> list[tuple[Job, PriorityFactors]]:
         """Pending jobs with their priority factors from the latest pass, highest first."""
