@@ -11,13 +11,12 @@ from hypothesis import strategies as st
 from corral.core.backfill import NodeProfile
 from corral.core.forecast import forecast
 from corral.core.policy import PendingJob, schedule
-from corral.core.reservations import Reservation, Wanted, book, plan
+from corral.core.reservations import Reservation, book
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.sharing import BudgetWatch, SharingSettings, outside_holds, shareable_beside
 from corral.core.topology import build_topology
 from corral.core.resources import Allocation, Gpu, Node, Request
 from corral.core.states import PendingReason
-from corral.errors import Conflict
 
 NOW = 1000.0
 GB = 1024
@@ -121,7 +120,7 @@ def test_beside_a_process_outside_corral_sharing_jobs_fit_its_free_memory_and_wh
     assert decisions.reasons == {1: PendingReason.NODE_NOT_AVAIL, 3: PendingReason.RESOURCES}
 
 
-def test_a_gpu_shareable_beside_a_process_is_drained_to_whole_gpu_jobs_forecasts_and_reservations_only():
+def test_a_gpu_shareable_beside_a_process_is_drained_to_whole_gpu_jobs_and_forecasts_only():
     two = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB), Gpu(1, "A100", 80 * GB)))
     held = {"gpu01": {1: 60 * GB}}  # a notebook on GPU 1, the only free one beside a job on GPU 0
     running = [Allocation(9, "gpu01", (0,), 1, 0, end_time=NOW + 3600), *outside_holds(held)]
@@ -141,11 +140,6 @@ def test_a_gpu_shareable_beside_a_process_is_drained_to_whole_gpu_jobs_forecasts
     assert (ahead(job(7)).start, ahead(job(7)).gpu_ids) == (NOW + 3600, (0,))
     assert (ahead(job(7, 20)).start, ahead(job(7, 20)).gpu_ids) == (NOW, (1,))
     assert ahead(job(7, 21)).start != NOW  # 60 + 21 GB is more than GPU 1 has
-    # a reservation may not take it, and says why
-    wanted = Wanted("demo", node="gpu01", gpu_ids=[1], users="ada", start=NOW, end=NOW + 3600)
-    with pytest.raises(Conflict, match=r"GPU 1: in use outside corral \(only sharing jobs go beside it\)"):
-        plan(wanted, nodes=[two], existing=[], running=[], drained={}, shareable=shareable,
-             user_exists=lambda u: True, accounts=(), by="root", now=NOW)
 
 
 def test_a_drained_gpu_takes_no_share_even_where_it_is_shareable_beside_a_process():

@@ -178,11 +178,10 @@ def check_window(start: float, end: float, now: float) -> None:
 
 def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservation], running: Iterable[Allocation],
          drained: Mapping[str, frozenset[int]], user_exists: Callable[[str], bool], accounts: Iterable[str],
-         by: str, now: float, shareable: Mapping[str, frozenset[int]] | None = None) -> Reservation:
+         by: str, now: float) -> Reservation:
     """Check a reservation against the machine and make it: its node, GPUs and share of CPUs and memory.
 
-    GPUs named are refused if they do not exist, are drained or `shareable` (in use outside corral where sharing
-    jobs may go beside: `corral.core.sharing.shareable_beside`), are in another reservation over an overlapping
+    GPUs named are refused if they do not exist, are drained, are in another reservation over an overlapping
     window, or are held by a running job past the start (Slurm's "Requested nodes are busy"); GPUs counted
     are the lowest-numbered that are none of these. Its CPUs and memory must be free of running jobs and
     overlapping reservations too; the GPUs' share of them, taken when none is asked for, shrinks to what is.
@@ -212,9 +211,7 @@ def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservatio
                                  "combination specified)", f"known accounts: {', '.join(sorted(known)) or 'none are configured'}")
     node = _node(wanted.node, nodes)
     start, end = max(wanted.start, now), wanted.end
-    none: frozenset[int] = frozenset()
-    taken = _unavailable(node, existing, running, drained.get(node.name, none),
-                         (shareable or {}).get(node.name, none), start, end)
+    taken = _unavailable(node, existing, running, drained.get(node.name, frozenset()), start, end)
     indexes = [g.index for g in node.gpus]
     ids = _gpu_ids(wanted.gpu_ids, wanted.gpus, node, indexes)
     if ids is None:
@@ -368,16 +365,15 @@ def _within(value: object, field_name: str, most: int, default: int, held: Seque
 
 
 def _unavailable(node: Node, existing: Iterable[Reservation], running: Iterable[Allocation], drained: frozenset[int],
-                 shareable: frozenset[int], start: float, end: float) -> dict[int, str]:
-    """The node's GPUs that cannot be reserved over [start, end), and why."""
+                 start: float, end: float) -> dict[int, str]:
+    """The node's GPUs that cannot be reserved over [start, end), and why. A GPU a process outside corral uses now
+    is not among them: the process is no job, with no end to plan around, and may well be gone by the start."""
     out: dict[int, str] = {}
     for gpu in sorted(drained):
         if gpu != WHOLE_NODE:
             out[gpu] = "drained"
     if WHOLE_NODE in drained:
         out.update({g.index: "the node is drained" for g in node.gpus})
-    for gpu in sorted(shareable):
-        out.setdefault(gpu, "in use outside corral (only sharing jobs go beside it)")
     for other in existing:
         if other.node == node.name and other.start < end and start < other.end:
             for gpu in other.gpus:
