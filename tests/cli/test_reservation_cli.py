@@ -18,7 +18,7 @@ def test_reserved_gpus_go_to_the_reservations_jobs_and_others_run_beside_them(se
     client = server.client()
     node = client.nodes()[0]["name"]
     made = corral(server, "reservation", "create", "demo", "--gpus", "2", "--users", "root", "--duration", "1h").output
-    assert made.startswith(f"Reservation created: demo (GPU 0,1 of {node}, ") and "for users root" in made
+    assert made.startswith(f"Reservation created: demo (GPU 0,1 of {node} with 8 CPUs and 32G memory, ") and "for users root" in made
     listed = corral(server, "reservation", "list").output.splitlines()
     assert listed[0].split() == ["NAME", "STATE", "START", "END", "NODE", "GPUS", "USERS", "ACCOUNTS"]
     assert listed[1].split()[:2] == ["demo", "ACTIVE"] and listed[1].split()[-3:] == ["0,1", "root", "-"]
@@ -106,8 +106,9 @@ def test_a_reservation_never_promises_cpus_or_memory_running_jobs_hold(server_fa
     assert "ask for at most 4" in refused
     assert client.reservations() == []
     # the GPUs' share (8 CPUs, 32 GB) shrinks to what the job leaves
-    made = client.create_reservation(name="demo", gpus=2, users=["root"], duration="1h")
-    assert (made["cpus"], made["mem_mb"]) == (4, 24 * 1024)
+    made = corral(server, "reservation", "create", "demo", "--gpus", "2", "--users", "root", "--duration", "1h").output
+    assert " with 4 CPUs and 24G memory, " in made
+    assert (client.reservations()[0]["cpus"], client.reservations()[0]["mem_mb"]) == (4, 24 * 1024)
     inside = client.submit(["sleep", "300"], gpus=1, cpus=3, time="10:00", reservation="demo")
     running(client, inside["id"])
     shrink = corral(server, "reservation", "update", "demo", "--cpus", "2", code=1).output

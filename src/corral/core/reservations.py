@@ -223,10 +223,10 @@ def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservatio
                            f"(Requested nodes are busy): {why}")
         ids = tuple(free[:count])
     else:
-        held = [f"GPU {i}: {taken[i]}" for i in ids if i in taken]
-        if held:
+        busy = [f"GPU {i}: {taken[i]}" for i in ids if i in taken]
+        if busy:
             raise Conflict(f"GPUs of node {node.name} are busy over the window (Requested nodes are busy): "
-                           + "; ".join(held))
+                           + "; ".join(busy))
     share = len(ids) / len(indexes) if indexes else 1.0
     held = _held(node, existing, running, start, end)
     cpus = _within(wanted.cpus, "cpus", node.cpus, int(node.cpus * share), held, 0, node.name)
@@ -366,10 +366,11 @@ def _within(value: object, field_name: str, most: int, default: int, held: Seque
 
 def _unavailable(node: Node, existing: Iterable[Reservation], running: Iterable[Allocation], drained: frozenset[int],
                  start: float, end: float) -> dict[int, str]:
-    """The node's GPUs that cannot be reserved over [start, end), and why."""
+    """The node's GPUs that cannot be reserved over [start, end), and why. A GPU a process outside corral uses now
+    is not among them: the process is no job, with no end to plan around, and may well be gone by the start."""
     out: dict[int, str] = {}
     for gpu in sorted(drained):
-        if gpu >= 0:  # not WHOLE_NODE, nor a GPU sharing jobs may use beside a process (`corral.core.sharing`)
+        if gpu != WHOLE_NODE:
             out[gpu] = "drained"
     if WHOLE_NODE in drained:
         out.update({g.index: "the node is drained" for g in node.gpus})
@@ -409,10 +410,11 @@ def hold_windows(profiles: Sequence[NodeProfile], book: ReservationBook, now: fl
 
 
 def inside(reservation: Reservation, node: Node, running: Iterable[Allocation], now: float,
-           drained: frozenset[int]) -> NodeProfile:
+           off: frozenset[int]) -> NodeProfile:
     """What the reservation offers its own jobs: its share of the node over its window, less what its
-    running jobs hold (nothing outside the window, so a job that would run past the end never fits)."""
-    gpus = frozenset(reservation.gpus) - drained if WHOLE_NODE not in drained else frozenset()
+    running jobs hold (nothing outside the window, so a job that would run past the end never fits), and
+    less `off`: the node's GPUs no job there is given (drained, or shareable; `WHOLE_NODE`: all)."""
+    gpus = frozenset(reservation.gpus) - off if WHOLE_NODE not in off else frozenset()
     none: frozenset[int] = frozenset()
     if reservation.end <= now:
         return NodeProfile(node, [now], [0], [0], [none])

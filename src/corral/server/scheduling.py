@@ -75,9 +75,11 @@ class SchedulingPass:
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
         self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
-        # each node's GPUs no new job is given: drained (`corral.server.draining`) or in use outside corral
+        # each node's GPUs no new job is given: drained (`corral.server.draining`) or avoided (in use outside corral)
         self.drained: Mapping[str, frozenset[int]] = {}
-        # GPU memory held outside corral where sharing jobs may go beside it (`corral.core.sharing.outside_holds`)
+        # GPUs in use outside corral that no whole-GPU job is given but sharing jobs may go beside
+        # (`corral.core.sharing.shareable_beside`), and the memory held there (`corral.core.sharing.outside_holds`)
+        self.shareable: Mapping[str, frozenset[int]] = {}
         self.held_outside: Sequence[Allocation] = ()
         self.reservations: ReservationBook | None = None  # `corral.server.reserving`, set before each pass
 
@@ -87,7 +89,7 @@ class SchedulingPass:
         ordered = self._by_priority(now, waiting)
         self._rate_preemptible(now)
         return schedule(self.nodes, self.holding(), ordered, now, self.config, self.factors, self.drained,
-                        self.reservations)
+                        self.reservations, self.shareable)
 
     def holding(self, running: Collection[Allocation] | None = None) -> Collection[Allocation]:
         """What the policy counts as held: the running jobs' allocations, and memory held outside corral on GPUs
