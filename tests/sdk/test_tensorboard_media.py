@@ -239,8 +239,9 @@ def test_an_import_decodes_each_tensor_once_for_both_its_scalar_and_its_media(se
             note = strings(f"step {step}".encode())
             tensors = {"loss": (loss, "scalars"), "weights": (histogram, "histograms"), "samples": (image, "images"),
                        "notes": (note, "text")}
-            events.add_summary(Summary(value=[Summary.Value(tag=tag, tensor=proto, metadata=plugin(kind) if step == 0 else None)
-                                              for tag, (proto, kind) in tensors.items()]), step, T0 + step)
+            values = [Summary.Value(tag=tag, tensor=proto, metadata=plugin(kind) if step == 0 else None)
+                      for tag, (proto, kind) in tensors.items()]
+            events.add_summary(Summary(value=values), step, T0 + step)
             written += [proto.SerializeToString() for proto, _ in tensors.values()]
 
     decoded: Counter[bytes] = Counter()
@@ -258,6 +259,7 @@ def test_an_import_decodes_each_tensor_once_for_both_its_scalar_and_its_media(se
     assert decoded == Counter(written)  # each one, once
     assert (run["media"], run["media_sent"]) == ({"histogram": 3, "image": 3, "text": 3}, 9)
     assert client.series(run["id"], "loss")["values"] == [1.0, 0.5, pytest.approx(1 / 3)]
-    assert json.loads(fetch(client, run["id"], "media/weights/00000002.hist.json")) == {"edges": [0.0, 1.0], "counts": [7]}
+    assert json.loads(fetch(client, run["id"], "media/weights/00000002.hist.json")) == \
+        {"edges": [0.0, 1.0], "counts": [7]}
     assert fetch(client, run["id"], "media/samples/00000001.png") == png(pixels(1).transpose(1, 2, 0))
     assert fetch(client, run["id"], "media/notes/00000002.txt") == b"step 2"
