@@ -218,15 +218,18 @@ def test_tensorflows_own_buckets_out_to_dbl_max_become_even_ones_within_the_valu
     assert within == {(-1.0, -0.5): 3, (-0.5, 0.5): 0, (0.5, 1.0): 4, (1.0, 2.0): 2}
 
 
-def test_an_import_decodes_each_tensor_once_for_both_its_scalar_and_its_media(server_factory, monkeypatch, tmp_path):
+@pytest.mark.parametrize("below", [False, True], ids=["the-run-imported", "a-run-below-it"])
+def test_an_import_decodes_each_tensor_once_for_both_its_scalar_and_its_media(server_factory, monkeypatch, tmp_path,
+                                                                              below):
     """A TF2 summary's tensors are read for scalars and for media from one decoding (images and histograms are the
-    large ones). The run is the directory imported, so no other pass reads its files."""
+    large ones). A run below the directory imported is looked at first, to tell whether it is one series of
+    add_scalars: that look stops at its first scalar, here in its first summary."""
     from collections import Counter
 
     from corral.sdk import tensorboard, tensorboard_media, tensorboard_records
 
     client = server_factory().client()
-    root = tmp_path / "tf2"
+    root = tmp_path / "tb" / "tf2" if below else tmp_path / "tf2"
     written = []
     with tensorboardX.SummaryWriter(str(root)) as writer:
         events = writer._get_file_writer()  # tensorboardX has no public way to write raw tensor summaries
@@ -254,9 +257,10 @@ def test_an_import_decodes_each_tensor_once_for_both_its_scalar_and_its_media(se
     for module in (tensorboard, tensorboard_media, tensorboard_records):
         if hasattr(module, "tensor"):
             monkeypatch.setattr(module, "tensor", counting)
-    (run,) = import_tensorboard(str(root), client=client, project="tf2")
+    (run,) = import_tensorboard(str(root.parent if below else root), client=client, project="tf2")
 
-    assert decoded == Counter(written)  # each one, once
+    looked_at = Counter(written[:4]) if below else Counter()
+    assert decoded == Counter(written) + looked_at  # each one, once
     assert (run["media"], run["media_sent"]) == ({"histogram": 3, "image": 3, "text": 3}, 9)
     assert client.series(run["id"], "loss")["values"] == [1.0, 0.5, pytest.approx(1 / 3)]
     assert json.loads(fetch(client, run["id"], "media/weights/00000002.hist.json")) == \

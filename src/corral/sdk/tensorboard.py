@@ -242,17 +242,22 @@ def _add_scalars_part(root: str, directory: str, files: list[str]) -> tuple[str,
     """(the writer's directory, the series' name) where `directory` holds one series of `add_scalars`:
     every scalar tagged with the main tag `loss`, in `<writer>/loss_train/` (torch.utils.tensorboard)
     or `<writer>/loss/train/` (tensorboardX); else None."""
-    tags = set()
+    found: tuple[str, tuple[str, str] | None] | None = None  # the one tag, and the series it makes of `directory`
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a damaged file is warned about when it is imported
         for file in files:
             for _, tag, _, _, _ in iter_scalars(file):
-                tags.add(tag)
-                if len(tags) > 1:
+                if found is None:
+                    found = tag, _series_part(root, directory, tag)
+                    if found[1] is None:  # with this tag, or with more than one, no series: no need to read on
+                        return None
+                elif tag != found[0]:
                     return None
-    if len(tags) != 1:
-        return None
-    main_tag = tags.pop()
+    return None if found is None else found[1]
+
+
+def _series_part(root: str, directory: str, main_tag: str) -> tuple[str, str] | None:
+    """(the writer's directory, the series' name) that `directory` would be of `add_scalars` with `main_tag`."""
     parent, name = os.path.split(directory)
     flat = main_tag.replace("/", "_") + "_"
     if name.startswith(flat) and len(name) > len(flat):
