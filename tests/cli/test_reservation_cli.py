@@ -18,7 +18,7 @@ def test_reserved_gpus_go_to_the_reservations_jobs_and_others_run_beside_them(se
     client = server.client()
     node = client.nodes()[0]["name"]
     made = corral(server, "reservation", "create", "demo", "--gpus", "2", "--users", "root", "--duration", "1h").output
-    assert made.startswith(f"Reservation created: demo (GPU 0,1 of {node}, ") and "for users root" in made
+    assert made.startswith(f"Reservation created: demo (GPU 0,1 of {node} with 8 CPUs and 32G memory, ") and "for users root" in made
     listed = corral(server, "reservation", "list").output.splitlines()
     assert listed[0].split() == ["NAME", "STATE", "START", "END", "NODE", "GPUS", "USERS", "ACCOUNTS"]
     assert listed[1].split()[:2] == ["demo", "ACTIVE"] and listed[1].split()[-3:] == ["0,1", "root", "-"]
@@ -93,6 +93,29 @@ def test_bad_reservations_and_submits_are_refused_naming_the_field(server_factor
     refused = corral(server, "reservation", "delete", "nope", code=1).output
     assert "no such reservation" in refused
     assert [r["name"] for r in client.reservations()] == ["taken"]
+
+
+def test_a_reservation_never_promises_cpus_or_memory_running_jobs_hold(server_factory):
+    server = server_factory(gpus=4, extra=ROOMY)  # 16 CPUs, 64 GB
+    client = server.client()
+    busy = client.submit(["sleep", "300"], cpus=12, mem="40G", time="30:00")
+    running(client, busy["id"])
+    refused = corral(server, "reservation", "create", "demo", "--gpus", "2", "--cpus", "8", "--users", "root",
+                     "--duration", "1h", code=1).output
+    assert "has 4 of 16 CPUs free over the window" in refused and f"job {busy['id']} holds 12" in refused
+    assert "ask for at most 4" in refused
+    assert client.reservations() == []
+    # the GPUs' share (8 CPUs, 32 GB) shrinks to what the job leaves
+    made = corral(server, "reservation", "create", "demo", "--gpus", "2", "--users", "root", "--duration", "1h").output
+    assert " with 4 CPUs and 24G memory, " in made
+    assert (client.reservations()[0]["cpus"], client.reservations()[0]["mem_mb"]) == (4, 24 * 1024)
+    inside = client.submit(["sleep", "300"], gpus=1, cpus=3, time="10:00", reservation="demo")
+    running(client, inside["id"])
+    shrink = corral(server, "reservation", "update", "demo", "--cpus", "2", code=1).output
+    assert f"its running jobs ({inside['id']}) hold 3 CPUs" in shrink
+    assert client.reservations()[0]["cpus"] == 4
+    for job in (busy, inside):
+        client.cancel(job["id"])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")

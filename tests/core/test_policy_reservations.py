@@ -143,6 +143,36 @@ def test_plan_refuses_gpus_of_an_overlapping_reservation_busy_gpus_and_a_taken_n
         make(wanted(name="other"), existing=[other])
 
 
+def test_plan_never_promises_cpus_or_memory_that_running_jobs_or_other_reservations_hold():
+    # a CPU-only job holds 30 of 32 CPUs for two hours: an hour's reservation asking 8 would share them
+    busy = [Allocation(9, "gpu01", (), 30, 200 * 1024, end_time=NOW + 2 * HOUR)]
+    with pytest.raises(Conflict) as caught:
+        make(wanted(cpus=8), running=busy)
+    assert "2 of 32 CPUs free" in str(caught.value) and "job 9 holds 30" in str(caught.value)
+    assert "ask for at most 2" in str(caught.value)
+    with pytest.raises(Conflict, match="MB of memory free"):
+        make(wanted(mem_mb=128 * 1024), running=busy)
+    # its GPUs' share (16 CPUs, 128 GB) shrinks to what is free; after the job's end all of it is
+    made = make(wanted(), running=busy)
+    assert (made.cpus, made.mem_mb) == (2, 56 * 1024)
+    later = make(wanted(start=NOW + 2 * HOUR, end=NOW + 3 * HOUR), running=busy)
+    assert (later.cpus, later.mem_mb) == (16, 128 * 1024)
+
+
+def test_plan_counts_overlapping_reservations_at_their_peak_not_their_sum():
+    first = Reservation("first", "gpu01", (0,), 20, 0, ("ada",), (), NOW, NOW + HOUR, "root", NOW)
+    second = Reservation("second", "gpu01", (1,), 20, 0, ("ada",), (), NOW + HOUR, NOW + 2 * HOUR, "root", NOW)
+    # over [NOW, NOW+2h) the two never hold CPUs at once: 12 are free throughout, not 32 - 40
+    made = make(wanted(gpus=None, gpu_ids=[2], cpus=12, end=NOW + 2 * HOUR), existing=[first, second])
+    assert made.cpus == 12
+    with pytest.raises(Conflict, match="12 of 32 CPUs free.*reservation first holds 20"):
+        make(wanted(gpus=None, gpu_ids=[2], cpus=13, end=NOW + HOUR // 2), existing=[first, second])
+    # with every CPU held, even the share asked for by default is refused rather than made empty
+    full = [Allocation(9, "gpu01", (), 32, 0)]
+    with pytest.raises(Conflict, match="0 of 32 CPUs free.*pick a window when they are free"):
+        make(wanted(), running=full)
+
+
 def test_sharing_jobs_in_a_reservation_share_one_of_its_gpus_and_keep_their_budgets():
     now_on = book([reservation()], {})
     sharing = [PendingJob(i, Request(gpus=1, cpus=1, mem_mb=1024, gpu_share_mb=20 * 1024), "ada", time_limit_s=HOUR,

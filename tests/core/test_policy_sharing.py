@@ -4,12 +4,15 @@ it holds only its share."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.core.backfill import NodeProfile
+from corral.core.forecast import forecast
 from corral.core.policy import PendingJob, schedule
 from corral.core.reservations import Reservation, book
+from corral.core.schedconfig import SchedulerConfig
 from corral.core.sharing import BudgetWatch, SharingSettings, outside_holds, shareable_beside
 from corral.core.topology import build_topology
 from corral.core.resources import Allocation, Gpu, Node, Request
@@ -112,9 +115,39 @@ def test_beside_a_process_outside_corral_sharing_jobs_fit_its_free_memory_and_wh
     one = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB),))
     held = {"gpu01": {0: 60 * GB}}
     pending = [job(1), job(2, 10), job(3, 15)]
-    decisions = schedule([one], outside_holds(held), pending, NOW, drained=shareable_beside(held))
+    decisions = schedule([one], outside_holds(held), pending, NOW, shareable=shareable_beside(held))
     assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(2, (0,))]
     assert decisions.reasons == {1: PendingReason.NODE_NOT_AVAIL, 3: PendingReason.RESOURCES}
+
+
+def test_a_gpu_shareable_beside_a_process_is_drained_to_whole_gpu_jobs_and_forecasts_only():
+    two = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB), Gpu(1, "A100", 80 * GB)))
+    held = {"gpu01": {1: 60 * GB}}  # a notebook on GPU 1, the only free one beside a job on GPU 0
+    running = [Allocation(9, "gpu01", (0,), 1, 0, end_time=NOW + 3600), *outside_holds(held)]
+    shareable = shareable_beside(held)
+    assert shareable == {"gpu01": frozenset({1})}
+    # GPU 1 is drained to whole-GPU jobs: one that needs it waits (ReqNodeNotAvail) blocking nobody, one that
+    # does not waits for GPU 0; a sharing job starts on GPU 1 within what the notebook leaves
+    decisions = schedule([two], running, [job(1, gpus=2), job(2, 10), job(3)], NOW, shareable=shareable)
+    assert [(a.job_id, a.gpu_ids, a.gpu_share_mb) for a in decisions.starts] == [(2, (1,), 10 * GB)]
+    assert decisions.reasons == {1: PendingReason.NODE_NOT_AVAIL, 3: PendingReason.RESOURCES}
+    assert decisions.reserved == {3: ("gpu01", (0,))} and decisions.estimates == {3: NOW + 3600}
+    # a forecast sees it as the pass does
+    def ahead(pending: PendingJob):
+        return forecast(pending, nodes=[two], running=running, queue=[], usage={}, now=NOW, config=SchedulerConfig(),
+                        shareable=shareable)
+    assert ahead(job(7, gpus=2)).code == PendingReason.NODE_NOT_AVAIL.value
+    assert (ahead(job(7)).start, ahead(job(7)).gpu_ids) == (NOW + 3600, (0,))
+    assert (ahead(job(7, 20)).start, ahead(job(7, 20)).gpu_ids) == (NOW, (1,))
+    assert ahead(job(7, 21)).start != NOW  # 60 + 21 GB is more than GPU 1 has
+
+
+def test_a_drained_gpu_takes_no_share_even_where_it_is_shareable_beside_a_process():
+    one = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB),))
+    held = {"gpu01": {0: 20 * GB}}
+    decisions = schedule([one], outside_holds(held), [job(1, 10)], NOW, drained={"gpu01": frozenset({0})},
+                         shareable=shareable_beside(held))
+    assert decisions.starts == [] and decisions.reasons == {1: PendingReason.NODE_NOT_AVAIL}
 
 
 def test_across_nodes_a_sharing_job_joins_a_shared_gpu_before_taking_a_whole_one_on_a_lower_node():
@@ -128,7 +161,7 @@ def test_a_reserved_gpu_takes_no_sharing_job_from_outside_the_reservation_even_b
     one = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB), Gpu(1, "A100", 80 * GB)))
     held = {"gpu01": {0: 20 * GB}}  # a notebook on GPU 0, which sharing jobs may use beside it ("share")
     kept = book([Reservation("demo", "gpu01", (0,), 1, GB, ("ada",), (), NOW, NOW + 7200, "root", NOW)], {})
-    decisions = schedule([one], outside_holds(held), [job(1, 10)], NOW, drained=shareable_beside(held),
+    decisions = schedule([one], outside_holds(held), [job(1, 10)], NOW, shareable=shareable_beside(held),
                          reservations=kept)
     assert [(a.job_id, a.gpu_ids) for a in decisions.starts] == [(1, (1,))]
 

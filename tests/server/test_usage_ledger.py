@@ -35,8 +35,8 @@ class PreemptedWhileAway:
         pass
 
 
-def _service(home: str, engine, backend) -> JobService:
-    node = Node("n1", 4, 4096, gpus=(Gpu(0, "a100", 40_000), Gpu(1, "a100", 40_000)))
+def _service(home: str, engine, backend, second_gpu_mb: int = 40_000) -> JobService:
+    node = Node("n1", 4, 4096, gpus=(Gpu(0, "a100", 40_000), Gpu(1, "a100", second_gpu_mb)))
     return JobService(store=JobStore(engine), backend=backend, nodes=[node],
                       settings=ServiceSettings(home=home, user="tester", server_env={}))
 
@@ -70,7 +70,8 @@ class EndedWhileAway(PreemptedWhileAway):
         return Recovery(Recovered.ENDED, Outcome(JobState.COMPLETED.value, 0, None, self.at))
 
 
-def test_a_job_sharing_a_gpu_is_charged_its_part_of_the_gpu_then_and_after_a_restart(tmp_path):
+@pytest.mark.parametrize("second_gpu_mb", [40_000, 80_000])  # also beside a larger GPU: its own GPU's part
+def test_a_job_sharing_a_gpu_is_charged_its_part_of_the_gpu_then_and_after_a_restart(tmp_path, second_gpu_mb):
     engine = open_engine(database_url(None, str(tmp_path)))
     migrate.upgrade(engine)
     now = time.time()
@@ -80,13 +81,13 @@ def test_a_job_sharing_a_gpu_is_charged_its_part_of_the_gpu_then_and_after_a_res
     job.state, job.start_time, job.node, job.gpu_ids = JobState.RUNNING, now - 3600, "n1", (0,)
     store.save_state(job)
 
-    first = _service(str(tmp_path), engine, EndedWhileAway(now))
+    first = _service(str(tmp_path), engine, EndedWhileAway(now), second_gpu_mb)
     first.recover()  # an hour on 10 GB of a 40 GB GPU: a quarter of a GPU-hour, not a whole one
     assert first.get(job.id).state is JobState.COMPLETED
     assert first.usage(now)["ada"] == pytest.approx(0.25, rel=1e-3)
     first.close()
 
-    again = _service(str(tmp_path), engine, EndedWhileAway(now))
+    again = _service(str(tmp_path), engine, EndedWhileAway(now), second_gpu_mb)
     again.recover()  # from the job's record
     assert again.usage(now)["ada"] == pytest.approx(0.25, rel=1e-3)
     again.close()

@@ -10,6 +10,7 @@ import click
 from corral.cli.connect import client_for
 from corral.cli.format import local_time, table
 from corral.cli.terminal import json_text
+from corral.core.units import format_memory
 from corral.errors import NotFound
 
 
@@ -126,5 +127,7 @@ def delete(ctx: click.Context, name: str) -> None:
 def _summary(made: dict[str, Any]) -> str:
     who = [f"users {','.join(made['users'])}"] if made["users"] else []
     who += [f"accounts {','.join(made['accounts'])}"] if made["accounts"] else []
-    return (f"GPU {','.join(map(str, made['gpus']))} of {made['node']}, {local_time(made['start'])} to "
+    # its CPUs and memory are said too: without --cpus/--mem they are the share left free by running jobs
+    return (f"GPU {','.join(map(str, made['gpus']))} of {made['node']} with {made['cpus']} CPUs and "
+            f"{format_memory(made['mem_mb']) if made['mem_mb'] else 'no'} memory, {local_time(made['start'])} to "
             f"{local_time(made['end'])}, for {' and '.join(who)}")

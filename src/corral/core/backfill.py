@@ -48,14 +48,15 @@ class NodeProfile:
 
     @classmethod
     def build(cls, node: Node, running: Iterable[Allocation], now: float,
-              drained: frozenset[int] = frozenset()) -> NodeProfile:
+              drained: frozenset[int] = frozenset(), shareable: frozenset[int] = frozenset()) -> NodeProfile:
         """The node as running jobs leave it: held now, back at their end (never, without a time limit).
 
         `drained`: its GPUs that are never free (`corral.core.drains`); with `WHOLE_NODE` among them,
-        nothing of it is.
+        nothing of it is. `shareable`: its GPUs never free for a whole-GPU job, where sharing jobs may still
+        go (`corral.core.sharing.shareable_beside`); one also drained is drained.
         """
-        if drained:
-            return cls._drained(node, running, now, drained)
+        if drained or shareable:
+            return cls._drained(node, running, now, drained, shareable)
         cpus, mem, gpus = node.cpus, node.mem_mb, {g.index for g in node.gpus}
         ending: list[tuple[float, Allocation]] = []
         shares: list[Allocation] = []
@@ -87,13 +88,15 @@ class NodeProfile:
         return profile
 
     @classmethod
-    def _drained(cls, node: Node, running: Iterable[Allocation], now: float, drained: frozenset[int]) -> NodeProfile:
+    def _drained(cls, node: Node, running: Iterable[Allocation], now: float, drained: frozenset[int],
+                 shareable: frozenset[int]) -> NodeProfile:
         profile = cls.build(node, running, now)
         if WHOLE_NODE in drained:
             count = len(profile.times)
             profile.cpus, profile.mem, profile.gpus = [0] * count, [0] * count, [frozenset()] * count
         else:
-            profile.gpus = [free - drained for free in profile.gpus]
+            off = drained | shareable
+            profile.gpus = [free - off for free in profile.gpus]
         sharing.without(profile, drained, WHOLE_NODE in drained)
         return profile
 

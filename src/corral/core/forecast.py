@@ -110,9 +110,11 @@ class _Planner:
     def __init__(self, nodes: Sequence[Node], running: Sequence[Allocation], queue: Sequence[PendingJob],
                  usage: Mapping[str, float], now: float, config: SchedulerConfig,
                  drained: Mapping[str, frozenset[int]] | None = None,
-                 reservations: ReservationBook | None = None) -> None:
+                 reservations: ReservationBook | None = None,
+                 shareable: Mapping[str, frozenset[int]] | None = None) -> None:
         self.nodes, self.running, self.queue, self.usage, self.now, self.config = nodes, running, queue, usage, now, config
         self.drained = drained or {}
+        self.shareable = shareable or {}
         self.reservations = reservations
         self.total_gpus = sum(len(n.gpus) for n in nodes)
         self.total_cpus = sum(n.cpus for n in nodes)
@@ -125,14 +127,14 @@ class _Planner:
         at = next(i for i, p in enumerate(ordered) if p is job)
         ahead = ordered[:at + 1]
         decisions = schedule(self.nodes, self.running, ahead, self.now, self.config, factors, self.drained,
-                             self.reservations)
+                             self.reservations, self.shareable)
         deep = False
         if (job.job_id not in decisions.estimates and decisions.reasons.get(job.job_id) in _WAITING
                 and decisions.preempt_for is None and len(decisions.estimates) >= self.config.backfill_depth):
             deep = True
             decisions = schedule(self.nodes, self.running, ahead, self.now,
                                  replace(self.config, backfill_depth=len(ahead)), factors, self.drained,
-                                 self.reservations)
+                                 self.reservations, self.shareable)
         self.base = _Pass(decisions, ahead, factors[job.job_id].priority, deep, self.now)
         return self.base
 
@@ -158,8 +160,9 @@ class _Planner:
         by_node: dict[str, list[Allocation]] = {node.name: [] for node in self.nodes}
         for allocation in [*self.running, *(a for a in decisions.starts if a.job_id != job_id)]:
             by_node.setdefault(allocation.node, []).append(allocation)
-        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], self.now,
-                                                self.drained.get(node.name, frozenset())) for node in self.nodes])
+        none: frozenset[int] = frozenset()
+        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], self.now, self.drained.get(node.name, none),
+                                                self.shareable.get(node.name, none)) for node in self.nodes])
         where = {node.name: k for k, node in enumerate(self.nodes)}
         ahead = {p.job_id: p for p in base.ahead}
         for other, start in decisions.estimates.items():
@@ -192,6 +195,7 @@ def forecast(
     job: PendingJob, *, nodes: Sequence[Node], running: Sequence[Allocation], queue: Sequence[PendingJob],
     usage: Mapping[str, float], now: float, config: SchedulerConfig, unsatisfiable: Unsatisfiable | None = None,
     drained: Mapping[str, frozenset[int]] | None = None, reservations: ReservationBook | None = None,
+    shareable: Mapping[str, frozenset[int]] | None = None,
 ) -> Forecast:
     """When `job` would start if it joined `queue` now, what holds it back, and what would start it sooner.
 
@@ -205,8 +209,9 @@ def forecast(
             the forecast then says so and looks only for fewer GPUs that would run.
         drained: each node's drained GPUs (`corral.core.drains`), which no job is given.
         reservations: the reservations (`corral.core.reservations`), whose GPUs it gets only inside one.
+        shareable: each node's GPUs only sharing jobs are given (`corral.core.policy.schedule`).
     """
-    planner = _Planner(nodes, list(running), list(queue), usage, now, config, drained, reservations)
+    planner = _Planner(nodes, list(running), list(queue), usage, now, config, drained, reservations, shareable)
     if unsatisfiable is not None:
         planner.run(job)  # held back (no node fits it), it blocks nobody: what the jobs ahead leave is as without it
         alternatives = _fewer_gpus(planner, job, None, nodes) if unsatisfiable.field == "gpus" else []

@@ -12,7 +12,9 @@ jobs without a time limit, or `backfill_depth` reservations are made already)
 stops the pass: nothing behind it starts, so it is never starved. Jobs held back
 by a limit (hold, partition time limit, QoS limits) wait for their own reason and
 block nobody. Drained GPUs (and nodes) are never free (`corral.core.drains`): a job that
-only they could run waits with ReqNodeNotAvail, blocking nobody either. Reservations
+only they could run waits with ReqNodeNotAvail, blocking nobody either. Shareable GPUs (in use
+outside corral on a node that shares them: `corral.core.sharing.shareable_beside`) are the same
+to a whole-GPU job, while sharing jobs go there within what is left of their memory. Reservations
 (`corral.core.reservations`) hold their GPUs away from other jobs over their windows; a job
 submitted into one is placed in the reservation's own share, and blocks nobody outside it.
 """
@@ -24,12 +26,12 @@ from dataclasses import dataclass, field, replace
 
 from corral.core.backfill import INFINITY, NodeProfile, ProfileIndex
 from corral.core.drains import WHOLE_NODE
+from corral.core.outside_use import unavailable
 from corral.core.pending import PendingJob
 from corral.core.priority import PriorityFactors
 from corral.core.reservations import ReservationBook, blocked_now, hold_windows, inside
 from corral.core.resources import Allocation, Node, Request, gpu_matches, gpus_placeable, gpus_possible, node_matches
 from corral.core.schedconfig import SchedulerConfig
-from corral.core.sharing import for_sharing
 from corral.core.states import PendingReason
 
 _DEFAULT_CONFIG = SchedulerConfig()
@@ -55,6 +57,7 @@ def schedule(
     nodes: Sequence[Node], running: Iterable[Allocation], pending: Sequence[PendingJob], now: float,
     config: SchedulerConfig = _DEFAULT_CONFIG, priorities: Mapping[int, PriorityFactors] | None = None,
     drained: Mapping[str, frozenset[int]] | None = None, reservations: ReservationBook | None = None,
+    shareable: Mapping[str, frozenset[int]] | None = None,
 ) -> Decisions:
     """Decide which pending jobs start now, why the others wait, when they should start, and
     which preemptible jobs make room for the first waiting one.
@@ -69,9 +72,14 @@ def schedule(
             than the first job waiting for resources is preempted when that lets it start.
         drained: each node's drained GPU indexes (`WHOLE_NODE` among them: the node); none is given to a job.
         reservations: the reservations and the running jobs in each; their GPUs go to no other job in their windows.
+        shareable: each node's GPUs that no whole-GPU job is given but sharing jobs may use, within what
+            `running` leaves of their memory (`corral.core.sharing.shareable_beside`); one also drained is drained.
     """
     priorities = priorities or {}
     drained = drained or {}
+    shareable = shareable or {}
+    # what a whole-GPU job may not be given
+    unusable = unavailable(drained, shareable) if shareable else drained
     by_node: dict[str, list[Allocation]] = {node.name: [] for node in nodes}
     jobs_of: dict[tuple[str, str | None], int] = {}
     gpus_of: dict[tuple[str, str | None], int] = {}
@@ -81,16 +89,17 @@ def schedule(
         jobs_of[key] = jobs_of.get(key, 0) + 1
         gpus_of[key] = gpus_of.get(key, 0) + len(alloc.gpu_ids)
     shares: dict[str, NodeProfile] = {}
-    off_limits = drained
+    off_limits = unusable
     if reservations is not None and reservations.by_name:
-        shares, profiles = _reservations(nodes, by_node, now, drained, reservations)
+        shares, profiles = _reservations(nodes, by_node, now, drained, shareable, reservations)
         index = ProfileIndex(profiles)
         # no preemption makes room on GPUs a reservation holds now
-        off_limits = {**drained, **{n: drained.get(n, frozenset()) | g for n, g in blocked_now(reservations, now).items()}}
+        off_limits = unavailable(unusable, blocked_now(reservations, now))
     else:
-        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now, drained.get(node.name, frozenset()))
-                              for node in nodes])
-    limits = _Limits(nodes, config, jobs_of, gpus_of, now, drained)
+        none: frozenset[int] = frozenset()
+        index = ProfileIndex([NodeProfile.build(node, by_node[node.name], now, drained.get(node.name, none),
+                                                shareable.get(node.name, none)) for node in nodes])
+    limits = _Limits(nodes, config, jobs_of, gpus_of, now, drained, unusable)
     held_back = limits.reason
     decisions = Decisions()
     reasons = decisions.reasons
@@ -164,20 +173,21 @@ def schedule(
 
 
 def _reservations(nodes: Sequence[Node], by_node: Mapping[str, list[Allocation]], now: float,
-                  drained: Mapping[str, frozenset[int]], book: ReservationBook,
+                  drained: Mapping[str, frozenset[int]], shareable: Mapping[str, frozenset[int]], book: ReservationBook,
                   ) -> tuple[dict[str, NodeProfile], list[NodeProfile]]:
     """Each reservation's own share, and the nodes as every other job sees them: what the jobs outside
-    reservations leave, less the reservations' windows."""
+    reservations leave, less the reservations' windows. A reservation offers its jobs no shareable GPU."""
     shares: dict[str, NodeProfile] = {}
     profiles = []
     inside_of = book.running
+    none: frozenset[int] = frozenset()
     for node in nodes:
         held = by_node[node.name]
-        off = drained.get(node.name, frozenset())
-        profiles.append(NodeProfile.build(node, [a for a in held if a.job_id not in inside_of], now, off))
+        off, beside = drained.get(node.name, none), shareable.get(node.name, none)
+        profiles.append(NodeProfile.build(node, [a for a in held if a.job_id not in inside_of], now, off, beside))
         for reservation in book.on_node(node.name):
             shares[reservation.name] = inside(
-                reservation, node, [a for a in held if inside_of.get(a.job_id) == reservation.name], now, off)
+                reservation, node, [a for a in held if inside_of.get(a.job_id) == reservation.name], now, off | beside)
     hold_windows(profiles, book, now)
     return shares, profiles
 
@@ -302,15 +312,16 @@ class _Limits:
     def __init__(
         self, nodes: Sequence[Node], config: SchedulerConfig,
         jobs_of: dict[tuple[str, str | None], int], gpus_of: dict[tuple[str, str | None], int], now: float,
-        drained: Mapping[str, frozenset[int]],
+        drained: Mapping[str, frozenset[int]], unusable: Mapping[str, frozenset[int]],
     ) -> None:
         self.now = now
         self.nodes = nodes
-        self.usable = _undrained(nodes, drained) if drained else None  # the nodes as drains leave them
-        # a sharing job's: GPUs in use outside corral where sharing jobs may go beside them are usable
-        self.usable_sharing = _undrained(nodes, for_sharing(drained)) if drained else []
-        # an exclusive job's: nodes with nothing drained
-        self.whole = [node for node in nodes if not drained.get(node.name)] if drained else nodes
+        # a whole-GPU job's: the nodes as drains and shareable GPUs (`unusable`, drained among them) leave them
+        self.usable = _undrained(nodes, unusable) if unusable else None
+        # a sharing job's: the nodes as drains alone leave them
+        self.usable_sharing = _undrained(nodes, drained) if unusable else []
+        # an exclusive job's: nodes with nothing drained or shareable
+        self.whole = [node for node in nodes if not unusable.get(node.name)] if unusable else nodes
         self.fits_usable: dict[Request, bool] = {}
         self.partitions = config.partitions
         self.default_partition = config.default_partition

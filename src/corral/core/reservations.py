@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from corral.core.backfill import INFINITY, NodeProfile
 from corral.core.drains import WHOLE_NODE
@@ -182,11 +183,12 @@ def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservatio
 
     GPUs named are refused if they do not exist, are drained, are in another reservation over an overlapping
     window, or are held by a running job past the start (Slurm's "Requested nodes are busy"); GPUs counted
-    are the lowest-numbered that are none of these.
+    are the lowest-numbered that are none of these. Its CPUs and memory must be free of running jobs and
+    overlapping reservations too; the GPUs' share of them, taken when none is asked for, shrinks to what is.
 
     Raises:
         InvalidRequest: a bad field (named, with the fix). NotFound: no such node. Conflict: the name is
-            taken, or the GPUs are busy or reserved.
+            taken, or the GPUs, CPUs or memory are busy or reserved.
     """
     name = _name(wanted.name)
     existing = list(existing)
@@ -221,13 +223,14 @@ def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservatio
                            f"(Requested nodes are busy): {why}")
         ids = tuple(free[:count])
     else:
-        held = [f"GPU {i}: {taken[i]}" for i in ids if i in taken]
-        if held:
+        busy = [f"GPU {i}: {taken[i]}" for i in ids if i in taken]
+        if busy:
             raise Conflict(f"GPUs of node {node.name} are busy over the window (Requested nodes are busy): "
-                           + "; ".join(held))
+                           + "; ".join(busy))
     share = len(ids) / len(indexes) if indexes else 1.0
-    cpus = _amount(wanted.cpus, "cpus", node.cpus, int(node.cpus * share))
-    mem_mb = _amount(wanted.mem_mb, "mem", node.mem_mb, int(node.mem_mb * share))
+    held = _held(node, existing, running, start, end)
+    cpus = _within(wanted.cpus, "cpus", node.cpus, int(node.cpus * share), held, 0, node.name)
+    mem_mb = _within(wanted.mem_mb, "mem", node.mem_mb, int(node.mem_mb * share), held, 1, node.name)
     return Reservation(name, node.name, ids, cpus, mem_mb, users, accounts_given, wanted.start, end, by, now)
 
 
@@ -301,12 +304,73 @@ def _amount(value: object, field_name: str, most: int, default: int) -> int:
     return value
 
 
+class _Holder(NamedTuple):
+    """Something holding CPUs and memory of a node for a while: a running job or another reservation."""
+
+    start: float
+    end: float
+    amounts: tuple[int, int]
+    """CPUs, megabytes."""
+    who: str
+
+
+def _held(node: Node, existing: Iterable[Reservation], running: Iterable[Allocation], start: float,
+          end: float) -> list[_Holder]:
+    """What holds some of the node's CPUs and memory during [start, end), from the window's start on."""
+    out: list[_Holder] = []
+    for other in existing:
+        if other.node == node.name and other.start < end and start < other.end:
+            out.append(_Holder(max(other.start, start), other.end, (other.cpus, other.mem_mb),
+                               f"reservation {other.name}"))
+    for alloc in running:
+        until = alloc.end_time if alloc.end_time is not None else INFINITY
+        if alloc.node == node.name and until > start:
+            out.append(_Holder(start, until, (alloc.cpus, alloc.mem_mb), f"job {alloc.job_id}"))
+    return out
+
+
+def _peak(held: Sequence[_Holder], which: int) -> tuple[int, list[str]]:
+    """The most of CPUs (`which` 0) or memory (1) held at once, and who holds it then. Holdings only begin
+    at the moments some start, so the most is found at one of them."""
+    best, who = 0, []
+    for moment in sorted({h.start for h in held}):
+        now_held = [h for h in held if h.start <= moment < h.end and h.amounts[which]]
+        total = sum(h.amounts[which] for h in now_held)
+        if total > best:
+            best, who = total, [f"{h.who} holds {h.amounts[which]}" for h in now_held]
+    return best, who
+
+
+def _within(value: object, field_name: str, most: int, default: int, held: Sequence[_Holder], which: int,
+            node: str) -> int:
+    """A reservation's CPUs or memory, checked against what running jobs and overlapping reservations hold over
+    the window so that nothing is promised twice: an amount asked for must be free; the share taken when none is
+    asked for (its GPUs' part of the node) shrinks to what is free, but not to nothing.
+
+    Raises:
+        InvalidRequest: not a count, or more than the node has. Conflict: not free over the window.
+    """
+    amount = _amount(value, field_name, most, default)
+    peak, who = _peak(held, which)
+    free = max(most - peak, 0)
+    if amount <= free:
+        return amount
+    if value is None and free > 0:
+        return free
+    what = "CPUs" if which == 0 else "MB of memory"
+    fix = (f"ask for at most {free}" if free else "pick a window when they are free") + \
+        (" (--cpus N, CoreCnt=N in scontrol)" if which == 0 else " (--mem SIZE)")
+    raise Conflict(f"node {node} has {free} of {most} {what} free over the window and the reservation needs "
+                   f"{amount} (Requested nodes are busy): {'; '.join(who)}; {fix}")
+
+
 def _unavailable(node: Node, existing: Iterable[Reservation], running: Iterable[Allocation], drained: frozenset[int],
                  start: float, end: float) -> dict[int, str]:
-    """The node's GPUs that cannot be reserved over [start, end), and why."""
+    """The node's GPUs that cannot be reserved over [start, end), and why. A GPU a process outside corral uses now
+    is not among them: the process is no job, with no end to plan around, and may well be gone by the start."""
     out: dict[int, str] = {}
     for gpu in sorted(drained):
-        if gpu >= 0:  # not WHOLE_NODE, nor a GPU sharing jobs may use beside a process (`corral.core.sharing`)
+        if gpu != WHOLE_NODE:
             out[gpu] = "drained"
     if WHOLE_NODE in drained:
         out.update({g.index: "the node is drained" for g in node.gpus})
@@ -346,10 +410,11 @@ def hold_windows(profiles: Sequence[NodeProfile], book: ReservationBook, now: fl
 
 
 def inside(reservation: Reservation, node: Node, running: Iterable[Allocation], now: float,
-           drained: frozenset[int]) -> NodeProfile:
+           off: frozenset[int]) -> NodeProfile:
     """What the reservation offers its own jobs: its share of the node over its window, less what its
-    running jobs hold (nothing outside the window, so a job that would run past the end never fits)."""
-    gpus = frozenset(reservation.gpus) - drained if WHOLE_NODE not in drained else frozenset()
+    running jobs hold (nothing outside the window, so a job that would run past the end never fits), and
+    less `off`: the node's GPUs no job there is given (drained, or shareable; `WHOLE_NODE`: all)."""
+    gpus = frozenset(reservation.gpus) - off if WHOLE_NODE not in off else frozenset()
     none: frozenset[int] = frozenset()
     if reservation.end <= now:
         return NodeProfile(node, [now], [0], [0], [none])

@@ -89,35 +89,20 @@ def overlay(profile: NodeProfile, running: Iterable[Allocation], now: float) -> 
     profile.shared = shared
 
 
-def without(profile: NodeProfile, off: frozenset[int], whole_node: bool) -> None:
-    """A drained (or avoided) GPU takes no new share either, but for one marked shareable (`shareable_beside`)."""
+def without(profile: NodeProfile, drained: frozenset[int], whole_node: bool) -> None:
+    """A drained (or avoided) GPU takes no new share either."""
     if profile.shared is None:
         return
-    keep = shareable(off)
-    profile.shared = [{} if whole_node else {g: mb for g, mb in used.items() if g not in off or g in keep}
+    profile.shared = [{} if whole_node else {g: mb for g, mb in used.items() if g not in drained}
                       for used in profile.shared]
 
 
 def shareable_beside(held: Mapping[str, Mapping[int, int]]) -> dict[str, frozenset[int]]:
-    """GPUs in use outside corral where `[node] outside_processes = "share"`, in the shape of drained GPUs
-    (`corral.core.drains`): whole-GPU jobs treat them as drained (a job only they could run waits with
-    ReqNodeNotAvail and blocks nobody), and each carries a mark (`-2 - index`, below `WHOLE_NODE`) that lets
-    sharing jobs use what its memory has left (`outside_holds` says how much that is)."""
-    return {node: frozenset(g for gpu in gpus for g in (gpu, -2 - gpu)) for node, gpus in held.items() if gpus}
-
-
-def shareable(off: frozenset[int]) -> frozenset[int]:
-    """The drained GPUs of a node that sharing jobs may still use (their marks in `off`)."""
-    return frozenset(-2 - mark for mark in off if mark <= -2)
-
-
-def for_sharing(drained: Mapping[str, frozenset[int]]) -> dict[str, frozenset[int]]:
-    """The drained GPUs as a sharing job sees them: without the shareable ones and their marks."""
-    out = {}
-    for node, off in drained.items():
-        keep = shareable(off)
-        out[node] = frozenset(g for g in off if g >= -1 and g not in keep) if keep else off
-    return out
+    """The GPUs in use outside corral where `[node] outside_processes = "share"`, per node: the scheduler's
+    `shareable` input. Whole-GPU jobs treat them as drained (a job only they could run waits with
+    ReqNodeNotAvail and blocks nobody); sharing jobs may use what their memory has left (`outside_holds`
+    says how much that is)."""
+    return {node: frozenset(gpus) for node, gpus in held.items() if gpus}
 
 
 def earliest(profile: NodeProfile, request: Request, duration: float,

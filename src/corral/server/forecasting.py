@@ -65,7 +65,7 @@ async def forecast_submit(service: JobService, request: Mapping[str, Any], user:
     # the pass is pure and reads only this snapshot: off the event loop, which a long queue would hold up
     result = await asyncio.to_thread(forecast, job, nodes=service.nodes, running=running, queue=queue, usage=usage,
                                      now=now, config=service.scheduler_config, unsatisfiable=unsatisfiable,
-                                     drained=scheduling.drained,
+                                     drained=scheduling.drained, shareable=scheduling.shareable,
                                      reservations=scheduling.reservations)
     if notes:
         result = replace(result, notes=(*notes, *result.notes))

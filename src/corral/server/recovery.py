@@ -25,7 +25,7 @@ log = logging.getLogger("corral.server")
 def recover(service: JobService) -> None:
     """Load unfinished jobs and settle the ones that were running when the server stopped."""
     now = service.clock()
-    service.scheduling.ledger.load(service.store, now, service.scheduling.gpu_mem_mb())
+    service.scheduling.ledger.load(service.store, now, service.scheduling.gpu_mem_mb)
     changed, ended, events = [], [], []
     for job in service.store.active():
         if job.state is JobState.RUNNING:

@@ -60,8 +60,8 @@ class Reservations:
         and the jobs outside it; the jobs running in it must keep their GPUs.
 
         Raises:
-            NotFound: no such reservation. InvalidRequest, Conflict: as for a new one (`plan`), or GPUs that jobs
-                running in it hold would be left out.
+            NotFound: no such reservation. InvalidRequest, Conflict: as for a new one (`plan`), or GPUs, CPUs or
+                memory that jobs running in it hold would be left out.
         """
         current = self.get(name)
         now = self.clock()
@@ -75,6 +75,12 @@ class Reservations:
         if kept:
             raise Conflict(f"reservation {name} would leave out GPUs its jobs run on ({'; '.join(kept)}): keep them, "
                            "or let the jobs end first (Reservation busy)")
+        cpus = sum(self.allocations[job_id].cpus for job_id in inside)
+        mem_mb = sum(self.allocations[job_id].mem_mb for job_id in inside)
+        if made.cpus < cpus or made.mem_mb < mem_mb:
+            raise Conflict(f"reservation {name} would keep {made.cpus} CPUs and {made.mem_mb} MB, but its running jobs "
+                           f"({', '.join(map(str, sorted(inside)))}) hold {cpus} CPUs and {mem_mb} MB: keep at least "
+                           "that much, or let the jobs end first (Reservation busy)")
         made = replace(made, created=current.created)
         self.store.replace(made)
         self.by_name[name] = made

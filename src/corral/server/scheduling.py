@@ -69,13 +69,17 @@ class SchedulingPass:
         self.config = config
         self.nodes = tuple(nodes)
         self.clock = clock
+        self._gpu_mem = {(n.name, g.index): g.mem_mb for n in self.nodes for g in n.gpus}
+        self._largest_gpu_mb = max(self._gpu_mem.values(), default=0)
         self.total_gpus = sum(len(n.gpus) for n in self.nodes)
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
         self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
-        # each node's GPUs no new job is given: drained (`corral.server.draining`) or in use outside corral
+        # each node's GPUs no new job is given: drained (`corral.server.draining`) or avoided (in use outside corral)
         self.drained: Mapping[str, frozenset[int]] = {}
-        # GPU memory held outside corral where sharing jobs may go beside it (`corral.core.sharing.outside_holds`)
+        # GPUs in use outside corral that no whole-GPU job is given but sharing jobs may go beside
+        # (`corral.core.sharing.shareable_beside`), and the memory held there (`corral.core.sharing.outside_holds`)
+        self.shareable: Mapping[str, frozenset[int]] = {}
         self.held_outside: Sequence[Allocation] = ()
         self.reservations: ReservationBook | None = None  # `corral.server.reserving`, set before each pass
 
@@ -85,7 +89,7 @@ class SchedulingPass:
         ordered = self._by_priority(now, waiting)
         self._rate_preemptible(now)
         return schedule(self.nodes, self.holding(), ordered, now, self.config, self.factors, self.drained,
-                        self.reservations)
+                        self.reservations, self.shareable)
 
     def holding(self, running: Collection[Allocation] | None = None) -> Collection[Allocation]:
         """What the policy counts as held: the running jobs' allocations, and memory held outside corral on GPUs
@@ -200,13 +204,12 @@ class SchedulingPass:
         return usage_charge(gpus, allocation.cpus, seconds)
 
     def gpu_mem_mb(self, node: str | None = None, gpu_ids: Sequence[int] = ()) -> int:
-        """The memory of a GPU: that GPU's on that node, else the largest here."""
-        for candidate in self.nodes:
-            if candidate.name == node:
-                for gpu in candidate.gpus:
-                    if gpu.index in gpu_ids:
-                        return gpu.mem_mb
-        return max((gpu.mem_mb for candidate in self.nodes for gpu in candidate.gpus), default=0)
+        """The memory of a GPU: the first of `gpu_ids` on `node`, else the largest here (a node no longer declared)."""
+        for index in gpu_ids:
+            found = self._gpu_mem.get((node or "", index))
+            if found is not None:
+                return found
+        return self._largest_gpu_mb
 
     def ranked(self) -> list[tuple[Job, PriorityFactors]]:
         """Pending jobs with their priority factors from the latest pass, highest first."""

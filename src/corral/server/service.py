@@ -456,12 +456,14 @@ class JobService:
         return events
 
     def _unavailable_changed(self) -> None:
-        """Drained GPUs and avoided ones (in use outside corral) are what no new job is given."""
+        """Drained GPUs and avoided ones (in use outside corral) are what no new job is given; shareable ones
+        (in use outside corral where the node shares them) what no whole-GPU job is given."""
         drained = self.drains.by_node
         # where sharing jobs may use a GPU in use outside corral: what it holds, unless an admin drained it
         held = {node: {g: mb for g, mb in gpus.items() if g not in drained.get(node, ())}
                 for node, gpus in self.outside.shared(self.nodes).items()}
-        self.scheduling.drained = unavailable(unavailable(drained, self.outside.avoided()), shareable_beside(held))
+        self.scheduling.drained = unavailable(drained, self.outside.avoided())
+        self.scheduling.shareable = shareable_beside(held)
         self.scheduling.held_outside = outside_holds(held)
         self.table.drained_note = "; ".join(n for n in (self.drains.note(), self.outside.note()) if n)
         self.mark_dirty()

@@ -6,6 +6,8 @@ start, is charged in the store's ledger table, so a restart finds it too.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from corral.core.priority import charged_gpus, decay, usage_charge
 from corral.store.jobs import JobStore
 from corral.store.usage import UsageStore
@@ -20,12 +22,14 @@ class UsageLedger:
         self._usage: dict[str, float] = {}  # decayed GPU-hours of ended and preempted runs, as of _at
         self._at = now
 
-    def load(self, jobs: JobStore, now: float, gpu_mem_mb: int = 0) -> None:
+    def load(self, jobs: JobStore, now: float, gpu_mem_mb: Callable[[str | None, Sequence[int]], int]) -> None:
         """Charge the history a restart would otherwise forget: ended jobs, and the ledger's preempted runs.
-        `gpu_mem_mb`: the memory of a GPU here, of which a sharing job is charged its budget's part."""
+        `gpu_mem_mb(node, gpu_ids)`: the memory of the GPU a sharing job ran on, of which it is charged its
+        budget's part."""
         since = now - HISTORY_HALF_LIVES * self.half_life_s
-        for user, gpus, cpus, share_mb, start, end in jobs.usage_since(since):
-            self.charge(user, usage_charge(charged_gpus(gpus, share_mb, gpu_mem_mb), cpus, end - start), end)
+        for user, gpus, cpus, share_mb, node, gpu_ids, start, end in jobs.usage_since(since):
+            memory = gpu_mem_mb(node, gpu_ids or ()) if share_mb else 0
+            self.charge(user, usage_charge(charged_gpus(gpus, share_mb, memory), cpus, end - start), end)
         if self.store is not None:
             for user, gpu_hours, at in self.store.since(since):
                 self.charge(user, gpu_hours, at)

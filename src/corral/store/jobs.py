@@ -162,11 +162,11 @@ class JobStore:
             row = conn.execute(_with_script().where(jobs.c.id == job_id)).first()
         return _job(row._mapping) if row else None
 
-    def usage_since(self, since: float) -> list[tuple[str, int, int, int, float, float]]:
-        """(user, gpus, cpus, GPU share in MB, start, end) of jobs that ran and ended after `since`: fair share's
-        history."""
-        stmt = select(jobs.c.user, jobs.c.gpus, jobs.c.cpus, jobs.c.gpu_share_mb, jobs.c.start_time,
-                      jobs.c.end_time).where(
+    def usage_since(self, since: float) -> list[tuple[str, int, int, int, str | None, list[int] | None, float, float]]:
+        """(user, gpus, cpus, GPU share in MB, node, GPU indexes, start, end) of jobs that ran and ended after
+        `since`: fair share's history."""
+        stmt = select(jobs.c.user, jobs.c.gpus, jobs.c.cpus, jobs.c.gpu_share_mb, jobs.c.node, jobs.c.gpu_ids,
+                      jobs.c.start_time, jobs.c.end_time).where(
             jobs.c.end_time >= since, jobs.c.start_time.is_not(None)
         )
         with self.engine.connect() as conn:

@@ -82,6 +82,8 @@ def test_scontrol_makes_a_reservation_sbatch_runs_in_it_and_squeue_shows_it(serv
     refused = shell("scontrol create reservation ReservationName=x Duration=60 Users=root TRES=gres/gpu=9")
     assert refused.returncode == 1 and refused.stderr.startswith("Error creating the reservation: ")
     assert "cannot reserve 9" in refused.stderr
+    bad_cores = shell("scontrol create reservation ReservationName=x Duration=60 Users=root CoreCnt=two")
+    assert bad_cores.returncode == 1 and 'CoreCnt count (give a whole number, e.g. CoreCnt=4)' in bad_cores.stderr
     client.cancel(later_id)
     deleted = shell("scontrol delete ReservationName=later")
     assert deleted.returncode == 0 and deleted.stdout == "", deleted.stderr

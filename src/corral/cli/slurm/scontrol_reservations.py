@@ -162,7 +162,7 @@ def _tres(text: str) -> dict[str, Any]:
 
 def _count(text: str, key: str) -> int:
     if not text.isdigit():
-        raise Refused(f"\"{text}\" is not a valid {key} count")
+        raise Refused(f"\"{text}\" is not a valid {key} count (give a whole number, e.g. {key}=4)")
     return int(text)
 
 
