@@ -1,15 +1,18 @@
 """Recording a MIG machine (`python -m corral.monitor.nvml --record`): NVML's MIG devices go into the frame in
-its own shape, and replaying that frame gives the same slices as GPUs and per-slice readings (issue 22, point 7)."""
+its own shape, and replaying that frame gives the same slices as GPUs and per-slice readings (issue 22, point 7).
+Sampling one (NvmlReader) looks its slices up once and reads what they use on every sample."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pynvml
 
 from corral.executor.gpus import detect_gpus
-from corral.monitor.nvml import ReplayedGpus, main
+from corral.monitor.nvml import NvmlReader, ReplayedGpus, main
 
 GIB = 1 << 30
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -17,7 +20,12 @@ A100 = "NVIDIA A100-SXM4-80GB"
 MIG = {1000: ("MIG-4g", "4g.40gb", 1, 12), 1001: ("MIG-3g", "3g.40gb", 2, 3)}
 
 
-def test_a_recorded_mig_machine_replays_as_its_slices(monkeypatch, capsys, tmp_path):
+def fake_mig_machine(monkeypatch) -> tuple[Counter[Any], dict[int, int]]:
+    """pynvml answering as GPU 0 in MIG mode (the slices in MIG) and GPU 1 without MIG. Returns the calls made
+    (by name, and by name and handle) and each slice's memory in use in GiB, which a test may change between reads."""
+    calls: Counter[Any] = Counter()
+    used_gib = {handle: device[3] for handle, device in MIG.items()}
+
     def not_supported(*_: object) -> NoReturn:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
@@ -25,7 +33,7 @@ def test_a_recorded_mig_machine_replays_as_its_slices(monkeypatch, capsys, tmp_p
         return 1000 + slot if handle == 0 and 1000 + slot in MIG else not_supported()
 
     def memory(handle: int) -> SimpleNamespace:
-        used = MIG[handle][3] * GIB if handle in MIG else 2 * GIB
+        used = used_gib[handle] * GIB if handle in MIG else 2 * GIB
         total = 40 * GIB if handle in MIG else 80 * GIB
         return SimpleNamespace(total=total, used=used, free=total - used)
 
@@ -51,8 +59,22 @@ def test_a_recorded_mig_machine_replays_as_its_slices(monkeypatch, capsys, tmp_p
         "nvmlDeviceGetGpuInstanceId": lambda handle: MIG[handle][2],
         "nvmlDeviceGetComputeInstanceId": lambda handle: 0,
     }
+
+    def counted(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            calls[name] += 1
+            if args:
+                calls[name, args[0]] += 1
+            return function(*args)
+        return call
+
     for name, function in fake.items():
-        monkeypatch.setattr(pynvml, name, function)
+        monkeypatch.setattr(pynvml, name, counted(name, function))
+    return calls, used_gib
+
+
+def test_a_recorded_mig_machine_replays_as_its_slices(monkeypatch, capsys, tmp_path):
+    fake_mig_machine(monkeypatch)
 
     assert main(["--record", "1", "--interval", "0"]) == 0
     recorded = tmp_path / "frames.jsonl"
@@ -65,3 +87,27 @@ def test_a_recorded_mig_machine_replays_as_its_slices(monkeypatch, capsys, tmp_p
     assert (readings[3].memory_used_mb, readings[3].utilization, readings[3].processes) == (3072, None, ((77, 3072),))
     assert (readings[2].memory_used_mb, readings[2].processes) == (12288, ())
     assert readings[1].utilization == 40 and readings[0].processes == ()
+
+
+def test_the_monitor_looks_up_mig_devices_once_and_reads_their_memory_on_every_sample(monkeypatch):
+    calls, used_gib = fake_mig_machine(monkeypatch)
+    reader = NvmlReader()
+    samples = []
+    for sample in range(4):
+        used_gib[1001] = 3 + sample
+        samples.append({r.index: r for r in reader.read()})
+    reader.close()
+
+    # the slices are the same GPUs on every sample, and what they use is read anew each time
+    assert [(r[2].uuid, r[3].uuid) for r in samples] == [("MIG-4g", "MIG-3g")] * 4
+    assert [r[3].memory_used_mb for r in samples] == [3072, 4096, 5120, 6144]
+    assert [r[2].memory_used_mb for r in samples] == [12288] * 4
+    assert [r[3].processes for r in samples] == [((77, 3072),)] * 4
+    assert calls["nvmlDeviceGetMemoryInfo", 1001] == calls["nvmlDeviceGetComputeRunningProcesses", 1001] == 4
+    # which slices there are, and their names, UUIDs and instances, are asked of NVML once, with the GPUs' handles
+    assert {name: calls[name] for name in ("nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount",
+                                           "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetGpuInstanceId",
+                                           "nvmlDeviceGetComputeInstanceId")} == {
+        "nvmlDeviceGetMigMode": 2, "nvmlDeviceGetMaxMigDeviceCount": 1,
+        "nvmlDeviceGetMigDeviceHandleByIndex": 7, "nvmlDeviceGetGpuInstanceId": 2, "nvmlDeviceGetComputeInstanceId": 2}
+    assert [calls[name, handle] for name in ("nvmlDeviceGetUUID", "nvmlDeviceGetName") for handle in MIG] == [1] * 4

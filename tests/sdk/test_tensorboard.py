@@ -184,3 +184,57 @@ def test_the_import_command_reports_what_the_resumed_values_replaced(server_fact
     result = CliRunner().invoke(cli, ["--home", server.home, "import-tensorboard", str(tmp_path / "tb")])
     assert result.exit_code == 0, result.output
     assert "2 points at steps logged again (loss: 2) gave way to the values logged later" in result.output
+
+
+def test_a_look_at_a_files_first_events_reads_little_more_than_them(monkeypatch, tmp_path):
+    """Telling a file's kind (an hparams session?) or when it started reads its first events, not the whole file
+    (a run's event file holds every image it logged)."""
+    import io
+
+    from corral.sdk import tensorboard_records
+    from corral.sdk.tensorboard import _first_wall_time
+    from corral.sdk.tensorboard_media import starts_hparams_session
+    from corral.sdk.tensorboard_records import read_records
+
+    with tensorboardX.SummaryWriter(str(tmp_path)) as writer:
+        for step in range(200):
+            writer.add_text("notes", f"{step} " + "x" * 20_000, step, walltime=T0 + step)
+    path = only_file(str(tmp_path))
+    size = os.path.getsize(path)
+    every = list(read_records(path))
+    read = [0]
+
+    class CountingFile(io.FileIO):
+        def readinto(self, buffer):
+            count = super().readinto(buffer)
+            read[0] += count or 0
+            return count
+
+        def read(self, size=-1):
+            data = super().read(size)
+            read[0] += len(data or b"")
+            return data
+
+        def readall(self):
+            data = super().readall()
+            read[0] += len(data)
+            return data
+
+    def counting_open(file, mode="rb", buffering=-1):
+        assert mode == "rb"
+        raw = CountingFile(file)
+        return raw if buffering == 0 else io.BufferedReader(raw, buffering if buffering > 0 else io.DEFAULT_BUFFER_SIZE)
+
+    monkeypatch.setattr(tensorboard_records, "open", counting_open, raising=False)
+    first = []
+    for record in read_records(path):
+        first.append(record)
+        if len(first) == 3:
+            break
+    assert first == every[:3]
+    assert not starts_hparams_session(path)  # its first 8 events
+    assert _first_wall_time(path) is not None
+    assert read[0] < size / 10
+    # read to its end, it is read once
+    read[0] = 0
+    assert list(read_records(path)) == every and read[0] == size

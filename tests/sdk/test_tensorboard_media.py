@@ -216,3 +216,54 @@ def test_tensorflows_own_buckets_out_to_dbl_max_become_even_ones_within_the_valu
     within = {(lo, hi): sum(c for x, c in zip(centre, hist["counts"]) if lo < x < hi)
               for lo, hi in ((-1.0, -0.5), (-0.5, 0.5), (0.5, 1.0), (1.0, 2.0))}
     assert within == {(-1.0, -0.5): 3, (-0.5, 0.5): 0, (0.5, 1.0): 4, (1.0, 2.0): 2}
+
+
+@pytest.mark.parametrize("below", [False, True], ids=["the-run-imported", "a-run-below-it"])
+def test_an_import_decodes_each_tensor_once_for_both_its_scalar_and_its_media(server_factory, monkeypatch, tmp_path,
+                                                                              below):
+    """A TF2 summary's tensors are read for scalars and for media from one decoding (images and histograms are the
+    large ones). A run below the directory imported is looked at first, to tell whether it is one series of
+    add_scalars: that look stops at its first scalar, here in its first summary."""
+    from collections import Counter
+
+    from corral.sdk import tensorboard, tensorboard_media, tensorboard_records
+
+    client = server_factory().client()
+    root = tmp_path / "tb" / "tf2" if below else tmp_path / "tf2"
+    written = []
+    with tensorboardX.SummaryWriter(str(root)) as writer:
+        events = writer._get_file_writer()  # tensorboardX has no public way to write raw tensor summaries
+        for step in range(3):
+            loss = TensorProto(dtype=1, tensor_shape=TensorShapeProto(), float_val=[1.0 / (step + 1)])
+            histogram = TensorProto(dtype=2, tensor_shape=TensorShapeProto(dim=[TensorShapeProto.Dim(size=1),
+                                                                                TensorShapeProto.Dim(size=3)]),
+                                    tensor_content=np.array([[0.0, 1.0, 5.0 + step]], np.float64).tobytes())
+            image = strings(b"10", b"6", png(pixels(step).transpose(1, 2, 0)))
+            note = strings(f"step {step}".encode())
+            tensors = {"loss": (loss, "scalars"), "weights": (histogram, "histograms"), "samples": (image, "images"),
+                       "notes": (note, "text")}
+            values = [Summary.Value(tag=tag, tensor=proto, metadata=plugin(kind) if step == 0 else None)
+                      for tag, (proto, kind) in tensors.items()]
+            events.add_summary(Summary(value=values), step, T0 + step)
+            written += [proto.SerializeToString() for proto, _ in tensors.values()]
+
+    decoded: Counter[bytes] = Counter()
+    real = tensorboard_records.tensor
+
+    def counting(buf: bytes):
+        decoded[bytes(buf)] += 1
+        return real(buf)
+
+    for module in (tensorboard, tensorboard_media, tensorboard_records):
+        if hasattr(module, "tensor"):
+            monkeypatch.setattr(module, "tensor", counting)
+    (run,) = import_tensorboard(str(root.parent if below else root), client=client, project="tf2")
+
+    looked_at = Counter(written[:4]) if below else Counter()
+    assert decoded == Counter(written) + looked_at  # each one, once
+    assert (run["media"], run["media_sent"]) == ({"histogram": 3, "image": 3, "text": 3}, 9)
+    assert client.series(run["id"], "loss")["values"] == [1.0, 0.5, pytest.approx(1 / 3)]
+    assert json.loads(fetch(client, run["id"], "media/weights/00000002.hist.json")) == \
+        {"edges": [0.0, 1.0], "counts": [7]}
+    assert fetch(client, run["id"], "media/samples/00000001.png") == png(pixels(1).transpose(1, 2, 0))
+    assert fetch(client, run["id"], "media/notes/00000002.txt") == b"step 2"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from corral.core.resources import Gpu
@@ -31,10 +31,29 @@ CAPABILITIES = "/proc/driver/nvidia/capabilities"
 """Where the driver says which /dev/nvidia-caps minor grants access to each MIG instance."""
 
 
-def raw_mig(pynvml: Any, handle: Any, *, caps: bool = True) -> dict[str, Any] | None:
-    """A GPU's MIG mode and devices from NVML as the raw `mig` field; None where MIG is off or unsupported.
-    `caps`: also each device's /dev/nvidia-caps minors, read from the driver's files (the inventory needs them;
-    a monitoring sample does not)."""
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG device as NVML lists it: its handle and what stays fixed while the machine runs."""
+
+    handle: Any
+    uuid: str | None
+    name: str | None
+    gi: int | None
+    ci: int | None
+
+
+@dataclass(frozen=True)
+class MigLayout:
+    """A GPU in MIG mode: its mode, its device minor and its MIG devices, in slot order."""
+
+    mode: int
+    minor: int | None
+    devices: tuple[MigDevice, ...]
+
+
+def mig_layout(pynvml: Any, handle: Any) -> MigLayout | None:
+    """A GPU's MIG devices, looked up through NVML; None where MIG is off or unsupported. The layout changes only
+    when an administrator makes or removes instances, so a reader looks it up once, with the GPU's handle."""
     if not hasattr(pynvml, "nvmlDeviceGetMigMode"):  # a binding older than MIG
         return None
     try:
@@ -57,11 +76,31 @@ def raw_mig(pynvml: Any, handle: Any, *, caps: bool = True) -> dict[str, Any] | 
             device = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except pynvml.NVMLError:  # an empty slot: no instance there
             continue
-        raw = _raw_device(pynvml, device)
-        if caps:
-            raw["caps"] = caps_minors(minor, raw["gi"], raw["ci"])
-        devices.append(raw)
-    return {"mode": int(current), "devices": devices}
+        devices.append(MigDevice(
+            handle=device,
+            uuid=_read(pynvml, lambda: text(pynvml.nvmlDeviceGetUUID(device))),
+            name=_read(pynvml, lambda: text(pynvml.nvmlDeviceGetName(device))),
+            gi=_read(pynvml, lambda: int(pynvml.nvmlDeviceGetGpuInstanceId(device))),
+            ci=_read(pynvml, lambda: int(pynvml.nvmlDeviceGetComputeInstanceId(device))),
+        ))
+    return MigLayout(int(current), minor, tuple(devices))
+
+
+def mig_figures(pynvml: Any, layout: MigLayout) -> dict[str, Any]:
+    """The raw `mig` field of a GPU now: its layout's fixed facts, and what each device uses read from NVML."""
+    return {"mode": layout.mode, "devices": [_raw_device(pynvml, device) for device in layout.devices]}
+
+
+def raw_mig(pynvml: Any, handle: Any) -> dict[str, Any] | None:
+    """A GPU's MIG mode and devices from NVML as the raw `mig` field, with each device's /dev/nvidia-caps
+    minors read from the driver's files (what the inventory needs); None where MIG is off or unsupported."""
+    layout = mig_layout(pynvml, handle)
+    if layout is None:
+        return None
+    mig = mig_figures(pynvml, layout)
+    for raw, device in zip(mig["devices"], layout.devices):
+        raw["caps"] = caps_minors(layout.minor, device.gi, device.ci)
+    return mig
 
 
 def caps_minors(gpu_minor: int | None, gi: int | None, ci: int | None, root: str = CAPABILITIES) -> list[int] | None:
@@ -99,31 +138,32 @@ def caps_major(devices: str = "/proc/devices") -> int | None:
     return None
 
 
-def _raw_device(pynvml: Any, device: Any) -> dict[str, Any]:
-    def read(call: Any) -> Any:
-        try:
-            return call()
-        except pynvml.NVMLError:
-            return None
-
+def _raw_device(pynvml: Any, device: MigDevice) -> dict[str, Any]:
     def memory() -> dict[str, int]:
-        info = pynvml.nvmlDeviceGetMemoryInfo(device)
+        info = pynvml.nvmlDeviceGetMemoryInfo(device.handle)
         return {"total": int(info.total), "used": int(info.used), "free": int(info.free)}
 
     def processes() -> list[dict[str, Any]]:
         return [{"pid": p.pid, "usedGpuMemory": p.usedGpuMemory}
-                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(device)]
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(device.handle)]
 
     return {
-        "uuid": read(lambda: text(pynvml.nvmlDeviceGetUUID(device))),
-        "name": read(lambda: text(pynvml.nvmlDeviceGetName(device))),
-        "memory": read(memory),
-        "gi": read(lambda: int(pynvml.nvmlDeviceGetGpuInstanceId(device))),
-        "ci": read(lambda: int(pynvml.nvmlDeviceGetComputeInstanceId(device))),
+        "uuid": device.uuid,
+        "name": device.name,
+        "memory": _read(pynvml, memory),
+        "gi": device.gi,
+        "ci": device.ci,
         # NVML reports no utilization per MIG device (NOT_SUPPORTED): the reading leaves it unknown
         "utilization": None,
-        "processes": read(processes),
+        "processes": _read(pynvml, processes),
     }
+
+
+def _read(pynvml: Any, call: Any) -> Any:
+    try:
+        return call()
+    except pynvml.NVMLError:
+        return None
 
 
 def text(value: str | bytes) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 from corral.core.gpu_health import HealthFigures
 from corral.errors import InvalidRequest
 from corral.executor.gpus import REPLAY_ENV, read_inventory
-from corral.executor.mig import raw_mig, text, with_slices
+from corral.executor.mig import MigLayout, mig_figures, mig_layout, text, with_slices
 from corral.monitor.nvml_health import NvmlHealth, health_from_raw
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,8 @@ def _number(value: Any, divisor: float = 1) -> float | None:
 
 
 class NvmlReader:
-    """The real NVML: initialised on the first read, device handles kept between reads.
+    """The real NVML: initialised on the first read; the GPUs' handles, and each MIG device's handle, UUID, name
+    and instance ids, looked up then and kept between reads (a sample reads only what changes).
 
     Where NVML cannot start (no driver, no library) `read()` returns [] and tries
     again at most once every `retry_s` seconds, so a machine without GPUs pays nothing.
@@ -113,6 +114,7 @@ class NvmlReader:
         self._clock = clock
         self._retry_s = retry_s
         self._handles: list[tuple[int, Any, str | None]] | None = None  # (index, handle, uuid)
+        self._mig: dict[int, MigLayout] = {}  # index -> its MIG devices, for a GPU in MIG mode
         self._last_attempt: float | None = None
         self.unavailable_reason: str | None = None
         """Why NVML could not start, after a failed attempt; None otherwise."""
@@ -128,7 +130,8 @@ class NvmlReader:
             return []
         import pynvml
 
-        frame = [_raw_gpu(pynvml, index, handle, uuid) for index, handle, uuid in self._handles or ()]
+        frame = [_raw_gpu(pynvml, index, handle, uuid, self._mig.get(index))
+                 for index, handle, uuid in self._handles or ()]
         self._health.add_fields(pynvml, frame, self._handles or ())
         return frame
 
@@ -137,6 +140,7 @@ class NvmlReader:
         if self._handles is None:
             return
         self._handles = None
+        self._mig = {}
         self._last_attempt = None
         import pynvml
 
@@ -176,12 +180,17 @@ class NvmlReader:
                 pynvml.nvmlShutdown()
             return False
         self._handles = handles
+        self._mig = {}
+        for index, handle, _uuid in handles:
+            layout = mig_layout(pynvml, handle)
+            if layout is not None:
+                self._mig[index] = layout
         self._health.start(pynvml, handles)
         self.unavailable_reason = None
         return True
 
 
-def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None) -> dict[str, Any]:
+def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None, mig: MigLayout | None) -> dict[str, Any]:
     # Each figure on its own: a board that does not report power still reports the rest.
     def utilization() -> dict[str, int]:
         rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
@@ -204,9 +213,8 @@ def _raw_gpu(pynvml: Any, index: int, handle: Any, uuid: str | None) -> dict[str
         "temperature_c": _call(pynvml, lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
         "processes": _call(pynvml, processes),
     }
-    mig = _call(pynvml, lambda: raw_mig(pynvml, handle, caps=False))
     if mig is not None:  # its slices' figures, each read on its own MIG device handle
-        raw["mig"] = mig
+        raw["mig"] = mig_figures(pynvml, mig)
     return raw
 
 

@@ -27,11 +27,13 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.sdk.tensorboard_media import MediaUploads, SummaryReader, plugin_data, starts_hparams_session
-from corral.sdk.tensorboard_records import STRING, double, fields, int64, read_records, tensor, text, warn
+from corral.sdk.tensorboard_media import MediaUploads, SummaryReader, starts_hparams_session, summary_values
+from corral.sdk.tensorboard_records import STRING, double, fields, int64, read_records, warn
 
 if TYPE_CHECKING:
     from corral.client import Client
+    from corral.sdk.tensorboard_media import SummaryValue
+    from corral.sdk.tensorboard_records import Tensor
 
 Scalars = dict[str, list[tuple[int, float, float]]]
 
@@ -40,31 +42,25 @@ BATCH_POINTS = 50_000
 EVENT_FILE_MARK = "tfevents"
 
 
-def _tensor_scalar(buf: bytes) -> float | None:
+def _tensor_scalar(decoded: Tensor | None) -> float | None:
     """The value of a one-element numeric tensor (a TF2 scalar summary), else None."""
-    decoded = tensor(buf)
     if decoded is None or decoded.dtype == STRING or decoded.size != 1 or len(decoded.values) != 1:
         return None
     return float(decoded.values[0])
 
 
-def _summary_scalars(buf: bytes) -> Iterator[tuple[str, float]]:
-    for number, wire, value in fields(buf):
-        if number != 1 or wire != 2:
-            continue
-        tag, scalar, plugin = None, None, None
-        for vnum, vwire, vval in fields(value):
-            if vnum == 1 and vwire == 2:
-                tag = text(vval)
-            elif vnum == 2 and vwire == 5:
-                scalar = struct.unpack("<f", vval)[0]
-            elif vnum == 8 and vwire == 2:
-                scalar = _tensor_scalar(vval)
-            elif vnum == 9 and vwire == 2:
-                plugin = plugin_data(vval)[0]
+def _scalars(values: list[SummaryValue]) -> list[tuple[str, float]]:
+    found = []
+    for value in values:
+        scalar = _tensor_scalar(value.tensor) if value.tensor_is_scalar else value.simple_value
         # TF2's hparams summaries carry a placeholder 0.0 tensor: a plugin's other than scalars' is no scalar
-        if tag is not None and scalar is not None and plugin in (None, "", "scalars"):
-            yield tag, scalar
+        if value.tag is not None and scalar is not None and value.plugin in (None, "", "scalars"):
+            found.append((value.tag, scalar))
+    return found
+
+
+def _summary_scalars(summary: bytes) -> list[tuple[str, float]]:
+    return _scalars(summary_values(summary)) if summary else []
 
 
 def _event(data: bytes) -> tuple[int, float, bytes]:
@@ -87,7 +83,7 @@ def decode_event(data: bytes) -> tuple[int, float, list[tuple[str, float]]]:
         ValueError: the bytes are not a well-formed protobuf message.
     """
     step, wall_time, summary = _event(data)
-    return step, wall_time, list(_summary_scalars(summary)) if summary else []
+    return step, wall_time, _summary_scalars(summary)
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -109,7 +105,7 @@ def iter_scalars(path: str) -> Iterator[tuple[int, str, int, float, float]]:
     """Yield `(record offset, tag, step, wall_time, value)` for every scalar of one event file."""
     for offset, step, wall_time, summary in iter_events(path):
         try:
-            scalars = list(_summary_scalars(summary)) if summary else []
+            scalars = _summary_scalars(summary)
         except (ValueError, IndexError, struct.error) as exc:
             warn(path, offset, f"undecodable event ({exc}), skipped")
             continue
@@ -246,17 +242,22 @@ def _add_scalars_part(root: str, directory: str, files: list[str]) -> tuple[str,
     """(the writer's directory, the series' name) where `directory` holds one series of `add_scalars`:
     every scalar tagged with the main tag `loss`, in `<writer>/loss_train/` (torch.utils.tensorboard)
     or `<writer>/loss/train/` (tensorboardX); else None."""
-    tags = set()
+    found: tuple[str, tuple[str, str] | None] | None = None  # the one tag, and the series it makes of `directory`
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a damaged file is warned about when it is imported
         for file in files:
             for _, tag, _, _, _ in iter_scalars(file):
-                tags.add(tag)
-                if len(tags) > 1:
+                if found is None:
+                    found = tag, _series_part(root, directory, tag)
+                    if found[1] is None:  # with this tag, or with more than one, no series: no need to read on
+                        return None
+                elif tag != found[0]:
                     return None
-    if len(tags) != 1:
-        return None
-    main_tag = tags.pop()
+    return None if found is None else found[1]
+
+
+def _series_part(root: str, directory: str, main_tag: str) -> tuple[str, str] | None:
+    """(the writer's directory, the series' name) that `directory` would be of `add_scalars` with `main_tag`."""
     parent, name = os.path.split(directory)
     flat = main_tag.replace("/", "_") + "_"
     if name.startswith(flat) and len(name) > len(flat):
@@ -304,8 +305,9 @@ def _import_run(client: Client, project: str, name: str, run_dir: str, parts: li
                     if not summary:
                         continue
                     try:
-                        scalars = list(_summary_scalars(summary))
-                        items = reader.media(summary)
+                        values = summary_values(summary)  # each tensor decoded once, for its scalar and its media
+                        scalars = _scalars(values)
+                        items = reader.media(values)
                     except (ValueError, IndexError, struct.error) as exc:
                         warn(file, offset, f"undecodable summary ({exc}), skipped")
                         continue

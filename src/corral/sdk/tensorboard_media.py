@@ -39,6 +39,7 @@ from corral.sdk.tensorboard_records import STRING, double, fields, read_records,
 
 if TYPE_CHECKING:
     from corral.client import Client
+    from corral.sdk.tensorboard_records import Tensor
 
 TEXT_SUFFIX = "/text_summary"  # tensorboardX's and torch's add_text append it to the tag
 MAX_FLOAT_INT = 2 ** 53
@@ -53,6 +54,49 @@ class Item(NamedTuple):
     data: bytes
 
 
+class SummaryValue(NamedTuple):
+    """One `Summary.Value` read once, its tensor decoded once: what both its scalar
+    (corral.sdk.tensorboard) and its media are made of."""
+
+    tag: str | None
+    simple_value: float | None
+    tensor: Tensor | None
+    """Its tensor (the last written, as every other field here), None where it has none or of a dtype not read."""
+    tensor_is_scalar: bool
+    """Whether its tensor came after its simple_value: of the two, the one written last is its scalar."""
+    parts: dict[int, bytes]
+    """image (4), histo (5) and audio (6), as written."""
+    plugin: str | None
+    content: bytes
+
+
+def summary_values(summary: bytes) -> list[SummaryValue]:
+    """Every `Summary.Value` of a serialized Summary, in order.
+
+    Raises:
+        ValueError, IndexError, struct.error: the bytes are not a well-formed Summary.
+    """
+    found = []
+    for number, wire, buf in fields(summary):
+        if number != 1 or wire != 2:
+            continue
+        tag, simple, decoded, from_tensor, plugin, content = None, None, None, False, None, b""
+        parts: dict[int, bytes] = {}
+        for vnum, vwire, value in fields(buf):
+            if vnum == 1 and vwire == 2:
+                tag = text(value)
+            elif vnum == 2 and vwire == 5:
+                simple, from_tensor = struct.unpack("<f", value)[0], False
+            elif vnum == 8 and vwire == 2:
+                decoded, from_tensor = tensor(value), True
+            elif vnum in (4, 5, 6) and vwire == 2:
+                parts[vnum] = value
+            elif vnum == 9 and vwire == 2:
+                plugin, content = plugin_data(value)
+        found.append(SummaryValue(tag, simple, decoded, from_tensor, parts, plugin, content))
+    return found
+
+
 class SummaryReader:
     """Reads the media and hyperparameters of one run's summaries, in the order they were written."""
 
@@ -61,23 +105,15 @@ class SummaryReader:
         self.hparams: dict[str, Any] = {}
         self.skipped = 0
 
-    def media(self, summary: bytes) -> list[Item]:
-        """The media values of one Summary; its hyperparameters go into `hparams`."""
+    def media(self, values: list[SummaryValue]) -> list[Item]:
+        """The media values of one Summary (`summary_values`); its hyperparameters go into `hparams`."""
         found: list[Item] = []
-        for number, wire, value in fields(summary):
-            if number == 1 and wire == 2:
-                found += self._value(value)
+        for value in values:
+            found += self._value(value)
         return found
 
-    def _value(self, buf: bytes) -> list[Item]:
-        tag, parts, plugin, content = "", {}, None, b""
-        for number, wire, value in fields(buf):
-            if number == 1 and wire == 2:
-                tag = text(value)
-            elif number in (4, 5, 6, 8) and wire == 2:
-                parts[number] = value
-            elif number == 9 and wire == 2:
-                plugin, content = plugin_data(value)
+    def _value(self, value: SummaryValue) -> list[Item]:
+        tag, parts, plugin = value.tag or "", value.parts, value.plugin
         if plugin:
             self.plugins[tag] = plugin
         else:
@@ -90,9 +126,9 @@ class SummaryReader:
             self.skipped += 1  # audio: not a kind of media corral keeps
             return []
         if plugin == "hparams":
-            self.hparams.update(session_hparams(content))
+            self.hparams.update(session_hparams(value.content))
             return []
-        decoded = tensor(parts[8]) if 8 in parts and plugin in ("images", "histograms", "text") else None
+        decoded = value.tensor if plugin in ("images", "histograms", "text") else None
         if decoded is None:
             return []
         if plugin == "text" and decoded.dtype == STRING:

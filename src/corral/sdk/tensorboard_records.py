@@ -12,12 +12,16 @@ corral.sdk.tensorboard reads scalars with these, corral.sdk.tensorboard_media me
 
 from __future__ import annotations
 
+import os
 import struct
 import warnings
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 _CRC32C_POLY = 0x82F63B78  # Castagnoli, reflected
+# Bytes read from an event file at a time: a peek at its first events reads little more, and reading
+# it all takes few system calls.
+_CHUNK = 1 << 16
 
 
 def _crc32c_table() -> list[int]:
@@ -51,35 +55,41 @@ def masked_crc32c(data: bytes | memoryview) -> int:
 
 
 def read_records(path: str) -> Iterator[tuple[int, bytes]]:
-    """Yield `(offset, data)` for each whole record of a TFRecord file.
+    """Yield `(offset, data)` for each whole record of a TFRecord file, read from the file as they are
+    wanted: a caller that stops after the first events (to tell a file's kind, or when it started)
+    reads no further.
 
-    A truncated tail or a corrupt length ends the file (nothing after it can be framed) and a record
-    whose data fails its checksum is skipped; either way with a warning, after every whole record.
+    The records are those of the file as long as it was when opened (a writer still appending adds
+    none). A truncated tail or a corrupt length ends the file (nothing after it can be framed) and a
+    record whose data fails its checksum is skipped; either way with a warning, after every whole record.
     """
-    with open(path, "rb") as f:
-        blob = f.read()
-    offset, end = 0, len(blob)
-    while offset < end:
-        if end - offset < 12:
-            warn(path, offset, "truncated record header")
-            return
-        header = blob[offset:offset + 8]
-        (length,) = struct.unpack("<Q", header)
-        (length_crc,) = struct.unpack_from("<I", blob, offset + 8)
-        if masked_crc32c(header) != length_crc:
-            warn(path, offset, "corrupt record length")
-            return
-        data_end = offset + 12 + length
-        if data_end + 4 > end:
-            warn(path, offset, "truncated record")
-            return
-        data = blob[offset + 12:data_end]
-        (data_crc,) = struct.unpack_from("<I", blob, data_end)
-        if masked_crc32c(data) == data_crc:
-            yield offset, data
-        else:
-            warn(path, offset, "record fails its checksum, skipped")
-        offset = data_end + 4
+    with open(path, "rb", buffering=_CHUNK) as f:
+        end = os.fstat(f.fileno()).st_size
+        offset = 0
+        while offset < end:
+            framing = f.read(12) if end - offset >= 12 else b""
+            if len(framing) < 12:  # (short of what fstat said too: the file was cut while being read)
+                warn(path, offset, "truncated record header")
+                return
+            header = framing[:8]
+            (length,) = struct.unpack("<Q", header)
+            (length_crc,) = struct.unpack_from("<I", framing, 8)
+            if masked_crc32c(header) != length_crc:
+                warn(path, offset, "corrupt record length")
+                return
+            data_end = offset + 12 + length
+            # checked before reading: a corrupt length may name more bytes than the machine has
+            rest = f.read(length + 4) if data_end + 4 <= end else b""
+            if len(rest) < length + 4:
+                warn(path, offset, "truncated record")
+                return
+            data = rest[:length]
+            (data_crc,) = struct.unpack_from("<I", rest, length)
+            if masked_crc32c(data) == data_crc:
+                yield offset, data
+            else:
+                warn(path, offset, "record fails its checksum, skipped")
+            offset = data_end + 4
 
 
 def warn(path: str, offset: int, what: str) -> None:
