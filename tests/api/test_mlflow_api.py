@@ -388,3 +388,24 @@ def test_an_older_corrals_mlflow_files_are_kept_after_an_upgrade(server_factory,
     assert body == {"files": [{"path": "weights.bin", "is_dir": False, "file_size": 15}]}
     assert [(a["path"], a["size"]) for a in server.client().artifacts(run_id)] == [("model/weights.bin", 15)]
     assert not os.path.exists(legacy)  # moved into the store, not kept twice
+
+
+def test_an_mlflow_artifact_larger_than_a_request_is_logged_whole_and_other_bodies_stay_limited(server_factory,
+                                                                                                  tmp_path):
+    server = server_factory(gpus=0)
+    alice = token_for(server, "alice")
+    model = tmp_path / "weights.bin"
+    with open(model, "wb") as f:  # past the API's 64 MB a request: a model's weights often are
+        for _ in range(70):
+            f.write(os.urandom(1 << 20))
+    data = tmp_path / "data"
+    data.mkdir()
+    run_id = run_mlflow(server, LOG_FILES, token=alice, tmp_path=tmp_path, args=[str(model), str(data)])["run_id"]
+    (stored,) = server.client().artifacts(run_id)
+    assert (stored["path"], stored["size"]) == ("weights.bin", 70 << 20)
+    with open(model, "rb") as f:
+        assert stored["sha256"] == hashlib.file_digest(f, "sha256").hexdigest()
+    # any other body over the limit is still refused before it is read
+    status, body = call(server, "POST", "/api/2.0/mlflow/runs/log-batch", raw=b"{" + b" " * (65 << 20) + b"}",
+                        token=alice)
+    assert status == 413 and "larger than the server's limit of 64 MB" in body["error"]["message"]

@@ -21,13 +21,19 @@ class BodyTooLarge(CorralError):
     code = "too_large"
 
 
+STREAMED_TO_DISK = ("PUT", "/api/2.0/mlflow-artifacts/artifacts/")
+"""MLflow's artifact uploads: their handler writes the body to disk as it arrives and holds it to
+`[tracking] max_artifact_mb` itself, so a model larger than a request may be logged whole."""
+
+
 class BodyLimit:
     def __init__(self, app: ASGIApp, max_bytes: int = DEFAULT_MAX_BODY_MB << 20) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (scope["method"] == STREAMED_TO_DISK[0]
+                                       and scope["path"].startswith(STREAMED_TO_DISK[1])):
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or ()).get(b"content-length")
