@@ -102,7 +102,7 @@ def test_a_reservation_never_promises_cpus_or_memory_running_jobs_hold(server_fa
     running(client, busy["id"])
     refused = corral(server, "reservation", "create", "demo", "--gpus", "2", "--cpus", "8", "--users", "root",
                      "--duration", "1h", code=1).output
-    assert "has 4 of 16 CPUs free over the window" in refused and f"job {busy['id']} holds 12" in refused
+    assert "has 4 of 16 CPUs free over the window" in refused and f"job {busy['id']} (until " in refused
     assert "ask for at most 4" in refused
     assert client.reservations() == []
     # the GPUs' share (8 CPUs, 32 GB) shrinks to what the job leaves
@@ -114,8 +114,13 @@ def test_a_reservation_never_promises_cpus_or_memory_running_jobs_hold(server_fa
     shrink = corral(server, "reservation", "update", "demo", "--cpus", "2", code=1).output
     assert f"its running jobs ({inside['id']}) hold 3 CPUs" in shrink
     assert client.reservations()[0]["cpus"] == 4
-    for job in (busy, inside):
-        client.cancel(job["id"])
+    # a job in a reservation holds part of it, not more: a second reservation beside it gets the rest
+    client.cancel(busy["id"])
+    wait_for(lambda: client.get(busy["id"])["state"] == "CANCELLED")
+    beside = client.create_reservation(name="beside", gpus=2, cpus=12, users=["root"], duration="1h")
+    assert (beside["gpus"], beside["cpus"]) == ([2, 3], 12)  # all that demo's 4 leave
+    assert client.update_reservation("beside", users=["root", "nobody"])["cpus"] == 12
+    client.cancel(inside["id"])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a shared server runs as root; CI runs as root")

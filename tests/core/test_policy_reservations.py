@@ -148,7 +148,8 @@ def test_plan_never_promises_cpus_or_memory_that_running_jobs_or_other_reservati
     busy = [Allocation(9, "gpu01", (), 30, 200 * 1024, end_time=NOW + 2 * HOUR)]
     with pytest.raises(Conflict) as caught:
         make(wanted(cpus=8), running=busy)
-    assert "2 of 32 CPUs free" in str(caught.value) and "job 9 holds 30" in str(caught.value)
+    assert "2 of 32 CPUs free" in str(caught.value) and "job 9 (until 1970-01-02T05:46:40Z)" in str(caught.value)
+    assert ") holds 30" in str(caught.value)
     assert "ask for at most 2" in str(caught.value)
     with pytest.raises(Conflict, match="MB of memory free"):
         make(wanted(mem_mb=128 * 1024), running=busy)
@@ -169,7 +170,7 @@ def test_plan_counts_overlapping_reservations_at_their_peak_not_their_sum():
         make(wanted(gpus=None, gpu_ids=[2], cpus=13, end=NOW + HOUR // 2), existing=[first, second])
     # with every CPU held, even the share asked for by default is refused rather than made empty
     full = [Allocation(9, "gpu01", (), 32, 0)]
-    with pytest.raises(Conflict, match="0 of 32 CPUs free.*pick a window when they are free"):
+    with pytest.raises(Conflict, match=r"0 of 32 CPUs free.*job 9 \(no time limit\) holds 32.*pick a window"):
         make(wanted(), running=full)
 
 

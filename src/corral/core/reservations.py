@@ -325,7 +325,8 @@ def _held(node: Node, existing: Iterable[Reservation], running: Iterable[Allocat
     for alloc in running:
         until = alloc.end_time if alloc.end_time is not None else INFINITY
         if alloc.node == node.name and until > start:
-            out.append(_Holder(start, until, (alloc.cpus, alloc.mem_mb), f"job {alloc.job_id}"))
+            out.append(_Holder(start, until, (alloc.cpus, alloc.mem_mb),
+                               f"job {alloc.job_id} ({'no time limit' if until == INFINITY else f'until {iso_utc(until)}'})"))
     return out
 
 

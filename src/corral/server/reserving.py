@@ -48,7 +48,7 @@ class Reservations:
     def create(self, wanted: Wanted, by: str, *, drained: Mapping[str, frozenset[int]], accounts: Iterable[str],
                user_exists: Callable[[str], bool]) -> Reservation:
         """Check and keep a new reservation (`corral.core.reservations.plan` says what it refuses)."""
-        made = plan(wanted, nodes=self.nodes, existing=self.by_name.values(), running=self.allocations.values(),
+        made = plan(wanted, nodes=self.nodes, existing=self.by_name.values(), running=self._running_outside(),
                     drained=drained, user_exists=user_exists, accounts=accounts, by=by, now=self.clock())
         self.store.add(made)
         self.by_name[made.name] = made
@@ -68,7 +68,7 @@ class Reservations:
         inside = self._running_in(name)
         made = plan(wanted_update(current, body, now), nodes=self.nodes,
                     existing=[r for r in self.by_name.values() if r.name != name],
-                    running=[a for job_id, a in self.allocations.items() if job_id not in inside],
+                    running=self._running_outside(),
                     drained=drained, user_exists=user_exists, accounts=accounts, by=current.by, now=now)
         kept = [f"job {job_id} runs on GPU {i}" for job_id in sorted(inside) for i in self.allocations[job_id].gpu_ids
                 if i not in made.gpus]
@@ -98,6 +98,13 @@ class Reservations:
             raise Conflict(f"reservation {name} has jobs running in it ({', '.join(map(str, inside))}): "
                            "cancel them first, or let the reservation end (Reservation busy)")
         return reservation, self._end([reservation])
+
+    def _running_outside(self) -> list[Allocation]:
+        """The running jobs in no reservation: what a job in one holds is part of that reservation's CPUs, memory
+        and GPUs over its window, and counting it again would promise the node's CPUs away twice."""
+        active = self.table.active
+        return [alloc for job_id, alloc in self.allocations.items()
+                if (job := active.get(job_id)) is None or job.spec.reservation not in self.by_name]
 
     def _running_in(self, name: str) -> set[int]:
         """The running jobs submitted into reservation `name`."""
