@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from corral.core.byte_ranges import ByteRange
-from corral.errors import InvalidRequest
+from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
 from corral.store.runs import RunStore
@@ -142,5 +142,68 @@ def test_a_file_logged_again_under_its_name_does_not_keep_its_old_content(tmp_pa
         assert len(blobs(tmp_path)) == 2  # latest.json's blob stays: it is still linked
         found = await service.open(run["id"], "alice", "latest.json")
         assert b"".join(found.chunks(None)) == b'{"epoch": 2}'
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_deleting_a_directory_takes_only_names_under_it_exactly(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        for name in ("data/a.bin", "Data/b.bin", "DATA", "data_x/c.bin", "dataXd/e.bin", "a_b/f.bin", "aXb/g.bin",
+                     "p%/h.bin", "pq/i.bin"):
+            await service.put_stream(run["id"], "alice", name, pieces(name.encode()))
+        await service.delete(run["id"], "DATA")  # the file of that name, not data/ nor Data/ (SQLite's LIKE ignores case)
+        await service.delete(run["id"], "a_b")  # `_` and `%` are characters, not wildcards
+        await service.delete(run["id"], "p%")
+        names = sorted(a["path"] for a in await tracking.artifacts(str(run["id"]), type_=None, deleted=False))
+        assert names == sorted(["Data/b.bin", "aXb/g.bin", "data/a.bin", "data_x/c.bin", "dataXd/e.bin", "pq/i.bin"])
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_an_upload_whose_run_is_deleted_meanwhile_leaves_no_blob_behind(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        keep, _ = await tracking.create_run({"project": "mlflow"})
+        await service.put_stream(keep["id"], "alice", "kept.bin", pieces(b"kept"))
+
+        async def deleted_midway() -> AsyncIterator[bytes]:
+            yield b"x" * 1000
+            await service.delete_run(run["id"])
+            yield b"y" * 1000
+
+        with pytest.raises(NotFound):
+            await service.put_stream(run["id"], "alice", "big.bin", deleted_midway())
+        assert blobs(tmp_path) == [(await tracking.artifact(keep["id"], "kept.bin"))["sha256"]]
+        assert os.listdir(tmp_path / "artifacts" / "tmp") == []
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_a_declared_length_over_the_limits_is_refused_before_anything_is_read(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+
+        async def never() -> AsyncIterator[bytes]:
+            raise AssertionError("read a body it should have refused")
+            yield b""
+
+        with pytest.raises(InvalidRequest, match="limit of 200 bytes"):
+            await service.put_stream(run["id"], "alice", "big.bin", never(), declared=201)
+        with pytest.raises(InvalidRequest, match="user_artifact_quota_mb"):
+            await service.put_stream(run["id"], "alice", "big.bin", never(), declared=101)
+
+    run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=100))
+
+
+def test_registering_a_file_cannot_repoint_or_resize_an_uploaded_artifact(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        uploaded = await service.put_stream(run["id"], "alice", "x.bin", pieces(b"mine"))
+        for change in ({"sha256": "0" * 64}, {"size": 0}, {"deleted": True}):
+            with pytest.raises(Conflict, match="'x.bin' of run .* was uploaded"):
+                await tracking.put_artifacts(str(run["id"]), {"artifacts": [{"path": "x.bin", **change}]})
+        assert await tracking.artifact(run["id"], "x.bin") == uploaded
+        assert await tracking.stored_bytes("alice") == 4
 
     run_scenario(tmp_path, scenario)

@@ -267,7 +267,9 @@ async def _list_artifacts(request: Request, body: dict[str, Any]) -> Any:
 @_route(ARTIFACTS + "/{path:path}", "PUT")
 async def _upload_artifact(request: Request, body: dict[str, Any]) -> Any:
     run_id, owner, rest = await _artifact_run(request, request.path_params["path"], "uploading")
-    await _artifacts(request).put_stream(run_id, owner, rest, request.stream())
+    length = request.headers.get("content-length", "")
+    await _artifacts(request).put_stream(run_id, owner, rest, request.stream(),
+                                         declared=int(length) if length.isdigit() else None)
     return {}
 
 

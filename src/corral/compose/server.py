@@ -25,7 +25,7 @@ from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
 from corral.core.sharing import SHARING_KEYS, SharingSettings, sharing_settings
 from corral.core.sessions import MAX_SESSION_HOURS
 from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
-from corral.errors import Conflict, CorralError, InvalidRequest
+from corral.errors import Conflict, InvalidRequest
 from corral.home import CONFIG_FILE, HomeLayout, read_server_info, remove_server_info, write_server_info
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ def import_mlflow_files(home: str, artifacts: ArtifactService) -> None:
         return
     try:
         taken = asyncio.run(import_legacy_files(root, artifacts))
-    except (OSError, CorralError) as exc:  # the files stay; the next start tries again
+    except Exception as exc:  # noqa: BLE001 - best effort: the files stay, the next start tries again
         print(f"corral: could not take in the MLflow artifacts in {root}: {exc}", file=sys.stderr, flush=True)
         return
     if taken:

@@ -23,7 +23,7 @@ from corral.core.run_filters import RunFilter
 from corral.core.run_names import default_name
 from corral.core.run_requests import RunRequest
 from corral.core.units import is_number
-from corral.errors import Forbidden, NotFound
+from corral.errors import Conflict, Forbidden, NotFound
 from corral.store.db import inserted_id
 from corral.store.schema import artifacts, metric_chunks, metric_series, projects, run_batches, run_tags, runs
 
@@ -210,8 +210,12 @@ class RunStore:
         self._require(conn, run_id)
         ids: list[int] = []
         for item in items:
-            found = conn.execute(select(artifacts.c.id).where(
-                artifacts.c.run_id == run_id, artifacts.c.path == item["path"])).scalar()
+            existing = conn.execute(select(artifacts.c.id, artifacts.c.stored).where(
+                artifacts.c.run_id == run_id, artifacts.c.path == item["path"])).first()
+            if existing is not None and existing.stored:  # its sha256 could point at anyone's blob, its size dodge the quota
+                raise Conflict(f"artifact {item['path']!r} of run {run_id} was uploaded: registering a file cannot "
+                               "change it (upload it again, or register the file under a path of its own)")
+            found = existing.id if existing is not None else None
             if found is None:
                 # what was not given stays NULL (and a column a newer field needs is named only when used)
                 row = {k: v for k, v in item.items() if v is not None} | {
@@ -529,8 +533,10 @@ def _sql_compare(column: Any, op: str, value: float) -> Any:
 
 
 def _at_or_under(path: str) -> Any:
-    # autoescape: a `%` or `_` in an artifact's name is a character, not a wildcard
-    return (artifacts.c.path == path) | artifacts.c.path.startswith(path + "/", autoescape=True)
+    # a prefix compared as text, not LIKE: SQLite's LIKE ignores case (`Model/` would match `model/`), and `%`
+    # and `_` in a name would be wildcards
+    prefix = path + "/"
+    return (artifacts.c.path == path) | (func.substr(artifacts.c.path, 1, len(prefix)) == prefix)
 
 
 def _artifact_dict(row: Any) -> dict[str, Any]:

@@ -130,8 +130,8 @@ class ArtifactService:
             offset, sha = await asyncio.to_thread(self.store.append, upload_id, offset, [data] if data else [])
             if sha is None:
                 return {"complete": False, "upload_id": upload_id, "offset": offset, "size": meta["size"]}
-            artifact = await self._link(run_id, meta["path"], meta["type"], offset, sha, step=meta.get("step"),
-                                        caption=meta.get("caption"))
+            artifact = await self._link_or_drop(run_id, meta["path"], meta["type"], offset, sha, step=meta.get("step"),
+                                                caption=meta.get("caption"))
         return {"complete": True, "offset": offset, "size": offset, "artifact": artifact}
 
     async def put(self, run_id: int, owner: str, path: str, chunks: Iterator[bytes], type_: str = "file", *,
@@ -154,16 +154,17 @@ class ArtifactService:
             await asyncio.to_thread(writer.discard)
 
     async def put_stream(self, run_id: int, owner: str, path: str, stream: AsyncIterator[bytes],
-                         type_: str = "file") -> dict[str, Any]:
+                         type_: str = "file", declared: int | None = None) -> dict[str, Any]:
         """`put` for a request's body as it arrives (`request.stream()`, as MLflow's artifact routes
         take it): each piece is written off the event loop, and nothing of a refused or broken stream
-        is kept; the artifact.
+        is kept; the artifact. `declared`: the body's Content-Length, checked against the limits before
+        any of it is read.
 
         Raises:
             InvalidRequest: a bad name, over the size limit or the owner's quota.
         """
         path = check_artifact_name(path)
-        await self._check_limits(owner, 0)
+        await self._check_limits(owner, declared or 0)
         writer = await asyncio.to_thread(self.store.writer, self.limits.max_file_bytes)
         try:
             async for chunk in stream:
@@ -175,11 +176,21 @@ class ArtifactService:
 
     async def _finish(self, run_id: int, owner: str, path: str, type_: str, writer: BlobWriter, *,
                       within_limits: bool = True) -> dict[str, Any]:
-        if within_limits:  # the quota, now that the size is known
-            await self._check_limits(owner, writer.size)
         async with self._gc:
+            if within_limits:  # the quota, now that the size is known (under the lock: uploads ending together
+                await self._check_limits(owner, writer.size)  # are counted one after the other)
             sha, size = await asyncio.to_thread(writer.finish)
-            return await self._link(run_id, path, type_, size, sha)
+            return await self._link_or_drop(run_id, path, type_, size, sha)
+
+    async def _link_or_drop(self, run_id: int, path: str, type_: str, size: int, sha: str, step: int | None = None,
+                            caption: str | None = None) -> dict[str, Any]:
+        """`_link`, and where the link fails (the run was deleted meanwhile), the blob made for it goes again if
+        nothing else links it: no quota counts a blob no run links, so it must not stay on disk."""
+        try:
+            return await self._link(run_id, path, type_, size, sha, step=step, caption=caption)
+        except BaseException:
+            await self._remove_unlinked(sha)
+            raise
 
     async def _link(self, run_id: int, path: str, type_: str, size: int, sha: str, step: int | None = None,
                     caption: str | None = None) -> dict[str, Any]:
