@@ -143,11 +143,13 @@ def test_a_gpu_shareable_beside_a_process_is_drained_to_whole_gpu_jobs_and_forec
 
 
 def test_a_drained_gpu_takes_no_share_even_where_it_is_shareable_beside_a_process():
-    one = Node("gpu01", cpus=32, mem_mb=256 * GB, gpus=(Gpu(0, "A100", 80 * GB),))
+    # GPU 1, held by a job for an hour, lets the job pass the up-front check: the timeline must keep it off GPU 0
     held = {"gpu01": {0: 20 * GB}}
-    decisions = schedule([one], outside_holds(held), [job(1, 10)], NOW, drained={"gpu01": frozenset({0})},
+    running = [Allocation(9, "gpu01", (1,), 1, 0, end_time=NOW + 3600), *outside_holds(held)]
+    decisions = schedule([NODE], running, [job(1, 10)], NOW, drained={"gpu01": frozenset({0})},
                          shareable=shareable_beside(held))
-    assert decisions.starts == [] and decisions.reasons == {1: PendingReason.NODE_NOT_AVAIL}
+    assert decisions.starts == [] and decisions.reasons == {1: PendingReason.RESOURCES}
+    assert decisions.reserved == {1: ("gpu01", (1,))} and decisions.estimates == {1: NOW + 3600}
 
 
 def test_across_nodes_a_sharing_job_joins_a_shared_gpu_before_taking_a_whole_one_on_a_lower_node():
