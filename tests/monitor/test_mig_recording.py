@@ -111,3 +111,34 @@ def test_the_monitor_looks_up_mig_devices_once_and_reads_their_memory_on_every_s
         "nvmlDeviceGetMigMode": 2, "nvmlDeviceGetMaxMigDeviceCount": 1,
         "nvmlDeviceGetMigDeviceHandleByIndex": 7, "nvmlDeviceGetGpuInstanceId": 2, "nvmlDeviceGetComputeInstanceId": 2}
     assert [calls[name, handle] for name in ("nvmlDeviceGetUUID", "nvmlDeviceGetName") for handle in MIG] == [1] * 4
+
+
+def test_a_slice_remade_while_the_monitor_runs_is_looked_up_again(monkeypatch):
+    calls, used_gib = fake_mig_machine(monkeypatch)
+    reader = NvmlReader()
+    assert {r.index: r.uuid for r in reader.read()}[3] == "MIG-3g"
+    # an admin destroys the 3g.40gb slice and makes a 2g.20gb in its slot: the old handle answers no more
+    remade = {1000: MIG[1000], 1002: ("MIG-2g", "2g.20gb", 3, 5)}
+    used_gib[1002] = 5
+    gone = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def memory(handle: int) -> SimpleNamespace:
+        if handle == 1001:
+            raise gone
+        used = used_gib[handle] * GIB if handle in remade else 2 * GIB
+        total = 40 * GIB if handle in remade else 80 * GIB
+        return SimpleNamespace(total=total, used=used, free=total - used)
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetMemoryInfo", memory)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetMigDeviceHandleByIndex",
+                        lambda handle, slot: {0: 1000, 1: 1002}.get(slot) if handle == 0 and slot < 2 else
+                        (_ for _ in ()).throw(pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)))
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetUUID",
+                        lambda handle: (remade[handle][0] if handle in remade else f"GPU-{handle}").encode())
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetName",
+                        lambda handle: f"{A100} MIG {remade[handle][1]}" if handle in remade else A100)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetGpuInstanceId", lambda handle: remade[handle][2])
+    assert {r.index: r.memory_used_mb for r in reader.read()}.get(3) is None  # the sample that finds it gone
+    after = {r.index: r for r in reader.read()}
+    assert (after[3].uuid, after[3].memory_used_mb) == ("MIG-2g", 5120)
+    reader.close()

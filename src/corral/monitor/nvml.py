@@ -133,7 +133,19 @@ class NvmlReader:
         frame = [_raw_gpu(pynvml, index, handle, uuid, self._mig.get(index))
                  for index, handle, uuid in self._handles or ()]
         self._health.add_fields(pynvml, frame, self._handles or ())
+        for (index, handle, _uuid), raw in zip(self._handles or (), frame):
+            # a slice that no longer answers was destroyed or remade (by an admin, or a GPU reset): look the
+            # GPU's MIG devices up again for the next sample rather than read dead handles for ever
+            if any(device["memory"] is None for device in (raw.get("mig") or {}).get("devices", ())):
+                self._relayout(pynvml, index, handle)
         return frame
+
+    def _relayout(self, pynvml: Any, index: int, handle: Any) -> None:
+        layout = mig_layout(pynvml, handle)
+        if layout is None:
+            self._mig.pop(index, None)
+        else:
+            self._mig[index] = layout
 
     def close(self) -> None:
         """Shut NVML down (a later read starts it again)."""
@@ -182,9 +194,7 @@ class NvmlReader:
         self._handles = handles
         self._mig = {}
         for index, handle, _uuid in handles:
-            layout = mig_layout(pynvml, handle)
-            if layout is not None:
-                self._mig[index] = layout
+            self._relayout(pynvml, index, handle)
         self._health.start(pynvml, handles)
         self.unavailable_reason = None
         return True
