@@ -5,6 +5,7 @@ nothing kept."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -207,3 +208,22 @@ def test_registering_a_file_cannot_repoint_or_resize_an_uploaded_artifact(tmp_pa
         assert await tracking.stored_bytes("alice") == 4
 
     run_scenario(tmp_path, scenario)
+
+
+def test_a_file_logged_again_at_the_quota_counts_only_what_it_adds(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "mlflow"})
+        await service.put_stream(run["id"], "alice", "latest.json", pieces(b"a" * 60))
+        await service.put_stream(run["id"], "alice", "other.bin", pieces(b"b" * 40))  # 100 of 100 bytes
+        # the same name again replaces what it held: 60 go, 60 come (declared up front too, as mlflow's client does)
+        await service.put_stream(run["id"], "alice", "latest.json", pieces(b"c" * 60), declared=60)
+        begun = await service.begin_upload(run["id"], "alice", {"path": "latest.json", "size": 50,
+                                                                 "sha256": hashlib.sha256(b"d" * 50).hexdigest()})
+        assert begun["complete"] is False
+        with pytest.raises(InvalidRequest, match="user_artifact_quota_mb"):  # more than it replaces does not fit
+            await service.put_stream(run["id"], "alice", "latest.json", pieces(b"e" * 61))
+        with pytest.raises(InvalidRequest, match="user_artifact_quota_mb"):  # nor does a new name
+            await service.put_stream(run["id"], "alice", "new.json", pieces(b"f"))
+        assert await tracking.stored_bytes("alice") == 100
+
+    run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=100))

@@ -227,6 +227,7 @@ class BlobWriter:
         self._tmp = os.path.join(store.root, "tmp", secrets.token_hex(16))
         self._file: BinaryIO | None = open(self._tmp, "wb")
         self._digest = hashlib.sha256()
+        self._sealed = False
         self.size = 0
 
     def write(self, chunk: bytes) -> None:
@@ -244,13 +245,23 @@ class BlobWriter:
         self._digest.update(chunk)
         self._file.write(chunk)
 
-    def finish(self) -> tuple[str, int]:
-        """Make the bytes written a blob (one copy, whoever wrote it first); (sha256, size)."""
-        assert self._file is not None, "finished twice, or after discard"
+    def seal(self) -> None:
+        """Put the bytes written on disk for good (the slow part of `finish`, which a caller may do first,
+        outside any lock it holds while the blob is installed)."""
+        if self._sealed:
+            return
+        assert self._file is not None, "sealed after discard"
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
         self._file = None
+        self._sealed = True
+
+    def finish(self) -> tuple[str, int]:
+        """Make the bytes written a blob (one copy, whoever wrote it first); (sha256, size)."""
+        assert self._file is not None or self._sealed, "finished twice, or after discard"
+        self.seal()
+        self._sealed = False  # finished: the temporary file goes below
         sha = self._digest.hexdigest()
         try:
             self._store._install(self._tmp, sha)
@@ -262,6 +273,7 @@ class BlobWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+        self._sealed = False
         _unlink(self._tmp)
 
 

@@ -103,7 +103,7 @@ class ArtifactService:
         caption = body.get("caption")
         if caption is not None and (not isinstance(caption, str) or len(caption) > 1000):
             raise InvalidRequest("caption", "must be text of at most 1,000 characters")
-        await self._check_limits(owner, size)
+        await self._check_limits(owner, size, await self._replacing(run_id, path))
         async with self._gc:
             if await self.tracking.blob_linked(sha, user=owner) and await asyncio.to_thread(self.store.size, sha) == size:
                 return {"complete": True, "offset": size, "size": size,
@@ -164,7 +164,7 @@ class ArtifactService:
             InvalidRequest: a bad name, over the size limit or the owner's quota.
         """
         path = check_artifact_name(path)
-        await self._check_limits(owner, declared or 0)
+        await self._check_limits(owner, declared or 0, await self._replacing(run_id, path))
         writer = await asyncio.to_thread(self.store.writer, self.limits.max_file_bytes)
         try:
             async for chunk in stream:
@@ -176,9 +176,10 @@ class ArtifactService:
 
     async def _finish(self, run_id: int, owner: str, path: str, type_: str, writer: BlobWriter, *,
                       within_limits: bool = True) -> dict[str, Any]:
+        await asyncio.to_thread(writer.seal)  # its fsync outside the lock: a large file's must not hold up the rest
         async with self._gc:
             if within_limits:  # the quota, now that the size is known (under the lock: uploads ending together
-                await self._check_limits(owner, writer.size)  # are counted one after the other)
+                await self._check_limits(owner, writer.size, await self._replacing(run_id, path))  # count in turn)
             sha, size = await asyncio.to_thread(writer.finish)
             return await self._link_or_drop(run_id, path, type_, size, sha)
 
@@ -206,7 +207,15 @@ class ArtifactService:
             await self._remove_unlinked(replaced["sha256"])
         return artifact
 
-    async def _check_limits(self, owner: str, size: int) -> None:
+    async def _replacing(self, run_id: int, path: str) -> int:
+        """The bytes of the uploaded artifact a new one under `path` replaces (0: none): the quota counts the change."""
+        try:
+            found = await self.tracking.artifact(run_id, path)
+        except NotFound:
+            return 0
+        return int(found["size"] or 0) if found["stored"] else 0
+
+    async def _check_limits(self, owner: str, size: int, replacing: int = 0) -> None:
         limit = self.limits.max_file_bytes
         if limit is not None and size > limit:
             raise InvalidRequest("size", f"{size:,} bytes is over the server's limit of {limit:,} bytes per artifact",
@@ -214,7 +223,7 @@ class ArtifactService:
         quota = self.limits.user_quota_bytes
         if quota is not None:
             used = await self.tracking.stored_bytes(owner)
-            if used + size > quota:
+            if used - replacing + size > quota:
                 raise InvalidRequest("size", f"{owner}'s artifacts hold {used:,} of their {quota:,} bytes; "
                                              f"{size:,} more do not fit",
                                      "delete runs you no longer need (`corral run delete`), or ask the admin to raise "
