@@ -82,7 +82,8 @@ class WandbRun:
 
 
 def read_records(path: str) -> Iterator[bytes]:
-    """Each whole record of a `.wandb` file, in order.
+    """Each whole record of a `.wandb` file, in order, read a block at a time (a long run's file can be
+    hundreds of megabytes; a caller that stops early reads no further).
 
     A file cut short (a run killed while writing) ends at its last whole record, and a chunk that
     fails its checksum ends the file too (nothing after it can be trusted to be framed): either way
@@ -92,46 +93,52 @@ def read_records(path: str) -> Iterator[bytes]:
         ValueError: not a W&B run file.
     """
     with open(path, "rb") as f:
-        blob = f.read()
-    if len(blob) < HEADER.size:
-        raise ValueError(f"{path} is not a W&B run file (too short)")
-    ident, magic, _version = HEADER.unpack_from(blob)
-    if ident != HEADER_IDENT or magic != HEADER_MAGIC:
-        raise ValueError(f"{path} is not a W&B run file (no :W&B header)")
-    pos, end, pieces = HEADER.size, len(blob), bytearray()
-    while pos < end:
-        room = BLOCK - pos % BLOCK
-        if room < CHUNK.size:  # the block's zero padding
-            pos += room
-            continue
-        if end - pos < CHUNK.size:
-            _warn(path, pos, "truncated chunk header")
-            return
-        checksum, length, kind = CHUNK.unpack_from(blob, pos)
-        if checksum == length == kind == 0:  # a block padded after its last chunk
-            pos += room
-            continue
-        data = blob[pos + CHUNK.size:pos + CHUNK.size + length]
-        if len(data) < length:
-            _warn(path, pos, "truncated record")
-            return
-        if zlib.crc32(data, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != checksum:
-            _warn(path, pos, "chunk fails its checksum")
-            return
-        pos += CHUNK.size + length
-        if kind == FULL:
-            yield data
-        elif kind == FIRST:
-            pieces = bytearray(data)
-        elif kind == MIDDLE:
-            pieces += data
-        elif kind == LAST:
-            pieces += data
-            yield bytes(pieces)
-            pieces = bytearray()
-        else:
-            _warn(path, pos, f"unknown chunk type {kind}")
-            return
+        block = f.read(BLOCK)
+        if len(block) < HEADER.size:
+            raise ValueError(f"{path} is not a W&B run file (too short)")
+        ident, magic, _version = HEADER.unpack_from(block)
+        if ident != HEADER_IDENT or magic != HEADER_MAGIC:
+            raise ValueError(f"{path} is not a W&B run file (no :W&B header)")
+        # LevelDB's log framing: chunks never cross a 32 KiB block, and a record longer than what is left of a
+        # block goes on in the next ones (FIRST, MIDDLE..., LAST)
+        start, pos, pieces = 0, HEADER.size, bytearray()
+        while True:
+            if pos >= len(block):
+                if len(block) < BLOCK:
+                    return
+                start, pos, block = start + BLOCK, 0, f.read(BLOCK)
+                continue
+            if BLOCK - pos < CHUNK.size:  # the block's zero padding
+                pos = BLOCK
+                continue
+            if len(block) - pos < CHUNK.size:
+                _warn(path, start + pos, "truncated chunk header")
+                return
+            checksum, length, kind = CHUNK.unpack_from(block, pos)
+            if checksum == length == kind == 0:  # a block padded after its last chunk
+                pos = BLOCK
+                continue
+            data = block[pos + CHUNK.size:pos + CHUNK.size + length]
+            if len(data) < length:
+                _warn(path, start + pos, "truncated record" if len(block) < BLOCK else "chunk runs past its block")
+                return
+            if zlib.crc32(data, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != checksum:
+                _warn(path, start + pos, "chunk fails its checksum")
+                return
+            pos += CHUNK.size + length
+            if kind == FULL:
+                yield data
+            elif kind == FIRST:
+                pieces = bytearray(data)
+            elif kind == MIDDLE:
+                pieces += data
+            elif kind == LAST:
+                pieces += data
+                yield bytes(pieces)
+                pieces = bytearray()
+            else:
+                _warn(path, start + pos - CHUNK.size - length, f"unknown chunk type {kind}")
+                return
 
 
 def _warn(path: str, offset: int, what: str) -> None:
