@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from corral.core import metric_series as S
 from corral.core.metrics_batch import MetricsBatch
@@ -528,9 +528,11 @@ def test_the_permissions_migration_keeps_every_run_and_its_metrics(db_url, tmp_p
     store = RunStore(engine)
     run_id, _ = create(store, resume_key="k", tags=["kept"])
     append(store, run_id, {"loss": points([1, 2, 3], [3.0, 2.0, 1.0])})
-    with engine.begin() as conn:
-        store.put_artifacts(conn, run_id, parse_artifacts({"artifacts": [{"path": "/ck/1.pt", "type": "checkpoint",
-                                                                          "step": 3}]}), NOW)
+    with engine.begin() as conn:  # as 0006's table has it (today's store writes columns added since)
+        conn.execute(text("INSERT INTO artifacts (run_id, path, type, step, deleted, created) "
+                             "VALUES (:run, :path, :type, :step, :deleted, :created)"),
+                     {"run": run_id, "path": "/ck/1.pt", "type": "checkpoint", "step": 3, "deleted": False,
+                      "created": NOW})
     migrate.upgrade(engine)
     kept = get(store, run_id)
     assert (kept["tags"], kept["resume_key"], kept["user"]) == (["kept"], "k", "alice")
