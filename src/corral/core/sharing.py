@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from corral.core.iso_times import iso_utc
 from corral.core.resources import Allocation, Node, Request
 from corral.errors import InvalidRequest
 
@@ -264,6 +265,12 @@ class OverBudget:
     def reason(self) -> str:
         """`GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)`."""
         return f"GPU memory {gigabytes(self.used_mb)} over its budget of {gigabytes(self.budget_mb)} ({self.asked_as})"
+
+    def warning(self) -> str:
+        """What a warned job's reason says while it runs over its budget: the reason, and when it is stopped."""
+        if self.stop_at is None:
+            return self.reason()
+        return f"{self.reason()}: stopped at {iso_utc(self.stop_at)} unless it drops back within it"
 
 
 def gigabytes(mb: float) -> str:

@@ -6,7 +6,10 @@ It is sent to the channels of the admins' rules that watch every job for NODE_FA
 `state in (FAILED, NODE_FAIL)`, no job, label or user scope): whoever asked to hear of failed nodes hears of
 a failed GPU, with or without a job on it. A process newly found on a GPU outside corral
 (`corral.core.outside_use`) is a `gpu-outside` warning to the same admins: it keeps jobs off that GPU (or shares
-it), which they may want to take up with its owner. Runs on the monitor's worker thread, which owns the evaluator.
+it), which they may want to take up with its owner. A sharing job warned of going over its GPU memory budget
+(`corral.server.share_budgets`) is a `gpu-share-budget` warning about that job, sent where its failure would be
+(the rules watching it for FAILED): its owner hears of it within the grace, while the job can still be saved.
+Runs on the monitor's worker thread, which owns the evaluator.
 """
 
 from __future__ import annotations
@@ -18,15 +21,20 @@ from typing import TYPE_CHECKING
 from corral.core import alerts as A
 from corral.core.gpu_health import HealthEvent
 from corral.core.outside_use import OutsideProcess
+from corral.core.sharing import gigabytes
 from corral.core.states import JobState
+from corral.monitor.snapshot import job_facts
 
 if TYPE_CHECKING:
+    from corral.core.job import Job
+    from corral.core.sharing import OverBudget
     from corral.monitor.rules import RuleEvaluator
 
 log = logging.getLogger("corral.monitor")
 
 RULE = "gpu-health"
 OUTSIDE_RULE = "gpu-outside"
+BUDGET_RULE = "gpu-share-budget"
 
 
 def node_fail_channels(evaluator: RuleEvaluator) -> list[str]:
@@ -72,3 +80,25 @@ def fire_outside(evaluator: RuleEvaluator, processes: Sequence[OutsideProcess], 
             log.warning("alert %s fired: %s", OUTSIDE_RULE, what)
     evaluator.on_fired()
     evaluator.announcer.publish_threadsafe("alerts", {"fired": len(processes), "resolved": 0})
+
+
+def fire_over_budget(evaluator: RuleEvaluator, warned: Sequence[tuple[Job, OverBudget]], now: float) -> None:
+    """Record a `gpu-share-budget` firing for each sharing job just warned of going over its GPU memory budget,
+    delivered to the channels of the rules that watch that job for FAILED, in one transaction."""
+    if not warned:
+        return
+    with evaluator.engine.begin() as conn:
+        for job, verdict in warned:
+            facts = job_facts(job)
+            rules = [rule for rule in evaluator.rules if rule.condition.kind == "state"
+                     and JobState.FAILED.value in rule.condition.states and rule.scope.covers(facts)]
+            channels = list(dict.fromkeys(c for rule in rules for c in rule.channels))
+            refused = {c: why for rule in rules for c, why in evaluator.refused(rule).items()}
+            row = {"rule_id": None, "rule": BUDGET_RULE, "severity": "warning",
+                   "condition": "GPU memory over its budget (NVML)", "job_id": job.id, "job_name": job.spec.name,
+                   "user": job.spec.user, "value": gigabytes(verdict.used_mb),
+                   "message": f"job {job.id} ({job.spec.name}): {verdict.warning()}", "fired_at": now}
+            evaluator.store.fire(conn, row, channels, now, refused, status="fired")
+            log.warning("alert %s fired for job %d: %s", BUDGET_RULE, job.id, verdict.reason())
+    evaluator.on_fired()
+    evaluator.announcer.publish_threadsafe("alerts", {"fired": len(warned), "resolved": 0})

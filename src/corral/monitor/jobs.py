@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from corral.backends.base import JobProcesses
     from corral.core.job import Job
+    from corral.core.sharing import OverBudget
     from corral.core.gpu_health import HealthEvent, HealthFigures
     from corral.core.outside_use import OutsideProcess
 
@@ -55,9 +56,10 @@ class JobReader(Protocol):
         told the jobs after each tick, on the event loop."""
         ...
 
-    def gpu_memory_sampled(self, used: Mapping[int, float]) -> None:
+    def gpu_memory_sampled(self, used: Mapping[int, float]) -> list[tuple[Job, OverBudget]]:
         """Each sampled running job's own GPU memory (its processes', as NVML lists them per process), after each
-        tick, on the event loop: what holds sharing jobs to their budgets (`corral.server.share_budgets`)."""
+        tick, on the event loop: what holds sharing jobs to their budgets (`corral.server.share_budgets`).
+        Returns the sharing jobs warned just now of going over theirs, each with the warning."""
         ...
 
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:

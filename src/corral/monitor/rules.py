@@ -113,7 +113,7 @@ class RuleEvaluator:
                 ended = fact.state in _ENDED_STATES
                 # about an ended job, an event that nothing clears: "fired", never "resolved", so a person
                 # reading the list sees the failure as what it is
-                firing_id = self.store.fire(conn, row, rule.channels, now, self._refused(rule),
+                firing_id = self.store.fire(conn, row, rule.channels, now, self.refused(rule),
                                             status="fired" if ended else "firing")
                 if ended:
                     episodes.pop(key, None)
@@ -122,9 +122,9 @@ class RuleEvaluator:
                 log.info("alert %s fired for job %d", rule.name, fact.job_id)
             for gone, firing_id in resolve:  # gone: None when the rule was deleted
                 self.store.resolve(conn, firing_id, gone.channels if gone else (), now,
-                                   self._refused(gone) if gone else None)
+                                   self.refused(gone) if gone else None)
 
-    def _refused(self, rule: A.Rule) -> dict[str, str]:
+    def refused(self, rule: A.Rule) -> dict[str, str]:
         """The rule's channels its owner may no longer use (an admin stopped sharing them), each with why."""
         if rule.owner is None or not rule.channels or self.is_admin(rule.owner):
             return {}

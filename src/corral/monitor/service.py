@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from corral.core.gpu_health import fatal
 from corral.monitor.alert_settings import AlertSettings
-from corral.monitor.gpu_alerts import fire_gpu_faults, fire_outside
+from corral.monitor.gpu_alerts import fire_gpu_faults, fire_outside, fire_over_budget
 from corral.monitor.dispatch import DeliveryDispatcher
 from corral.monitor.queries import MonitorQueries
 from corral.monitor.recording import SampleRecorder
@@ -147,8 +147,12 @@ class MonitorService:
                 if self.sampler is not None:  # back on the loop: the job service reads it there
                     self.jobs.gpus_in_use_outside(tuple(self.sampler.outside))
                     await self._outside_alerts(loop, self.sampler)
-                    self.jobs.gpu_memory_sampled({job_id: sample.own_gpu_memory_mb for job_id, sample
-                                                  in self.recorder.latest.items() if sample.own_gpu_memory_mb is not None})
+                    warned = self.jobs.gpu_memory_sampled({job_id: sample.own_gpu_memory_mb for job_id, sample in
+                                                           self.recorder.latest.items()
+                                                           if sample.own_gpu_memory_mb is not None})
+                    if warned:
+                        await loop.run_in_executor(self.threads.worker, fire_over_budget, self.evaluator, warned,
+                                                   self.clock())
                     await self._gpu_health(loop, self.sampler)
             except Exception:  # noqa: BLE001 - the monitor must outlive any one bad tick
                 log.exception("monitor tick failed")

@@ -27,7 +27,7 @@ from corral.core.arrays import array_state
 from corral.core.drains import Drain
 from corral.core.gpu_health import HealthEvent, HealthFigures
 from corral.core.outside_use import OutsideProcess, unavailable
-from corral.core.sharing import outside_holds, shareable_beside
+from corral.core.sharing import OverBudget, outside_holds, shareable_beside
 from corral.core.identity import AccessPolicy, Caller
 from corral.core.job import Job
 from corral.core.priority import PriorityFactors
@@ -442,10 +442,10 @@ class JobService:
         if self.outside.update(processes):
             self._unavailable_changed()
 
-    def gpu_memory_sampled(self, used: Mapping[int, float]) -> None:
+    def gpu_memory_sampled(self, used: Mapping[int, float]) -> list[tuple[Job, OverBudget]]:
         """The monitor's last sample of each running job's own GPU memory (`JobReader`): sharing jobs over their
-        budget are warned, then stopped (`corral.server.share_budgets`)."""
-        self.budgets.sampled(self.active, used, self.clock())
+        budget are warned, then stopped (`corral.server.share_budgets`). Returns those warned just now."""
+        return self.budgets.sampled(self.active, used, self.clock())
 
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
         """The monitor's last sample of this machine's GPUs' health (`JobReader`): a fatal fault drains its GPU

@@ -15,7 +15,6 @@ from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING
 
 from corral.core.events import GPU_OVER_BUDGET, JobEvent
-from corral.core.iso_times import iso_utc
 from corral.core.sharing import BudgetWatch, OverBudget, SharingSettings, asked_as
 from corral.core.states import JobState
 
@@ -37,14 +36,16 @@ class ShareBudgets:
         self.db_thread = db_thread
         self.stopped: set[int] = set()  # told to stop already: once is enough
 
-    def sampled(self, active: Mapping[int, Job], used: Mapping[int, float], now: float) -> None:
-        """A tick's GPU memory per running job (its processes' own, as NVML lists them)."""
+    def sampled(self, active: Mapping[int, Job], used: Mapping[int, float], now: float) -> list[tuple[Job, OverBudget]]:
+        """A tick's GPU memory per running job (its processes' own, as NVML lists them). Returns the jobs warned
+        just now, each with what was found (the monitor alerts their owners: they have the grace to act in)."""
         budgets = {job.id: (job.spec.gpu_share_mb, asked_as(job.spec.gpu_shards)) for job in active.values()
                    if job.spec.gpu_share_mb and job.state is JobState.RUNNING}
         self.stopped &= budgets.keys()
         verdicts, within = self.watch.check(budgets, used, now)
         changed: list[Job] = []
         events: list[JobEvent] = []
+        warned: list[tuple[Job, OverBudget]] = []
         for verdict in verdicts:
             job = active[verdict.job_id]
             if verdict.stop and self.fail is not None and job.id not in self.stopped:
@@ -54,9 +55,10 @@ class ShareBudgets:
                 events.append(_event(verdict, now, "stopped"))
                 self.fail(job, reason)
             elif verdict.first:
-                job.reason = _warning(verdict)
+                job.reason = verdict.warning()
                 changed.append(job)
                 events.append(_event(verdict, now, "warned"))
+                warned.append((job, verdict))
         for job_id in within:
             job = active[job_id]
             if job.reason is not None:
@@ -64,19 +66,13 @@ class ShareBudgets:
                 changed.append(job)
         if changed or events:
             self.db_thread.submit(self.store.save_states, changed, events).add_done_callback(_logged)
+        return warned
 
 
 def _logged(done: Future[None]) -> None:
     error = done.exception()
     if error is not None:
         log.error("could not record a sharing job's GPU memory over its budget: %s", error)
-
-
-def _warning(verdict: OverBudget) -> str:
-    """What a warned job's reason says while it runs over its budget."""
-    if verdict.stop_at is None:
-        return verdict.reason()
-    return f"{verdict.reason()}: stopped at {iso_utc(verdict.stop_at)} unless it drops back within it"
 
 
 def _event(verdict: OverBudget, now: float, action: str) -> JobEvent:

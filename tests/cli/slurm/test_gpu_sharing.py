@@ -127,16 +127,24 @@ def budgeted_job(server_factory, short_tmp, monkeypatch, tmp_path, config: str, 
 
 
 def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
-        server_factory, short_tmp, monkeypatch, tmp_path, slurm_shell):
+        server_factory, short_tmp, monkeypatch, tmp_path, slurm_shell, http):
     server, job_id, pid, replay = budgeted_job(server_factory, short_tmp, monkeypatch, tmp_path,
                                                "[node]\ngpu_share_grace_s = 2\n", "20G")
     client = server.client()
     assert running(client, job_id)["gpu_share_mb"] == 20480
+    # whoever asked to hear of the job failing hears of the warning too, while there is time to act
+    client.add_channel("mine", "webhook", url=f"{http.base}/hook")
+    client.create_alert("failed", "state == FAILED", channels=["mine"])
 
     frames(replay, [{"pid": pid, "usedGpuMemory": round(24.1 * 1024) * MB}])
     warned = wait_for(lambda: (j := client.get(job_id))["reason"] and j)
     assert warned["state"] == "RUNNING"
     assert warned["reason"].startswith("GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem): stopped at ")
+    (alert,) = wait_for(lambda: [f for f in client.alerts(job=job_id) if f["rule"] == "gpu-share-budget"])
+    assert (alert["severity"], alert["value"], alert["user"]) == ("warning", "24.1 GB", warned["user"])
+    assert alert["message"].startswith(f"job {job_id} (") and warned["reason"] in alert["message"]
+    posted = wait_for(lambda: [r["body"].decode() for r in http.requests if b"gpu-share-budget" in r["body"]])
+    assert "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem): stopped at " in posted[0]
     ended = wait_for(lambda: (j := client.get(job_id))["state"] != "RUNNING" and j, timeout=30)
     assert ended["state"] == "FAILED"
     assert ended["reason"] == "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)"
