@@ -227,3 +227,20 @@ def test_a_file_logged_again_at_the_quota_counts_only_what_it_adds(tmp_path):
         assert await tracking.stored_bytes("alice") == 100
 
     run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=100))
+
+
+def test_resumable_uploads_begun_together_are_held_to_the_quota_as_they_end(tmp_path):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "p"})
+        first, second = b"1" * 70, b"2" * 70
+        begun = [await service.begin_upload(run["id"], "alice", {"path": name, "size": 70,
+                                                                  "sha256": hashlib.sha256(data).hexdigest()})
+                 for name, data in (("a.bin", first), ("b.bin", second))]
+        assert all(not b["complete"] for b in begun)  # each fits alone, and nothing was reserved by beginning
+        done = await service.append(run["id"], "alice", begun[0]["upload_id"], 0, first)
+        assert done["complete"] is True
+        with pytest.raises(InvalidRequest, match="user_artifact_quota_mb"):
+            await service.append(run["id"], "alice", begun[1]["upload_id"], 0, second)
+        assert await tracking.stored_bytes("alice") == 70 and len(blobs(tmp_path)) == 1
+
+    run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=100))

@@ -68,9 +68,9 @@ async def begin_upload(request: Request, ref: str = RunRef) -> Response:
 async def send_upload(request: Request, ref: str = RunRef, upload_id: str = UploadId,
                       offset: int = Query(..., ge=0, lt=2**63, description="Where these bytes go.")) -> Response:
     """The upload as it stands; `409` names the offset to send from when `offset` is not it."""
-    run_id, _ = await _owned(request, ref, "uploading artifacts to")
+    run_id, owner = await _owned(request, ref, "uploading artifacts to")
     policy_of(request).require(caller_of(request), "submit", "uploading an artifact")
-    return _json(await _artifacts(request).append(run_id, upload_id, offset, await request.body()))
+    return _json(await _artifacts(request).append(run_id, owner, upload_id, offset, await request.body()))
 
 
 @router.get("/runs/{ref}/artifacts/content", summary="An artifact's bytes (uploaded, or a registered checkpoint)",

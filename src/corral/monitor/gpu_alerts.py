@@ -23,10 +23,8 @@ from corral.core.gpu_health import HealthEvent
 from corral.core.outside_use import OutsideProcess
 from corral.core.sharing import gigabytes
 from corral.core.states import JobState
-from corral.monitor.snapshot import job_facts
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
     from corral.core.sharing import OverBudget
     from corral.monitor.rules import RuleEvaluator
 
@@ -82,23 +80,25 @@ def fire_outside(evaluator: RuleEvaluator, processes: Sequence[OutsideProcess], 
     evaluator.announcer.publish_threadsafe("alerts", {"fired": len(processes), "resolved": 0})
 
 
-def fire_over_budget(evaluator: RuleEvaluator, warned: Sequence[tuple[Job, OverBudget]], now: float) -> None:
-    """Record a `gpu-share-budget` firing for each sharing job just warned of going over its GPU memory budget,
-    delivered to the channels of the rules that watch that job for FAILED, in one transaction."""
+def fire_over_budget(evaluator: RuleEvaluator, warned: Sequence[tuple[A.JobFacts, OverBudget]], now: float) -> None:
+    """Record a `gpu-share-budget` firing for each sharing job just warned of going over its GPU memory budget
+    (`facts`: the job as it was then, taken on the event loop), delivered to the channels of the rules that
+    watch that job for FAILED, in one transaction."""
     if not warned:
         return
     with evaluator.engine.begin() as conn:
-        for job, verdict in warned:
-            facts = job_facts(job)
+        for facts, verdict in warned:
             rules = [rule for rule in evaluator.rules if rule.condition.kind == "state"
                      and JobState.FAILED.value in rule.condition.states and rule.scope.covers(facts)]
+            # a channel goes out if any of these rules' owners may still use it (one owner's loss is not another's)
+            usable = {c for rule in rules for c in rule.channels if c not in evaluator.refused(rule)}
             channels = list(dict.fromkeys(c for rule in rules for c in rule.channels))
-            refused = {c: why for rule in rules for c, why in evaluator.refused(rule).items()}
+            refused = {c: why for rule in rules for c, why in evaluator.refused(rule).items() if c not in usable}
             row = {"rule_id": None, "rule": BUDGET_RULE, "severity": "warning",
-                   "condition": "GPU memory over its budget (NVML)", "job_id": job.id, "job_name": job.spec.name,
-                   "user": job.spec.user, "value": gigabytes(verdict.used_mb),
-                   "message": f"job {job.id} ({job.spec.name}): {verdict.warning()}", "fired_at": now}
+                   "condition": "GPU memory over its budget (NVML)", "job_id": facts.job_id, "job_name": facts.name,
+                   "user": facts.user, "value": gigabytes(verdict.used_mb),
+                   "message": f"job {facts.job_id} ({facts.name}): {verdict.warning()}", "fired_at": now}
             evaluator.store.fire(conn, row, channels, now, refused, status="fired")
-            log.warning("alert %s fired for job %d: %s", BUDGET_RULE, job.id, verdict.reason())
+            log.warning("alert %s fired for job %d: %s", BUDGET_RULE, facts.job_id, verdict.reason())
     evaluator.on_fired()
     evaluator.announcer.publish_threadsafe("alerts", {"fired": len(warned), "resolved": 0})

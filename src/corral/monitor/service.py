@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
@@ -28,11 +28,12 @@ from corral.monitor.queries import MonitorQueries
 from corral.monitor.recording import SampleRecorder
 from corral.monitor.rules import RuleEvaluator, enrich
 from corral.monitor.runtime import Announcer, MonitorThreads
-from corral.monitor.snapshot import Snapshot, SnapshotTaker
+from corral.monitor.snapshot import Snapshot, SnapshotTaker, job_facts
 from corral.store.monitoring import MonitorStore
 
 if TYPE_CHECKING:
     from corral.core.job import Job
+    from corral.core.sharing import OverBudget
     from corral.monitor.channels import SmtpSettings
     from corral.monitor.jobs import JobReader
     from corral.monitor.progress import Progress
@@ -150,14 +151,23 @@ class MonitorService:
                     warned = self.jobs.gpu_memory_sampled({job_id: sample.own_gpu_memory_mb for job_id, sample in
                                                            self.recorder.latest.items()
                                                            if sample.own_gpu_memory_mb is not None})
-                    if warned:
-                        await loop.run_in_executor(self.threads.worker, fire_over_budget, self.evaluator, warned,
-                                                   self.clock())
+                    await self._budget_alerts(loop, warned)
                     await self._gpu_health(loop, self.sampler)
             except Exception:  # noqa: BLE001 - the monitor must outlive any one bad tick
                 log.exception("monitor tick failed")
                 if snapshot is not None:
                     self._ended[:0] = snapshot.ended  # looked at again next tick: no state alert is lost
+
+    async def _budget_alerts(self, loop: asyncio.AbstractEventLoop, warned: Sequence[tuple[Job, OverBudget]]) -> None:
+        """Alert of each sharing job just warned of going over its GPU memory budget. Its own failure is logged and
+        passed over: the rest of the tick (the GPUs' health) must still run."""
+        if not warned:
+            return
+        facts = [(job_facts(job), verdict) for job, verdict in warned]  # here, on the loop that changes the jobs
+        try:
+            await loop.run_in_executor(self.threads.worker, fire_over_budget, self.evaluator, facts, self.clock())
+        except Exception:  # noqa: BLE001
+            log.exception("could not record the GPU memory budget alerts of jobs %s", [job.id for job, _ in warned])
 
     async def _gpu_health(self, loop: asyncio.AbstractEventLoop, sampler: JobSampler) -> None:
         """Hand the GPUs' health to the job service (it drains a failed one); alert of each fault."""

@@ -35,13 +35,17 @@ class ShareBudgets:
         self.store = store
         self.db_thread = db_thread
         self.stopped: set[int] = set()  # told to stop already: once is enough
+        self.alerted: set[int] = set()  # whose owners heard of it: a job hovering at its budget is warned each time
+        # it crosses (its reason says so), but alerted once while it runs
 
     def sampled(self, active: Mapping[int, Job], used: Mapping[int, float], now: float) -> list[tuple[Job, OverBudget]]:
         """A tick's GPU memory per running job (its processes' own, as NVML lists them). Returns the jobs warned
-        just now, each with what was found (the monitor alerts their owners: they have the grace to act in)."""
+        just now for the first time in this run, each with what was found (the monitor alerts their owners: they
+        have the grace to act in)."""
         budgets = {job.id: (job.spec.gpu_share_mb, asked_as(job.spec.gpu_shards)) for job in active.values()
                    if job.spec.gpu_share_mb and job.state is JobState.RUNNING}
         self.stopped &= budgets.keys()
+        self.alerted &= budgets.keys()
         verdicts, within = self.watch.check(budgets, used, now)
         changed: list[Job] = []
         events: list[JobEvent] = []
@@ -58,7 +62,9 @@ class ShareBudgets:
                 job.reason = verdict.warning()
                 changed.append(job)
                 events.append(_event(verdict, now, "warned"))
-                warned.append((job, verdict))
+                if job.id not in self.alerted:
+                    self.alerted.add(job.id)
+                    warned.append((job, verdict))
         for job_id in within:
             job = active[job_id]
             if job.reason is not None:

@@ -112,21 +112,24 @@ class ArtifactService:
         meta = {"run_id": run_id, "path": path, "type": type_, "step": step, "caption": caption}
         offset = await asyncio.to_thread(self.store.begin, upload_id, sha, size, meta)
         if size == 0:  # nothing to send: the empty file is whole already
-            return await self.append(run_id, upload_id, 0, b"")
+            return await self.append(run_id, owner, upload_id, 0, b"")
         return {"complete": False, "upload_id": upload_id, "offset": offset, "size": size}
 
-    async def append(self, run_id: int, upload_id: str, offset: int, data: bytes) -> dict[str, Any]:
-        """Bytes of an upload at `offset`; the artifact once the last byte is in.
+    async def append(self, run_id: int, owner: str, upload_id: str, offset: int, data: bytes) -> dict[str, Any]:
+        """Bytes of an upload at `offset`; the artifact once the last byte is in, held to the owner's quota
+        then (under the lock, as other uploads ending: `begin_upload`'s check reserved nothing).
 
         Raises:
             NotFound: no such upload of this run's. Conflict: `offset` is not where it stands.
-            InvalidRequest: bytes past its end, or content that does not hash as declared.
+            InvalidRequest: bytes past its end, content that does not hash as declared, or over the quota.
         """
         meta = await asyncio.to_thread(self.store.upload_meta, upload_id)
         if meta.get("run_id") != run_id:
             raise NotFound(f"run {run_id} has no upload {upload_id}")
         last = offset + len(data) >= int(meta["size"])  # the chunk that makes (or finds) the blob, then links it
         async with self._gc if last else contextlib.nullcontext():
+            if last:
+                await self._check_limits(owner, int(meta["size"]), await self._replacing(run_id, meta["path"]))
             offset, sha = await asyncio.to_thread(self.store.append, upload_id, offset, [data] if data else [])
             if sha is None:
                 return {"complete": False, "upload_id": upload_id, "offset": offset, "size": meta["size"]}

@@ -135,6 +135,8 @@ def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
     # whoever asked to hear of the job failing hears of the warning too, while there is time to act
     client.add_channel("mine", "webhook", url=f"{http.base}/hook")
     client.create_alert("failed", "state == FAILED", channels=["mine"])
+    client.add_channel("done", "webhook", url=f"{http.base}/done")  # a rule about another state hears nothing of it
+    client.create_alert("finished", "state == COMPLETED", channels=["done"])
 
     frames(replay, [{"pid": pid, "usedGpuMemory": round(24.1 * 1024) * MB}])
     warned = wait_for(lambda: (j := client.get(job_id))["reason"] and j)
@@ -143,8 +145,9 @@ def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
     (alert,) = wait_for(lambda: [f for f in client.alerts(job=job_id) if f["rule"] == "gpu-share-budget"])
     assert (alert["severity"], alert["value"], alert["user"]) == ("warning", "24.1 GB", warned["user"])
     assert alert["message"].startswith(f"job {job_id} (") and warned["reason"] in alert["message"]
-    posted = wait_for(lambda: [r["body"].decode() for r in http.requests if b"gpu-share-budget" in r["body"]])
-    assert "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem): stopped at " in posted[0]
+    posted = wait_for(lambda: [r for r in http.requests if b"gpu-share-budget" in r["body"]])
+    assert [r["path"] for r in posted] == ["/hook"]
+    assert "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem): stopped at " in posted[0]["body"].decode()
     ended = wait_for(lambda: (j := client.get(job_id))["state"] != "RUNNING" and j, timeout=30)
     assert ended["state"] == "FAILED"
     assert ended["reason"] == "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)"
@@ -158,6 +161,7 @@ def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
     found = next(f for f in diagnosis["findings"] if f["cause"] == "gpu_over_budget")
     assert found["evidence"] == ["GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)"]
     assert "--gpu-mem more than 20G" in found["fixes"][0]
+    assert [r["path"] for r in http.requests if r["path"] == "/done"] == []
 
 
 def test_warn_only_keeps_the_job_running_and_forgives_it_once_it_drops_back(server_factory, short_tmp, monkeypatch,
@@ -170,6 +174,12 @@ def test_warn_only_keeps_the_job_running_and_forgives_it_once_it_drops_back(serv
     frames(replay, [{"pid": pid, "usedGpuMemory": 8 * GIB}])
     wait_for(lambda: client.get(job_id)["reason"] is None)
     assert client.get(job_id)["state"] == "RUNNING"
+    # over again: warned again, but its owner was alerted once while it runs (not at every crossing)
+    frames(replay, [{"pid": pid, "usedGpuMemory": 11 * GIB}])
+    assert wait_for(lambda: client.get(job_id)["reason"]) == "GPU memory 11 GB over its budget of 10 GB (--gpu-mem)"
+    warned = [e for e in client.get(job_id)["events"] if e["kind"] == "gpu_over_budget"]
+    assert [e["action"] for e in warned] == ["warned", "warned"]
+    assert [f["value"] for f in client.alerts(job=job_id) if f["rule"] == "gpu-share-budget"] == ["12 GB"]
     client.cancel(job_id)
 
 
