@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from corral.core.spec import update_spec
+from corral.errors import InvalidRequest
 from tests.core.test_spec import build, invalid, workdir  # noqa: F401 - fixtures
 
 
@@ -40,7 +41,7 @@ def test_share_requests_that_make_no_sense_are_refused_naming_the_field(build, r
 
 def test_a_pending_sharing_jobs_share_cannot_be_changed(build):
     spec = build({"command": ["true"], "gpu_mem": "20G", "gpu_share": True})
-    with pytest.raises(Exception) as err:
+    with pytest.raises(InvalidRequest) as err:
         update_spec(spec, {"gpus": 2}, 0.0)
-    assert "a sharing job's GPU share cannot be changed" in str(err.value)
+    assert err.value.field == "gpus" and "a sharing job's GPU share cannot be changed" in str(err.value)
     assert update_spec(spec, {"time": "1h"}, 0.0).gpu_share_mb == 20480

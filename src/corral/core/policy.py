@@ -139,12 +139,7 @@ def schedule(
             k, _, gpu_ids = best
             cpus, mem = _held(request, nodes[k])
             index.reserve(k, now, now + duration, cpus, mem, gpu_ids, request.gpu_share_mb)
-            factors = priorities.get(job.job_id)
-            decisions.starts.append(Allocation(
-                job.job_id, nodes[k].name, gpu_ids, cpus, mem, job.user, job.qos,
-                now + duration if duration < INFINITY else None, job.preemptible,
-                factors.priority if factors is not None else 0, gpu_share_mb=request.gpu_share_mb,
-            ))
+            decisions.starts.append(_started(job, nodes[k].name, gpu_ids, cpus, mem, duration, now, priorities))
             limits.started(job)
             continue
         reasons[job.job_id] = PendingReason.PRIORITY if waiting else PendingReason.RESOURCES
@@ -211,16 +206,21 @@ def _in_reservation(job: PendingJob, share: NodeProfile | None, book: Reservatio
     cpus, mem = _held(job.request, node)
     share.reserve(start, start + duration, cpus, mem, gpu_ids, job.request.gpu_share_mb)
     if start <= now:
-        factors = priorities.get(job.job_id)
-        decisions.starts.append(Allocation(
-            job.job_id, node.name, gpu_ids, cpus, mem, job.user, job.qos, now + duration, job.preemptible,
-            factors.priority if factors is not None else 0, gpu_share_mb=job.request.gpu_share_mb,
-        ))
+        decisions.starts.append(_started(job, node.name, gpu_ids, cpus, mem, duration, now, priorities))
         return True
     decisions.reasons[job.job_id] = PendingReason.RESERVATION if now < reservation.start else PendingReason.RESOURCES
     decisions.estimates[job.job_id] = start
     decisions.reserved[job.job_id] = (node.name, gpu_ids)
     return False
+
+
+def _started(job: PendingJob, node: str, gpu_ids: tuple[int, ...], cpus: int, mem: int, duration: float, now: float,
+             priorities: Mapping[int, PriorityFactors]) -> Allocation:
+    """The allocation of a job that starts now on `node`, to its time limit (none: no end)."""
+    factors = priorities.get(job.job_id)
+    return Allocation(job.job_id, node, gpu_ids, cpus, mem, job.user, job.qos,
+                      now + duration if duration < INFINITY else None, job.preemptible,
+                      factors.priority if factors is not None else 0, gpu_share_mb=job.request.gpu_share_mb)
 
 
 def _held(request: Request, node: Node) -> tuple[int, int]:

@@ -106,29 +106,34 @@ def wanted_from(body: Mapping[str, object], now: float) -> Wanted:
         raise InvalidRequest(unknown[0], "is no field of a reservation", f"fields: {', '.join(sorted(REQUEST_FIELDS))}")
     start = moment(body.get("start") or "now", "start", now)
     assert start is not None
-    if body.get("end") not in (None, ""):
-        end = moment(body.get("end"), "end", now)
-        if body.get("duration") not in (None, ""):
-            raise InvalidRequest("duration", "given together with end", "give one of them")
-    elif body.get("duration") not in (None, ""):
-        duration = body["duration"]
-        if not isinstance(duration, (str, int)) or isinstance(duration, bool):
-            raise InvalidRequest("duration", f"must be a duration, got {duration!r:.20}", "e.g. 4:00:00 or 4h")
-        seconds = parse_duration_s(duration, field="duration")
-        if seconds is None:
-            raise InvalidRequest("duration", "a reservation here has an end", "give a duration, e.g. 4h or 4:00:00")
-        end = start + seconds
-    else:
-        raise InvalidRequest("duration", "a reservation needs an end", "give --duration 4h (Duration=4:00:00) or an end")
-    assert end is not None
-    mem = body.get("mem_mb")
-    if body.get("mem") not in (None, ""):
-        text = body["mem"]
-        if not isinstance(text, (str, int)) or isinstance(text, bool):
-            raise InvalidRequest("mem", f"must be a size, got {text!r:.20}", "e.g. 64G")
-        mem = parse_memory_mb(text)
+    end = _end(start, body.get("end"), body.get("duration"), now)
+    mem = _mem(body["mem"]) if body.get("mem") not in (None, "") else body.get("mem_mb")
     return Wanted(body.get("name"), body.get("node"), body.get("gpus"), body.get("gpu_ids"), body.get("cpus"), mem,
                   body.get("users"), body.get("accounts"), start, end)
+
+
+def _end(start: float, end: object, duration: object, now: float) -> float:
+    """A window's end: `end` as Slurm's EndTime, or `start` plus `duration` as Slurm's Duration."""
+    if end not in (None, ""):
+        if duration not in (None, ""):
+            raise InvalidRequest("duration", "given together with end", "give one of them")
+        at = moment(end, "end", now)
+        assert at is not None
+        return at
+    if duration in (None, ""):
+        raise InvalidRequest("duration", "a reservation needs an end", "give --duration 4h (Duration=4:00:00) or an end")
+    if not isinstance(duration, (str, int)) or isinstance(duration, bool):
+        raise InvalidRequest("duration", f"must be a duration, got {duration!r:.20}", "e.g. 4:00:00 or 4h")
+    seconds = parse_duration_s(duration, field="duration")
+    if seconds is None:
+        raise InvalidRequest("duration", "a reservation here has an end", "give a duration, e.g. 4h or 4:00:00")
+    return start + seconds
+
+
+def _mem(text: object) -> int:
+    if not isinstance(text, (str, int)) or isinstance(text, bool):
+        raise InvalidRequest("mem", f"must be a size, got {text!r:.20}", "e.g. 64G")
+    return parse_memory_mb(text)
 
 
 UPDATE_FIELDS = frozenset({"start", "end", "duration", "users", "accounts", "gpus", "gpu_ids", "cpus", "mem", "mem_mb"})
@@ -151,13 +156,11 @@ def wanted_update(current: Reservation, body: Mapping[str, object], now: float) 
     start = moment(given["start"], "start", now) if "start" in given else current.start
     assert start is not None
     if "end" in given or "duration" in given:
-        end = wanted_from({"start": start, **{k: given[k] for k in ("end", "duration") if k in given}}, now).end
+        end = _end(start, given.get("end"), given.get("duration"), now)
     else:
         end = start + (current.end - current.start)
     new_gpus = "gpus" in given or "gpu_ids" in given
-    mem = given.get("mem_mb")
-    if "mem" in given:
-        mem = wanted_from({"duration": 1, "mem": given["mem"]}, now).mem_mb
+    mem = _mem(given["mem"]) if "mem" in given else given.get("mem_mb")
     return Wanted(current.name, current.node, given.get("gpus") if new_gpus else None,
                   given.get("gpu_ids") if new_gpus else current.gpus,
                   given.get("cpus", None if new_gpus else current.cpus), mem if mem is not None or new_gpus
@@ -165,7 +168,7 @@ def wanted_update(current: Reservation, body: Mapping[str, object], now: float) 
                   start, end)
 
 
-def check_window(start: float, end: float, now: float) -> None:
+def _check_window(start: float, end: float, now: float) -> None:
     """Raises InvalidRequest for a window that ends before it starts, ended already, or is too long."""
     if end <= start:
         raise InvalidRequest("end", "the reservation ends before it starts (Invalid time specification)",
@@ -194,7 +197,7 @@ def plan(wanted: Wanted, *, nodes: Sequence[Node], existing: Iterable[Reservatio
     existing = list(existing)
     if any(r.name == name for r in existing):
         raise Conflict(f"reservation {name} exists already (Duplicate reservation name)")
-    check_window(wanted.start, wanted.end, now)
+    _check_window(wanted.start, wanted.end, now)
     users = _names_list(wanted.users, "users", _USER)
     accounts_given = _names_list(wanted.accounts, "accounts", _NAME)
     if not users and not accounts_given:

@@ -20,6 +20,7 @@ on a node where nothing is shared, which keeps the common path as it was.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -73,7 +74,7 @@ def check_over_budget(value: object, where: str = "config.toml") -> str:
 def overlay(profile: NodeProfile, running: Iterable[Allocation], now: float) -> None:
     """Mark the sharing allocations in a freshly built profile: each segment's used megabytes per shared GPU,
     and those GPUs out of its whole-GPU free sets (while any share of them is held)."""
-    sharing = [(a.gpu_ids, a.gpu_share_mb, INF if a.end_time is None else max(a.end_time, now))
+    sharing = [(a.gpu_ids, a.gpu_share_mb, math.inf if a.end_time is None else max(a.end_time, now))
                for a in running if a.gpu_share_mb]
     if not sharing:
         return
@@ -178,7 +179,7 @@ def earliest_anywhere(profiles: Sequence[NodeProfile], shared: Iterable[int], or
     GPU, so `order` (the nodes by the first moment one GPU is free there) bounds the search as for a one-GPU job.
     """
     best: tuple[int, float, tuple[int, ...]] | None = None
-    best_start, best_k = INF, -1
+    best_start, best_k = math.inf, -1
     asked = set(shared)
     for k in sorted(asked):
         profile = profiles[k]
@@ -197,9 +198,6 @@ def earliest_anywhere(profiles: Sequence[NodeProfile], shared: Iterable[int], or
         if found is not None and (found[0] < best_start or (found[0] == best_start and k < best_k)):
             best_start, best_k, best = found[0], k, (k, found[0], found[1])
     return best
-
-
-INF = float("inf")
 
 
 @dataclass(frozen=True, slots=True)

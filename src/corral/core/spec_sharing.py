@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corral.core.job_spec import MAX_GPUS
+from corral.core.spec_queue import yes_no
 from corral.errors import InvalidRequest
 
 _SHARD = re.compile(r"^\s*shard(?::\s*([0-9]{1,6}))?\s*$", re.IGNORECASE)
@@ -54,7 +55,7 @@ def share_of(fields: Mapping[str, Any], shards: int, gpus: int, gpu_mem_mb: int 
     Raises:
         InvalidRequest: `gpu_share` without `gpu_mem`, a share of more than one GPU, or with --exclusive.
     """
-    share = _yes(fields.get("gpu_share", False))
+    share = yes_no(fields.get("gpu_share") or False, "gpu_share")
     if not shards and not share:
         return gpus, 0
     field = "gres" if shards else "gpu_share"
@@ -74,13 +75,3 @@ def share_of(fields: Mapping[str, Any], shards: int, gpus: int, gpu_mem_mb: int 
         raise InvalidRequest("gpu_share", "needs the GPU memory the job may use", "add --gpu-mem SIZE, e.g. 20G")
     return 1, gpu_mem_mb
 
-
-def _yes(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "yes", "true", "on"):
-        return True
-    if text in ("", "0", "no", "false", "off"):
-        return False
-    raise InvalidRequest("gpu_share", f"must be yes or no, got {value!r:.30}")

@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from corral.core.arrays import format_ranges
+from corral.core.features import FEATURE_PATTERN
 from corral.errors import InvalidRequest
 
 LEVELS = ("NV", "PIX", "PXB", "PHB", "NODE")
@@ -261,7 +262,6 @@ def topology_settings(node: Mapping[str, object], path: str) -> dict[str, object
     Raises:
         InvalidRequest: naming the setting, with an example.
     """
-    from corral.core.features import FEATURE_PATTERN
 
     out: dict[str, object] = {}
     if "nvlink" in node:
