@@ -158,33 +158,38 @@ class MonitorService:
                 if snapshot is not None:
                     self._ended[:0] = snapshot.ended  # looked at again next tick: no state alert is lost
 
-    async def _budget_alerts(self, loop: asyncio.AbstractEventLoop, warned: Sequence[tuple[Job, OverBudget]]) -> None:
-        """Alert of each sharing job just warned of going over its GPU memory budget. Its own failure is logged and
-        passed over: the rest of the tick (the GPUs' health) must still run."""
-        if not warned:
-            return
-        facts = [(job_facts(job), verdict) for job, verdict in warned]  # here, on the loop that changes the jobs
+    async def _fire(self, loop: asyncio.AbstractEventLoop, fire: Callable[..., None], items: Sequence[Any],
+                    what: str) -> bool:
+        """Record alerts with `fire` on the worker thread (it owns the evaluator); whether it did. A failure is logged
+        and passed over: the rest of the tick (the GPUs' health drains a failed GPU) must still run."""
+        if not items:
+            return True
         try:
-            await loop.run_in_executor(self.threads.worker, fire_over_budget, self.evaluator, facts, self.clock())
+            await loop.run_in_executor(self.threads.worker, fire, self.evaluator, items, self.clock())
         except Exception:  # noqa: BLE001
-            log.exception("could not record the GPU memory budget alerts of jobs %s", [job.id for job, _ in warned])
+            log.exception("could not record the alerts of %s", what)
+            return False
+        return True
+
+    async def _budget_alerts(self, loop: asyncio.AbstractEventLoop, warned: Sequence[tuple[Job, OverBudget]]) -> None:
+        """Alert of each sharing job just warned of going over its GPU memory budget."""
+        facts = [(job_facts(job), verdict) for job, verdict in warned]  # here, on the loop that changes the jobs
+        await self._fire(loop, fire_over_budget, facts, f"jobs {[job.id for job, _ in warned]} over their GPU budgets")
 
     async def _gpu_health(self, loop: asyncio.AbstractEventLoop, sampler: JobSampler) -> None:
         """Hand the GPUs' health to the job service (it drains a failed one); alert of each fault."""
         if sampler.gpus_time is None:
             return
         happened = self.jobs.gpu_health({r.index: r.health for r in sampler.gpus}, sampler.gpus_time)
-        faults = fatal(happened)
-        if faults:
-            await loop.run_in_executor(self.threads.worker, fire_gpu_faults, self.evaluator, faults, self.clock())
+        await self._fire(loop, fire_gpu_faults, fatal(happened), "GPU faults")
 
     async def _outside_alerts(self, loop: asyncio.AbstractEventLoop, sampler: JobSampler) -> None:
-        """Alert admins once of each process newly found on a GPU outside corral (while it stays, no more)."""
+        """Alert admins once of each process newly found on a GPU outside corral (while it stays, no more; one
+        whose alert could not be recorded is tried again next tick)."""
         now_seen = {(p.gpu, p.pid): p for p in sampler.outside}
         new = [p for key, p in now_seen.items() if key not in self._outside_seen]
-        self._outside_seen = set(now_seen)
-        if new:
-            await loop.run_in_executor(self.threads.worker, fire_outside, self.evaluator, new, self.clock())
+        if await self._fire(loop, fire_outside, new, "processes on GPUs outside corral"):
+            self._outside_seen = set(now_seen)
 
     def close(self) -> None:
         self.dispatcher.close()
