@@ -8,7 +8,7 @@ import pytest
 
 from corral.errors import InvalidRequest
 from corral.core.resources import DeclaredInventory
-from corral.executor.gpus import build_node, detect_gpus, machine_memory_mb, short_gpu_type
+from corral.executor.gpus import build_node, detected_facts, gpus_from_raw, machine_memory_mb, short_gpu_type
 
 
 @pytest.mark.parametrize("nvml_name, short", [
@@ -77,7 +77,7 @@ def test_a_replayed_first_frame_is_the_machines_gpus(tmp_path):
               "memory": {"total": 85520809984, "used": 0, "free": 85520809984}, "processes": []} for i in range(2)]
     replay = tmp_path / "frames.jsonl"
     replay.write_text(json.dumps(frame) + "\n" + json.dumps([{"index": 0}, {"index": 1}]) + "\n")
-    gpus = detect_gpus({"CORRAL_GPU_REPLAY": str(replay)})
+    gpus = gpus_from_raw(detected_facts({"CORRAL_GPU_REPLAY": str(replay)}))
     assert [(g.index, g.type, g.mem_mb, g.uuid, g.minor, g.capability, g.device_name) for g in gpus] == [
         (0, "H100", 81559, "GPU-0", 7, 9.0, "NVIDIA H100 80GB HBM3"),
         (1, "H100", 81559, "GPU-1", 6, 9.0, "NVIDIA H100 80GB HBM3"),
@@ -87,7 +87,7 @@ def test_a_replayed_first_frame_is_the_machines_gpus(tmp_path):
 def test_a_frame_recorded_without_facts_still_gives_the_gpus(tmp_path):
     replay = tmp_path / "frames.jsonl"
     replay.write_text(json.dumps([{"index": 0, "memory": {"total": 1024 ** 3}}]) + "\n")
-    (gpu,) = detect_gpus({"CORRAL_GPU_REPLAY": str(replay)})
+    (gpu,) = gpus_from_raw(detected_facts({"CORRAL_GPU_REPLAY": str(replay)}))
     assert (gpu.type, gpu.mem_mb, gpu.capability) == ("GPU", 1024, None)
 
 
@@ -96,5 +96,5 @@ def test_an_unreadable_replay_names_the_variable(tmp_path, text):
     replay = tmp_path / "frames.jsonl"
     replay.write_text(text)
     with pytest.raises(InvalidRequest) as caught:
-        detect_gpus({"CORRAL_GPU_REPLAY": str(replay)})
+        gpus_from_raw(detected_facts({"CORRAL_GPU_REPLAY": str(replay)}))
     assert caught.value.field == "CORRAL_GPU_REPLAY"

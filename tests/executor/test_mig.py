@@ -11,7 +11,7 @@ from corral.core.resources import Allocation
 from corral.core.states import JobState
 from corral.backends.local.settings import LaunchSettings
 from corral.executor.environment import job_environment
-from corral.executor.gpus import detect_gpus
+from corral.executor.gpus import detected_facts, gpus_from_raw
 from corral.executor.mig import caps_major, caps_minors, cuda_visible_devices, profile_of, raw_mig
 from corral.monitor.nvml import ReplayedGpus
 
@@ -55,7 +55,7 @@ def replay(tmp_path, frame: list[dict]) -> str:
 
 
 def test_a_gpu_in_mig_mode_gives_its_slices_as_gpus_typed_by_profile_after_the_whole_gpus(tmp_path):
-    gpus = detect_gpus({"CORRAL_GPU_REPLAY": replay(tmp_path, mig_frame())})
+    gpus = gpus_from_raw(detected_facts({"CORRAL_GPU_REPLAY": replay(tmp_path, mig_frame())}))
     assert [(g.index, g.type, g.mem_mb, g.uuid, g.parent, g.minor, g.capability) for g in gpus] == [
         (1, "A100", 81920, "GPU-bbbb", None, 1, 8.0),  # the whole GPU keeps NVML's index
         (2, "3g.40gb", 40960, MIG_3G, 0, 0, 8.0),  # slices: after the last GPU, on their parent's /dev/nvidia0

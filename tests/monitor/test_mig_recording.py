@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import pynvml
 
-from corral.executor.gpus import detect_gpus
+from corral.executor.gpus import detected_facts, gpus_from_raw
 from corral.monitor.nvml import NvmlReader, ReplayedGpus, main
 
 GIB = 1 << 30
@@ -80,7 +80,7 @@ def test_a_recorded_mig_machine_replays_as_its_slices(monkeypatch, capsys, tmp_p
     recorded = tmp_path / "frames.jsonl"
     recorded.write_text(capsys.readouterr().out)
 
-    gpus = detect_gpus({"CORRAL_GPU_REPLAY": str(recorded)})
+    gpus = gpus_from_raw(detected_facts({"CORRAL_GPU_REPLAY": str(recorded)}))
     assert [(g.index, g.type, g.mem_mb, g.uuid, g.parent, g.minor) for g in gpus] == [
         (1, "A100", 81920, "GPU-1", None, 1), (2, "4g.40gb", 40960, "MIG-4g", 0, 0), (3, "3g.40gb", 40960, "MIG-3g", 0, 0)]
     readings = {r.index: r for r in ReplayedGpus(str(recorded)).read()}

@@ -37,16 +37,6 @@ REPLAY_ENV = "CORRAL_GPU_REPLAY"
 frame's, and the monitor samples the frames (`corral.monitor.nvml`). What tests replay is what a GPU machine has."""
 
 
-def detect_gpus(environ: Mapping[str, str] | None = None) -> list[Gpu]:
-    """GPUs as NVML numbers them (PCI bus order), or as the first replayed frame lists them; empty where there
-    is no driver.
-
-    Raises:
-        InvalidRequest: CORRAL_GPU_REPLAY names a file without a readable first frame.
-    """
-    return gpus_from_raw(detected_facts(environ))
-
-
 def detected_facts(environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The GPUs' raw facts: the first replayed frame's (CORRAL_GPU_REPLAY), else NVML's (`read_inventory`)."""
     path = (os.environ if environ is None else environ).get(REPLAY_ENV)

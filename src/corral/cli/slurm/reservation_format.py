@@ -1,9 +1,10 @@
 """Reservations as Slurm prints them: `scontrol show reservation` (slurm_sprint_reservation_info's records)
-and `sinfo -T` (print_sinfo_reservation's table). Pure: the API's reservations and the time in, text out."""
+and `sinfo -T` (print_sinfo_reservation's table). Pure: the API's reservations in (each with the server's
+`state`, ACTIVE or INACTIVE), text out."""
 
 from __future__ import annotations
 
-from corral.cli.slurm.scontrol_format import _record
+from corral.cli.slurm.scontrol_format import record
 from corral.cli.slurm.values import full_duration, local_time, parse_iso
 
 TYPE_CHECKING = False
@@ -16,17 +17,11 @@ if TYPE_CHECKING:
 NULL = "(null)"  # what Slurm's printf of a NULL string shows
 
 
-def state(reservation: Reservation, now: float) -> str:
-    """ACTIVE from its start to its end (both included, as Slurm tests), INACTIVE otherwise."""
-    start, end = parse_iso(reservation["start"]) or 0.0, parse_iso(reservation["end"]) or 0.0
-    return "ACTIVE" if start <= now <= end else "INACTIVE"
+def show_reservations(reservations: Iterable[Reservation], *, one_liner: bool = False) -> str:
+    return "".join(show_reservation(r, one_liner=one_liner) for r in reservations)
 
 
-def show_reservations(reservations: Iterable[Reservation], *, now: float, one_liner: bool = False) -> str:
-    return "".join(show_reservation(r, now=now, one_liner=one_liner) for r in reservations)
-
-
-def show_reservation(reservation: Reservation, *, now: float, one_liner: bool = False) -> str:
+def show_reservation(reservation: Reservation, *, one_liner: bool = False) -> str:
     r = reservation
     start, end = parse_iso(r["start"]) or 0.0, parse_iso(r["end"]) or 0.0
     lines = [
@@ -36,10 +31,10 @@ def show_reservation(reservation: Reservation, *, now: float, one_liner: bool = 
         f"TRES={tres(r)}",
         f"AllowedPartitions={NULL} QOS={NULL}",
         f"Users={','.join(r['users']) or NULL} Groups={NULL} Accounts={','.join(r['accounts']) or NULL} "
-        f"Licenses={NULL} State={state(r, now)} BurstBuffer={NULL}",
+        f"Licenses={NULL} State={r['state']} BurstBuffer={NULL}",
         f"MaxStartDelay={NULL}",
     ]
-    return _record(lines, one_liner)
+    return record(lines, one_liner)
 
 
 def tres(reservation: Reservation) -> str:
@@ -48,7 +43,7 @@ def tres(reservation: Reservation) -> str:
     return ",".join([*parts, f"gres/gpu={len(reservation['gpus'])}"])
 
 
-def sinfo_reservations(reservations: Sequence[Reservation], *, now: float, header: bool = True) -> str:
+def sinfo_reservations(reservations: Sequence[Reservation], *, header: bool = True) -> str:
     """`sinfo -T`: one row each; none: Slurm's sentence."""
     if not reservations:
         return "No reservations in the system\n"
@@ -57,6 +52,6 @@ def sinfo_reservations(reservations: Sequence[Reservation], *, now: float, heade
             ] if header else []
     for r in reservations:
         start, end = parse_iso(r["start"]) or 0.0, parse_iso(r["end"]) or 0.0
-        rows.append(f"{r['name']:<{width}}  {state(r, now):>8}  {local_time(start):>19}  {local_time(end):>19}  "
+        rows.append(f"{r['name']:<{width}}  {r['state']:>8}  {local_time(start):>19}  {local_time(end):>19}  "
                     f"{full_duration(end - start):>11}  {r['node']}")
     return "\n".join(rows) + "\n"

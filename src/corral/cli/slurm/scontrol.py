@@ -101,7 +101,7 @@ def _show(words: list[str], one_liner: bool) -> int:
         sys.stdout.write(show_partitions(partitions, cluster.nodes(service), default=default, one_liner=one_liner))
         return 0
     if scontrol_reservations.is_reservation(entity):
-        return scontrol_reservations.show(name, one_liner, now)
+        return scontrol_reservations.show(name, one_liner)
     if entity in ("config", "configuration"):
         _, _, weights = cluster.partitions(service)
         settings = {"PriorityWeightAge": str(weights["age"]), "PriorityWeightFairShare": str(weights["fairshare"]),

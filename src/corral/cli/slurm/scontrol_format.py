@@ -276,7 +276,7 @@ def show_job(job: Job, *, now: float, one_liner: bool = False, priority: int | N
         kind = f"{gpu_type}:" if _simple(gpu_type) else ""
         per_task_gpus = job.get("gpus_per_task")
         lines.append(f"TresPerTask=gres:gpu:{kind}{per_task_gpus}" if per_task_gpus else f"TresPerNode=gres:gpu:{kind}{gpus}")
-    return _record(lines, one_liner, trailing=True)
+    return record(lines, one_liner, trailing=True)
 
 
 # Slurm's print_mail_type order; its ALL adds STAGE_OUT, which corral's ALL (these five) stands for too
@@ -336,7 +336,7 @@ def show_steps(job: Job, steps: Iterable[Mapping[str, Any]], *, batch: bool = Tr
     partition = job.get("partition") or "default"
     records = []
     if batch and not job.get("command"):
-        records.append(_record([
+        records.append(record([
             f"StepId={ref}.batch UserId={uid} StartTime={local_time(parse_iso(job.get('start_time')))} "
             "TimeLimit=UNLIMITED",
             f"State=RUNNING Partition={partition} NodeList={node}",
@@ -346,7 +346,7 @@ def show_steps(job: Job, steps: Iterable[Mapping[str, Any]], *, batch: bool = Tr
     for step in steps:
         if step.get("state") != "RUNNING":
             continue
-        records.append(_record([
+        records.append(record([
             f"StepId={ref}.{step.get('step_id')} UserId={uid} "
             f"StartTime={local_time(parse_iso(step.get('start_time')))} TimeLimit=UNLIMITED",
             f"State=RUNNING Partition={partition} NodeList={node}",
@@ -355,7 +355,7 @@ def show_steps(job: Job, steps: Iterable[Mapping[str, Any]], *, batch: bool = Tr
     return "".join(records)
 
 
-def _record(lines: Sequence[str], one_liner: bool, *, trailing: bool = False) -> str:
+def record(lines: Sequence[str], one_liner: bool, *, trailing: bool = False) -> str:
     """Slurm's record: lines joined by `\\n   ` (by a space with -o), then a blank line (a newline with -o).
 
     `trailing`: a job's record ends with one more separator (Slurm's job printer adds it after the last key).
@@ -494,7 +494,7 @@ def show_node(node: Node, *, partitions: Sequence[str], now: float, one_liner: b
     if node.get("reason"):
         by = f" [{node['reason_by']}@{local_time(parse_iso(node.get('reason_at')))}]" if node.get("reason_by") else ""
         lines.append(f"Reason={node['reason']}{by}")
-    return _record(lines, one_liner)
+    return record(lines, one_liner)
 
 
 # ---------------------------------------------------------------- partitions
@@ -540,7 +540,7 @@ def show_partition(partition: Partition, nodes: Sequence[Node], *, default: str 
         "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
         f"TRES=cpu={cpus},mem={size(mem)},node={len(members)},billing={cpus}",
     ]
-    return _record(lines, one_liner)
+    return record(lines, one_liner)
 
 
 def partition_nodes(partition: Partition, nodes: Sequence[Node]) -> list[Node]:

@@ -132,7 +132,7 @@ def delete(words: Sequence[str]) -> int:
     return 0
 
 
-def show(name: str | None, one_liner: bool, now: float) -> int:
+def show(name: str | None, one_liner: bool) -> int:
     reservations = server().ask("GET", "/api/v1/reservations")
     if name is not None:
         reservations = [r for r in reservations if r["name"] == name]
@@ -142,7 +142,7 @@ def show(name: str | None, one_liner: bool, now: float) -> int:
     if not reservations:
         print("No reservations in the system")
         return 0
-    sys.stdout.write(show_reservations(reservations, now=now, one_liner=one_liner))
+    sys.stdout.write(show_reservations(reservations, one_liner=one_liner))
     return 0
 
 

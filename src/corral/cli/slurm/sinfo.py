@@ -37,8 +37,8 @@ def main(argv: Sequence[str]) -> int:
     if given.get("reservation"):  # -T: the reservations, not the nodes
         from corral.cli.slurm.reservation_format import sinfo_reservations
 
-        sys.stdout.write(sinfo_reservations(service.ask("GET", "/api/v1/reservations"), now=time.time(),
-                                            header=not given.get("noheader")))
+        reservations = service.ask("GET", "/api/v1/reservations")
+        sys.stdout.write(sinfo_reservations(reservations, header=not given.get("noheader")))
         return 0
     nodes = cluster.nodes(service)
     partitions, default, _ = cluster.partitions(service)
