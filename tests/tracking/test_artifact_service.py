@@ -118,13 +118,13 @@ def test_deleting_a_directory_unlinks_all_under_it_and_frees_blobs_nothing_else_
     run_scenario(tmp_path, scenario)
 
 
-def test_put_checks_the_quota_against_the_whole_file_unless_told_the_file_is_the_owners_already(tmp_path):
+def test_a_stream_is_held_to_the_quota_as_a_whole_but_files_taken_in_are_held_to_no_limit(tmp_path):
     async def scenario(tracking, service) -> None:
         run, _ = await tracking.create_run({"project": "mlflow"})
         with pytest.raises(InvalidRequest, match="user_artifact_quota_mb"):
-            await service.put(run["id"], "alice", "a.bin", iter([b"x" * 60, b"x" * 60]))
+            await service.put_stream(run["id"], "alice", "a.bin", pieces(b"x" * 60, b"x" * 60))
         assert blobs(tmp_path) == [] and os.listdir(tmp_path / "artifacts" / "tmp") == []
-        artifact = await service.put(run["id"], "alice", "a.bin", iter([b"x" * 300]), within_limits=False)
+        artifact = await service.take_in(run["id"], "alice", "a.bin", iter([b"x" * 300]))
         assert (artifact["path"], artifact["size"], artifact["stored"]) == ("a.bin", 300, True)
 
     run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=100))
@@ -244,3 +244,29 @@ def test_resumable_uploads_begun_together_are_held_to_the_quota_as_they_end(tmp_
         assert await tracking.stored_bytes("alice") == 70 and len(blobs(tmp_path)) == 1
 
     run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=100))
+
+
+@pytest.mark.parametrize("quota", [1000, None])
+def test_an_upload_reads_the_artifact_it_replaces_once_where_it_links_and_up_front_only_for_a_quota(tmp_path, quota):
+    async def scenario(tracking, service) -> None:
+        run, _ = await tracking.create_run({"project": "p"})
+        await service.put_stream(run["id"], "alice", "latest.json", pieces(b"a" * 60))
+        reads = []
+        artifact = tracking.artifact
+
+        async def counted(run_id, path):
+            reads.append(path)
+            return await artifact(run_id, path)
+
+        tracking.artifact = counted
+        await service.put_stream(run["id"], "alice", "latest.json", pieces(b"b" * 60))
+        assert reads == ["latest.json"] * (2 if quota else 1)  # up front (for the quota), then under the lock
+        assert blobs(tmp_path) == [hashlib.sha256(b"b" * 60).hexdigest()]  # the one it replaced is gone
+        reads.clear()
+        data = b"c" * 60
+        begun = await service.begin_upload(run["id"], "alice", {"path": "latest.json", "size": len(data),
+                                                                 "sha256": hashlib.sha256(data).hexdigest()})
+        await service.append(run["id"], "alice", begun["upload_id"], 0, data)
+        assert reads == ["latest.json"] * (2 if quota else 1)
+
+    run_scenario(tmp_path, scenario, ArtifactLimits(max_file_bytes=200, user_quota_bytes=quota))

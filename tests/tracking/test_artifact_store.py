@@ -16,17 +16,28 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_put_names_a_blob_by_its_content_and_keeps_one_copy(tmp_path):
+def write(store: ArtifactStore, chunks: list[bytes], max_bytes: int | None = None) -> tuple[str, int]:
+    """The chunks through a writer into a blob, as the artifact service streams them; (sha256, size)."""
+    writer = store.writer(max_bytes)
+    try:
+        for chunk in chunks:
+            writer.write(chunk)
+        return writer.finish()
+    finally:
+        writer.discard()
+
+
+def test_a_writer_names_a_blob_by_its_content_and_keeps_one_copy(tmp_path):
     store = ArtifactStore(str(tmp_path))
-    first = store.put([b"hello ", b"world"])
+    first = write(store, [b"hello ", b"world"])
     assert first == (sha(b"hello world"), 11)
-    assert store.put([b"hello world"]) == first
+    assert write(store, [b"hello world"]) == first
     assert os.listdir(os.path.join(tmp_path, "blobs", first[0][:2])) == [first[0]]
     with store.open(first[0]) as f:
         f.seek(6)
         assert f.read() == b"world"
     with pytest.raises(InvalidRequest):
-        store.put([b"x" * 10], max_bytes=5)
+        write(store, [b"x" * 10], max_bytes=5)
     assert os.listdir(os.path.join(tmp_path, "tmp")) == []
     assert store.remove(first[0]) and not store.has(first[0])
     with pytest.raises(NotFound):

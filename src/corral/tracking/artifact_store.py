@@ -4,7 +4,7 @@
                                    however many runs link it)
     <root>/uploads/<id>.part       the bytes of an upload so far (its length is the offset to resume at)
     <root>/uploads/<id>.json       what the upload will be: {"sha256", "size", ...the caller's meta}
-    <root>/tmp/                    `put`'s streams while they are written
+    <root>/tmp/                    `writer`'s blobs while they are written
 
 Nothing here knows runs or users: the tracking service decides who may upload what and links a
 blob to a run (`corral.tracking.artifacts`). Blobs are written whole (a temporary file, fsync,
@@ -12,8 +12,8 @@ rename), so a blob that exists is complete and its name is its content's hash. E
 blocking file I/O: call it off the event loop.
 
 The interface other parts use (the MLflow routes included):
-    put(chunks, max_bytes) -> (sha256, size)    a stream of bytes into a blob
-    writer(max_bytes) -> BlobWriter              the same a piece at a time: write(chunk)..., finish()
+    writer(max_bytes) -> BlobWriter              bytes into a blob a piece at a time: write(chunk)...,
+                                                 finish() -> (sha256, size)
     open(sha256) -> file                         read it (seek for ranges)
     has(sha256), size(sha256), remove(sha256)
     begin(id, sha256, size, meta) -> offset      a resumable upload: where to continue
@@ -82,20 +82,6 @@ class ArtifactStore:
         except FileNotFoundError:
             raise NotFound(f"the artifact store has no blob {sha256[:12]}…") from None
 
-    def put(self, chunks: Iterable[bytes], max_bytes: int | None = None) -> tuple[str, int]:
-        """Write a stream into a blob; (sha256, size). Content already stored is not kept twice.
-
-        Raises:
-            InvalidRequest: the stream passed `max_bytes` (nothing is kept).
-        """
-        writer = self.writer(max_bytes)
-        try:
-            for chunk in chunks:
-                writer.write(chunk)
-            return writer.finish()
-        finally:
-            writer.discard()
-
     def writer(self, max_bytes: int | None = None) -> BlobWriter:
         """A blob written a piece at a time (what an async caller feeds from its request stream,
         each `write` off the event loop), installed by `finish`; `discard` drops what is unfinished."""
@@ -138,7 +124,7 @@ class ArtifactStore:
             return 0
 
     def sweep(self) -> int:
-        """Drop the uploads (and `put`'s leftovers) untouched for UPLOAD_TTL_S; how many files went."""
+        """Drop the uploads (and `writer`'s leftovers) untouched for UPLOAD_TTL_S; how many files went."""
         now = self.clock()
         self._swept = now
         gone = 0
@@ -197,7 +183,7 @@ class ArtifactStore:
                 os.fsync(f.fileno())
             if written < size:
                 return written, None
-            if _hash_file(part) != sha:
+            if hash_file(part) != sha:
                 _unlink(part)
                 _unlink(info)
                 raise InvalidRequest("sha256", f"the bytes received do not hash to {sha}",
@@ -277,7 +263,8 @@ class BlobWriter:
         _unlink(self._tmp)
 
 
-def _hash_file(path: str) -> str:
+def hash_file(path: str) -> str:
+    """The sha256 (hex) of the file's content."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(_READ):

@@ -17,9 +17,9 @@ must not be enough to read someone's file), and the store still keeps one copy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
-import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -107,7 +107,8 @@ class ArtifactService:
         async with self._gc:
             if await self.tracking.blob_linked(sha, user=owner) and await asyncio.to_thread(self.store.size, sha) == size:
                 return {"complete": True, "offset": size, "size": size,
-                        "artifact": await self._link(run_id, path, type_, size, sha, step=step, caption=caption)}
+                        "artifact": await self._link(run_id, path, type_, size, sha, await self._existing(run_id, path),
+                                                     step=step, caption=caption)}
         upload_id = hashlib.sha256(f"{run_id}\0{path}\0{sha}".encode()).hexdigest()[:32]
         meta = {"run_id": run_id, "path": path, "type": type_, "step": step, "caption": caption}
         offset = await asyncio.to_thread(self.store.begin, upload_id, sha, size, meta)
@@ -128,40 +129,41 @@ class ArtifactService:
             raise NotFound(f"run {run_id} has no upload {upload_id}")
         last = offset + len(data) >= int(meta["size"])  # the chunk that makes (or finds) the blob, then links it
         async with self._gc if last else contextlib.nullcontext():
+            replaced = await self._existing(run_id, meta["path"]) if last else None
             if last:
-                await self._check_limits(owner, int(meta["size"]), await self._replacing(run_id, meta["path"]))
+                await self._check_limits(owner, int(meta["size"]), _stored_size(replaced))
             offset, sha = await asyncio.to_thread(self.store.append, upload_id, offset, [data] if data else [])
             if sha is None:
                 return {"complete": False, "upload_id": upload_id, "offset": offset, "size": meta["size"]}
-            artifact = await self._link_or_drop(run_id, meta["path"], meta["type"], offset, sha, step=meta.get("step"),
-                                                caption=meta.get("caption"))
+            artifact = await self._link_or_drop(run_id, meta["path"], meta["type"], offset, sha, replaced,
+                                                step=meta.get("step"), caption=meta.get("caption"))
         return {"complete": True, "offset": offset, "size": offset, "artifact": artifact}
 
-    async def put(self, run_id: int, owner: str, path: str, chunks: Iterator[bytes], type_: str = "file", *,
-                  within_limits: bool = True) -> dict[str, Any]:
-        """Store a whole stream (read off the event loop) as the run's artifact `path` in one go; the
-        artifact. `within_limits=False` takes files that are the owner's already (an older corral's
-        MLflow uploads), which a quota lowered since must not lose.
+    async def take_in(self, run_id: int, owner: str, path: str, chunks: Iterator[bytes],
+                      type_: str = "file") -> dict[str, Any]:
+        """Store a whole stream (read off the event loop) as the run's artifact `path`, held to no
+        limit: an older corral's files (its MLflow uploads), which the owner has already and which a
+        quota lowered since must not lose; the artifact.
 
         Raises:
-            InvalidRequest: a bad name, over the size limit or the owner's quota.
+            InvalidRequest: a bad name.
         """
         path = check_artifact_name(path)
-        if within_limits:
-            await self._check_limits(owner, 0)
-        writer = await asyncio.to_thread(self.store.writer, self.limits.max_file_bytes if within_limits else None)
+        writer = await asyncio.to_thread(self.store.writer, None)
         try:
             await asyncio.to_thread(_write_all, writer, chunks)
-            return await self._finish(run_id, owner, path, type_, writer, within_limits=within_limits)
+            await asyncio.to_thread(writer.seal)
+            async with self._gc:
+                return await self._install(run_id, path, type_, writer, await self._existing(run_id, path))
         finally:
             await asyncio.to_thread(writer.discard)
 
     async def put_stream(self, run_id: int, owner: str, path: str, stream: AsyncIterator[bytes],
                          type_: str = "file", declared: int | None = None) -> dict[str, Any]:
-        """`put` for a request's body as it arrives (`request.stream()`, as MLflow's artifact routes
-        take it): each piece is written off the event loop, and nothing of a refused or broken stream
-        is kept; the artifact. `declared`: the body's Content-Length, checked against the limits before
-        any of it is read.
+        """Store a request's body as it arrives (`request.stream()`, as MLflow's artifact routes take
+        it) as the run's artifact `path`: each piece is written off the event loop, and nothing of a
+        refused or broken stream is kept; the artifact. `declared`: the body's Content-Length, checked
+        against the limits before any of it is read.
 
         Raises:
             InvalidRequest: a bad name, over the size limit or the owner's quota.
@@ -177,48 +179,57 @@ class ArtifactService:
         finally:
             await asyncio.to_thread(writer.discard)
 
-    async def _finish(self, run_id: int, owner: str, path: str, type_: str, writer: BlobWriter, *,
-                      within_limits: bool = True) -> dict[str, Any]:
+    async def _finish(self, run_id: int, owner: str, path: str, type_: str, writer: BlobWriter) -> dict[str, Any]:
         await asyncio.to_thread(writer.seal)  # its fsync outside the lock: a large file's must not hold up the rest
         async with self._gc:
-            if within_limits:  # the quota, now that the size is known (under the lock: uploads ending together
-                await self._check_limits(owner, writer.size, await self._replacing(run_id, path))  # count in turn)
-            sha, size = await asyncio.to_thread(writer.finish)
-            return await self._link_or_drop(run_id, path, type_, size, sha)
+            replaced = await self._existing(run_id, path)
+            # the quota, now that the size is known (under the lock: uploads ending together count in turn)
+            await self._check_limits(owner, writer.size, _stored_size(replaced))
+            return await self._install(run_id, path, type_, writer, replaced)
 
-    async def _link_or_drop(self, run_id: int, path: str, type_: str, size: int, sha: str, step: int | None = None,
+    async def _install(self, run_id: int, path: str, type_: str, writer: BlobWriter,
+                       replaced: dict[str, Any] | None) -> dict[str, Any]:
+        """The written blob installed and linked under `path` (the caller holds `_gc`); the artifact."""
+        sha, size = await asyncio.to_thread(writer.finish)
+        return await self._link_or_drop(run_id, path, type_, size, sha, replaced)
+
+    async def _link_or_drop(self, run_id: int, path: str, type_: str, size: int, sha: str,
+                            replaced: dict[str, Any] | None, step: int | None = None,
                             caption: str | None = None) -> dict[str, Any]:
         """`_link`, and where the link fails (the run was deleted meanwhile), the blob made for it goes again if
         nothing else links it: no quota counts a blob no run links, so it must not stay on disk."""
         try:
-            return await self._link(run_id, path, type_, size, sha, step=step, caption=caption)
+            return await self._link(run_id, path, type_, size, sha, replaced, step=step, caption=caption)
         except BaseException:
             await self._remove_unlinked(sha)
             raise
 
-    async def _link(self, run_id: int, path: str, type_: str, size: int, sha: str, step: int | None = None,
-                    caption: str | None = None) -> dict[str, Any]:
-        """Link the blob under `path` (the caller holds `_gc`); the blob it replaces there goes if
-        nothing links it any more (a file logged again each epoch must not keep every version)."""
-        try:
-            replaced = await self.tracking.artifact(run_id, path)
-        except NotFound:
-            replaced = None
+    async def _link(self, run_id: int, path: str, type_: str, size: int, sha: str, replaced: dict[str, Any] | None,
+                    step: int | None = None, caption: str | None = None) -> dict[str, Any]:
+        """Link the blob under `path` (the caller holds `_gc`, and read `replaced`, the artifact there
+        now, under it); the blob it replaces goes if nothing links it any more (a file logged again each
+        epoch must not keep every version)."""
         artifact = await self.tracking.link_blob(run_id, path=path, type_=type_, size=size, sha256=sha, step=step,
                                                  caption=caption)
         if replaced is not None and replaced["stored"] and replaced["sha256"] != sha:
             await self._remove_unlinked(replaced["sha256"])
         return artifact
 
-    async def _replacing(self, run_id: int, path: str) -> int:
-        """The bytes of the uploaded artifact a new one under `path` replaces (0: none): the quota counts the change."""
+    async def _existing(self, run_id: int, path: str) -> dict[str, Any] | None:
+        """The run's artifact `path` (None: there is none), which a new one there replaces."""
         try:
-            found = await self.tracking.artifact(run_id, path)
+            return await self.tracking.artifact(run_id, path)
         except NotFound:
-            return 0
-        return int(found["size"] or 0) if found["stored"] else 0
+            return None
+
+    async def _replacing(self, run_id: int, path: str) -> int:
+        """For a check before the lock: the bytes of the uploaded artifact a new one under `path` replaces, read
+        only where there is a quota to count them against."""
+        return _stored_size(await self._existing(run_id, path)) if self.limits.user_quota_bytes is not None else 0
 
     async def _check_limits(self, owner: str, size: int, replacing: int = 0) -> None:
+        """Refuse `size` bytes over the size limit or the owner's quota; the quota counts the change: less the
+        `replacing` bytes of the uploaded artifact they replace."""
         limit = self.limits.max_file_bytes
         if limit is not None and size > limit:
             raise InvalidRequest("size", f"{size:,} bytes is over the server's limit of {limit:,} bytes per artifact",
@@ -310,3 +321,8 @@ class ArtifactService:
 def _write_all(writer: BlobWriter, chunks: Iterator[bytes]) -> None:
     for chunk in chunks:
         writer.write(chunk)
+
+
+def _stored_size(artifact: dict[str, Any] | None) -> int:
+    """The bytes an artifact holds in the store (a registered file holds none there)."""
+    return int(artifact["size"] or 0) if artifact is not None and artifact["stored"] else 0

@@ -14,7 +14,6 @@ from there; run again, it finds nothing left to do (what it could not take stays
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import re
@@ -22,13 +21,13 @@ import stat
 from collections.abc import Iterator
 from corral.core.artifact_names import check_artifact_name
 from corral.errors import CorralError, InvalidRequest, NotFound
-from corral.tracking.artifacts import ArtifactService
+from corral.tracking.artifact_store import hash_file
+from corral.tracking.artifacts import STREAM_CHUNK, ArtifactService
 
 log = logging.getLogger("corral.tracking")
 
 _UID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _OLD_TEMP_PREFIX = ".corral-upload-"  # an older corral's upload cut short: never a whole file
-_READ = 1 << 20
 
 
 def artifact_target(path: str) -> tuple[str, str]:
@@ -89,8 +88,8 @@ async def _import_one(artifacts: ArtifactService, run_id: int, owner: str, name:
     except NotFound:
         known = None
     if known is None:
-        await artifacts.put(run_id, owner, name, _chunks(path), within_limits=False)
-    elif not known["stored"] or known["sha256"] != await asyncio.to_thread(_sha256, path):
+        await artifacts.take_in(run_id, owner, name, _chunks(path))
+    elif not known["stored"] or known["sha256"] != await asyncio.to_thread(hash_file, path):
         log.warning("MLflow artifact %s of run %d stays in %s: the run has another artifact of that name",
                     name, run_id, path)
         return False
@@ -121,15 +120,8 @@ def _files_under(base: str) -> Iterator[tuple[str, str]]:
 
 def _chunks(path: str) -> Iterator[bytes]:
     with open(path, "rb") as f:
-        while chunk := f.read(_READ):
+        while chunk := f.read(STREAM_CHUNK):
             yield chunk
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    for chunk in _chunks(path):
-        digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _remove_empty_dirs(top: str) -> None:
