@@ -286,7 +286,7 @@ class MlflowTracking:
             self.tracking.notify([changed])
 
     def _active(self, conn: Connection, run_id: int) -> None:
-        if X.lifecycles(conn, [run_id])[run_id] != X.ACTIVE:
+        if X.lifecycle(conn, run_id) != X.ACTIVE:
             raise InvalidRequest("run_id", f"The run {run_id} must be in the 'active' state. Current state is deleted.")
 
     async def search_runs(self, body: dict[str, Any]) -> dict[str, Any]:
