@@ -88,10 +88,11 @@ class Client:
             body["script"] = script
         return self._request("POST", "/api/v1/forecast", body)
 
-    def resubmit(self, job_id: int | str, **changes: Any) -> dict[str, Any]:
-        """Run a job again as this client's user (its owner or an admin), with `changes` (submit fields; `env` and
-        `labels` are merged into the job's own); the new job's `parent` is `job_id`."""
-        return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/resubmit", changes)
+    def resubmit(self, job_id: int | str, *, confirm_owner: str | None = None, **changes: Any) -> dict[str, Any]:
+        """Run a job again as its owner (for its owner, or an admin naming the owner in `confirm_owner`), with `changes`
+        (submit fields; `env` and `labels` merged into the job's own); the new job's `parent` is `job_id`."""
+        body = changes if confirm_owner is None else {**changes, "confirm_owner": confirm_owner}
+        return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/resubmit", body)
 
     def sweep(self, command: Sequence[str], params: Mapping[str, Any] | Sequence[str], *, samples: int | None = None,
               seed: int | None = None, method: str | None = None, concurrency: int | None = None,

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from corral.cli.main import cli
+from tests.api.test_relaunch_api import owners_hostname_job
 
 
 @pytest.fixture
@@ -81,3 +82,49 @@ def test_the_real_program_runs_sweep_and_resubmit(server_factory, short_tmp):
                            text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr  # a sweep run again whole is a sweep again
     assert [t["values"] for t in json.loads(shown.stdout)["tasks"]] == answer["tasks"]
+
+
+def _corral_at_a_terminal(argv: list[str], env: dict[str, str], answer: bytes) -> subprocess.CompletedProcess[str]:
+    """The real program with a terminal for stdin, `answer` typed into it."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        os.close(slave)
+        os.write(master, answer)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def test_an_admins_resubmit_of_anothers_job_says_whose_it_is_and_runs_it_as_them(server_factory, os_users, shared_dir):
+    alice = os_users[0]
+    server = server_factory(gpus=1, home=os.path.join(shared_dir, "home"))
+    first = owners_hostname_job(server, shared_dir, alice)
+    env = {**os.environ, "CORRAL_HOME": server.home}  # root, on the socket: an admin
+    corral = [sys.executable, "-m", "corral.cli"]
+    ref = str(first.job_id)
+
+    refused = subprocess.run([*corral, "resubmit", ref], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert f"job {ref} is {alice}'s: it runs again as {alice}" in refused.stderr and "--yes" in refused.stderr
+    declined = _corral_at_a_terminal([*corral, "resubmit", ref], env, b"n\n")
+    assert declined.returncode == 1 and f"Run it again as {alice}? [y/N]" in declined.stderr, declined.stderr
+    assert "not run again" in declined.stderr
+
+    typed = _corral_at_a_terminal([*corral, "resubmit", ref], env, b"y\n")
+    assert typed.returncode == 0, typed.stderr
+    assert typed.stdout.strip() == f"Submitted batch job {first.job_id + 1} (a rerun of job {ref}, as {alice})"
+    flagged = subprocess.run([*corral, "resubmit", ref, "--yes", "--parsable"], env=env, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=60)
+    assert flagged.returncode == 0, flagged.stderr
+    assert flagged.stdout.strip() == str(first.job_id + 2) and f"running it again as {alice}" in flagged.stderr
+    with server.client() as client:
+        for job_id in (first.job_id + 1, first.job_id + 2):
+            job = client.wait(job_id, timeout=60)
+            assert (job["state"], job["user"], job["parent"]) == ("COMPLETED", alice, first.job_id)
+    assert first.ran_as() == [first.uid] * 3  # the owner's fake hostname, as the owner: never uid 0
+    shown = subprocess.run([*corral, "show", str(first.job_id + 1)], env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert f"run again (of job {ref}) by root" in shown.stdout, shown.stdout

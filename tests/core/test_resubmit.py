@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from corral.core.resubmit import parse_sets, request_of, with_changes
+from corral.core.resubmit import CONFIRM_OWNER, check_owner_confirmed, parse_sets, request_of, with_changes
 from corral.core.spec import build_spec
 from corral.errors import InvalidRequest
 
@@ -34,12 +34,24 @@ def test_changes_replace_every_spelling_and_merge_env_and_labels():
     assert script.command == () and script.script is not None
 
 
-def test_a_task_runs_again_alone_and_another_user_gets_none_of_the_owners_identity():
+def test_a_task_runs_again_alone_as_its_owner_with_the_owners_files():
     first = _build({"command": ["x"], "array": "0-9", "env": {"HOME": "/home/alice", "X": "1"}, "stdout": "/o/%j"})
-    request = request_of(replace(first), task_id=3, same_user=False)
+    request = request_of(replace(first), task_id=3)
     assert request["array"] == "3"
-    assert "HOME" not in request["env"] and request["env"]["X"] == "1"
-    assert "stdout" not in request and "account" not in request
+    assert request["env"] == {"HOME": "/home/alice", "X": "1"} and request["stdout"] == "/o/%j"
+
+
+def test_anyone_but_the_owner_must_name_the_owner_to_run_a_job_again():
+    check_owner_confirmed("5", "alice", "alice", None)  # the owner's own rerun: nothing to confirm
+    check_owner_confirmed("5", "alice", "alice", "alice")
+    check_owner_confirmed("5", "alice", "root", "alice")
+    for confirmed in (None, "bob", "", 7, ["alice"]):
+        with pytest.raises(InvalidRequest) as exc:
+            check_owner_confirmed("5", "alice", "root", confirmed)
+        assert exc.value.field == CONFIRM_OWNER == "confirm_owner"
+        assert '"confirm_owner": "alice"' in exc.value.hint
+    with pytest.raises(InvalidRequest):
+        check_owner_confirmed("5", "alice", "alice", "bob")  # a wrong name is wrong for the owner too
 
 
 def test_an_interactive_job_cannot_run_again():

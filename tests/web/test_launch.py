@@ -4,9 +4,13 @@ and the sweep page (its table sorted, its parallel-coordinates chart, the best c
 
 from __future__ import annotations
 
+import os
 import sys
 
-from tests.api.test_relaunch_api import SWEEP_TASK
+import pytest
+
+from corral.errors import NotFound
+from tests.api.test_relaunch_api import SWEEP_TASK, owners_hostname_job
 from tests.web.conftest import screenshot
 
 
@@ -61,6 +65,56 @@ def test_a_new_job_from_the_form_with_its_mistake_shown_beside_the_field(server_
         changed = client.get(changed_id)
     assert (changed["parent"], changed["time_limit_s"], changed["gpus"]) == (job_id, 1200, 1)
     assert changed["command"] == ["sh", "-c", "echo from the form"]
+
+
+def test_run_again_on_another_users_job_names_its_owner_asks_and_runs_it_as_them(server_factory, os_users,
+                                                                                   shared_dir, page):
+    alice = os_users[0]
+    server = server_factory(gpus=1, home=os.path.join(shared_dir, "home"))
+    first = owners_hostname_job(server, shared_dir, alice)
+    with server.client() as client:
+        page.goto(server.url + f"/jobs/{first.job_id}")  # this browser is root's, on the server's machine: an admin
+        again = page.locator(f"[data-testid=rerun][data-owner={alice}]")
+        again.wait_for(timeout=15_000)
+        assert again.inner_text() == f"Run again as {alice}…"
+        again.click()
+        confirm = page.locator("[data-testid=rerun-confirm]")
+        confirm.wait_for(timeout=10_000)
+        assert page.locator("[data-testid=rerun-owner]").inner_text() == alice
+        assert f"runs again as {alice}" in confirm.inner_text() and "not as you (root)" in confirm.inner_text()
+        screenshot(page, "rerun-confirm-owner")
+        with pytest.raises(NotFound):
+            client.get(first.job_id + 1)  # asked, not sent
+        page.click("[data-testid=rerun-confirm-no]")
+        again.click()
+        page.click("[data-testid=rerun-confirm-yes]")
+        page.wait_for_url(server.url + f"/jobs/{first.job_id + 1}", timeout=10_000)
+        asked = page.locator("[data-testid=timeline] [data-event=run_again]")
+        asked.wait_for(timeout=10_000)
+        assert "by root" in asked.inner_text() and asked.locator("a").get_attribute("href") == f"/jobs/{first.job_id}"
+        job = client.wait(first.job_id + 1, timeout=60)
+        assert (job["state"], job["user"], job["parent"]) == ("COMPLETED", alice, first.job_id)
+        assert first.ran_as() == [first.uid] * 2  # the owner's fake hostname ran as the owner, never as uid 0
+
+        # Run again with changes: the form says whose job it is, and sends nothing until the box is ticked
+        page.goto(server.url + f"/new?from={first.job_id}")
+        box = page.locator("[data-testid=field-confirm-owner]")
+        box.wait_for(timeout=15_000)
+        submit = page.locator("[data-testid=new-job-submit]")
+        assert submit.inner_text() == f"Run again as {alice}"
+        page.fill("[data-testid=field-time]", "7")
+        submit.click()
+        error = page.locator("[data-testid=field-error-confirm-owner]")
+        error.wait_for(timeout=10_000)
+        assert alice in error.inner_text()
+        with pytest.raises(NotFound):
+            client.get(first.job_id + 2)
+        box.check()
+        submit.click()
+        page.wait_for_url(server.url + f"/jobs/{first.job_id + 2}", timeout=10_000)
+        job = client.wait(first.job_id + 2, timeout=60)
+        assert (job["state"], job["user"], job["time_limit_s"]) == ("COMPLETED", alice, 420)
+        assert first.ran_as() == [first.uid] * 3
 
 
 def test_the_sweep_page_ranks_tasks_draws_them_and_names_the_best(server_factory, short_tmp, page):

@@ -16,6 +16,7 @@ from corral.core.events import timeline
 from corral.core.identity import Caller
 from corral.core.job import Job
 from corral.core.job_fields import JobFields
+from corral.core.resubmit import CONFIRM_OWNER
 from corral.core.spec import UPDATE_FIELDS
 from corral.core.states import JobState
 from corral.errors import Conflict, InvalidRequest
@@ -203,11 +204,13 @@ async def job_terminal(request: Request, job_id: str = JobRef) -> Response:
 
 
 @router.post("/{job_id}/resubmit", response_model=JobOut, status_code=201, responses={403: {"model": ErrorOut}},
-             summary="Run a job again, with changes, as the caller (its owner or an admin); the new job's `parent` is it")
+             summary="Run a job again, with changes, as its owner (for its owner or an admin, who sends "
+                     '`"confirm_owner": "<owner>"`); the new job\'s `parent` is it')
 async def resubmit_job(request: Request, job_id: str = JobRef) -> Response:
     raw = await request.body()
     changes = json_object(raw, bytes_in=SUBMITTED_ENVIRONMENT) if raw.strip() else {}
-    job = await _service(request).resubmit(job_id, changes, caller_of(request))
+    confirm_owner = changes.pop(CONFIRM_OWNER, None)
+    job = await _service(request).resubmit(job_id, changes, caller_of(request), confirm_owner)
     view = job.to_dict()
     view["warnings"] = list(job.spec.warnings)
     return _json(view, 201)

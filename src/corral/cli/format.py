@@ -151,6 +151,8 @@ def event_text(event: dict[str, Any]) -> str:
         return f"{at} started on {event['node']}"
     if kind == "cancelled" and event.get("by_user"):
         return f"{at} cancelled by {event['by_user']}"
+    if kind == "run_again":
+        return f"{at} run again (of job {event.get('of_job')}) by {event.get('by_user')}"
     if kind == "ended" and event.get("state"):
         return f"{at} ended {event['state']}"
     return f"{at} {kind}"

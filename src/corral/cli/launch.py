@@ -4,10 +4,12 @@ array; `sweep show ID`). Quick commands like `submit`, whose options they share 
 from __future__ import annotations
 
 import os
+import sys
 
 from corral.cli.jobs import JOB_OPTIONS, Call, _key_values, _out, _query, _warn, job_ref, run
 from corral.cli.options import FLAG, INT, Command, Opt, UsageError
-from corral.cli.terminal import print_json
+from corral.cli.terminal import escape, flush_stdout, print_json
+from corral.errors import CorralError, InvalidRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,11 +19,13 @@ if TYPE_CHECKING:
 # what a rerun may change: submit's options, but not what only a first submit says
 _RERUN_OPTIONS = [o for o in JOB_OPTIONS if o.key not in ("wrap", "condor")]
 
-RESUBMIT = Command("resubmit", "Run a job again as you (its owner or an admin), with changes: `resubmit ID [--set "
-                   "KEY=VALUE ...] [submit options] [-- CMD ARGS]`. The new job's parent is ID.", [
+RESUBMIT = Command("resubmit", "Run a job again as its owner (for its owner or an admin), with changes: `resubmit ID "
+                   "[--set KEY=VALUE ...] [submit options] [-- CMD ARGS]`. The new job's parent is ID.", [
     Opt("--set", key="sets", many=True, metavar="KEY=VALUE", help="Change a field (time=2h, gpus=2, env.LR=3e-4, "
         "label.try=2; a submit field's name); repeatable."),
     *_RERUN_OPTIONS,
+    Opt("-y", "--yes", key="yes", kind=FLAG, help="Another user's job (an admin's rerun): run it again as its owner "
+        "without asking."),
     Opt("--parsable", kind=FLAG, help="Print only the new job's id."),
     Opt("--json", key="as_json", kind=FLAG, help="Print the new job as JSON."),
 ], "job_id", interspersed=True, takes_command=True)
@@ -48,7 +52,7 @@ SWEEP_SHOW = Command("sweep show", "A sweep: every task's parameters, state, and
 ], "sweep_id")
 
 _REQUEST_SKIP = frozenset({"sets", "params", "samples", "seed", "method", "concurrency", "metric", "env_pairs",
-                           "label_pairs", "parsable", "as_json", "no_container_mount_home", "wrap", "condor"})
+                           "label_pairs", "parsable", "as_json", "no_container_mount_home", "wrap", "condor", "yes"})
 
 
 def resubmit(call: Call) -> int:
@@ -73,7 +77,17 @@ def resubmit(call: Call) -> int:
         changes["command"] = call.command_after_dashes
     if len(call.operands) != 1:
         raise UsageError("give one job id: corral resubmit ID [--set KEY=VALUE ...]")
-    job = call.server().ask("POST", f"/api/v1/jobs/{job_ref(call.operands[0])}/resubmit", changes)
+    ref = job_ref(call.operands[0])
+    server = call.server()
+    owner = None
+    try:
+        job = server.ask("POST", f"/api/v1/jobs/{ref}/resubmit", changes)
+    except InvalidRequest as exc:
+        if exc.field != "confirm_owner":  # another's job: the server wants its owner named (corral.core.resubmit)
+            raise
+        owner = server.ask("GET", f"/api/v1/jobs/{ref}")["user"]
+        _confirm_owner(call.operands[0], owner, call["yes"])
+        job = server.ask("POST", f"/api/v1/jobs/{ref}/resubmit", {**changes, "confirm_owner": owner})
     for warning in job.get("warnings", []):
         _warn(warning)
     if call["as_json"]:
@@ -81,8 +95,28 @@ def resubmit(call: Call) -> int:
     elif call["parsable"]:
         _out(str(job["id"]))
     else:
-        _out(f"Submitted batch job {job['id']} (a rerun of job {call.operands[0]})")
+        as_owner = f", as {escape(job['user'])}" if owner is not None else ""
+        _out(f"Submitted batch job {job['id']} (a rerun of job {call.operands[0]}{as_owner})")
     return 0
+
+
+def _confirm_owner(ref: str, owner: str, yes: bool) -> None:
+    """Go on with a rerun of `owner`'s job as them: `--yes`, or a `y` at the terminal.
+
+    Raises:
+        CorralError: neither, saying whose job it is and what to pass.
+    """
+    whose = f"job {ref} is {owner}'s: it runs again as {owner} (their account, limits and files), not as you"
+    if yes:
+        _warn(f"{whose}; running it again as {owner} (--yes)")
+        return
+    if not sys.stdin.isatty():
+        raise CorralError(f"{whose}; pass --yes to run it again as {owner}")
+    flush_stdout()
+    sys.stderr.write(escape(f"{whose[0].upper()}{whose[1:]}. Run it again as {owner}? [y/N]: "))
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise CorralError(f"not run again: {whose}")
 
 
 def sweep(call: Call) -> int:

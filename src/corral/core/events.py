@@ -3,7 +3,7 @@
 The job's row holds only its latest run (a requeued job's start time is its newest start), so what
 would be lost on each requeue is kept as events, written in the same transaction as the change of
 state they explain: each start, each preemption (when it was asked, and for which job), each
-requeue (when the job was stopped and waited again) and who cancelled it. Its submission and its
+requeue (when the job was stopped and waited again), who cancelled it, and who ran it again. Its submission and its
 end are the job's own fields; `timeline` puts the two together.
 """
 
@@ -28,7 +28,10 @@ CANCELLED = "cancelled"
 GPU_OVER_BUDGET = "gpu_over_budget"  # (the column holds 16 characters)
 """A sharing job's processes held more GPU memory than its budget (`corral.core.sharing`): `detail["action"]` is
 "warned" or "stopped", with `used_mb`, `budget_mb` and the `reason`."""
-STORED_KINDS = (STARTED, PREEMPTED, REQUEUED, CANCELLED, GPU_OVER_BUDGET)
+RUN_AGAIN = "run_again"
+"""The job is another run again (`corral resubmit`, the dashboard's "Run again"), as that job's owner:
+`detail["by_user"]` names who asked (an admin, for another user's job), `detail["of_job"]` the job."""
+STORED_KINDS = (STARTED, PREEMPTED, REQUEUED, CANCELLED, GPU_OVER_BUDGET, RUN_AGAIN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,8 @@ class AccessPolicy:
 
     def check_rerun(self, caller: Caller, owner: str, action: str) -> None:
         """Raises Forbidden unless the caller may run `owner`'s job again: its owner or an admin (not an
-        account's coordinator: a rerun is the caller's own job, and copies the owner's command and environment).
+        account's coordinator, who manages members' jobs but never starts one in their name: a rerun runs as
+        the owner).
         """
         self.require(caller, "submit", action)
         if caller.user != owner and not caller.is_admin:

@@ -1,10 +1,9 @@
 """Running a job again: its spec turned back into a submit request, with changes laid over it (pure).
 
-The request goes through `build_spec` as any submit does, as whoever resubmits it, so every check (their
-directories, partitions, limits) applies anew. What belonged to the first run only is left out: its
-dependency (on jobs that have ended), its --begin and --deadline (times now past), an admin's fixed
-priority. For a resubmitter other than the owner (an admin), what names the owner is left out too:
-the log files (their log directory), the account, and the variables that say who the job runs as.
+The request goes through `build_spec` as any submit does, as the job's owner, whoever asks: so every check
+(their directories, partitions, limits) applies anew, and a rerun never runs the owner's command and environment
+as someone else (an admin, root). What belonged to the first run only is left out: its dependency (on jobs that
+have ended), its --begin and --deadline (times now past), an admin's fixed priority.
 """
 
 from __future__ import annotations
@@ -27,14 +26,33 @@ _SPELLINGS = (
 )
 # Set once the two merge: a change adds to the original's (and a null value removes one).
 _MERGED = ("env", "labels")
-# Who the job runs as, in its environment: another user's rerun must not say it is the owner.
-_IDENTITY_ENV = ("HOME", "USER", "LOGNAME", "USERNAME", "MAIL", "XDG_RUNTIME_DIR")
+CONFIRM_OWNER = "confirm_owner"
+"""The field an admin sends to run another user's job again: the owner's name, as whom it will run."""
 
 
-def request_of(spec: JobSpec, *, task_id: int | None = None, same_user: bool = True) -> dict[str, Any]:
-    """The submit request that runs `spec` again; `task_id`: a task of an array, run again alone (as an array
-    of that one task, so it sees the same SLURM_ARRAY_TASK_ID); `same_user`: False for an admin's rerun of
-    another user's job.
+def check_owner_confirmed(ref: str, owner: str, caller: str, confirmed: object) -> None:
+    """Refuse to run `owner`'s job `ref` again for `caller` unless `confirmed` names the owner: the rerun runs as
+    them, and whoever asks for another's job must have said so. The owner's own rerun needs nothing.
+
+    Raises:
+        InvalidRequest: naming `confirm_owner`, and the owner to send in it.
+    """
+    hint = f'send "{CONFIRM_OWNER}": "{owner}" to run it again as {owner}'
+    if confirmed is not None and not isinstance(confirmed, str):
+        raise InvalidRequest(CONFIRM_OWNER, f"must be the job's owner's user name, got {confirmed!r:.40}", hint)
+    if confirmed is None and caller == owner:
+        return
+    if confirmed is None:
+        raise InvalidRequest(CONFIRM_OWNER, f"job {ref} is {owner}'s: it runs again as {owner} (their account, limits "
+                             f"and files), not as you ({caller})", hint)
+    if confirmed != owner:
+        raise InvalidRequest(CONFIRM_OWNER, f"job {ref} is {owner}'s, not {confirmed[:64]!r}'s; it runs again as "
+                             f"{owner}", hint)
+
+
+def request_of(spec: JobSpec, *, task_id: int | None = None) -> dict[str, Any]:
+    """The submit request that runs `spec` again, as its owner; `task_id`: a task of an array, run again alone
+    (as an array of that one task, so it sees the same SLURM_ARRAY_TASK_ID).
 
     Raises:
         InvalidRequest: an interactive job (srun's or salloc's), which has no batch to run again.
@@ -60,22 +78,17 @@ def request_of(spec: JobSpec, *, task_id: int | None = None, same_user: bool = T
     _put(request, "gpu_type", spec.gpu_type)
     _put(request, "gpu_mem_mb", spec.gpu_mem_mb)
     _put(request, "time_limit_s", spec.time_limit_s)
-    env = dict(spec.env)
-    if not same_user:
-        for key in _IDENTITY_ENV:
-            env.pop(key, None)
-    request["env"] = env
+    request["env"] = dict(spec.env)
     # inherited: the server's environment under the explicit variables, as the first submit had it;
     # otherwise the variables it had are all there is (NONE adds the few a shell needs)
     request["export"] = "ALL" if spec.inherit_env else "NONE"
     request["labels"] = dict(spec.labels)
     request["workdir"] = spec.workdir
     request["submit_dir"] = spec.submit_dir
-    if same_user:
-        request["stdout"] = spec.stdout
-        _put(request, "stderr", spec.stderr)
-        _put(request, "account", spec.account)
-        _put(request, "mail_user", spec.mail_user)
+    request["stdout"] = spec.stdout
+    _put(request, "stderr", spec.stderr)
+    _put(request, "account", spec.account)
+    _put(request, "mail_user", spec.mail_user)
     if spec.nice:
         request["nice"] = spec.nice
     _put(request, "partition", spec.partition or None)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
+from typing import Any
 
 from corral.core.job import Job
 from corral.core.spec import JobSpec
@@ -15,7 +16,9 @@ from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")
 
-Pending = tuple[JobSpec, "asyncio.Future[Job]"]
+Note = tuple[str, Mapping[str, Any]] | None
+"""An event the new job's timeline starts with (`JobStore.insert`)."""
+Pending = tuple[JobSpec, Note, "asyncio.Future[Job]"]
 
 
 class GroupCommit:
@@ -30,10 +33,10 @@ class GroupCommit:
         self._in_flight = False
         self._retry_alone: list[Pending] = []
 
-    async def insert(self, spec: JobSpec) -> Job:
-        """The job once its row is committed."""
+    async def insert(self, spec: JobSpec, note: Note = None) -> Job:
+        """The job once its row is committed (with `note`, in the same transaction)."""
         future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
-        self._waiting.append((spec, future))
+        self._waiting.append((spec, note, future))
         if not self._in_flight:
             self._flush()
         return await future
@@ -42,8 +45,9 @@ class GroupCommit:
         if batch is None:
             batch, self._waiting = self._waiting, []
         self._in_flight = True
-        specs = [spec for spec, _ in batch]
-        done = asyncio.get_running_loop().run_in_executor(self.db_thread, self.store.insert, specs, self.clock())
+        specs = [spec for spec, _, _ in batch]
+        notes = [note for _, note, _ in batch]
+        done = asyncio.get_running_loop().run_in_executor(self.db_thread, self.store.insert, specs, self.clock(), notes)
         done.add_done_callback(lambda result: self._done(batch, result))
 
     def _done(self, batch: list[Pending], result: asyncio.Future[list[Job]]) -> None:
@@ -53,13 +57,13 @@ class GroupCommit:
             self._retry_alone.extend(batch)  # each again, alone
         elif error is not None:
             log.error("insert failed: %s", error)
-            for _, future in batch:
+            for _, _, future in batch:
                 if not future.done():
                     future.set_exception(error)
         else:
             jobs = result.result()
             self._inserted_jobs(jobs)
-            for job, (_, future) in zip(jobs, batch):
+            for job, (_, _, future) in zip(jobs, batch):
                 if not future.done():
                     future.set_result(job)
         if self._retry_alone:

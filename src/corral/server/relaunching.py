@@ -1,9 +1,11 @@
 """Running a job again (`corral resubmit`, the dashboard's "Run again"): its spec as a request, the caller's
-changes over it, submitted as the caller, linked to the job it came from (`parent`).
+changes over it, submitted as the job's owner, linked to the job it came from (`parent`).
 
-The rerun is the caller's own job: built from scratch by `build_spec` as them (their directories, limits,
-partitions), so nothing the first submit was allowed carries over unchecked. Only its owner or an admin may
-run a job again (`AccessPolicy.check_rerun`): a rerun copies the command and the environment.
+A rerun is the owner's job, whoever asks: it runs their command in their environment (their `PATH`), so it runs
+as them, never as an admin or root who pressed the button; their accounts, limits, fair share and directories
+apply, built from scratch by `build_spec` so that nothing the first submit was allowed carries over unchecked.
+Only its owner or an admin may run a job again (`AccessPolicy.check_rerun`), an admin only after naming the owner
+(`check_owner_confirmed`), and the new job's timeline says who asked (`RUN_AGAIN`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.core.identity import Caller
 from corral.core.job import Job
-from corral.core.resubmit import request_of, with_changes
+from corral.core.resubmit import check_owner_confirmed, request_of, with_changes
 from corral.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -22,29 +24,34 @@ if TYPE_CHECKING:
 _COMMAND_FIELDS = ("command", "script", "script_args", "options", "condor")
 
 
-async def resubmit(service: JobService, ref: str, changes: Mapping[str, Any], caller: Caller) -> Job:
-    """Submit job `ref` again as `caller`, with `changes` (request fields) laid over its own.
+async def resubmit(service: JobService, ref: str, changes: Mapping[str, Any], caller: Caller,
+                   confirm_owner: object = None) -> Job:
+    """Submit job `ref` again as its owner, for `caller`, with `changes` (request fields) laid over its own;
+    `confirm_owner`: the owner's name, which a caller other than the owner must send.
 
     A task of an array (`12_3`) runs again alone, as an array of that one task; a sweep run again whole,
     with its command unchanged, is a sweep again (its parameters copied).
 
     Raises:
-        NotFound; Forbidden: not the owner or an admin; InvalidRequest: a bad change, named by its field.
+        NotFound; Forbidden: not the owner or an admin; InvalidRequest: a bad change, named by its field, or
+        another's job without `confirm_owner`.
     """
     if not isinstance(changes, Mapping):
         raise InvalidRequest("changes", "must be an object of request fields", 'send {} or {"time": "2h"}')
     original = service.resolve(ref)
-    service.access.check_rerun(caller, original.spec.user, f"running job {ref} again")
+    owner = original.spec.user
+    service.access.check_rerun(caller, owner, f"running job {ref} again")
+    check_owner_confirmed(ref, owner, caller.user, confirm_owner)
     _, _, task = ref.partition("_")
     task_id = int(task) if task else original.array_task_id
-    base = request_of(original.spec, task_id=task_id, same_user=caller.user == original.spec.user)
+    base = request_of(original.spec, task_id=task_id)
     config = service.scheduler_config
     for key, default in (("partition", config.default_partition), ("qos", config.default_qos)):
         if base.get(key) == default:  # filled in by admission: the rerun gets today's default again
             del base[key]
     parent_id = original.array_job_id if original.array_job_id is not None and task_id is None else original.id
-    job = await service.submit(with_changes(base, changes), user=caller.user, privileged=caller.is_admin,
-                               parent=parent_id)
+    job = await service.submit(with_changes(base, changes), user=owner, privileged=caller.is_admin,
+                               parent=parent_id, asked_by=caller.user)
     if task_id is None and not any(field in changes for field in _COMMAND_FIELDS):
         service.sweeps.copy(parent_id, job, service.clock())
     return job

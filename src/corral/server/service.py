@@ -169,18 +169,17 @@ class JobService:
     # -- requests -------------------------------------------------------------------------------
 
     async def submit(self, request: Mapping[str, Any], user: str | None = None, privileged: bool = True,
-                     parent: int | None = None) -> Job:
+                     parent: int | None = None, asked_by: str | None = None) -> Job:
         """Validate, refuse what could never run, persist; the job is acknowledged once committed.
 
-        `user`: who submits it (the caller), and so whose it is and as whom it runs; `privileged`:
-        an admin, who may raise a job above others with a negative nice (as in Slurm); `parent`: the job it
-        runs again.
-        """
-        return await self.submissions.submit(request, user or self.user, privileged, parent)
+        `user`: whose it is and as whom it runs (the caller; a rerun's, the first job's owner); `privileged`: an
+        admin, who may raise a job above others with a negative nice (as in Slurm); `parent`: the job it runs again,
+        for `asked_by`."""
+        return await self.submissions.submit(request, user or self.user, privileged, parent, asked_by)
 
-    async def resubmit(self, ref: str, changes: Mapping[str, Any], caller: Caller) -> Job:
-        """Run job `ref` again as `caller`, with changes (`corral.server.relaunching`)."""
-        return await resubmit(self, ref, changes, caller)
+    async def resubmit(self, ref: str, changes: Mapping[str, Any], caller: Caller, confirm_owner: object = None) -> Job:
+        """Run job `ref` again as its owner, for `caller`, with changes (`corral.server.relaunching`)."""
+        return await resubmit(self, ref, changes, caller, confirm_owner)
 
     async def submit_sweep(self, body: Mapping[str, Any], caller: Caller) -> tuple[Job, dict[str, Any]]:
         """Submit a sweep as one job array (`corral.server.sweeping`)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from corral.backends.base import Backend
 from corral.core.admission import admit, check_nice, check_priority, check_runnable, refuse_unconfigured
+from corral.core.events import RUN_AGAIN
 from corral.core.job import Job
 from corral.core.resources import Node
 from corral.core.schedconfig import SchedulerConfig
@@ -57,9 +58,11 @@ class Submissions:
         self.check_reservation: Callable[[JobSpec, bool], None] = lambda spec, privileged: None
         self.inserts = GroupCommit(store, self.db_thread, clock=clock, inserted=self._inserted)
 
-    async def submit(self, request: Mapping[str, Any], user: str, privileged: bool, parent: int | None = None) -> Job:
+    async def submit(self, request: Mapping[str, Any], user: str, privileged: bool, parent: int | None = None,
+                     asked_by: str | None = None) -> Job:
         """Validate, refuse what could never run, persist; the job is acknowledged once committed.
-        `parent`: the job this one runs again (`corral.server.relaunching`)."""
+        `parent`: the job this one runs again (`corral.server.relaunching`), at `asked_by`'s request (its timeline
+        says so)."""
         spec = self.prepare(request, user, privileged)
         if parent is not None:
             spec = replace(spec, parent=parent)
@@ -69,7 +72,8 @@ class Submissions:
         key = (spec.user, spec.qos)
         self.table.per_user[key] += 1  # counted now, so that concurrent submits cannot overshoot a limit
         try:
-            return await self.inserts.insert(spec)
+            note = (RUN_AGAIN, {"by_user": asked_by, "of_job": parent}) if parent is not None and asked_by else None
+            return await self.inserts.insert(spec, note)
         except BaseException:
             self.table.per_user[key] -= 1
             raise

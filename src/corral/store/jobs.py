@@ -32,10 +32,17 @@ class JobStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def insert(self, specs: Sequence[JobSpec], now: float) -> list[Job]:
-        """Persist new jobs as PENDING in one transaction; returns them with their ids."""
+    def insert(self, specs: Sequence[JobSpec], now: float,
+               notes: Sequence[tuple[str, Mapping[str, Any]] | None] = ()) -> list[Job]:
+        """Persist new jobs as PENDING in one transaction; returns them with their ids. `notes`: for each spec, an
+        event (kind, detail) its job's timeline starts with (who ran it again), or None."""
         with self.engine.begin() as conn:
-            return self._insert(conn, specs, now, None, ())
+            made = self._insert(conn, specs, now, None, ())
+            events = [{"job_id": job.id, "time": now, "kind": note[0], "detail": dict(note[1])}
+                      for job, note in zip(made, notes) if note is not None]
+            if events:
+                conn.execute(job_events.insert(), events)
+            return made
 
     def add_tasks(self, array: Job, spec: JobSpec, task_ids: Sequence[int]) -> list[Job]:
         """Make records for some of an array's tasks and take them off its waiting list, in one

@@ -20,7 +20,11 @@
 //   field-error-NAME         new job: the server's message beside the field it names (role=alert)
 //   form-error               new job: a refusal that names no field of the form
 //   new-job-submit           new job: its button
-//   rerun rerun-changes      job, run: "Run again" (submits at once) and "Run again with changes" (opens /new?from=)
+//   rerun rerun-changes      job, run: "Run again" (submits at once) and "Run again with changes" (opens /new?from=);
+//                            rerun's data-owner: the job's owner, as whom it runs ("Run again as OWNER…" when not you)
+//   rerun-confirm            job, run: another user's job: whose it is (rerun-owner) and the choice, rerun-confirm-yes
+//                            (sends confirm_owner) or rerun-confirm-no
+//   field-confirm-owner      new job from another user's job: the box that confirms it runs as its owner
 //   job-parent run-parent    job, run: the job (run) this one runs again
 //   job-sweep                job: the sweep an array is
 //   sweep-row                sweep: one per task (<tr>)                    data-task, data-state
@@ -61,7 +65,7 @@
 //   log-tab-stdout           job: the tabs that switch panes (aria-selected)
 //   log-tab-stderr
 //   timeline                 job: the state timeline (<ol>); items carry data-event = submitted |
-//                            started | requeued | pending | running | ended
+//                            started | requeued | run_again | pending | running | ended
 //   logs-forbidden           job: in place of the log panes when the server refuses them (403):
 //                            "Only OWNER or an admin can read this job's logs." and the server's words
 //   diagnosis                job: findings (each .finding with data-cause), or "nothing found"

@@ -34,6 +34,7 @@ export function mount(main, ctx) {
   const id = ctx.params[0];
   let job = null;
   let confirming = false;
+  const rerunState = {};  // a rerun of another user's job being confirmed (lib/relaunch.js)
   let charts = [];
 
   const head = h("div", {class: "page-head job-head"}, h("h1", {}, `Job #${id}`));
@@ -143,7 +144,7 @@ export function mount(main, ctx) {
 
   function renderActions() {
     const reruns = rerunButtons(job, job.ref && !job.ref.includes("[") ? job.ref : String(job.id), {
-      navigate: ctx.navigate, signal: ctx.signal,
+      navigate: ctx.navigate, signal: ctx.signal, state: rerunState,
       onError: (err) => {
         replace(message, h("strong", {}, `✗ Could not run job #${id} again: `), err.message, err.hint ? ` (${err.hint})` : "");
         message.hidden = false;
@@ -240,6 +241,7 @@ export function mount(main, ctx) {
       ? item("preempted", "⏏", "Preempted", e.time, e.by_job ? ["to make room for ", h("a", {href: `/jobs/${e.by_job}`}, `job #${e.by_job}`)] : null)
       : e.kind === "requeued" ? item("requeued", "↺", "Requeued", e.time, "waiting to run again")
       : e.kind === "cancelled" ? item("cancelled", "✕", "Cancelled", e.time, e.by_user ? `by ${e.by_user}` : null)
+      : e.kind === "run_again" ? item("run_again", "↻", "Run again", e.time, ["of ", h("a", {href: `/jobs/${e.of_job}`}, `job #${e.of_job}`), ` by ${e.by_user}`])
       : item(e.kind, "●", e.kind === "started" ? "Started" : e.kind, e.time, e.node ? `on ${e.node}` : null);
     stored.slice(0, Math.max(latestStart, 0)).forEach((e) => items.push(eventItem(e)));
     if (job.start_time) {

@@ -1,10 +1,12 @@
 // New job (/new): a command or a batch script, its resources, time, partition, environment and labels, and
 // optionally a sweep's parameters; /new?from=ID is "Run again with changes": job ID's spec prefilled, and
 // only what was changed sent to POST /api/v1/jobs/ID/resubmit. The server checks everything, as for
-// `corral submit`; a refusal is shown beside the field it names.
+// `corral submit`; a refusal is shown beside the field it names. Another user's job runs again as its owner: the
+// form says so, and an admin ticks a box that confirms it before the request names the owner (`confirm_owner`).
 
 import {h, replace} from "../lib/dom.js";
 import {api, post, errorState, isAbort} from "../lib/api.js";
+import {rerunsAsOwner} from "../lib/relaunch.js";
 
 // a server field's name -> the form's field that sets it
 const FIELD_OF = {
@@ -12,7 +14,7 @@ const FIELD_OF = {
   gpus_per_task: "gpus", gpu_type: "gpus", cpus: "cpus", cpus_per_gpu: "cpus", mem: "mem", mem_mb: "mem",
   time: "time", time_limit_s: "time", partition: "partition", env: "env", export: "env", labels: "labels",
   workdir: "workdir", submit_dir: "workdir", params: "params", samples: "samples", seed: "seed",
-  concurrency: "concurrency", metric: "metric", method: "params",
+  concurrency: "concurrency", metric: "metric", method: "params", confirm_owner: "confirm-owner",
 };
 
 /** A command line split into words as a shell would for plain quoting ('...', "...", backslash). */
@@ -55,6 +57,8 @@ export function mount(root, ctx) {
   const inputs = {};
   const errors = {};
   let original = null;  // the rerun's job, as the API shows it
+  let owner = null;  // its owner, when that is not the viewer: it runs again as them, once confirmed
+  const ownerBox = h("div", {hidden: true});
 
   function field(name, label, input, hint = null) {
     input.id = `f-${name}`;
@@ -87,7 +91,7 @@ export function mount(root, ctx) {
       h("div", {class: "field-row"},
         field("samples", "Samples", text("a random search of N")), field("seed", "Seed", text()),
         field("concurrency", "At most at once", text("%N")), field("metric", "Metric to rank by", text("loss")))),
-    formError, h("p", {}, submit));
+    ownerBox, formError, h("p", {}, submit));
   form.addEventListener("submit", (event) => { event.preventDefault(); send(); });
   root.append(h("h1", {}, from ? `Run job #${from} again with changes` : "New job"), status, form);
 
@@ -112,8 +116,19 @@ export function mount(root, ctx) {
     api(`/api/v1/jobs/${encodeURIComponent(from)}`, {signal: ctx.signal}).then((job) => {
       original = job;
       prefill(job);
+      if (rerunsAsOwner(job)) showOwner(job.user);
       submit.disabled = false;
     }, (err) => { if (!isAbort(err)) replace(status, errorState(err, null, {what: `job ${from}`})); });
+  }
+
+  /** Another user's job: say whose it is, and ask for the box that confirms it runs as them. */
+  function showOwner(user) {
+    owner = user;
+    const box = h("input", {type: "checkbox"});
+    replace(ownerBox, field("confirm-owner", `Run it as ${user}: job #${from} is ${user}'s, so it runs again as ${user} ` +
+      "(their account, limits and files), not as you", box));
+    ownerBox.hidden = false;
+    submit.textContent = `Run again as ${user}`;
   }
 
   /** The request the form says: every field given (a new job), or only those changed (a rerun). */
@@ -175,6 +190,13 @@ export function mount(root, ctx) {
     if (!original && !body.command && !body.script) {
       showError({field: "command", message: "give a command to run, or a batch script"});
       return;
+    }
+    if (owner !== null) {
+      if (!inputs["confirm-owner"].checked) {
+        showError({field: "confirm_owner", message: `job #${from} is ${owner}'s: tick the box to run it again as ${owner}`});
+        return;
+      }
+      body.confirm_owner = owner;
     }
     submit.disabled = true;
     try {

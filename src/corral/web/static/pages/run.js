@@ -32,6 +32,7 @@ export function mount(main, ctx) {
   const loadSeries = seriesLoader(id);
   let smoothing = 0;
   let xMode = "step";
+  const rerunState = {};  // a rerun of another user's job being confirmed (lib/relaunch.js)
 
   const head = h("div", {class: "page-head"}, h("h1", {}, `Run ${id}`));
   const summary = h("div", {});
@@ -112,7 +113,7 @@ export function mount(main, ctx) {
 
   function renderHead() {
     const reruns = origin ? rerunButtons(origin.job, String(origin.job.ref || origin.job.id), {
-      navigate: ctx.navigate, signal: ctx.signal,
+      navigate: ctx.navigate, signal: ctx.signal, state: rerunState,
       onError: (err) => replace(status, errorState(err))}) : [];
     replace(head, h("h1", {}, h("a", {href: withQuery("/runs", {project: run.project})}, run.project), " / ",
       h("span", {"data-testid": "run-name"}, run.name || `run ${run.id}`)),
