@@ -7,6 +7,7 @@ import os
 import pytest
 from sqlalchemy import MetaData, Table, inspect, text
 
+from corral.core.events import RUN_AGAIN, JobEvent
 from corral.core.states import JobState
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
@@ -31,6 +32,13 @@ def test_insert_assigns_increasing_ids_and_keeps_the_spec(store):
     assert loaded.spec.command == ("echo", "3")
     assert loaded.spec.gpus == 0 and loaded.spec.labels == {"k": "3"} and loaded.spec.env["A"] == "1"
     assert loaded.state is JobState.PENDING and loaded.submit_time == 100.0
+
+
+def test_a_rerun_is_inserted_with_who_asked_for_it_on_its_timeline(store):
+    first, again, other = store.insert([make_spec(), make_spec(), make_spec()], now=5.0,
+                                       notes=[None, (RUN_AGAIN, {"by_user": "root", "of_job": 1}), None])
+    assert store.events_of([first.id, again.id, other.id]) == {
+        again.id: [JobEvent(again.id, 5.0, RUN_AGAIN, {"by_user": "root", "of_job": 1})]}
 
 
 def test_state_changes_persist_and_active_lists_only_unfinished_jobs(store):
