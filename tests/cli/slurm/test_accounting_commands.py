@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 
+from tests.cli.slurm.goldens import golden
 from tests.helpers import wait_for
 
 ME = getpass.getuser()
@@ -53,17 +54,19 @@ def test_sacctmgr_lists_the_accounts_of_the_servers_config_as_slurm_does(server_
     assert (out.returncode, out.stderr) == (1, " Unknown condition: bogus=1\n Use keyword 'set' to modify value\n")
 
 
-def test_sacctmgr_refuses_every_change_with_slurms_words_and_changes_nothing(server_factory, slurm_shell, short_tmp):
+def test_sacctmgr_refuses_every_change_with_slurms_words_and_changes_nothing(server_factory, slurm_shell, slurm_path,
+                                                                           short_tmp):
     home = _home_with(short_tmp, f'[accounts.vision]\nmembers = ["{ME}"]\n')
     server = server_factory(home=home)
     shell = slurm_shell(server.home)
-    out = shell("sacctmgr -i add account nlp")
+    sacctmgr = os.path.join(slurm_path, "sacctmgr")  # corral's, never a real Slurm's found further on PATH
+    out = shell(f"{sacctmgr} -i add account nlp")
     assert (out.returncode, out.stdout, out.stderr) == (1, "", REFUSED_ADD)
-    out = shell(f"sacctmgr -i modify user {ME} set defaultaccount=nlp")
+    out = shell(f"{sacctmgr} -i modify user {ME} set defaultaccount=nlp")
     assert out.returncode == 1
     assert out.stderr.startswith("sacctmgr: error: Your user doesn't have privilege to perform this action\n"
                                  " Error with request: Access/permission denied\n")
-    assert shell("sacctmgr -i delete account vision").returncode == 1
+    assert shell(f"{sacctmgr} -i delete account vision").returncode == 1
     out = shell("sacctmgr -n -P show account format=account")
     assert out.stdout == "root\nvision\n"
 
@@ -114,3 +117,28 @@ def _columns(line: str) -> list[str]:
         out.append(cell.rstrip() if at == 0 else cell.strip())
         at += width + 1
     return out
+
+
+def test_command_lines_the_commands_refuse_are_refused_in_slurms_words(slurm_shell, slurm_path, short_tmp):
+    shell = slurm_shell(os.path.join(short_tmp, "no-server"))  # read and refused before any server is asked
+    sacctmgr = os.path.join(slurm_path, "sacctmgr")  # corral's, never a real Slurm's found further on PATH
+    for script, name in (("sacctmgr -x show user", "sacctmgr_bad_option_err"),
+                         ("sacctmgr bogus", "sacctmgr_bad_keyword_err"), ("sacctmgr show bogus", "sacctmgr_bad_entity_err"),
+                         ("sacctmgr show", "sacctmgr_no_entity_err"),
+                         ("sacctmgr show user where bogus=1", "sacctmgr_bad_cond_err"),
+                         ("sacctmgr show assoc format=bogus", "sacctmgr_bad_field_err"),
+                         ("sshare -x", "sshare_bad_option_err")):
+        out = shell(script)
+        assert (out.returncode, out.stdout, out.stderr) == (1, "", golden(f"{name}.txt")), script
+    for script, name in ((f"{sacctmgr} -i add account foo", "sacctmgr_refused_add_account_err"),
+                         (f"{sacctmgr} -i create user foo account=vision", "sacctmgr_refused_add_user_err"),
+                         (f"{sacctmgr} -i add coordinator account=vision names=bob",
+                          "sacctmgr_refused_add_coordinator_err"),
+                         (f"{sacctmgr} -i modify user ada set defaultaccount=nlp", "sacctmgr_refused_modify_user_err"),
+                         (f"{sacctmgr} -i delete user ada", "sacctmgr_refused_delete_user_err")):
+        out = shell(script)  # Slurm's lines to a user without the privilege, then where corral keeps accounts
+        assert (out.returncode, out.stdout) == (1, ""), script
+        assert out.stderr == golden(f"{name}.txt") + REFUSED_ADD.splitlines(keepends=True)[1], script
+    for script, name in (("sshare --help", "sshare_help"), ("sshare -e", "sshare_e")):
+        out = shell(script)
+        assert (out.returncode, out.stdout) == (0, golden(f"{name}.txt")), script
