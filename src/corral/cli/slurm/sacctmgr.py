@@ -103,9 +103,18 @@ def main(argv: Sequence[str]) -> int:
     if words:
         command(session, list(words))
         return session.status
-    for text in sys.stdin:  # no command: one a line, as sacctmgr's interactive mode reads them
+    prompt = sys.stdin.isatty()
+    while True:  # no command: one a line, as sacctmgr's interactive mode reads them
+        if prompt:
+            sys.stdout.write("sacctmgr: ")
+            sys.stdout.flush()
+        text = sys.stdin.readline()
+        if not text:
+            if prompt:
+                sys.stdout.write("\n")
+            break
         line = text.split()
-        if line and line[0].lower() in ("exit", "quit", "\\q"):
+        if line and (_is(line[0], ("exit", 4), ("quit", 4)) or line[0] == "\\q"):
             break
         if line and not line[0].startswith("#"):
             command(session, line)
