@@ -18,9 +18,8 @@ OPTIONS = [
     Option("clusters", "M", value=True), Option("noheader", "n"), Option("format", "o", value=True, many=True),
     Option("parsable", "p"), Option("parsable2", "P"), Option("users", "u", value=True, many=True),
     Option("Users", "U", key="users_only"), Option("verbose", "v"), Option("version", "V"), Option("help"),
-    Option("usage"), Option("", "h", key="noheader"),
+    Option("usage"), Option("noheader", "h"),  # -h is -n too
 ]
-NOT_HANDLED = (Option("", "q", key="q"), Option("", "t", value=True, key="t"))  # in getopt's string, not its switch
 
 USAGE = """\
 Usage:  sshare [OPTION]                                                    
@@ -50,12 +49,7 @@ Usage:  sshare [OPTION]
 
 
 def main(argv: Sequence[str]) -> int:
-    given, operands = parse(argv, [*OPTIONS, *NOT_HANDLED])
-    for option in NOT_HANDLED:
-        if option.key in given:
-            print(f"getopt error, returned {option.short}", file=sys.stderr)
-            return 1
-    del operands  # sshare reads no operands: getopt leaves them and nothing looks
+    given, _ = parse(argv, OPTIONS)  # sshare reads no operands: getopt leaves them and nothing looks
     if answered(given, USAGE):
         return 0
     if given.get("helpformat"):
