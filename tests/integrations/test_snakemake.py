@@ -1,11 +1,12 @@
 """Snakemake's Slurm executor plugin, unchanged, on a corral server with no Slurm: through `corral
-slurm-path` it probes the cluster (scontrol show config, sinfo -o %P, sacct for an account), submits
-each rule with sbatch --wrap, polls with sacct -X --parsable2 --name (or squeue --states=all --name),
-asks sacct for a failed job's steps (-j ID.STEP), runs the rule inside the job with srun, and cancels
-with scancel on Ctrl-C."""
+slurm-path` it probes the cluster (scontrol show config, sinfo -o %P, sacct for an account), checks a
+`slurm_account` with sacctmgr (`-n -s list user U format=account%256`), submits each rule with sbatch
+--wrap, polls with sacct -X --parsable2 --name (or squeue --states=all --name), asks sacct for a failed
+job's steps (-j ID.STEP), runs the rule inside the job with srun, and cancels with scancel on Ctrl-C."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import signal
@@ -45,10 +46,23 @@ rule slow:
 """
 
 
+ACCOUNTS = f'[accounts.lab]\nmembers = ["{getpass.getuser()}"]\n[accounts.vision]\nmembers = ["{getpass.getuser()}"]\n'
+
+
 @pytest.fixture
-def workflow(server_factory, tmp_path, monkeypatch):
+def config(request) -> str:
+    """The server's config.toml (a test sets it with `@pytest.mark.parametrize("config", [...], indirect=True)`)."""
+    return getattr(request, "param", "")
+
+
+@pytest.fixture
+def workflow(server_factory, tmp_path, monkeypatch, short_tmp, config):
     """A workflow directory, with corral's Slurm commands first on PATH and no job's environment."""
-    server = server_factory()
+    home = os.path.join(short_tmp, "snakemake-home")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(config)
+    server = server_factory(home=home)
     slurm_path = subprocess.run([sys.executable, "-m", "corral.cli", "--home", server.home, "slurm-path"],
                                 capture_output=True, text=True, check=True).stdout.strip()
     monkeypatch.setenv("PATH", f"{slurm_path}:{os.environ['PATH']}")
@@ -123,3 +137,33 @@ def test_interrupting_snakemake_cancels_its_running_job(workflow, tmp_path):
             run.kill()
     assert run.returncode != 0
     assert workflow.client().wait(job_id, timeout=60)["state"] == "CANCELLED", output
+
+
+@pytest.mark.parametrize("config", [ACCOUNTS], indirect=True, ids=["accounts-lab-vision"])
+def test_a_workflow_with_a_slurm_account_is_checked_with_sacctmgr_and_charged_to_it(workflow, tmp_path):
+    # the user's default account is lab (the first by name): the workflow asks for the other one
+    done = subprocess.run([*snakemake("numbers.txt"), "--default-resources", "slurm_account=vision"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "numbers.txt").read_text().split() == [str(n) for n in range(1, 11)]
+    job = workflow.client().wait((tmp_path / "numbers.job").read_text().strip(), timeout=30)
+    assert (job["state"], job["account"]) == ("COMPLETED", "vision")
+    refused = subprocess.run([*snakemake("total.txt"), "--default-resources", "slurm_account=nosuch"],
+                             capture_output=True, text=True, timeout=240)
+    assert refused.returncode != 0  # sacctmgr's answer is what the plugin checks against
+    assert "The given account nosuch appears to be invalid" in refused.stderr
+    assert "lab" in refused.stderr and "vision" in refused.stderr
+
+
+@pytest.mark.parametrize("config", [ACCOUNTS], indirect=True, ids=["accounts-lab-vision"])
+def test_a_workflow_without_an_account_is_charged_to_the_default_account_sacctmgr_names(workflow, tmp_path):
+    default = subprocess.run(["sacctmgr", "-n", "-P", "list", "user", getpass.getuser(), "format=defaultaccount"],
+                             capture_output=True, text=True, timeout=60)
+    assert (default.returncode, default.stdout) == (0, "lab\n"), default.stderr
+    done = subprocess.run(snakemake("numbers.txt"), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the plugin guesses from sacct (`sacct -nu U -o Account%256 | tail -1`, the pipe passed to sacct as
+    # words, which sacct refuses, as Slurm's does) and goes on without -A: sbatch charges the default
+    assert "No SLURM account given, trying to guess." in done.stderr
+    job = workflow.client().wait((tmp_path / "numbers.job").read_text().strip(), timeout=30)
+    assert (job["state"], job["account"]) == ("COMPLETED", "lab")

@@ -11,8 +11,8 @@ from fastapi import FastAPI
 
 from corral import __version__
 from corral.api import (
-    alerts, course_tracker, dashboard, events, forecast, identity, jobs, mlflow_routes, monitoring, nodes, reservations,
-    runs, sizing, steps, sweeps, webhooks,
+    accounting, alerts, course_tracker, dashboard, events, forecast, identity, jobs, mlflow_routes, monitoring, nodes,
+    reservations, runs, sizing, steps, sweeps, webhooks,
 )
 from corral.api import artifacts as artifact_routes
 from corral.api import tokens as token_routes
@@ -98,6 +98,7 @@ def create_app(
     app.include_router(steps.many)
     app.include_router(forecast.router)
     app.include_router(nodes.router)
+    app.include_router(accounting.router)
     app.include_router(reservations.router)
     app.include_router(runs.router)
     app.include_router(artifact_routes.router)

@@ -61,17 +61,25 @@ def decay(usage: float, elapsed_s: float, half_life_s: float) -> float:
     return usage * 0.5 ** (max(0.0, elapsed_s) / half_life_s)
 
 
-def fairshare_factors(usage: Mapping[str, float], users: set[str], shares: Mapping[str, int]) -> dict[str, float]:
-    """Classic fair share, F = 2^(-U/S), for each of `users` (and everyone with usage)."""
+def fairshare_terms(usage: Mapping[str, float], users: set[str], shares: Mapping[str, int]
+                    ) -> dict[str, tuple[float, float]]:
+    """Each of `users`' (and everyone with usage's) (S, U): their share of the shares of all those users, and
+    their share of everyone's decayed usage (0 while nobody has used anything)."""
     everyone = set(users) | set(usage)
     total_usage = sum(max(0.0, u) for u in usage.values())
     total_shares = sum(shares.get(user, 1) for user in everyone) or 1
-    out = {}
-    for user in everyone:
-        s = shares.get(user, 1) / total_shares
-        u = max(0.0, usage.get(user, 0.0)) / total_usage if total_usage > 0 else 0.0
-        out[user] = 2.0 ** (-u / s) if s > 0 else 0.0
-    return out
+    return {user: (shares.get(user, 1) / total_shares,
+                   max(0.0, usage.get(user, 0.0)) / total_usage if total_usage > 0 else 0.0) for user in everyone}
+
+
+def fairshare_factor(norm_shares: float, norm_usage: float) -> float:
+    """Classic fair share, F = 2^(-U/S) (0 for a user with no shares)."""
+    return 2.0 ** (-norm_usage / norm_shares) if norm_shares > 0 else 0.0
+
+
+def fairshare_factors(usage: Mapping[str, float], users: set[str], shares: Mapping[str, int]) -> dict[str, float]:
+    """Classic fair share, F = 2^(-U/S), for each of `users` (and everyone with usage)."""
+    return {user: fairshare_factor(s, u) for user, (s, u) in fairshare_terms(usage, users, shares).items()}
 
 
 def job_priority(

@@ -1,33 +1,9 @@
-"""Slurm's commands run by real accounts against a root server: each is who the kernel says it is."""
+"""Slurm's commands run by real accounts against a root server: each is who the kernel says it is (`as_user`:
+tests/cli/slurm/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-
-import pytest
-
-from corral.cli.slurm.install import write_scripts
-
-# the commands need any Python >= 3.11; the test venv's own may sit where other accounts cannot run it
-SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/usr/local/bin")
-
-
-@pytest.fixture
-def as_user(shared_dir):
-    if SYSTEM_PYTHON is None or subprocess.run([SYSTEM_PYTHON, "-c", "import sys; sys.exit(sys.version_info < (3, 11))"]
-                                               ).returncode:
-        pytest.skip("needs a Python >= 3.11 that every account may run (/usr/bin/python3)")
-    bin_dir = os.path.join(shared_dir, "slurm-bin")
-    write_scripts(bin_dir, SYSTEM_PYTHON)
-
-    def run(user: str, home: str, script: str) -> subprocess.CompletedProcess[str]:
-        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "CORRAL_HOME": home, "HOME": "/tmp", "USER": user}
-        return subprocess.run(["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
-                               "bash", "-c", script], capture_output=True, text=True, timeout=120, cwd="/tmp")
-
-    return run
 
 
 def test_a_user_cannot_cancel_hold_or_change_anothers_job_with_slurms_commands(server_factory, os_users, shared_dir,

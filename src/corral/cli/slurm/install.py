@@ -13,7 +13,8 @@ import sys
 
 import corral
 
-COMMANDS = ("sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "seff", "sprio", "srun", "salloc")
+COMMANDS = ("sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "seff", "sprio", "srun", "salloc", "sacctmgr",
+            "sshare")
 SCRIPT = """#!{python} -S
 # corral's {name}: Slurm's command spoken to a corral server (see `corral slurm-path`); made by corral, do not edit
 import sys
