@@ -2,8 +2,8 @@
 
 The server picks the runtime once (`[containers] runtime`, or the first of Podman, Apptainer and
 Singularity on PATH; Docker only when an admin names it, its group being root's equal) and each container
-job's launch.json carries a `ContainerLaunch`. Its supervisor checks the job's mounts as the owner, then
-the job's process (`start.exec_container`) brings the image in if it is absent, timing that apart from
+job's launch.json carries a `ContainerLaunch`. Its supervisor opens the job's mounts and image file as the
+owner and hands the runtime what it opened, never the paths (`held`), then the job's process (`start.exec_container`) brings the image in if it is absent, timing that apart from
 the run, and execs the runtime's `run` with the argv its driver builds: never a shell string.
 
 What keeps it a corral job, whatever the runtime: the container's processes sit in a cgroup nested in
@@ -34,6 +34,8 @@ OWN_CGROUPS = ("conmon", RUNTIME_LEAF)
 RUNTIME_ENV_KEYS = ("PATH", "HOME", "LANG", "TMPDIR", "XDG_RUNTIME_DIR", "CONTAINERS_CONF",
                     "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF", "REGISTRY_AUTH_FILE", "DOCKER_HOST",
                     "DOCKER_CONFIG", "APPTAINER_CACHEDIR", "SINGULARITY_CACHEDIR", "APPTAINER_TMPDIR")
+ARCHIVE_TRANSPORTS = ("docker-archive:", "oci-archive:")
+"""Images read from a file, as Podman and skopeo name the transport: `docker-archive:PATH[:REFERENCE]`."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class ContainerLaunch:
     leftover_cgroups: tuple[str, ...] = ()
     """The job's directory in hierarchies corral does not hold, which the runtime makes: removed at the end."""
     runtime_env: Mapping[str, str] = field(default_factory=dict)
+    held_image: str | None = None
+    """The image as a root runtime reads it, where that is not `image`: an archive through the descriptor
+    the supervisor opened as the owner (`containers.held`). Never in launch.json: it names a live process."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ContainerLaunch:
@@ -106,7 +111,7 @@ class ContainerLaunch:
     @property
     def archive(self) -> str | None:
         """The file the image is read from (an archive or a `.sif`), None for an image by name."""
-        for transport in ("docker-archive:", "oci-archive:"):
+        for transport in ARCHIVE_TRANSPORTS:
             if self.image.startswith(transport):
                 return self.image[len(transport):].partition(":")[0]
         return self.image if self.image.startswith("/") else None

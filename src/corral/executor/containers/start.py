@@ -33,12 +33,15 @@ class ImageUnavailable(Exception):
     """The image is not here and could not be brought in; the message says why, in the runtime's words."""
 
 
-def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str) -> NoReturn:
-    """In the forked child: become the runtime running the job's argv in its image. Never returns."""
+def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str,
+                   launch: ContainerLaunch | None = None) -> NoReturn:
+    """In the forked child: become the runtime running the job's argv in its image. Never returns.
+
+    `launch`: the job's, with its host paths as the supervisor holds them (`held.hold_paths`)."""
     from corral.executor.job_owner import become_owner
 
     assert config.container is not None
-    launch = ContainerLaunch.from_json(config.container)
+    launch = launch or ContainerLaunch.from_json(config.container)
     driver = driver_for(launch.runtime, launch.rootless)
     job_env = dict(config.env)
     if driver.runs_as_owner:
@@ -50,7 +53,7 @@ def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str)
         if owner:
             job_env.update(HOME=owner["home"], USER=owner["name"], LOGNAME=owner["name"], SHELL=owner["shell"])
     state: dict[str, object] = {"image": launch.image, "runtime": launch.runtime}
-    image = driver.reference(launch.image)
+    image = driver.reference(launch.held_image or launch.image)
     image_env: tuple[str, ...] = ()
     if driver.inspects:
         began = time.monotonic()
