@@ -34,6 +34,8 @@ def _variants():
     yield "podman-declared-gpus", driver_for("podman"), ContainerLaunch(
         **{**LAUNCH.__dict__, "gpu_devices": False, "memory_mb": 16384, "cgroup_parent": None})
     yield "podman-srun-pty", driver_for("podman"), ContainerLaunch(**{**LAUNCH.__dict__, "interactive": "pty"})
+    yield "podman-lowered-ulimits", driver_for("podman"), ContainerLaunch(
+        **{**LAUNCH.__dict__, "ulimits": ("nofile=4096:4096", "nproc=32768:32768")})
     yield "docker", driver_for("docker"), ContainerLaunch(**{**LAUNCH.__dict__, "runtime": "docker",
                                                                "binary": "/usr/bin/docker"})
     yield "apptainer", driver_for("apptainer"), ContainerLaunch(

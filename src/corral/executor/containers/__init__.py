@@ -75,6 +75,9 @@ class ContainerLaunch:
     leftover_cgroups: tuple[str, ...] = ()
     """The job's directory in hierarchies corral does not hold, which the runtime makes: removed at the end."""
     runtime_env: Mapping[str, str] = field(default_factory=dict)
+    ulimits: tuple[str, ...] = ()
+    """`--ulimit` values (`nofile=4096:4096`) where root Podman's own exceed the hard limits it may set
+    (`containers.ulimits`); empty: the runtime's own."""
     held_image: str | None = None
     """The image as a root runtime reads it, where that is not `image`: an archive through the descriptor
     the supervisor opened as the owner (`containers.held`). Never in launch.json: it names a live process."""
@@ -90,6 +93,7 @@ class ContainerLaunch:
         values["user"] = (int(user[0]), int(user[1]), tuple(int(g) for g in user[2])) if user else None
         values["leftover_cgroups"] = tuple(values.get("leftover_cgroups", ()))
         values["runtime_env"] = dict(values.get("runtime_env") or {})
+        values["ulimits"] = tuple(str(u) for u in values.get("ulimits", ()))
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +105,7 @@ class ContainerLaunch:
             "remap_root": self.remap_root, "rootless": self.rootless, "interactive": self.interactive,
             "mount_home": self.mount_home, "cgroup_parent": self.cgroup_parent,
             "leftover_cgroups": list(self.leftover_cgroups), "runtime_env": dict(self.runtime_env),
+            "ulimits": list(self.ulimits),
         }
 
     @property

@@ -25,6 +25,7 @@ class Podman(Driver):
                "--pid=host", "--network=host", "--ipc=host",
                "--security-opt=no-new-privileges", "--log-driver=none"]
         out += _identity(self, launch)
+        out += [f"--ulimit={limit}" for limit in launch.ulimits]
         devices = [f"--device=nvidia.com/gpu={name}" for name in launch.gpu_names] if launch.gpu_devices else []
         out += oci_options(launch, devices, env_file)
         return [*out, image, *argv]
