@@ -122,6 +122,35 @@ class ContainerLaunch:
         return self.image if self.image.startswith("/") else None
 
 
+ENTER_WORKDIR = ('cd -- "$1" || { echo "corral: cannot enter the working directory $1 in the container as the '
+                 'job\'s owner" >&2; exit 1; }; shift; exec "$@"')
+"""What a root runtime's container runs first, as the job's owner, under the image's /bin/sh: enter the job's
+working directory, then become its command. runc enters the `--workdir` it is given as root (and creates it
+where it is missing), which would take a job through another user's 0700 directory, or make one as root in a
+host directory mounted into the container; so a root runtime is given `/`, and the owner's own `cd` does the rest."""
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What the runtime says of an image (`Driver.inspect_argv`)."""
+
+    env_names: tuple[str, ...] = ()
+    """The variables it sets."""
+    entrypoint: tuple[str, ...] = ()
+    """Its ENTRYPOINT, which the job's command follows."""
+
+    @classmethod
+    def from_config(cls, config: object) -> ImageFacts:
+        """From the image's `.Config` as Podman and Docker print it in JSON."""
+        if not isinstance(config, dict):
+            return cls()
+        env, entrypoint = config.get("Env") or [], config.get("Entrypoint") or []
+        if isinstance(entrypoint, str):
+            entrypoint = [entrypoint]
+        return cls(tuple(str(item).partition("=")[0] for item in env if isinstance(item, str)),
+                   tuple(str(item) for item in entrypoint))
+
+
 class Driver:
     """What differs between runtimes: the argv of each step, and who runs it."""
 
@@ -137,8 +166,8 @@ class Driver:
     """The image is looked up (and pulled when absent) before the run; its environment names are read."""
 
     def inspect_argv(self, launch: ContainerLaunch, image: str) -> list[str]:
-        """Prints the image's environment as a JSON list; fails when the image is absent."""
-        return [launch.binary, "image", "inspect", "--format", "{{json .Config.Env}}", image]
+        """Prints the image's configuration (`ImageFacts.from_config`) as JSON; fails when the image is absent."""
+        return [launch.binary, "image", "inspect", "--format", "{{json .Config}}", image]
 
     def pull_argv(self, launch: ContainerLaunch, image: str) -> list[str]:
         return [launch.binary, "pull", image]
@@ -147,7 +176,9 @@ class Driver:
         """Removes what is left of the container after its end (a kill may have stopped its cleanup)."""
         return None
 
-    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None) -> list[str]:
+    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None,
+                 entrypoint: Sequence[str] = ()) -> list[str]:
+        """The runtime's `run`; `entrypoint`: the image's (`ImageFacts`), which the job's argv follows."""
         raise NotImplementedError
 
     def reference(self, image: str) -> str:
@@ -158,10 +189,10 @@ class Driver:
         return f"{head}/{rest}" if sep and "/" not in head else image
 
 
-def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | None) -> list[str]:
+def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | None, workdir: str) -> list[str]:
     """What Podman and Docker (one command line between them) are told of the job but for who it is: its
-    cgroup, CPUs and memory, its GPUs (`gpus`, each runtime's own flags), its mounts, where it starts, its
-    stdin and its environment file."""
+    cgroup, CPUs and memory, its GPUs (`gpus`, each runtime's own flags), its mounts, where the runtime starts
+    it (`workdir`), its stdin and its environment file."""
     out = [f"--cgroup-parent={launch.cgroup_parent}"] if launch.cgroup_parent else []
     if launch.cpus:
         out.append(f"--cpus={launch.cpus}")
@@ -169,12 +200,19 @@ def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | No
         out += [f"--memory={launch.memory_mb}m", f"--memory-swap={launch.memory_mb}m"]
     out += gpus
     out += [f"--volume={source}:{target}:{'ro' if read_only else 'rw'}" for source, target, read_only in launch.mounts]
-    out.append(f"--workdir={launch.workdir}")
+    out.append(f"--workdir={workdir}")
     if launch.interactive:
         out += ["--interactive", *(["--tty"] if launch.interactive == "pty" else [])]
     if env_file:
         out.append(f"--env-file={env_file}")
     return out
+
+
+def entered_as_owner(launch: ContainerLaunch, image: str, argv: Sequence[str],
+                     entrypoint: Sequence[str]) -> list[str]:
+    """A root runtime's `--entrypoint`, image and command: the image's /bin/sh enters the job's working
+    directory as the owner (`ENTER_WORKDIR`), then execs the image's entrypoint and the job's argv."""
+    return ["--entrypoint=/bin/sh", image, "-c", ENTER_WORKDIR, "corral", launch.workdir, *entrypoint, *argv]
 
 
 def visible_devices(driver: Driver, gpus: Sequence[int], uuids: Sequence[str] = ()) -> str:
