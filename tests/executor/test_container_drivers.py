@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from corral.executor.containers import ContainerLaunch, driver_for, find_runtime, visible_devices
+from corral.executor.containers import ENTER_WORKDIR, ContainerLaunch, driver_for, find_runtime, visible_devices
 from corral.executor.containers.start import container_environment
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "containers")
@@ -23,6 +23,7 @@ LAUNCH = ContainerLaunch(
     user=(1001, 1001, (1001, 2000)), cgroup_parent="/corral/3f2a9c1e0d4b/job_42",
 )
 ARGV = ["python", "train.py", "--lr", "3e-4"]
+ENTRYPOINT = ("/opt/nvidia/nvidia_entrypoint.sh",)  # NGC's, which the job's command follows
 ENV_FILE = "/var/lib/corral/jobs/42/container.env"
 
 
@@ -34,6 +35,8 @@ def _variants():
     yield "podman-declared-gpus", driver_for("podman"), ContainerLaunch(
         **{**LAUNCH.__dict__, "gpu_devices": False, "memory_mb": 16384, "cgroup_parent": None})
     yield "podman-srun-pty", driver_for("podman"), ContainerLaunch(**{**LAUNCH.__dict__, "interactive": "pty"})
+    yield "podman-lowered-ulimits", driver_for("podman"), ContainerLaunch(
+        **{**LAUNCH.__dict__, "ulimits": ("nofile=4096:4096", "nproc=32768:32768")})
     yield "docker", driver_for("docker"), ContainerLaunch(**{**LAUNCH.__dict__, "runtime": "docker",
                                                                "binary": "/usr/bin/docker"})
     yield "apptainer", driver_for("apptainer"), ContainerLaunch(
@@ -48,7 +51,7 @@ def _variants():
 def test_each_drivers_run_argv_is_pinned(variant):
     name, driver, launch = variant
     env_file = None if driver.passes_environment else ENV_FILE
-    argv = driver.run_argv(launch, driver.reference(launch.image), ARGV, env_file)
+    argv = driver.run_argv(launch, driver.reference(launch.image), ARGV, env_file, ENTRYPOINT)
     path = os.path.join(GOLDEN, f"{name}.txt")
     if os.environ.get("CORRAL_UPDATE_GOLDEN"):
         with open(path, "w") as f:
@@ -70,6 +73,20 @@ def test_the_job_never_runs_as_root_or_with_privileges_under_a_root_runtime():
         else:
             assert user == "--user=1001:1001", name
         assert not any("TOKEN" in a or "=" in a and a.split("=", 1)[0] in ("-e", "--env") for a in argv), name
+
+
+def test_a_root_runtime_never_enters_the_working_directory_itself_the_owner_does_inside():
+    """runc enters `--workdir` as root, and makes it where it is missing: through another user's 0700 directory
+    mounted in, or as root in a host directory. A root runtime starts in `/`; the owner's `cd` does the rest."""
+    for name, driver, launch in _variants():
+        argv = driver.run_argv(launch, driver.reference(launch.image), ARGV, ENV_FILE, ENTRYPOINT)
+        if driver.runs_as_owner:
+            assert f"--workdir={launch.workdir}" in argv or ["--pwd", launch.workdir] == argv[2:4], name
+            continue
+        image = argv.index(driver.reference(launch.image))
+        assert [a for a in argv if a.startswith("--workdir")] == ["--workdir=/"], name
+        assert argv[image - 1] == "--entrypoint=/bin/sh", name
+        assert argv[image + 1:] == ["-c", ENTER_WORKDIR, "corral", launch.workdir, *ENTRYPOINT, *ARGV], name
 
 
 def test_gpus_are_numbered_as_the_container_sees_them():

@@ -214,3 +214,43 @@ def test_remap_root_is_root_inside_and_the_owner_outside(backend, os_users, busy
     assert finish(backend, job).state == "COMPLETED", read(job.log_path("stderr"))
     assert read(job.log_path("stdout")).splitlines()[0] == "0"
     assert os.stat(marker).st_uid == alice.pw_uid  # root inside is alice on the host
+
+
+def test_the_working_directory_inside_is_entered_as_the_owner_never_as_root(backend, os_users, busybox_image):
+    """runc would enter (and make) `--workdir` as root: through a mount of a directory above another user's 0700
+    one, the job would start in what it may not reach, or make a directory there on the host as root."""
+    alice, bob = (pwd.getpwnam(u) for u in os_users)
+    vault = os.path.join(bob.pw_dir, f"vault-{os.getpid()}")
+    os.makedirs(os.path.join(vault, "data"), exist_ok=True)
+    with open(os.path.join(vault, "data", "secret"), "w") as f:
+        f.write("VICTIM\n")
+    os.chmod(os.path.join(vault, "data", "secret"), 0o644)
+    os.chmod(os.path.join(vault, "data"), 0o755)
+    os.chmod(vault, 0o700)  # bob's alone to pass through
+    parent = os.path.dirname(bob.pw_dir)  # which alice may read, and mount
+    inside = f"/u/{os.path.basename(bob.pw_dir)}/{os.path.basename(vault)}"
+    try:
+        for workdir in (f"{inside}/data", f"{inside}/made"):
+            job = start(backend, alice.pw_name, command=["cat", "secret"], image=busybox_image,
+                        container_mounts=f"{parent}:/u", container_workdir=workdir)
+            outcome = finish(backend, job)
+            assert (outcome.state, outcome.exit_code) == ("FAILED", 1)
+            assert read(job.log_path("stdout")) == ""
+            assert f"cannot enter the working directory {workdir} in the container" in read(job.log_path("stderr"))
+        assert sorted(os.listdir(vault)) == ["data"]  # nothing made there as root
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", vault], check=True)
+
+
+def test_the_images_entrypoint_still_runs_before_the_jobs_command(backend, os_users, podman, busybox_image):
+    image = "localhost/corral-test-entrypoint:1"
+    made = subprocess.run([podman, "create", busybox_image, "true"], capture_output=True, text=True, check=True)
+    container = made.stdout.strip()
+    try:
+        subprocess.run([podman, "commit", "--change", 'ENTRYPOINT ["/bin/echo", "entrypoint says"]', container,
+                        image], check=True, capture_output=True)
+    finally:
+        subprocess.run([podman, "rm", "--force", container], capture_output=True)
+    job = start(backend, os_users[0], command=["the", "job's", "argv"], image=image)
+    assert finish(backend, job).state == "COMPLETED", read(job.log_path("stderr"))
+    assert read(job.log_path("stdout")) == "entrypoint says the job's argv\n"

@@ -32,13 +32,16 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 from corral.executor.job_owner import as_owner, exec_job, open_for_writing, open_logs
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.terminal import NoClient, Terminal
+
+if TYPE_CHECKING:
+    from corral.executor.containers.held import HeldPaths
 
 MEMORY_CHECK_INTERVAL_S = 0.5
 LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
@@ -57,6 +60,7 @@ class Supervisor:
         self.failed: str | None = None  # the server's verdict that ended the job (its FAIL mark's reason)
         self.wake_w = -1
         self.image_pull_s: float | None = None
+        self.held: HeldPaths | None = None  # a container job's host paths, as its runtime gets them
 
     def path(self, name: str) -> str:
         return os.path.join(self.job_dir, name)
@@ -120,7 +124,8 @@ class Supervisor:
             if os.read(gate_r, 1) != b"1":
                 os._exit(1)
             # a container job's runtime runs it: as root with the owner's ids inside, or as the owner
-            instead = (lambda: _exec_container(self.config, self.cgroup, self.job_dir)) if self.config.container else None
+            instead = (lambda: _exec_container(self.config, self.cgroup, self.job_dir, self.held)) \
+                if self.config.container else None
             if terminal is not None:
                 exec_job(self.config, self.cgroup, out_fd, err_fd, stdio=terminal.child_fds, terminal=terminal.pty,
                          exec_instead=instead)
@@ -418,20 +423,21 @@ class Supervisor:
         """Why the job's container may not start, or None: every path it would see of the host (and an
         image file) must be the owner's to open, and none may be corral's own but the job's checkpoints and script.
 
-        The runtime runs as root, so this is the only place the owner's rights are asked."""
+        The runtime runs as root, so this is the only place the owner's rights are asked; what was opened
+        is what the runtime gets (`containers.held`), held until `finish`."""
         from corral.executor.containers import ContainerLaunch
-        from corral.executor.containers.mounts import refused_mount
+        from corral.executor.containers.held import hold_paths
+        from corral.executor.containers.mounts import MountRefused
 
         launch = ContainerLaunch.from_json(self.config.container or {})
         home = os.path.dirname(os.path.dirname(os.path.abspath(self.job_dir)))
         allowed = (self.config.env.get("CORRAL_CHECKPOINT_DIR", ""), self.path(files.SCRIPT))
-        paths = [(source, "container_mounts") for source, _, _ in launch.mounts]
-        if launch.archive:
-            paths.append((launch.archive, "image"))
-        for path, field in paths:
-            refused = as_owner(self.config, lambda p=path: refused_mount(p, home, allowed))  # type: ignore[misc]
-            if refused:
-                return f"{field}: {refused}"
+        try:
+            self.held = hold_paths(launch, self.config, self.job_dir, home, allowed)
+        except MountRefused as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"cannot hand the container runtime the job's host paths: {exc}"
         return None
 
     def end_container(self, status: int) -> str | None:
@@ -497,6 +503,8 @@ class Supervisor:
 
     def finish(self, state: str, exit_code: int | None, sig: int | None, error: str | None = None,
                usage: dict[str, float] | None = None) -> None:
+        if self.held is not None:
+            self.held.release()  # the container is gone: what it was given of the host goes too
         cpu = float((usage or {}).get("cpu_time_s") or 0.0)
         self.write_condor_event(lambda c, p: condor_log.ended(c, p, time.time(), state, exit_code, sig, error, cpu))
         # through the space the server reserved before the launch: an outcome is recordable on a full disk
@@ -533,10 +541,11 @@ def _runtime_cgroups() -> tuple[str, ...]:
     return OWN_CGROUPS
 
 
-def _exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str) -> NoReturn:
+def _exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str,
+                    held: HeldPaths | None) -> NoReturn:
     from corral.executor.containers.start import exec_container  # only a container job's child loads it
 
-    exec_container(config, cgroup, job_dir)
+    exec_container(config, cgroup, job_dir, held.launch if held is not None else None)
 
 
 def _free_bytes(path: str) -> float:

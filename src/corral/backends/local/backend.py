@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -341,7 +342,15 @@ def _containers(setup: BackendSetup) -> LocalContainers | None:
     if found is None:
         return None
     name, binary = found
-    return LocalContainers(name, binary, rootless=os.geteuid() != 0, home_key=home_key(setup.home)[:8])
+    rootless = os.geteuid() != 0
+    ulimits: tuple[str, ...] = ()
+    if name == "podman" and not rootless:  # rootless Podman keeps within the hard limits itself
+        from corral.executor.containers.ulimits import container_ulimits
+
+        ulimits, note = container_ulimits(setup.server_env)
+        if note:  # said at `corral up`, as the job isolation is (server.log when detached)
+            print(f"corral: warning: {note}", file=sys.stderr, flush=True)
+    return LocalContainers(name, binary, rootless=rootless, home_key=home_key(setup.home)[:8], ulimits=ulimits)
 
 
 KIND = LocalKind()

@@ -26,6 +26,8 @@ class LocalContainers:
     """The server is not root: the runtime runs as the job's owner, who is the server's user."""
     home_key: str
     """Keeps two servers' containers of job 1 apart (their names)."""
+    ulimits: tuple[str, ...] = ()
+    """`--ulimit` values every container gets, where the runtime's own exceed what it may set here."""
 
     def check(self, container: ContainerSpec) -> None:
         """Raises InvalidRequest (field `image`) for an image file this runtime cannot read."""
@@ -71,6 +73,7 @@ class LocalContainers:
             memory_mb=spec.mem_mb or None if cgroup_layout is None else None, user=user,
             remap_root=container.remap_root, rootless=self.rootless, interactive=spec.interactive, mount_home=container.mount_home,
             cgroup_parent=parent, leftover_cgroups=leftovers, runtime_env=runtime_environment(server_env),
+            ulimits=self.ulimits,
         )
 
     def cgroup(self, cgroup: dict[str, Any] | None) -> dict[str, Any] | None:

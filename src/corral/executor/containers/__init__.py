@@ -2,8 +2,8 @@
 
 The server picks the runtime once (`[containers] runtime`, or the first of Podman, Apptainer and
 Singularity on PATH; Docker only when an admin names it, its group being root's equal) and each container
-job's launch.json carries a `ContainerLaunch`. Its supervisor checks the job's mounts as the owner, then
-the job's process (`start.exec_container`) brings the image in if it is absent, timing that apart from
+job's launch.json carries a `ContainerLaunch`. Its supervisor opens the job's mounts and image file as the
+owner and hands the runtime what it opened, never the paths (`held`), then the job's process (`start.exec_container`) brings the image in if it is absent, timing that apart from
 the run, and execs the runtime's `run` with the argv its driver builds: never a shell string.
 
 What keeps it a corral job, whatever the runtime: the container's processes sit in a cgroup nested in
@@ -34,6 +34,8 @@ OWN_CGROUPS = ("conmon", RUNTIME_LEAF)
 RUNTIME_ENV_KEYS = ("PATH", "HOME", "LANG", "TMPDIR", "XDG_RUNTIME_DIR", "CONTAINERS_CONF",
                     "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF", "REGISTRY_AUTH_FILE", "DOCKER_HOST",
                     "DOCKER_CONFIG", "APPTAINER_CACHEDIR", "SINGULARITY_CACHEDIR", "APPTAINER_TMPDIR")
+ARCHIVE_TRANSPORTS = ("docker-archive:", "oci-archive:")
+"""Images read from a file, as Podman and skopeo name the transport: `docker-archive:PATH[:REFERENCE]`."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ class ContainerLaunch:
     leftover_cgroups: tuple[str, ...] = ()
     """The job's directory in hierarchies corral does not hold, which the runtime makes: removed at the end."""
     runtime_env: Mapping[str, str] = field(default_factory=dict)
+    ulimits: tuple[str, ...] = ()
+    """`--ulimit` values (`nofile=4096:4096`) where root Podman's own exceed the hard limits it may set
+    (`containers.ulimits`); empty: the runtime's own."""
+    held_image: str | None = None
+    """The image as a root runtime reads it, where that is not `image`: an archive through the descriptor
+    the supervisor opened as the owner (`containers.held`). Never in launch.json: it names a live process."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ContainerLaunch:
@@ -85,6 +93,7 @@ class ContainerLaunch:
         values["user"] = (int(user[0]), int(user[1]), tuple(int(g) for g in user[2])) if user else None
         values["leftover_cgroups"] = tuple(values.get("leftover_cgroups", ()))
         values["runtime_env"] = dict(values.get("runtime_env") or {})
+        values["ulimits"] = tuple(str(u) for u in values.get("ulimits", ()))
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
@@ -96,6 +105,7 @@ class ContainerLaunch:
             "remap_root": self.remap_root, "rootless": self.rootless, "interactive": self.interactive,
             "mount_home": self.mount_home, "cgroup_parent": self.cgroup_parent,
             "leftover_cgroups": list(self.leftover_cgroups), "runtime_env": dict(self.runtime_env),
+            "ulimits": list(self.ulimits),
         }
 
     @property
@@ -106,10 +116,39 @@ class ContainerLaunch:
     @property
     def archive(self) -> str | None:
         """The file the image is read from (an archive or a `.sif`), None for an image by name."""
-        for transport in ("docker-archive:", "oci-archive:"):
+        for transport in ARCHIVE_TRANSPORTS:
             if self.image.startswith(transport):
                 return self.image[len(transport):].partition(":")[0]
         return self.image if self.image.startswith("/") else None
+
+
+ENTER_WORKDIR = ('cd -- "$1" || { echo "corral: cannot enter the working directory $1 in the container as the '
+                 'job\'s owner" >&2; exit 1; }; shift; exec "$@"')
+"""What a root runtime's container runs first, as the job's owner, under the image's /bin/sh: enter the job's
+working directory, then become its command. runc enters the `--workdir` it is given as root (and creates it
+where it is missing), which would take a job through another user's 0700 directory, or make one as root in a
+host directory mounted into the container; so a root runtime is given `/`, and the owner's own `cd` does the rest."""
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What the runtime says of an image (`Driver.inspect_argv`)."""
+
+    env_names: tuple[str, ...] = ()
+    """The variables it sets."""
+    entrypoint: tuple[str, ...] = ()
+    """Its ENTRYPOINT, which the job's command follows."""
+
+    @classmethod
+    def from_config(cls, config: object) -> ImageFacts:
+        """From the image's `.Config` as Podman and Docker print it in JSON."""
+        if not isinstance(config, dict):
+            return cls()
+        env, entrypoint = config.get("Env") or [], config.get("Entrypoint") or []
+        if isinstance(entrypoint, str):
+            entrypoint = [entrypoint]
+        return cls(tuple(str(item).partition("=")[0] for item in env if isinstance(item, str)),
+                   tuple(str(item) for item in entrypoint))
 
 
 class Driver:
@@ -127,8 +166,8 @@ class Driver:
     """The image is looked up (and pulled when absent) before the run; its environment names are read."""
 
     def inspect_argv(self, launch: ContainerLaunch, image: str) -> list[str]:
-        """Prints the image's environment as a JSON list; fails when the image is absent."""
-        return [launch.binary, "image", "inspect", "--format", "{{json .Config.Env}}", image]
+        """Prints the image's configuration (`ImageFacts.from_config`) as JSON; fails when the image is absent."""
+        return [launch.binary, "image", "inspect", "--format", "{{json .Config}}", image]
 
     def pull_argv(self, launch: ContainerLaunch, image: str) -> list[str]:
         return [launch.binary, "pull", image]
@@ -137,7 +176,9 @@ class Driver:
         """Removes what is left of the container after its end (a kill may have stopped its cleanup)."""
         return None
 
-    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None) -> list[str]:
+    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None,
+                 entrypoint: Sequence[str] = ()) -> list[str]:
+        """The runtime's `run`; `entrypoint`: the image's (`ImageFacts`), which the job's argv follows."""
         raise NotImplementedError
 
     def reference(self, image: str) -> str:
@@ -148,10 +189,10 @@ class Driver:
         return f"{head}/{rest}" if sep and "/" not in head else image
 
 
-def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | None) -> list[str]:
+def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | None, workdir: str) -> list[str]:
     """What Podman and Docker (one command line between them) are told of the job but for who it is: its
-    cgroup, CPUs and memory, its GPUs (`gpus`, each runtime's own flags), its mounts, where it starts, its
-    stdin and its environment file."""
+    cgroup, CPUs and memory, its GPUs (`gpus`, each runtime's own flags), its mounts, where the runtime starts
+    it (`workdir`), its stdin and its environment file."""
     out = [f"--cgroup-parent={launch.cgroup_parent}"] if launch.cgroup_parent else []
     if launch.cpus:
         out.append(f"--cpus={launch.cpus}")
@@ -159,12 +200,19 @@ def oci_options(launch: ContainerLaunch, gpus: Sequence[str], env_file: str | No
         out += [f"--memory={launch.memory_mb}m", f"--memory-swap={launch.memory_mb}m"]
     out += gpus
     out += [f"--volume={source}:{target}:{'ro' if read_only else 'rw'}" for source, target, read_only in launch.mounts]
-    out.append(f"--workdir={launch.workdir}")
+    out.append(f"--workdir={workdir}")
     if launch.interactive:
         out += ["--interactive", *(["--tty"] if launch.interactive == "pty" else [])]
     if env_file:
         out.append(f"--env-file={env_file}")
     return out
+
+
+def entered_as_owner(launch: ContainerLaunch, image: str, argv: Sequence[str],
+                     entrypoint: Sequence[str]) -> list[str]:
+    """A root runtime's `--entrypoint`, image and command: the image's /bin/sh enters the job's working
+    directory as the owner (`ENTER_WORKDIR`), then execs the image's entrypoint and the job's argv."""
+    return ["--entrypoint=/bin/sh", image, "-c", ENTER_WORKDIR, "corral", launch.workdir, *entrypoint, *argv]
 
 
 def visible_devices(driver: Driver, gpus: Sequence[int], uuids: Sequence[str] = ()) -> str:

@@ -28,7 +28,8 @@ class Apptainer(Driver):
         plain = super().reference(image)
         return f"docker://{plain}"
 
-    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None) -> list[str]:
+    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None,
+                 entrypoint: Sequence[str] = ()) -> list[str]:
         out = [launch.binary, "exec", "--pwd", launch.workdir]
         if launch.gpu_devices:
             out.append("--nv")

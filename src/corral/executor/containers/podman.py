@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from corral.executor.containers import ContainerLaunch, Driver, oci_options
+from corral.executor.containers import ContainerLaunch, Driver, entered_as_owner, oci_options
 
 
 class Podman(Driver):
@@ -19,15 +19,18 @@ class Podman(Driver):
     def remove_argv(self, launch: ContainerLaunch) -> list[str]:
         return [launch.binary, "rm", "--force", "--ignore", "--time", "0", launch.name]
 
-    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None) -> list[str]:
+    def run_argv(self, launch: ContainerLaunch, image: str, argv: Sequence[str], env_file: str | None,
+                 entrypoint: Sequence[str] = ()) -> list[str]:
         out = [launch.binary, "run", "--rm", "--replace", "--name", launch.name,
                # what a batch job has of the host, no more: its processes, network and shared memory
                "--pid=host", "--network=host", "--ipc=host",
                "--security-opt=no-new-privileges", "--log-driver=none"]
         out += _identity(self, launch)
+        out += [f"--ulimit={limit}" for limit in launch.ulimits]
         devices = [f"--device=nvidia.com/gpu={name}" for name in launch.gpu_names] if launch.gpu_devices else []
-        out += oci_options(launch, devices, env_file)
-        return [*out, image, *argv]
+        if self.rootless:  # the runtime is the owner: it may enter the working directory itself
+            return [*out, *oci_options(launch, devices, env_file, launch.workdir), image, *argv]
+        return [*out, *oci_options(launch, devices, env_file, "/"), *entered_as_owner(launch, image, argv, entrypoint)]
 
 
 def _identity(driver: Podman, launch: ContainerLaunch) -> list[str]:

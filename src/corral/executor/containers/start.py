@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
-from corral.executor.containers import ContainerLaunch, Driver, driver_for
+from corral.executor.containers import ContainerLaunch, Driver, ImageFacts, driver_for
 
 if TYPE_CHECKING:
     from corral.executor.cgroups import JobCgroup
@@ -33,12 +33,15 @@ class ImageUnavailable(Exception):
     """The image is not here and could not be brought in; the message says why, in the runtime's words."""
 
 
-def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str) -> NoReturn:
-    """In the forked child: become the runtime running the job's argv in its image. Never returns."""
+def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str,
+                   launch: ContainerLaunch | None = None) -> NoReturn:
+    """In the forked child: become the runtime running the job's argv in its image. Never returns.
+
+    `launch`: the job's, with its host paths as the supervisor holds them (`held.hold_paths`)."""
     from corral.executor.job_owner import become_owner
 
     assert config.container is not None
-    launch = ContainerLaunch.from_json(config.container)
+    launch = launch or ContainerLaunch.from_json(config.container)
     driver = driver_for(launch.runtime, launch.rootless)
     job_env = dict(config.env)
     if driver.runs_as_owner:
@@ -50,12 +53,12 @@ def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str)
         if owner:
             job_env.update(HOME=owner["home"], USER=owner["name"], LOGNAME=owner["name"], SHELL=owner["shell"])
     state: dict[str, object] = {"image": launch.image, "runtime": launch.runtime}
-    image = driver.reference(launch.image)
-    image_env: tuple[str, ...] = ()
+    image = driver.reference(launch.held_image or launch.image)
+    facts = ImageFacts()
     if driver.inspects:
         began = time.monotonic()
         try:
-            image, image_env, pulled = bring_in(driver, launch, image, runtime_env)
+            image, facts, pulled = bring_in(driver, launch, image, runtime_env)
         except ImageUnavailable as exc:
             state["error"] = f"cannot bring in the image {launch.image} with {launch.runtime}: {exc}"
             _write_state(job_dir, state)
@@ -63,7 +66,7 @@ def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str)
             os._exit(CANNOT_START)
         state.update(pulled=pulled, pull_s=round(time.monotonic() - began, 3) if pulled else 0.0)
     _write_state(job_dir, state)
-    env = container_environment(job_env, image_env, launch.env_names)
+    env = container_environment(job_env, facts.env_names, launch.env_names)
     if driver.passes_environment:
         # Apptainer passes its own environment in, the image's winning; a --container-env name wins over that
         runtime_env.update({f"APPTAINERENV_{k}": env[k] for k in launch.env_names if k in env})
@@ -78,7 +81,7 @@ def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str)
         except OSError as exc:
             _say(f"corral: cannot enter the working directory {config.cwd}: {exc.strerror}")
             os._exit(1)
-    argv = driver.run_argv(launch, image, config.argv, env_file)
+    argv = driver.run_argv(launch, image, config.argv, env_file, facts.entrypoint)
     try:
         os.execve(argv[0], argv, runtime_env)
     except OSError as exc:
@@ -87,24 +90,24 @@ def exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str)
 
 
 def bring_in(driver: Driver, launch: ContainerLaunch, image: str,
-             env: Mapping[str, str]) -> tuple[str, tuple[str, ...], bool]:
-    """The image as the run names it, the variables it sets, and whether it had to be pulled.
+             env: Mapping[str, str]) -> tuple[str, ImageFacts, bool]:
+    """The image as the run names it, what the runtime says of it, and whether it had to be pulled.
 
     Raises:
         ImageUnavailable: it is absent and the pull failed (no such image, no network, no permission).
     """
     if launch.archive is None:
-        names = _inspect(driver, launch, image, env)
-        if names is not None:
-            return image, names, False
+        facts = _inspect(driver, launch, image, env)
+        if facts is not None:
+            return image, facts, False
     _say(f"corral: pulling {launch.image} with {launch.runtime}")
     began = time.monotonic()
     pulled = _pull(driver, launch, image, env)
-    names = _inspect(driver, launch, pulled, env)
-    if names is None:
+    facts = _inspect(driver, launch, pulled, env)
+    if facts is None:
         raise ImageUnavailable(f"{launch.runtime} pulled it, but cannot find {pulled} after the pull")
     _say(f"corral: pulled {launch.image} in {time.monotonic() - began:.1f} s")
-    return pulled, names, True
+    return pulled, facts, True
 
 
 def container_environment(job_env: Mapping[str, str], image_env: tuple[str, ...],
@@ -115,7 +118,7 @@ def container_environment(job_env: Mapping[str, str], image_env: tuple[str, ...]
             if key not in image_env or key in forced or key.startswith(("CORRAL_", "SLURM_", "CUDA_VISIBLE"))}
 
 
-def _inspect(driver: Driver, launch: ContainerLaunch, image: str, env: Mapping[str, str]) -> tuple[str, ...] | None:
+def _inspect(driver: Driver, launch: ContainerLaunch, image: str, env: Mapping[str, str]) -> ImageFacts | None:
     try:
         done = subprocess.run(driver.inspect_argv(launch, image), stdin=subprocess.DEVNULL, capture_output=True,
                               env=dict(env), timeout=120)
@@ -124,10 +127,9 @@ def _inspect(driver: Driver, launch: ContainerLaunch, image: str, env: Mapping[s
     if done.returncode != 0:
         return None
     try:
-        listed = json.loads(done.stdout.decode(errors="replace").strip() or "null") or []
+        return ImageFacts.from_config(json.loads(done.stdout.decode(errors="replace").strip() or "null"))
     except ValueError:
-        listed = []
-    return tuple(str(item).partition("=")[0] for item in listed if isinstance(item, str))
+        return ImageFacts()
 
 
 def _pull(driver: Driver, launch: ContainerLaunch, image: str, env: Mapping[str, str]) -> str:
