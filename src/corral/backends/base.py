@@ -145,6 +145,10 @@ class Placement(Protocol):
 
     def preempt(self, job: Job) -> None: ...
 
+    def requeue(self, job: Job) -> None:
+        """Stop a running job to queue it again (`scontrol requeue`): as a preemption, but SIGTERM, never its
+        warning signal, and its stderr says DUE TO JOB REQUEUE, as Slurm's."""
+
     def fail(self, job: Job, reason: str) -> None:
         """End a running job FAILED at once (the server's verdict: a sharing job over its GPU memory budget),
         `reason` becoming its reason and a line of its stderr."""

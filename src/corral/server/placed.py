@@ -202,8 +202,8 @@ class PlacedJobs:
         self.running.allocations[job.id] = replace(allocation, preempting=True)
         self.running.preempting.add(job.id)
         self.running.requeued_by[job.id] = by or ""
-        if self.launcher is None or not self.launcher.stop(job, Stop.PREEMPT):
-            self.placement.preempt(job)
+        if self.launcher is None or not self.launcher.stop(job, Stop.REQUEUE):
+            self.placement.requeue(job)
 
     def fail_node(self, job: Job, reason: str, requeue: bool) -> None:
         """Stop a running job whose GPU failed: it ends NODE_FAIL saying why, or (`requeue`) waits again,
