@@ -29,6 +29,7 @@ STARTED = "started.json"
 CANCEL = "cancel"
 PREEMPT = "preempt"
 REQUEUE = "requeue"  # what the PREEMPT mark holds for `scontrol requeue`: SIGTERM, never the warning signal
+REQUEUE_NODE_FAIL = "requeue node_fail"  # and for a job requeued because its GPU failed
 RESULT = "result.json"
 RESULT_RESERVED = "result.reserved"
 RESULT_RESERVE_BYTES = 64 * 1024  # an outcome is a few hundred bytes; its error message is bounded below that

@@ -346,7 +346,8 @@ class Supervisor:
                 why, warn_instead = None, False
                 if os.path.exists(self.path(files.PREEMPT)):
                     outcome = "PREEMPTED"
-                    why = "REQUEUE" if _read_reason(self.path(files.PREEMPT), "") == files.REQUEUE else None
+                    why = {files.REQUEUE: "REQUEUE", files.REQUEUE_NODE_FAIL: "NODE_FAIL"}.get(
+                        _read_reason(self.path(files.PREEMPT), ""))
                     warn_instead = warning.pending and why is None  # a preemption warns, once; a requeue does not
                 elif os.path.exists(self.path(files.FAIL)):
                     outcome = "FAILED"  # the server's verdict (a user's log quota): no grace, as for a runaway log

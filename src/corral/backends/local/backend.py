@@ -236,8 +236,9 @@ class LocalBackend:
     def preempt(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
 
-    def requeue(self, job: Job) -> None:
-        request_cancel(self.job_dir(job.id), mark=files.PREEMPT, content=files.REQUEUE)
+    def requeue(self, job: Job, node_failed: bool = False) -> None:
+        request_cancel(self.job_dir(job.id), mark=files.PREEMPT, content=files.REQUEUE_NODE_FAIL if node_failed
+                       else files.REQUEUE)
 
     def fail_node(self, job: Job, reason: str) -> None:
         request_cancel(self.job_dir(job.id), mark=files.NODE_FAIL, content=reason)
