@@ -74,7 +74,7 @@ class SchedulingPass:
         self.total_gpus = sum(len(n.gpus) for n in self.nodes)
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
-        self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
+        self.on_requeue: list[Callable[[Job, float], None]] = []  # told of a preempted job before it waits again
         # each node's GPUs no new job is given: drained (`corral.server.draining`) or avoided (in use outside corral)
         self.drained: Mapping[str, frozenset[int]] = {}
         # GPUs in use outside corral that no whole-GPU job is given but sharing jobs may go beside
@@ -117,8 +117,8 @@ class SchedulingPass:
 
     def requeue(self, job: Job, stopped_at: float) -> None:
         """A preempted (or requeued) job waits again, its restart count up one; its checkpoint dir stays its own."""
-        if self.on_requeue is not None:
-            self.on_requeue(job, stopped_at)
+        for listener in self.on_requeue:
+            listener(job, stopped_at)
         allocation = self.running.release(job.id)
         if allocation is not None and job.start_time is not None:
             self.ledger.charge_interrupted(job.spec.user, self.charge(allocation, stopped_at - job.start_time),

@@ -64,9 +64,14 @@ class JobSteps:
 
     def job_ended(self, job: Job) -> None:
         """An `on_job_ended` listener: the steps still running went with the job's processes."""
+        self.run_ended(job, job.end_time or self.clock())
+
+    def run_ended(self, job: Job, stopped_at: float) -> None:
+        """An `on_requeue` listener (and the job's end): the run's steps still running went with its processes,
+        and the next run's srun gets the job's CPUs and GPUs."""
         if job.start_time is None:
             return
-        done = self.db_thread.submit(self.store.end_running, job.id, job.end_time or self.clock())
+        done = self.db_thread.submit(self.store.end_running, job.id, stopped_at)
 
         def report(finished: Future[int]) -> None:
             if finished.exception():
