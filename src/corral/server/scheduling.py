@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
-from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
+from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent, requeued_detail
 from corral.core.job import Job, Outcome
 from corral.core.policy import Decisions, PendingJob, schedule
 from corral.core.priority import PriorityFactors, charged_gpus, prioritize, usage_charge
@@ -46,13 +46,14 @@ class RunningJobs:
     def ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
         """The events that a running job's end (or requeue) writes with its new state."""
         if outcome.state == JobState.PREEMPTED.value and job.id in self.requeued_by:
-            asker = self.requeued_by[job.id]
-            return [JobEvent(job.id, outcome.end_time, REQUEUED, {"by_user": asker} if asker else {})]
+            detail = requeued_detail(outcome.exit_code, outcome.signal, by=self.requeued_by[job.id])
+            return [JobEvent(job.id, outcome.end_time, REQUEUED, detail)]
         if outcome.state == JobState.PREEMPTED.value:
             asked = self.preempted_for.get(job.id)
             preempted = (JobEvent(job.id, asked[1], PREEMPTED, {"by_job": asked[0]}) if asked is not None
                          else JobEvent(job.id, outcome.end_time, PREEMPTED))  # asked before a restart: for whom is lost
-            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED)]
+            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED,
+                                        requeued_detail(outcome.exit_code, outcome.signal))]
         by = self.cancelled_by.get(job.id)
         if outcome.state == JobState.CANCELLED.value and by:
             return [JobEvent(job.id, outcome.end_time, CANCELLED, {"by_user": by})]

@@ -37,7 +37,7 @@ class JobSteps:
         if job.state is not JobState.RUNNING:
             raise Conflict(f"job {job.ref} is {job.state.value}, not RUNNING: steps run inside a running job")
         step = self.store.open(job.id, start, self.clock(), job_ref=job.ref, job_cpus=job.spec.cpus,
-                               job_gpus=tuple(job.gpu_ids or ()))
+                               job_gpus=tuple(job.gpu_ids or ()), restart=job.restarts)
         if step is None:
             raise Conflict(f"{BUSY}: job {job.ref}'s other steps hold the CPUs or GPUs this one needs "
                            "(it starts once they end; srun --overlap shares them)")
@@ -50,7 +50,7 @@ class JobSteps:
             Forbidden: another user; NotFound: no such step.
         """
         _check_owner(job, caller, "end a step of")
-        return self.store.close(job.id, step_id, end, self.clock())
+        return self.store.close(job.id, step_id, end, self.clock(), restart=job.restarts)
 
     def of_job(self, job: Job) -> list[JobStep]:
         return self.store.of_jobs([job.id]).get(job.id, [])
