@@ -25,6 +25,22 @@ def fail(message: str) -> None:
     raise RuntimeError(message)
 
 
+class Training(submitit.helpers.Checkpointable):
+    """A training loop longer than its time limit: its step is what submitit's checkpoint (at the warning
+    signal) keeps, and the run after the requeue goes on from there for `more` steps."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.starts: list[int] = []  # the step each run began at
+
+    def __call__(self, more: int) -> tuple[int, list[int], str]:
+        self.starts.append(self.step)
+        while len(self.starts) == 1 or self.step < self.starts[-1] + more:
+            self.step += 1
+            time.sleep(0.05)
+        return self.step, self.starts, os.environ["SLURM_RESTART_COUNT"]
+
+
 @pytest.fixture
 def executor(server_factory, tmp_path, monkeypatch):
     server = server_factory(gpus=2)
@@ -88,6 +104,23 @@ def test_a_function_that_raises_brings_its_traceback_back(executor):
     assert "RuntimeError: the loss went to NaN at step 12" in str(caught.value)
     # the result file comes a moment before the job's end is recorded
     assert executor.server.client().wait(job.job_id, timeout=30)["state"] == "FAILED"
+
+
+def test_a_checkpointable_job_warned_before_its_time_limit_requeues_itself_and_resumes(executor, tmp_path):
+    # submitit's own recipe: --signal=USR2@T reaches the srun task, which checkpoints and calls `scontrol requeue`
+    requeuing = submitit.SlurmExecutor(folder=str(tmp_path / "requeue" / "%j"), max_num_timeout=1)
+    requeuing.update_parameters(time=1, signal_delay_s=48, cpus_per_task=1, mem="1GB")  # the warning 12 s in
+    job = requeuing.submit(Training(), 20)
+    step, starts, restarts = job.result()
+    assert restarts == "1" and starts[0] == 0 and starts[1] > 0 and step == starts[1] + 20  # resumed, not redone
+    record = executor.server.client().wait(job.job_id, timeout=30)
+    assert (record["state"], record["restarts"]) == ("COMPLETED", 1)
+    log, out = job.stderr() or "", job.stdout() or ""
+    # the warning once, to the task alone (the batch shell lived on to be requeued); the requeue's SIGTERM
+    # passes by, as submitit means it to
+    assert log.count("Caught signal SIGUSR2") == 1 and out.count("Calling checkpoint method.") == 1, (log, out)
+    assert f"*** JOB {job.job_id} ON " in log and " DUE TO JOB REQUEUE ***" in log, log
+    assert _state_seen_by_submitit(job, "COMPLETED") == "COMPLETED"
 
 
 def _state_seen_by_submitit(job, wanted: str, timeout: float = 30) -> str:

@@ -69,3 +69,36 @@ def test_a_step_is_closed_once_and_its_job_end_cancels_the_ones_left_running(sto
     assert [(s.step_id, s.state) for s in steps.of_jobs([job.id])[job.id]] == [(0, "FAILED"), (1, "CANCELLED")]
     with pytest.raises(NotFound):
         steps.close(job.id, 7, StepEnd("COMPLETED", 0, None, None, None), 7.0)
+
+
+def test_a_requeued_jobs_next_run_numbers_its_steps_from_0_again(stores):
+    jobs, steps = stores
+    (job,) = jobs.insert([make_spec()], now=1.0)
+    start = StepStart(name="python", ntasks=1, command="python train.py", cpus=1)
+    steps.open(job.id, start, 2.0, **JOB)
+    steps.open(job.id, start, 3.0, **JOB)
+    steps.end_running(job.id, 4.0)  # requeued: its first run's steps went with it
+    again = steps.open(job.id, start, 5.0, **JOB, restart=1)
+    assert (again.step_id, again.restart) == (0, 1)
+    closed = steps.close(job.id, 0, StepEnd("COMPLETED", 0, None, None, None), 6.0, restart=1)
+    assert (closed.restart, closed.state) == (1, "COMPLETED")
+    listed = [(s.restart, s.step_id, s.state) for s in steps.of_jobs([job.id])[job.id]]
+    assert listed == [(0, 0, "CANCELLED"), (0, 1, "CANCELLED"), (1, 0, "COMPLETED")]
+
+
+def test_steps_recorded_before_runs_were_numbered_stay_their_jobs_first_runs(db_url, tmp_path):
+    from sqlalchemy import text
+
+    engine = open_engine(database_url(db_url, str(tmp_path)))
+    try:
+        migrate.upgrade(engine, "0026")
+        (job,) = JobStore(engine).insert([make_spec()], now=1.0)
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO job_steps (job_id, step_id, name, ntasks, command, state, start_time, cpus, "
+                              "overlap) VALUES (:job, 3, 'python', 2, 'python x.py', 'COMPLETED', 2.0, 1, false)"),
+                         {"job": job.id})
+        migrate.upgrade(engine)
+        (step,) = StepStore(engine).of_jobs([job.id])[job.id]
+        assert (step.restart, step.step_id, step.name, step.ntasks, step.state) == (0, 3, "python", 2, "COMPLETED")
+    finally:
+        engine.dispose()

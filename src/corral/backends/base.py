@@ -145,6 +145,11 @@ class Placement(Protocol):
 
     def preempt(self, job: Job) -> None: ...
 
+    def requeue(self, job: Job, node_failed: bool = False) -> None:
+        """Stop a running job to queue it again (`scontrol requeue`; `node_failed`: its GPU failed): as a
+        preemption, but SIGTERM, never its warning signal, and its stderr says DUE TO JOB REQUEUE (DUE TO NODE
+        FAILURE), as Slurm's."""
+
     def fail(self, job: Job, reason: str) -> None:
         """End a running job FAILED at once (the server's verdict: a sharing job over its GPU memory budget),
         `reason` becoming its reason and a line of its stderr."""

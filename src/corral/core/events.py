@@ -22,7 +22,9 @@ STARTED = "started"
 PREEMPTED = "preempted"
 """The scheduler told the job to make room; `detail["by_job"]` names the job it made room for."""
 REQUEUED = "requeued"
-"""The job stopped (preempted, or its start could not be kept) and waits again."""
+"""The job stopped (preempted, requeued, or its start could not be kept) and waits again; `detail["by_user"]`
+names who requeued it, and how the run's batch shell ended is its `signal`, else its `exit_code` (with the
+`state` it had ended in and when, `ended`, for a job requeued once it had ended): what sacct -D shows of the run."""
 CANCELLED = "cancelled"
 """Someone cancelled it; `detail["by_user"]` names them."""
 GPU_OVER_BUDGET = "gpu_over_budget"  # (the column holds 16 characters)
@@ -40,6 +42,22 @@ class JobEvent:
     time: float
     kind: str
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+def requeued_detail(exit_code: int | None, signal: int | None, *, state: str | None = None,
+                    ended: float | None = None, by: str | None = None) -> dict[str, Any]:
+    """A `requeued` event's detail: who asked, and how the run ended (see REQUEUED; `ended`: when, for a job
+    requeued once it had ended)."""
+    detail: dict[str, Any] = {"by_user": by} if by else {}
+    if signal:
+        detail["signal"] = signal
+    elif exit_code is not None:
+        detail["exit_code"] = exit_code
+    if state:
+        detail["state"] = state
+    if ended is not None:
+        detail["ended"] = iso_utc(ended, milliseconds=True)
+    return detail
 
 
 def timeline(job: Job, stored: Sequence[JobEvent]) -> list[dict[str, Any]]:

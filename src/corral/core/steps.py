@@ -1,4 +1,5 @@
-"""Job steps: what `srun` runs inside a job, numbered from 0 per job as Slurm numbers them.
+"""Job steps: what `srun` runs inside a job, numbered from 0 in each run of the job as Slurm numbers them (a
+requeued job's next run begins at 0 again).
 
 The batch script is the job's own step (`batch`), told by the job's row; `JobStep` is each `srun` step,
 which the in-job `srun` (`corral.cli.slurm.step`) opens at its start and closes at its end through the API.
@@ -39,6 +40,8 @@ class JobStep:
     """The job's GPUs it holds while it runs."""
     overlap: bool = False
     """srun --overlap: it shares what other steps hold, and holds nothing from them."""
+    restart: int = 0
+    """The job's restart count in the run it ran in (0: the first run; sacct -D shows the runs before the last)."""
     end_time: float | None = None
     exit_code: int | None = None
     signal: int | None = None
@@ -51,7 +54,7 @@ class JobStep:
         return {
             "job_id": self.job_id, "step_id": self.step_id, "name": self.name, "ntasks": self.ntasks,
             "command": self.command, "state": self.state, "exit_code": self.exit_code, "signal": self.signal,
-            "cpus": self.cpus, "gpu_ids": list(self.gpu_ids), "overlap": self.overlap,
+            "cpus": self.cpus, "gpu_ids": list(self.gpu_ids), "overlap": self.overlap, "restart": self.restart,
             "start_time": iso_utc(self.start_time), "end_time": iso_utc(self.end_time) if self.end_time else None,
             "max_rss_mb": self.max_rss_mb, "cpu_time_s": self.cpu_time_s,
         }

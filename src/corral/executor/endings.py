@@ -16,6 +16,7 @@ import time
 PREFIX = "slurmstepd: error: "
 TIME_LIMIT = " DUE TO TIME LIMIT"
 PREEMPTION = " DUE TO PREEMPTION"
+REQUEUE = " DUE TO JOB REQUEUE"
 NODE_FAILURE = " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"
 
 
@@ -23,7 +24,7 @@ def cancelled_line(job: str, node: str, at: float, why: str = "", by: str | None
     """`*** JOB 12 ON node CANCELLED AT 2026-11-24T07:12:03 DUE TO TIME LIMIT ***` (local time, as Slurm's).
 
     Args:
-        why: one of TIME_LIMIT, PREEMPTION, NODE_FAILURE; empty for a cancel.
+        why: one of TIME_LIMIT, PREEMPTION, REQUEUE, NODE_FAILURE; empty for a cancel.
         by: who cancelled (a cancel only).
     """
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))

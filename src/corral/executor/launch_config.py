@@ -46,6 +46,7 @@ class LaunchConfig:
     cgroup: Mapping[str, Any] | None = None  # {"layout", "name", "deny_devices"}; None without cgroups
     warn_signal: int | None = None  # --signal=SIG@T: SIG, sent T = warn_before_s before the time limit
     warn_before_s: float = 0.0
+    warn_batch: bool = False  # the batch shell alone gets it (B:, or a command, its own batch shell); else the steps
     condor_log: Mapping[str, Any] | None = None  # {"path", "cluster", "proc", "submit_time"}: HTCondor's job event log
     interactive: Mapping[str, Any] | None = None  # {"socket", "mode": "pty"|"stream", "grace_s", "connect_timeout_s"}: srun/salloc's
     container: Mapping[str, Any] | None = None  # `corral.executor.containers.ContainerLaunch.to_json()`: the image it runs in

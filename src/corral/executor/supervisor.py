@@ -39,6 +39,7 @@ from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
 from corral.executor.job_owner import as_owner, exec_job, open_for_writing, open_logs
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
 from corral.executor.terminal import NoClient, Terminal
+from corral.executor.warning_signal import WarningSignal
 
 if TYPE_CHECKING:
     from corral.executor.containers.held import HeldPaths
@@ -275,7 +276,7 @@ class Supervisor:
 
     def note_stop(self, outcome: str) -> None:
         """Say in the job's stderr, as slurmstepd does, that it is being stopped and why."""
-        why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION,
+        why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION, "REQUEUE": endings.REQUEUE,
                "NODE_FAIL": endings.NODE_FAILURE}.get(outcome, "")
         by = _read_reason(self.path(files.CANCEL), "") if outcome == "CANCELLED" else None
         line = endings.cancelled_line(self.job_ref, self.config.node or os.uname().nodename, time.time(), why,
@@ -309,8 +310,8 @@ class Supervisor:
         next_mem_check = began + check_every if mem_limit or log_limit or log_floor or self.cgroup else None
         next_rss_check = began + MEMORY_CHECK_INTERVAL_S
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
-        warn_signal = self.config.warn_signal
-        warn_at = deadline - float(self.config.warn_before_s) if deadline and warn_signal else None
+        warning = WarningSignal(self.config.warn_signal, float(self.config.warn_before_s), self.config.warn_batch)
+        warn_at = warning.due_at(deadline)
         # an interactive job's user hears of its time limit before it comes (a batch job has --signal)
         notice_at = deadline - min(60.0, 0.2 * float(limit or 0)) if deadline and self.terminal is not None else None
         try:
@@ -343,14 +344,16 @@ class Supervisor:
                 left = max(0, round((deadline or now) - now))
                 self.terminal.notice(f"srun: warning: job {self.job_ref} reaches its time limit in {left} s")
                 notice_at = None
-            if warn_at is not None and warn_signal and now >= warn_at and outcome is None:
-                self.kill_session(int(warn_signal), session=False)
+            if warn_at is not None and now >= warn_at and outcome is None:
+                warning.send(self.pid, self.cgroup)
                 warn_at = None
             if outcome is None:
-                stop_signal: int = signal.SIGTERM
+                why, warn_instead = None, False
                 if os.path.exists(self.path(files.PREEMPT)):
                     outcome = "PREEMPTED"
-                    stop_signal = int(warn_signal) if warn_signal else signal.SIGTERM
+                    why = {files.REQUEUE: "REQUEUE", files.REQUEUE_NODE_FAIL: "NODE_FAIL"}.get(
+                        _read_reason(self.path(files.PREEMPT), ""))
+                    warn_instead = warning.pending and why is None  # a preemption warns, once; a requeue does not
                 elif os.path.exists(self.path(files.FAIL)):
                     outcome = "FAILED"  # the server's verdict (a user's log quota): no grace, as for a runaway log
                     self.signal_job(signal.SIGKILL)
@@ -364,11 +367,9 @@ class Supervisor:
                 elif deadline is not None and now >= deadline:
                     outcome = "TIMEOUT"
                 if outcome is not None:
-                    self.note_stop(outcome)
-                    if stop_signal == signal.SIGTERM:
-                        self.signal_job(stop_signal)
-                    else:
-                        self.kill_session(stop_signal, session=False)  # --signal's warning: the job's own group
+                    self.note_stop(why or outcome)
+                    if not (warn_instead and warning.send(self.pid, self.cgroup)):  # else, or if it reached no one
+                        self.signal_job(signal.SIGTERM)
                     kill_at = now + grace
                     continue
             if next_mem_check is not None and now >= next_mem_check:
@@ -485,16 +486,14 @@ class Supervisor:
         except OSError:
             pass
 
-    def kill_session(self, sig: int, session: bool = True) -> None:
-        """Signal the job's process group, then (with `session`) any of its session that left the group."""
+    def kill_session(self, sig: int) -> None:
+        """Signal the job's process group, then any of its session that left the group."""
         if not self.pid:
             return
         try:
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-        if not session:
-            return
         for pid in files.session_members(self.pid):
             try:
                 os.kill(pid, sig)

@@ -36,6 +36,7 @@ class Stop(enum.Enum):
 
     CANCEL = "cancel"
     PREEMPT = "preempt"
+    REQUEUE = "requeue"
 
 
 class Launcher:
@@ -154,3 +155,5 @@ class Launcher:
             self.backend.cancel(job, by)
         elif stop is Stop.PREEMPT:
             self.backend.preempt(job)
+        elif stop is Stop.REQUEUE:
+            self.backend.requeue(job)

@@ -192,9 +192,9 @@ class PlacedJobs:
             if self.launcher is None or not self.launcher.stop(job, Stop.PREEMPT):
                 self.placement.preempt(job)
 
-    def requeue(self, job: Job, by: str | None) -> None:
-        """Stop a running job to queue it again (scontrol requeue): a preemption's stop, for no other job;
-        its end comes back PREEMPTED and is requeued as one, its timeline saying who asked."""
+    def requeue(self, job: Job, by: str | None, node_failed: bool = False) -> None:
+        """Stop a running job to queue it again (scontrol requeue; `node_failed`: its GPU failed): SIGTERM, for no
+        other job; its end comes back PREEMPTED and is requeued as one, its timeline saying who asked."""
         allocation = self.running.allocations.get(job.id)
         if allocation is None or job.id in self.running.preempting:
             return
@@ -202,8 +202,8 @@ class PlacedJobs:
         self.running.allocations[job.id] = replace(allocation, preempting=True)
         self.running.preempting.add(job.id)
         self.running.requeued_by[job.id] = by or ""
-        if self.launcher is None or not self.launcher.stop(job, Stop.PREEMPT):
-            self.placement.preempt(job)
+        if self.launcher is None or not self.launcher.stop(job, Stop.REQUEUE):
+            self.placement.requeue(job, node_failed)
 
     def fail_node(self, job: Job, reason: str, requeue: bool) -> None:
         """Stop a running job whose GPU failed: it ends NODE_FAIL saying why, or (`requeue`) waits again,
@@ -212,7 +212,7 @@ class PlacedJobs:
             return
         log.warning("job %d: %s", job.id, reason)
         if requeue:
-            self.requeue(job, HEALTH_BY)
+            self.requeue(job, HEALTH_BY, node_failed=True)
             return
         self.running.node_failed[job.id] = reason
         if self.launcher is None or not self.launcher.stop(job, Stop.CANCEL):

@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from corral.core.events import REQUEUED, JobEvent
+from corral.core.events import REQUEUED, JobEvent, requeued_detail
 from corral.core.job import Job
 from corral.core.states import JobState, PendingReason
 from corral.errors import Conflict
@@ -59,7 +59,8 @@ def _requeue_ended(service: JobService, job: Job, by: str | None, hold: bool) ->
     reset_to_pending(job)
     job.end_time, job.held = None, hold
     try:
-        service.store.save_state(job, [JobEvent(job.id, now, REQUEUED, {"by_user": by} if by else {})])
+        detail = requeued_detail(saved[7], saved[8], state=saved[0].value, ended=saved[4], by=by)
+        service.store.save_state(job, [JobEvent(job.id, now, REQUEUED, detail)])
     except Exception:
         (job.state, job.restarts, job.reason, job.start_time, job.end_time, job.node, job.gpu_ids, job.exit_code,
          job.signal, job.held) = saved

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
-from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent
+from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent, requeued_detail
 from corral.core.job import Job, Outcome
 from corral.core.policy import Decisions, PendingJob, schedule
 from corral.core.priority import PriorityFactors, charged_gpus, prioritize, usage_charge
@@ -46,13 +46,14 @@ class RunningJobs:
     def ending_events(self, job: Job, outcome: Outcome) -> list[JobEvent]:
         """The events that a running job's end (or requeue) writes with its new state."""
         if outcome.state == JobState.PREEMPTED.value and job.id in self.requeued_by:
-            asker = self.requeued_by[job.id]
-            return [JobEvent(job.id, outcome.end_time, REQUEUED, {"by_user": asker} if asker else {})]
+            detail = requeued_detail(outcome.exit_code, outcome.signal, by=self.requeued_by[job.id])
+            return [JobEvent(job.id, outcome.end_time, REQUEUED, detail)]
         if outcome.state == JobState.PREEMPTED.value:
             asked = self.preempted_for.get(job.id)
             preempted = (JobEvent(job.id, asked[1], PREEMPTED, {"by_job": asked[0]}) if asked is not None
                          else JobEvent(job.id, outcome.end_time, PREEMPTED))  # asked before a restart: for whom is lost
-            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED)]
+            return [preempted, JobEvent(job.id, outcome.end_time, REQUEUED,
+                                        requeued_detail(outcome.exit_code, outcome.signal))]
         by = self.cancelled_by.get(job.id)
         if outcome.state == JobState.CANCELLED.value and by:
             return [JobEvent(job.id, outcome.end_time, CANCELLED, {"by_user": by})]
@@ -74,7 +75,7 @@ class SchedulingPass:
         self.total_gpus = sum(len(n.gpus) for n in self.nodes)
         self.total_cpus = sum(n.cpus for n in self.nodes)
         self.factors: dict[int, PriorityFactors] = {}  # pending jobs' priorities from the latest pass
-        self.on_requeue: Callable[[Job, float], None] | None = None  # told of a preempted job before it waits again
+        self.on_requeue: list[Callable[[Job, float], None]] = []  # told of a preempted job before it waits again
         # each node's GPUs no new job is given: drained (`corral.server.draining`) or avoided (in use outside corral)
         self.drained: Mapping[str, frozenset[int]] = {}
         # GPUs in use outside corral that no whole-GPU job is given but sharing jobs may go beside
@@ -117,8 +118,8 @@ class SchedulingPass:
 
     def requeue(self, job: Job, stopped_at: float) -> None:
         """A preempted (or requeued) job waits again, its restart count up one; its checkpoint dir stays its own."""
-        if self.on_requeue is not None:
-            self.on_requeue(job, stopped_at)
+        for listener in self.on_requeue:
+            listener(job, stopped_at)
         allocation = self.running.release(job.id)
         if allocation is not None and job.start_time is not None:
             self.ledger.charge_interrupted(job.spec.user, self.charge(allocation, stopped_at - job.start_time),

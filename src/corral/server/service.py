@@ -96,7 +96,6 @@ class JobService:
         self.watchers = JobWatchers(JobMail(settings.smtp))
         if backend.placement is not None:  # sbatch --mail-type; Slurm sends its own jobs' mail
             self.watchers.on_job_ended.append(self.watchers.mail.ended)
-        self.scheduling.on_requeue = self.watchers.mail.requeued
         self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
                                        store=store, clock=clock, changed=self.mark_dirty)
         self.placed = None if backend.placement is None else PlacedJobs(
@@ -105,6 +104,7 @@ class JobService:
         self.steps = JobSteps(StepStore(store.engine), self.submissions.db_thread, clock=clock)
         self.sweeps = Sweeps(SweepStore(store.engine))
         self.watchers.on_job_ended.append(self.steps.job_ended)
+        self.scheduling.on_requeue += [self.watchers.mail.requeued, self.steps.run_ended]
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
         self.drains = Drains(DrainStore(store.engine), nodes, clock)
         self.reservations = Reservations(ReservationStore(store.engine), nodes, table=self.table, jobs=store,

@@ -37,7 +37,7 @@ class JobSteps:
         if job.state is not JobState.RUNNING:
             raise Conflict(f"job {job.ref} is {job.state.value}, not RUNNING: steps run inside a running job")
         step = self.store.open(job.id, start, self.clock(), job_ref=job.ref, job_cpus=job.spec.cpus,
-                               job_gpus=tuple(job.gpu_ids or ()))
+                               job_gpus=tuple(job.gpu_ids or ()), restart=job.restarts)
         if step is None:
             raise Conflict(f"{BUSY}: job {job.ref}'s other steps hold the CPUs or GPUs this one needs "
                            "(it starts once they end; srun --overlap shares them)")
@@ -50,7 +50,7 @@ class JobSteps:
             Forbidden: another user; NotFound: no such step.
         """
         _check_owner(job, caller, "end a step of")
-        return self.store.close(job.id, step_id, end, self.clock())
+        return self.store.close(job.id, step_id, end, self.clock(), restart=job.restarts)
 
     def of_job(self, job: Job) -> list[JobStep]:
         return self.store.of_jobs([job.id]).get(job.id, [])
@@ -64,9 +64,14 @@ class JobSteps:
 
     def job_ended(self, job: Job) -> None:
         """An `on_job_ended` listener: the steps still running went with the job's processes."""
+        self.run_ended(job, job.end_time or self.clock())
+
+    def run_ended(self, job: Job, stopped_at: float) -> None:
+        """An `on_requeue` listener (and the job's end): the run's steps still running went with its processes,
+        and the next run's srun gets the job's CPUs and GPUs."""
         if job.start_time is None:
             return
-        done = self.db_thread.submit(self.store.end_running, job.id, job.end_time or self.clock())
+        done = self.db_thread.submit(self.store.end_running, job.id, stopped_at)
 
         def report(finished: Future[int]) -> None:
             if finished.exception():

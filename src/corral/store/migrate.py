@@ -13,7 +13,7 @@ import os
 from sqlalchemy import Column, Connection, Engine, MetaData, PrimaryKeyConstraint, String, Table, inspect
 
 MIGRATIONS_DIR = os.path.join(os.path.dirname(__file__), "migrations")
-HEAD = "0026"
+HEAD = "0027"
 """The newest revision under migrations/versions: a new revision changes it (a test checks that it is)."""
 
 # Alembic's own bookkeeping table, as Alembic makes it.

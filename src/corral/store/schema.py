@@ -111,12 +111,13 @@ job_events = Table(
     Index("ix_job_events_job", "job_id", "time"),
 )
 
-# Each `srun` step run inside a job (`corral.cli.slurm.step`), numbered from 0 per job as Slurm numbers
-# them; the batch step is the job's own row. A step still RUNNING when its job ends is CANCELLED then.
+# Each `srun` step run inside a job (`corral.cli.slurm.step`), numbered from 0 in each run of the job as Slurm
+# numbers them; the batch step is the job's own row. A step still RUNNING when its run ends is CANCELLED then.
 job_steps = Table(
     "job_steps",
     metadata,
     Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("restart", Integer, nullable=False, server_default="0"),  # the job's restart count in the run it ran in
     Column("step_id", Integer, nullable=False),
     Column("name", String(200), nullable=False),
     Column("ntasks", Integer, nullable=False),
@@ -131,7 +132,7 @@ job_steps = Table(
     Column("end_time", Float),
     Column("max_rss_mb", Float),
     Column("cpu_time_s", Float),
-    PrimaryKeyConstraint("job_id", "step_id"),
+    PrimaryKeyConstraint("job_id", "restart", "step_id"),
 )
 
 usage_charges = Table(

@@ -23,23 +23,25 @@ class StepStore:
         self._claiming = threading.Lock()
 
     def open(self, job_id: int, start: StepStart, now: float, *, job_ref: str, job_cpus: int,
-             job_gpus: tuple[int, ...]) -> JobStep | None:
-        """A new RUNNING step of the job, numbered after its last, holding the CPUs and GPUs it asks for;
-        None while the job's other steps hold them (`corral.core.steps.claim`)."""
+             job_gpus: tuple[int, ...], restart: int = 0) -> JobStep | None:
+        """A new RUNNING step of the job's run `restart`, numbered after that run's last, holding the CPUs and
+        GPUs it asks for; None while the run's other steps hold them (`corral.core.steps.claim`)."""
         with self._claiming:  # one server writes steps: what is free is read and taken at once
             for _ in range(_NUMBERING_TRIES):
                 try:
                     with self.engine.begin() as conn:
-                        rows = conn.execute(select(job_steps).where(job_steps.c.job_id == job_id)).mappings().all()
+                        rows = conn.execute(select(job_steps).where(job_steps.c.job_id == job_id,
+                                                                    job_steps.c.restart == restart)).mappings().all()
                         steps = [_step(row) for row in rows]
                         gpus = claim(start, job_ref, job_cpus, job_gpus, [s for s in steps if s.state == RUNNING])
                         if gpus is None:
                             return None
                         step = JobStep(job_id=job_id, step_id=max((s.step_id for s in steps), default=-1) + 1,
                                        name=start.name, ntasks=start.ntasks, command=start.command, state=RUNNING,
-                                       start_time=now, cpus=start.cpus, gpu_ids=gpus, overlap=start.overlap)
+                                       start_time=now, cpus=start.cpus, gpu_ids=gpus, overlap=start.overlap,
+                                       restart=restart)
                         conn.execute(insert(job_steps).values(
-                            job_id=job_id, step_id=step.step_id, name=step.name, ntasks=step.ntasks,
+                            job_id=job_id, restart=restart, step_id=step.step_id, name=step.name, ntasks=step.ntasks,
                             command=step.command, state=step.state, start_time=now, cpus=step.cpus,
                             gpu_ids=list(step.gpu_ids), overlap=step.overlap))
                         return step
@@ -47,30 +49,32 @@ class StepStore:
                     continue
         raise RuntimeError(f"could not number a new step of job {job_id}")
 
-    def close(self, job_id: int, step_id: int, end: StepEnd, now: float) -> JobStep:
-        """The step, ended as `end` says (a step ended already keeps its first end: the job's end may have
-        cancelled it before its srun reported).
+    def close(self, job_id: int, step_id: int, end: StepEnd, now: float, restart: int = 0) -> JobStep:
+        """The step of the job's run `restart`, ended as `end` says (a step ended already keeps its first end:
+        the job's end may have cancelled it before its srun reported).
 
         Raises:
             NotFound: no such step.
         """
         with self.engine.begin() as conn:
             conn.execute(update(job_steps).where(
-                job_steps.c.job_id == job_id, job_steps.c.step_id == step_id, job_steps.c.state == RUNNING,
+                job_steps.c.job_id == job_id, job_steps.c.restart == restart, job_steps.c.step_id == step_id,
+                job_steps.c.state == RUNNING,
             ).values(state=end.state, exit_code=end.exit_code, signal=end.signal, end_time=now,
                      max_rss_mb=end.max_rss_mb, cpu_time_s=end.cpu_time_s))
-            row = conn.execute(select(job_steps).where(job_steps.c.job_id == job_id,
+            row = conn.execute(select(job_steps).where(job_steps.c.job_id == job_id, job_steps.c.restart == restart,
                                                        job_steps.c.step_id == step_id)).mappings().first()
         if row is None:
             raise NotFound(f"job {job_id} has no step {step_id}")
         return _step(row)
 
     def of_jobs(self, job_ids: Iterable[int]) -> dict[int, list[JobStep]]:
-        """Each job's steps, in order."""
+        """Each job's steps, in order (run by run)."""
         ids = list(job_ids)
         if not ids:
             return {}
-        stmt = select(job_steps).where(job_steps.c.job_id.in_(ids)).order_by(job_steps.c.job_id, job_steps.c.step_id)
+        stmt = select(job_steps).where(job_steps.c.job_id.in_(ids)).order_by(job_steps.c.job_id, job_steps.c.restart,
+                                                                          job_steps.c.step_id)
         out: dict[int, list[JobStep]] = {}
         with self.engine.connect() as conn:
             for row in conn.execute(stmt).mappings():

@@ -198,9 +198,15 @@ def test_a_shard_job_asks_the_cluster_for_its_shards_not_a_gpu():
 
 
 def test_warning_signal_goes_to_the_batch_shell_because_the_command_replaces_it():
-    assert warn_signal_option("USR1@90") == "B:USR1@90"
-    assert warn_signal_option("B:10@60") == "B:10@60"
-    assert warn_signal_option("R:TERM@30") == "B:TERM@30"
+    assert warn_signal_option("USR1@90", command=True) == "B:USR1@90"
+    assert warn_signal_option("B:10@60", command=True) == "B:10@60"
+    assert warn_signal_option("R:TERM@30", command=True) == "RB:TERM@30"
+
+
+def test_a_batch_scripts_warning_signal_is_passed_as_given_its_steps_getting_it_without_b():
+    assert warn_signal_option("USR1@90", command=False) == "USR1@90"
+    assert warn_signal_option("b:USR1@90", command=False) == "B:USR1@90"
+    assert warn_signal_option("BR:10", command=False) == "RB:10"
 
 
 def test_only_an_array_job_gets_the_array_option():

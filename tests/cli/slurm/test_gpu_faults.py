@@ -73,6 +73,8 @@ def test_a_gpu_fault_drains_the_gpu_fails_or_requeues_its_jobs_and_an_admin_resu
     waiting = wait_for(lambda: (j := client.get(again["id"]))["state"] == "PENDING" and j["reason"] not in
                        (None, "None") and j, timeout=30)
     assert waiting["restarts"] == 1 and waiting["reason"].startswith("ReqNodeNotAvail, ")
+    with open(waiting["stderr_path"]) as f:  # stopped with SIGTERM as a requeue is, saying why as Slurm does
+        assert f" DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***" in f.read()
     corral(server, "resume", "0")
     assert running(client, again["id"])["gpu_ids"] == [0]  # a healthy GPU
 

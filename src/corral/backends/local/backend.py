@@ -134,11 +134,11 @@ class LocalBackend:
         else:
             argv = list(job.spec.command)
         stdout = job.log_path("stdout")
-        warn_signal, warn_before_s = None, 0.0
+        warning = None
         if job.spec.warn_signal:
             from corral.core.spec import parse_signal
 
-            warn_signal, warn_before_s = parse_signal(job.spec.warn_signal)
+            warning = parse_signal(job.spec.warn_signal)
         settings = self.settings
         env = job_environment(
             job, allocation, server_env=settings.server_env, checkpoint_dir=checkpoint_dir,
@@ -173,8 +173,10 @@ class LocalBackend:
             umask=job.spec.umask,
             max_processes=settings.max_job_processes,
             cgroup=cgroup,
-            warn_signal=warn_signal,
-            warn_before_s=warn_before_s,
+            warn_signal=warning.number if warning else None,
+            warn_before_s=warning.before_s if warning else 0.0,
+            # as Slurm's: B: for the batch shell alone, else the job's steps; a command is its own batch shell
+            warn_batch=warning is not None and (warning.batch or job.spec.script is None),
             condor_log={
                 "path": job.user_log_path(),
                 "cluster": job.array_job_id if job.array_job_id is not None else job.id,
@@ -234,6 +236,10 @@ class LocalBackend:
 
     def preempt(self, job: Job) -> None:
         request_cancel(self.job_dir(job.id), mark=files.PREEMPT)
+
+    def requeue(self, job: Job, node_failed: bool = False) -> None:
+        request_cancel(self.job_dir(job.id), mark=files.PREEMPT, content=files.REQUEUE_NODE_FAIL if node_failed
+                       else files.REQUEUE)
 
     def fail_node(self, job: Job, reason: str) -> None:
         request_cancel(self.job_dir(job.id), mark=files.NODE_FAIL, content=reason)

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from corral.core.spec_signals import parse_signal
+
 if TYPE_CHECKING:
     from corral.core.job import Job
     from corral.core.job_spec import JobSpec
@@ -90,7 +92,7 @@ def build_sbatch(
         if spec.kill_on_invalid_dep:
             argv.append("--kill-on-invalid-dep=yes")
     if spec.warn_signal:
-        argv.append(f"--signal={warn_signal_option(spec.warn_signal)}")
+        argv.append(f"--signal={warn_signal_option(spec.warn_signal, command=user_script_path is None)}")
     argv += placement_options(spec)
     argv += container_options(spec)
     if spec.comment:
@@ -163,18 +165,19 @@ def format_time_limit(seconds: int) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:00"
 
 
-def warn_signal_option(text: str) -> str:
-    """corral's `USR1@90` as sbatch's `--signal=B:USR1@90`.
-
-    Without `B:` Slurm signals every job step but not the batch shell. The script `exec`s the command,
-    so the command *is* the batch shell and has no steps of its own: only `B:` reaches it (and, through
-    the step's cgroup, its children). Slurm sends it before the time limit; at preemption only where the
-    cluster sets PreemptParameters=send_user_signal.
+def warn_signal_option(text: str, *, command: bool) -> str:
+    """corral's --signal as sbatch's: as given for a batch script (Slurm's own rule: without `B:` its srun steps
+    get it, not the batch shell); with `B:` added for a command, which the script `exec`s, so that the command
+    *is* the batch shell and has no steps of its own. Slurm sends it before the time limit; at preemption only
+    where the cluster sets PreemptParameters=send_user_signal.
     """
+    warning = parse_signal(text)
     body = text.strip()
-    while body[:2] in ("B:", "R:"):
-        body = body[2:]
-    return f"B:{body}"
+    _, colon, rest = body.partition(":")
+    if colon:
+        body = rest
+    letters = ("R" if warning.reservation else "") + ("B" if warning.batch or command else "")
+    return f"{letters}:{body}" if letters else body
 
 
 def placement_options(spec: JobSpec) -> list[str]:

@@ -8,7 +8,9 @@ Selection as Slurm 22.05's: your own jobs (all users' for root, or with -a; -u n
 eligible by -E and had not ended before -S. -S defaults to midnight, or to the epoch with -j, or to now
 with -s; -E to now, or to -S with -s. `-j 12.STEP` asks for one step's line: `.batch` is the line
 corral keeps for a started job; numbered steps (srun's) it keeps none of, so they print nothing, as
-Slurm prints nothing for a step that is not there. With -X a step stands for its job.
+Slurm prints nothing for a step that is not there. With -X a step stands for its job. A requeued job is
+its newest run's record (its steps, numbered from 0 in that run), or with -D one record per run
+(`sacct_runs`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ USAGE = """Usage: sacct [OPTIONS]
   -n, --noheader          -b, --brief                      -l, --long
   -S, --starttime=TIME    -E, --endtime=TIME               -s, --state=STATES (CD,F,CA,TO,OOM,R,PD...)
   --name=NAMES            -r, --partition=NAMES            -A, --accounts=NAMES
+  -D, --duplicates        every run of a requeued job, a record each (else its newest run's)
 """
 USAGE_FIELDS = ("JobID", "JobIDRaw", "JobName", "User", "UID", "Partition", "Account", "State", "ExitCode", "Elapsed",
                 "ElapsedRaw", "Start", "End", "Submit", "Eligible", "NodeList", "NNodes", "AllocCPUS", "NCPUS",
@@ -87,13 +90,15 @@ def main(argv: Sequence[str]) -> int:
     usage = _usage(service, jobs) if _wants_usage(fields, given) else None
     if not given.get("allocations"):
         _add_steps(service, jobs)
+    _add_runs(service, jobs)
     parsable = "" if given.get("parsable2") else "|" if given.get("parsable") else None
     if parsable is not None and given.get("delimiter"):
         parsable = "" if given.get("parsable2") else str(given["delimiter"])
     try:
         text = format_sacct(jobs, usage, fields=fields, parsable=parsable, noheader=bool(given.get("noheader")),
                             allocations=bool(given.get("allocations")), brief=bool(given.get("brief")),
-                            long=bool(given.get("long")), now=now, uids=_uids(jobs), steps_only=steps_only)
+                            long=bool(given.get("long")), now=now, uids=_uids(jobs), steps_only=steps_only,
+                            duplicates=bool(given.get("duplicates")))
     except ValueError as exc:
         raise Refused(str(exc)) from None
     sys.stdout.write(text)
@@ -236,6 +241,17 @@ def _add_steps(service: Server, jobs: list[dict[str, Any]]) -> None:
         found = service.ask("GET", f"/api/v1/steps?jobs={ids}")["steps"]
         for job in page:
             job["steps"] = found.get(str(job["id"]), [])
+
+
+def _add_runs(service: Server, jobs: list[dict[str, Any]]) -> None:
+    """A requeued job's timeline, for its runs' records (`sacct_runs`): what a listing leaves out, asked of the
+    few jobs that were requeued."""
+    for job in jobs:
+        if job.get("restarts") and "events" not in job:
+            try:
+                job["events"] = service.ask("GET", f"/api/v1/jobs/{job['ref']}")["events"]
+            except CorralError:
+                continue
 
 
 def _uids(jobs: list[dict[str, Any]]) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """What Slurm 22.05's `sacct` prints, from the API's job JSON: pure formatting, cheap to import.
 
     format_sacct(jobs, usage=None, *, fields=None, parsable=None, noheader=False,
-                 allocations=False, brief=False, long=False, now, uids=None) -> str
+                 allocations=False, brief=False, long=False, now, uids=None, duplicates=False) -> str
 
 `jobs` are job dicts (`corral.core.job_fields.JobFields`), in the order to print (the caller selects
 and orders them; see /work/notes/sacct.md for Slurm's selection rules). `usage` maps a job's `id`
@@ -23,12 +23,15 @@ How corral shows steps: each job that has started gets the step line Slurm print
 too, so tools reading them from there work), then a line for each step `srun` ran in it, `ID.0`,
 `ID.1`, from the job's `steps` (the server's `/api/v1/jobs/{id}/steps`, which the caller adds). No
 `.extern` line: Slurm prints it only with `PrologFlags=contain`, which the reference testbed lacks.
+A requeued job is its newest run's record, or with `duplicates` (`-D`) one record per run
+(`sacct_runs.records`, from the job's `events`, which the caller adds for a job with restarts).
 
 Raises `ValueError("Invalid field requested: \"X\"")` for a name Slurm does not know.
 """
 
 from __future__ import annotations
 
+from corral.cli.slurm.sacct_runs import records
 from corral.cli.slurm.values import exit_code, full_duration, local_time, parse_iso
 
 TYPE_CHECKING = False
@@ -112,6 +115,7 @@ def format_sacct(
     jobs: Iterable[Job], usage: Mapping[Any, Usage] | None = None, *, fields: str | None = None,
     parsable: str | None = None, noheader: bool = False, allocations: bool = False, brief: bool = False,
     long: bool = False, now: float, uids: Mapping[str, int] | None = None, steps_only: Collection[Any] = (),
+    duplicates: bool = False,
 ) -> str:
     """sacct's whole output (ending in a newline, or "" with no header and no job). See the module's docstring.
 
@@ -124,8 +128,8 @@ def format_sacct(
     text = text or DEFAULT_FIELDS
     columns = parse_fields(text)
     lines = [] if noheader else _header(columns, parsable)
-    for job in jobs:
-        used = _usage_of(usage, job)
+    for job in (record for each in jobs for record in records(each, duplicates=duplicates)):
+        used = _usage_of(usage, job) if job.get("usage_known", True) else {}
         rows = [] if job.get("id") in steps_only else [_job_values(job, used, now, uids or {})]
         if not allocations and job.get("start_time"):
             if not job.get("interactive"):  # srun's and salloc's jobs run no batch script
@@ -218,12 +222,15 @@ def _fixed_priority(job: Job) -> int | None:
 
 def _step_values(job: Job, used: Usage, now: float) -> dict[str, Any]:
     """The `.batch` step of a started job: Slurm's step line, with the job's usage."""
+    if job.get("batch_end_time"):  # an earlier run's, which ended before it was requeued
+        job = {**job, "end_time": job["batch_end_time"]}
     started = parse_iso(job.get("start_time"))
     elapsed = _elapsed(job, now)
     values = _common(job, used, elapsed, started)
     values.update({
         "JobID": f"{job.get('ref') or job.get('id')}.batch", "JobIDRaw": f"{job.get('id')}.batch",
-        "JobName": "batch", "State": _step_state(job), "ExitCode": _step_exit(job),
+        "JobName": "batch", "State": job.get("batch_state") or _step_state(job),
+        "ExitCode": job.get("batch_exit") or _step_exit(job),
         "Submit": local_time(started), "Eligible": local_time(started),
         "NodeList": job.get("node") or "", "AllocTRES": _tres(job, billing=False),
         "NNodes": 1, "NTasks": 1, "ReqCPUS": int(job.get("cpus") or 0),

@@ -39,7 +39,7 @@ OPTIONS = [
     Option("kill-on-bad-exit", "K", value=True, optional=True), Option("overcommit", "O"),
     Option("wait", "W", value=True), Option("exclusive", value=True, optional=True), Option("overlap"),
     Option("open-mode", value=True), Option("distribution", "m", value=True), Option("help", "h"),
-    Option("usage"), Option("version", "V"), Option("pty"),
+    Option("usage"), Option("version", "V"), Option("pty"), Option("signal", value=True),
     # Pyxis's: a step may only name its job's own container (`_check_container`)
     Option("container-image", value=True), Option("container-mounts", value=True),
     Option("container-workdir", value=True), Option("container-env", value=True),
@@ -64,6 +64,8 @@ def main(argv: Sequence[str]) -> int:
         raise Refused("--pty is not supported inside a job's step by corral yet")
     if not command:
         raise Refused("No command given to execute.")
+    if given.get("signal") is not None:
+        _check_signal(str(given["signal"]))
     environ = os.environ
     job_id = environ.get("CORRAL_JOB_ID", "")
     if any(key in given for key in _CONTAINER):
@@ -108,6 +110,25 @@ def main(argv: Sequence[str]) -> int:
                         step_ref=f"{environ.get('SLURM_JOB_ID', job_id)}.{step_id}")
     recorder.close(outcome.state, outcome.exit_code, outcome.signal, outcome.max_rss_mb, outcome.cpu_time_s)
     return outcome.status
+
+
+def _check_signal(text: str) -> None:
+    """srun's --signal=[R:]SIG[@TIME], checked as Slurm's srun checks it and then, inside a job, unused: it
+    applies to job allocations (a step gets the job's own --signal; sbatch's B: is not srun's).
+
+    Raises:
+        Refused: Slurm's words for a specification it cannot read.
+    """
+    import signal
+
+    body = text[2:] if text[:2].upper() == "R:" else text
+    name, at, when = body.partition("@")
+    upper = name.upper()
+    number = int(name) if name.isascii() and name.isdigit() else getattr(
+        signal, upper if upper.startswith("SIG") else f"SIG{upper}", 0)
+    late = at and not (when.isascii() and when.isdigit() and int(when) <= 0xffff)
+    if not isinstance(number, int) or not 1 <= number <= 0xffff or late:
+        raise Refused("Invalid --signal specification")
 
 
 def _check_container(given: dict[str, object], job_id: str) -> None:
