@@ -161,3 +161,29 @@ def test_the_caps_hold_for_a_job_that_runs_on_across_a_server_restart(short_tmp)
     outcome = finish(second, job)
     assert outcome.state == "FAILED" and "limit of 5 MB" in (outcome.error or "")
     assert log_bytes(job) <= 5.5 * MB
+
+
+def test_a_container_writing_as_fast_as_it_can_is_held_to_its_cap(os_users, shared_dir, podman, busybox_image):
+    import pwd
+
+    from corral.backends.local.containers import LocalContainers
+    from corral.executor.cgroups.placement import find_layout
+    from corral.executor.users import owned_dir, run_as_for, share_home_with_jobs
+
+    home = os.path.join(shared_dir, "home")
+    os.makedirs(home)
+    share_home_with_jobs(home)
+    settings = LaunchSettings(kill_grace_s=2.0, server_env=dict(os.environ), server_url=lambda: None, max_log_mb=5,
+                              cgroup_layout=find_layout(home).layout)
+    containers = LocalContainers("podman", podman, rootless=False, home_key=f"l{os.getpid()}")
+    backend = LocalBackend(home, settings, owner_lookup=run_as_for, containers=containers)
+    alice = os_users[0]
+    flood = "dd if=/dev/zero bs=1M count=500 & dd if=/dev/zero bs=1M count=500 >&2; wait"
+    spec = replace(make_spec(workdir=pwd.getpwnam(alice).pw_dir, log_dir=owned_dir(os.path.join(home, "logs"), alice),
+                             command=["sh", "-c", flood], image=busybox_image), user=alice)
+    job = Job(id=next(_next_id), spec=spec, state=JobState.RUNNING, submit_time=time.time(), start_time=time.time(),
+              node="n1", gpu_ids=())
+    backend.start(job, Allocation(job.id, "n1", (), spec.cpus, spec.mem_mb))
+    outcome = finish(backend, job, timeout=120)  # what the runtime passes on from inside goes through the relay
+    assert 4.5 * MB <= log_bytes(job) <= 5.5 * MB, log_bytes(job)
+    assert outcome.state == "FAILED" and "limit of 5 MB" in (outcome.error or ""), outcome
