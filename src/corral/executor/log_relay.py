@@ -17,7 +17,9 @@ Logs that are no regular file (`-o /dev/null`, a terminal) are the job's to writ
 no disk. An interactive job's output goes to its client (`corral.executor.terminal`), not to its logs.
 Without limits the job writes its files directly, as before.
 
-Per chunk the relay does one splice and an add; it blocks in `select` when the job is quiet. A log
+Per chunk the relay does one splice and an add; it blocks in `select` when the job is quiet, and naps
+2 ms after a small chunk, so that a job writing in small pieces wakes it for many at once (a line reaches
+the log at most that much later). A log
 opened for appending (`--open-mode=append`, a requeued job) is copied through a buffer instead, since
 splice cannot write to a file opened O_APPEND and appending is what lets jobs share one file.
 
@@ -48,6 +50,8 @@ STEP_MIN = 64 << 10
 LEASE_MAX = 64 << 20  # what a job reserves of its owner's quota at once, at most
 DRAIN_IDLE_S = 2.0  # once the job is killed: how long a pipe may stay open without a byte before it is cut
 COPY_BUFFER = 1 << 20
+NAP_BELOW = 64 << 10  # a chunk smaller than this: the relay naps NAP_S before it looks again
+NAP_S = 0.002
 
 
 class LogBudget:
@@ -128,7 +132,8 @@ class Stream:
         self.buffer: memoryview | None = None
 
     def run(self) -> None:
-        r, w, lock, splice, nonblocking = self.pipe_r, self.file_fd, self.lock, os.splice, os.SPLICE_F_NONBLOCK
+        r, w, lock, splice, nonblocking, sleep = (self.pipe_r, self.file_fd, self.lock, os.splice,
+                                                  os.SPLICE_F_NONBLOCK, time.sleep)
         allowance = 0
         while True:
             if allowance == 0:
@@ -156,6 +161,8 @@ class Stream:
                 return  # every writer is gone
             allowance -= n
             self.written += n
+            if n < NAP_BELOW:
+                sleep(NAP_S)  # a job writing in small pieces: wake for many at once (a fast one fills the pipe)
 
     def _copy(self, most: int) -> int:
         if self.buffer is None:
