@@ -187,3 +187,25 @@ def test_a_container_writing_as_fast_as_it_can_is_held_to_its_cap(os_users, shar
     outcome = finish(backend, job, timeout=120)  # what the runtime passes on from inside goes through the relay
     assert 4.5 * MB <= log_bytes(job) <= 5.5 * MB, log_bytes(job)
     assert outcome.state == "FAILED" and "limit of 5 MB" in (outcome.error or ""), outcome
+
+
+def test_a_process_that_escaped_the_job_writes_nothing_to_its_log_once_the_job_ended(short_tmp):
+    from tests.helpers import alive
+
+    backend = backend_with(short_tmp, max_log_mb=5)  # no cgroup: a new session gets away from the kill
+    pidfile = os.path.join(short_tmp, "escaped.pid")
+    job = start(backend, f"setsid sh -c 'echo $$ > {pidfile}; while :; do echo tick; sleep 0.2; done' & "
+                         f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo main done")
+    escaped = int(wait_for(lambda: os.path.exists(pidfile) and read(pidfile).strip()))
+    try:
+        began = time.monotonic()
+        assert finish(backend, job).state == "COMPLETED"
+        assert time.monotonic() - began < 15  # the job's end waits for its pipe a few seconds at most
+        wait_for(lambda: not alive(escaped), timeout=10)  # its next write met a closed pipe
+        size = log_bytes(job)
+        time.sleep(0.5)
+        assert log_bytes(job) == size
+        assert "main done\ntick\n" in read(job.log_path("stdout"))  # what it wrote while the job ran is kept
+    finally:
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)

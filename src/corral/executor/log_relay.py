@@ -49,6 +49,7 @@ STEP_MAX = 1 << 20  # the bytes one grant lets a stream write at most: a cap is 
 STEP_MIN = 64 << 10
 LEASE_MAX = 64 << 20  # what a job reserves of its owner's quota at once, at most
 DRAIN_IDLE_S = 2.0  # once the job is killed: how long a pipe may stay open without a byte before it is cut
+DRAIN_MAX_S = 5.0  # and in all: a process that got away may not hold the job's end with a byte a second
 COPY_BUFFER = 1 << 20
 NAP_BELOW = 64 << 10  # a chunk smaller than this: the relay naps NAP_S before it looks again
 NAP_S = 0.002
@@ -287,16 +288,17 @@ class JobLogs:
 
     def drain(self) -> list[str]:
         """Once the job's processes are gone: relay what its pipes still hold, then end the relay. A pipe still
-        open (a process that escaped the kill) is cut after DRAIN_IDLE_S without a byte. What went wrong,
-        for the supervisor's log."""
+        open (a process that escaped the kill: there is no cgroup) is cut after DRAIN_IDLE_S without a byte,
+        or DRAIN_MAX_S in all. What went wrong, for the supervisor's log."""
         streams = [s for s in self.streams if s.thread.ident is not None]
         if self.stopped is None:
-            last, seen = time.monotonic(), -1
+            began = last = time.monotonic()
+            seen = -1
             while any(s.thread.is_alive() for s in streams):
-                written = sum(s.written for s in streams)
+                written, now = sum(s.written for s in streams), time.monotonic()
                 if written != seen:
-                    last, seen = time.monotonic(), written
-                elif time.monotonic() - last > DRAIN_IDLE_S:
+                    last, seen = now, written
+                if now - last > DRAIN_IDLE_S or now - began > DRAIN_MAX_S:
                     break
                 for s in streams:
                     s.thread.join(0.1)
