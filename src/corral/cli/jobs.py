@@ -128,8 +128,8 @@ REQUEUE = Command("requeue", "Queue running or ended jobs again, as Slurm's requ
                       Opt("--hold", kind=FLAG, help="Leave them held (like scontrol requeuehold)."),
                       Opt("--json", key="as_json", kind=FLAG)], "job_ids", many=True)
 
-LOGS = Command("logs", "A job's output. With -f, followed until the job ends; one that did not complete is said on "
-               "stderr with how it ended, and the exit status is its exit code (1 when that is 0), as `corral wait`'s.", [
+LOGS = Command("logs", "A job's output. With -f, followed until the job ends: if it did not complete, how it ended is "
+               "said on stderr and the exit status is its exit code (1 where that is 0), as with `corral wait`.", [
     Opt("-f", "--follow", kind=FLAG, help="Keep printing as the job writes, until it ends; exit 0 only if it completed."),
     Opt("--stderr", key="use_stderr", kind=FLAG, help="Show stderr instead of stdout."),
     Opt("-a", "--both", kind=FLAG, help="Show stdout and stderr together: the job's stdout on stdout, its stderr on "
