@@ -24,6 +24,7 @@ pass_args=()
 ingest_args=()
 series_args=()
 dashboard_args=()
+relay_args=()
 if [[ "${1:-}" == "--quick" ]]; then
     ingest_args=(--points 2000000)
     series_args=(--points 1000000 --samples 10)
@@ -33,6 +34,7 @@ if [[ "${1:-}" == "--quick" ]]; then
     calls_args=(--samples 8)
     pass_args=(--runs 2)
     dashboard_args=(--metrics 5 --points 200000 --jobs 2000 --loads 3)
+    relay_args=(--mb 200 --repeats 1)
 elif [[ $# -gt 0 ]]; then
     echo "usage: $0 [--quick]" >&2
     exit 2
@@ -60,6 +62,7 @@ run metrics_ingest ${ingest_args[@]+"${ingest_args[@]}"}
 run series_read ${series_args[@]+"${series_args[@]}"}
 run sdk_log
 run monitor_sampler
+run log_relay ${relay_args[@]+"${relay_args[@]}"}
 run dashboard_load ${dashboard_args[@]+"${dashboard_args[@]}"}
 
 "$python" - "$results" <<'EOF'
@@ -147,6 +150,15 @@ if m:
                  f"({m['machine_processes']} processes on the machine); {m['percent_of_core_at_1s']:.2f} % at 1 s"))
 else:
     rows.append(("job sampler", "-", "< 1 % at 10 s", "FAILED", ""))
+r = load("log_relay")
+if r:
+    relay = r["figures"]["dd"]["relay"]
+    rows.append(("log relay, a job writing fast", f"{r['worst_added_user_s_per_gb']:.2f} s user CPU per GB",
+                 f"<= {r['floor_user_s_per_gb']:.2f} s per GB", r["verdict"],
+                 f"dd: {sorted(relay['mb_s'])[len(relay['mb_s']) // 2]:.0f} MB/s relayed, "
+                 f"{sorted(relay['kernel_s_per_gb'])[len(relay['kernel_s_per_gb']) // 2]:.2f} s kernel CPU per GB"))
+else:
+    rows.append(("log relay", "-", "<= 0.25 s per GB", "FAILED", ""))
 d = load("dashboard_load")
 if d:
     rp, qp, v = d["run_page"], d["queue_page"], d["verdicts"]

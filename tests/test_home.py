@@ -18,7 +18,8 @@ def test_every_path_a_server_and_its_job_make_in_the_home_is_one_home_layout_nam
     assert stdout.decode().strip() == layout.checkpoint_dir(job["id"])
 
     named = {layout.server_info, layout.lock, layout.socket, layout.database, layout.jobs, layout.checkpoints,
-             layout.logs, layout.spool, layout.server_log, layout.config, layout.webhook_token, layout.artifacts}
+             layout.logs, layout.spool, layout.server_log, layout.config, layout.webhook_token, layout.artifacts,
+             layout.log_ledgers}
     made = {os.path.join(server.home, name) for name in os.listdir(server.home)}
     # SQLite's own companions of the database file (WAL mode) go with it
     made = {path for path in made if not path.startswith(layout.database + "-")}

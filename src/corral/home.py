@@ -10,6 +10,7 @@
     <home>/jobs/<id>/       each job's directory, for its supervisor (corral.executor.files names its files)
     <home>/checkpoints/<id>/  each job's $CORRAL_CHECKPOINT_DIR
     <home>/logs/<user>/     each user's default log directory
+    <home>/log_ledgers/<user>  root's: the log space each user's running jobs hold (corral.executor.log_ledger)
     <home>/spool/           where the SDK spools what it could not send (a shared server's: one per user)
     <home>/artifacts/       the artifact store: uploaded blobs by sha256, partial uploads ([tracking] artifact_dir moves it)
 
@@ -36,6 +37,7 @@ DATABASE_FILE = "corral.db"
 JOBS_DIR = "jobs"
 CHECKPOINTS_DIR = "checkpoints"
 LOGS_DIR = "logs"
+LOG_LEDGERS_DIR = "log_ledgers"
 SPOOL_DIR = "spool"
 ARTIFACTS_DIR = "artifacts"
 SYSTEM_HOME = "/var/lib/corral"  # the shared service's home (deploy/corral.service)
@@ -121,6 +123,15 @@ class HomeLayout:
 
     def user_logs(self, user: str) -> str:
         return self._path(LOGS_DIR, user)
+
+    @property
+    def log_ledgers(self) -> str:
+        return self._path(LOG_LEDGERS_DIR)
+
+    def log_ledger(self, user: str) -> str:
+        """The ledger of `user`'s log quota; a name that is no plain file name is spelled in hex."""
+        plain = user and "/" not in user and "\0" not in user and user not in (".", "..")
+        return self._path(LOG_LEDGERS_DIR, user if plain else "x" + user.encode().hex())
 
     @property
     def mlflow_artifacts(self) -> str:

@@ -76,3 +76,45 @@ def test_one_users_logs_are_capped_together_and_others_are_untouched(server_fact
             assert root.get(small)["state"] == root.get(bobs)["state"] == "RUNNING"
             as_alice.cancel(small)
             as_bob.cancel(bobs)
+
+
+def test_floods_are_held_to_the_job_cap_and_to_their_owners_quota_together(server_factory, os_users, shared_dir):
+    """The issue's setting (max_log_mb = 5, user_log_quota_mb = 8): jobs that write as fast as they can, as
+    their owners, wrote 35 to 70 MB each and 150 MB for the user before they were stopped."""
+    from tests.helpers import wait_for
+
+    alice, bob = os_users
+    home = os.path.join(shared_dir, "home")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write("[server]\nmax_log_mb = 5\nuser_log_quota_mb = 8\n")
+    scratch = os.path.join(shared_dir, "scratch")
+    os.makedirs(scratch)
+    os.chmod(scratch, 0o1777)
+    gate = os.path.join(scratch, "go")
+    flood = ("touch {ready}; while [ ! -e " + gate + " ]; do sleep 0.01; done; yes out & yes err >&2 & "
+             "dd if=/dev/zero bs=1M count=500 status=none & dd if=/dev/zero bs=1M count=500 status=none >&2; wait")
+    server = server_factory(gpus=0, home=home, extra=["--cpus", "8"])
+    mb = 1 << 20
+    with Client(home=server.home) as root:
+        tokens = {user: root.create_token(user=user, expires="1h")["token"] for user in (alice, bob)}
+        with Client(server.url, token=tokens[alice]) as as_alice, Client(server.url, token=tokens[bob]) as as_bob:
+            jobs = {}
+            for i, client in enumerate((as_alice, as_alice, as_alice, as_bob)):
+                ready = os.path.join(scratch, f"ready{i}")
+                jobs[i] = client.submit(["sh", "-c", flood.format(ready=ready)], submit_dir="/tmp", time="3m")["id"]
+                wait_for(lambda r=ready: os.path.exists(r), timeout=60)
+            os.mkdir(gate)  # all four flood at once
+            ended = {i: root.wait(job, timeout=120) for i, job in jobs.items()}
+            sizes = {i: sum(os.path.getsize(ended[i][key]) for key in {"stdout_path", "stderr_path"})
+                     for i in jobs}
+            assert all(e["state"] == "FAILED" for e in ended.values()), ended
+            assert sum(sizes[i] for i in range(3)) <= 8.8 * mb, sizes  # alice's three together
+            assert all(size <= 5.5 * mb for size in sizes.values()), sizes
+            assert sizes[3] >= 4.5 * mb  # bob's quota is his own: his job wrote up to its own cap
+            assert "limit of 5 MB (max_log_mb)" in ended[3]["reason"]
+            quota_stops = [i for i in range(3) if "per-user quota of 8 MB" in ended[i]["reason"]]
+            assert quota_stops, [ended[i]["reason"] for i in range(3)]
+            for i in quota_stops:
+                stderr = as_alice.logs(jobs[i], stream="stderr", tail=1)[0].decode()
+                assert f"corral: {alice}'s running jobs' logs reached the server's per-user quota of 8 MB" in stderr

@@ -128,10 +128,13 @@ REQUEUE = Command("requeue", "Queue running or ended jobs again, as Slurm's requ
                       Opt("--hold", kind=FLAG, help="Leave them held (like scontrol requeuehold)."),
                       Opt("--json", key="as_json", kind=FLAG)], "job_ids", many=True)
 
-LOGS = Command("logs", "A job's output.", [
-    Opt("-f", "--follow", kind=FLAG, help="Keep printing as the job writes, until it ends."),
+LOGS = Command("logs", "A job's output. With -f, followed until the job ends: if it did not complete, how it ended is "
+               "said on stderr and the exit status is its exit code (1 where that is 0), as with `corral wait`.", [
+    Opt("-f", "--follow", kind=FLAG, help="Keep printing as the job writes, until it ends; exit 0 only if it completed."),
     Opt("--stderr", key="use_stderr", kind=FLAG, help="Show stderr instead of stdout."),
-    Opt("-n", "--tail", kind=INT, help="Only the last N lines."),
+    Opt("-a", "--both", kind=FLAG, help="Show stdout and stderr together: the job's stdout on stdout, its stderr on "
+        "stderr (one stream when both go to one file)."),
+    Opt("-n", "--tail", kind=INT, help="Only the last N lines (of each stream, with --both)."),
 ], "job_id")
 
 
@@ -344,12 +347,20 @@ def each_job(call: Call, action: str, query: str = "") -> int:
 def logs(call: Call) -> int:
     server = call.server()
     ref = job_ref(call.operands[0])
-    stream = "stderr" if call["use_stderr"] else "stdout"
     follow, tail = call["follow"], call["tail"]
-    out = sys.stdout.buffer
+    if call["both"] and call["use_stderr"]:
+        raise UsageError("--both shows stderr already: give --both or --stderr")
+    streams = ["stderr" if call["use_stderr"] else "stdout"]
+    if call["both"]:
+        job = server.ask("GET", f"/api/v1/jobs/{ref}")
+        if job["stderr_path"] != job["stdout_path"]:
+            streams = ["stdout", "stderr"]
+    sinks = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer}
+    offsets = dict.fromkeys(streams, 0)
 
-    def chunk(offset: int, tail: int | None = None) -> tuple[bytes, int, str]:
-        query: list[tuple[str, object]] = [("stream", stream), ("offset", offset)]
+    def chunk(stream: str, tail: int | None = None) -> tuple[bytes, str]:
+        """The next bytes of `stream`, written out, and the job's state as it was before they were read."""
+        query: list[tuple[str, object]] = [("stream", stream), ("offset", offsets[stream])]
         if tail is not None:
             query.append(("tail", tail))
         status, headers, data = server.answer("GET", f"/api/v1/jobs/{ref}/logs?{_query(query)}")
@@ -357,26 +368,55 @@ def logs(call: Call) -> int:
             from corral.errors import error_from_answer
 
             raise error_from_answer(status, data)
-        return data, int(headers["x-corral-offset"]), headers["x-corral-state"]
+        offsets[stream] = int(headers["x-corral-offset"])
+        if data:
+            sinks[stream].write(data)
+            sinks[stream].flush()
+        return data, headers["x-corral-state"]
 
-    offset = 0
     if tail is not None:
-        data, offset, state = chunk(0, tail)
-        out.write(data)
-        out.flush()
+        for stream in streams:
+            chunk(stream, tail)
         if not follow:
             return 0
     while True:
-        data, offset, state = chunk(offset)
-        if data:
-            out.write(data)
-            out.flush()
+        # the server reads the state before the bytes: a stream read empty under a final state is all there
+        reads = [chunk(stream) for stream in streams]
+        if any(data for data, _ in reads):
             continue
-        if not follow or state in _terminal_states():
+        if not follow:
             return 0
+        state = reads[-1][1]
+        if all(read_state in _terminal_states() for _, read_state in reads):
+            return 0 if state == "COMPLETED" else _say_ended(server.ask("GET", f"/api/v1/jobs/{ref}"))
         import time
 
         time.sleep(0.25)
+
+
+_HOW_ENDED = {"TIMEOUT": "it reached its time limit", "OUT_OF_MEMORY": "it went over its memory",
+              "CANCELLED": "it was cancelled", "NODE_FAIL": "its node failed", "PREEMPTED": "it was preempted",
+              "DEADLINE": "it reached its deadline"}
+
+
+def _say_ended(job: dict[str, Any]) -> int:
+    """How a job that did not complete ended, on stderr (as `corral wait` says it); the exit status for it."""
+    how = _HOW_ENDED.get(job["state"], "")
+    if job["state"] == "TIMEOUT" and job.get("time_limit_s"):
+        how += f" of {_duration(int(job['time_limit_s']))}"
+    elif job["state"] == "OUT_OF_MEMORY" and job.get("mem_mb"):
+        how += f" limit of {job['mem_mb']} MB"
+    why = "; ".join(part for part in (how, job.get("reason") or "") if part)
+    flush_stdout()
+    print(f"job {job['ref']} {job['state']} (exit code {job['exit_code']}){': ' + escape(why) if why else ''}",
+          file=sys.stderr, flush=True)
+    code = job["exit_code"]
+    return min(int(code), 255) if code else 1  # not completed: never 0, whatever its last process said
+
+
+def _duration(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def _terminal_states() -> frozenset[str]:

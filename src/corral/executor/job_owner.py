@@ -101,7 +101,8 @@ def exec_job(config: LaunchConfig, cgroup: JobCgroup | None, out_fd: int, err_fd
     """
     try:
         os.setsid()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # and what Python ignores, which an exec would pass on: `yes | head` ends quietly, as under Slurm
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         if stdio is None:

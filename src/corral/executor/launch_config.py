@@ -39,6 +39,7 @@ class LaunchConfig:
     kill_grace_s: float = 10.0
     max_log_mb: int | None = None
     log_reserve_mb: int | None = None
+    log_quota: Mapping[str, Any] | None = None  # {"ledger", "user", "quota_mb"}: its owner's user_log_quota_mb
     append_logs: bool = False  # a requeued job appends (the earlier runs' output is part of its story), as does --open-mode=append
     run_as: Mapping[str, Any] | None = None  # `corral.executor.users.RunAs.to_dict()`; None: as the supervisor
     umask: int | None = None

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, NoReturn
 
 from corral.executor import condor_log, endings, files
 from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
-from corral.executor.job_owner import as_owner, exec_job, open_for_writing, open_logs
+from corral.executor.job_owner import as_owner, exec_job
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
+from corral.executor.log_relay import JobLogs
 from corral.executor.terminal import NoClient, Terminal
 from corral.executor.warning_signal import WarningSignal
 
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from corral.executor.containers.held import HeldPaths
 
 MEMORY_CHECK_INTERVAL_S = 0.5
-LOG_CHECK_INTERVAL_S = 0.1  # a job can write a GB a second: two stat calls this often keep that in check
 MAX_WAIT_S = 1.0  # re-check the cancel file at least this often, even if a signal was missed
 
 class Supervisor:
@@ -62,6 +62,7 @@ class Supervisor:
         self.wake_w = -1
         self.image_pull_s: float | None = None
         self.held: HeldPaths | None = None  # a container job's host paths, as its runtime gets them
+        self.logs: JobLogs | None = None  # its stdout and stderr, relayed within the server's limits
 
     def path(self, name: str) -> str:
         return os.path.join(self.job_dir, name)
@@ -84,7 +85,8 @@ class Supervisor:
             self.finish("NODE_FAIL", None, None, _read_reason(self.path(files.NODE_FAIL)))
             return
         try:
-            out_fd, err_fd = as_owner(self.config, lambda: open_logs(self.config))
+            logs = self.logs = JobLogs.open(self.config, os.path.basename(os.path.normpath(self.job_dir)),
+                                            lambda: _wake(wake_w))
         except OSError as exc:
             owner = self.config.run_as
             as_whom = f" as {owner['name']}" if owner else ""
@@ -93,10 +95,8 @@ class Supervisor:
         if self.config.container:
             refused = self.check_container()
             if refused:
-                os.close(out_fd)
-                if err_fd != out_fd:
-                    os.close(err_fd)
                 self.note_stderr(f"corral: {refused}")
+                logs.close()
                 self.finish("FAILED", None, None, error=refused)
                 return
         try:
@@ -128,15 +128,13 @@ class Supervisor:
             instead = (lambda: _exec_container(self.config, self.cgroup, self.job_dir, self.held)) \
                 if self.config.container else None
             if terminal is not None:
-                exec_job(self.config, self.cgroup, out_fd, err_fd, stdio=terminal.child_fds, terminal=terminal.pty,
+                exec_job(self.config, self.cgroup, *logs.child_fds, stdio=terminal.child_fds, terminal=terminal.pty,
                          exec_instead=instead)
-            exec_job(self.config, self.cgroup, out_fd, err_fd, exec_instead=instead)
+            exec_job(self.config, self.cgroup, *logs.child_fds, exec_instead=instead)
         if terminal is not None:
             terminal.after_fork()
         os.close(gate_r)
-        os.close(out_fd)
-        if err_fd != out_fd:
-            os.close(err_fd)
+        logs.start()
         if self.cgroup is not None:
             try:
                 # before the job runs a single instruction of its own
@@ -178,13 +176,16 @@ class Supervisor:
         # Slurm's rule: the job's leftover processes die with it, and only then are its resources free
         if self.cgroup is not None:
             self.cgroup.kill_until_empty(note=self.log)
+        else:
+            self.kill_session(signal.SIGKILL)
+        for problem in logs.drain():  # all of its output in its logs before its end is recorded
+            self.log(problem)
+        if self.cgroup is not None:
             if state is None and self.oom_killed():
                 state = "OUT_OF_MEMORY"
                 self.note_memory_kill()
             usage = self.cgroup_usage(usage)
             self.cgroup.remove()
-        else:
-            self.kill_session(signal.SIGKILL)
         exit_code, sig = _decode(status)
         if state is None:
             state = "COMPLETED" if exit_code == 0 else "FAILED"
@@ -192,6 +193,7 @@ class Supervisor:
             state = "FAILED"
         if self.image_pull_s:
             usage = {**usage, "image_pull_s": self.image_pull_s}  # time spent bringing the image in, not running
+        logs.close()
         self.finish(state, exit_code, sig, usage=usage, error=self.abandoned or container_error or self.failed)
         if terminal is not None:
             terminal.finish(exit_code)  # after result.json: what the client runs next sees the job ended
@@ -300,15 +302,9 @@ class Supervisor:
         limit = self.config.time_limit_s
         grace = float(self.config.kill_grace_s)
         mem_limit = self.config.mem_limit_mb or 0
-        log_limit = (self.config.max_log_mb or 0) * 1024 * 1024
-        log_floor = (self.config.log_reserve_mb or 0) * 1024 * 1024
-        logs = sorted({self.config.stdout, self.config.stderr})
-        log_size = files.total_size(logs)
         began = time.monotonic()
         deadline = began + limit if limit else None
-        check_every = LOG_CHECK_INTERVAL_S if log_limit or log_floor else MEMORY_CHECK_INTERVAL_S
-        next_mem_check = began + check_every if mem_limit or log_limit or log_floor or self.cgroup else None
-        next_rss_check = began + MEMORY_CHECK_INTERVAL_S
+        next_mem_check = began + MEMORY_CHECK_INTERVAL_S if mem_limit or self.cgroup else None
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
         warning = WarningSignal(self.config.warn_signal, float(self.config.warn_before_s), self.config.warn_batch)
         warn_at = warning.due_at(deadline)
@@ -354,10 +350,11 @@ class Supervisor:
                     why = {files.REQUEUE: "REQUEUE", files.REQUEUE_NODE_FAIL: "NODE_FAIL"}.get(
                         _read_reason(self.path(files.PREEMPT), ""))
                     warn_instead = warning.pending and why is None  # a preemption warns, once; a requeue does not
-                elif os.path.exists(self.path(files.FAIL)):
-                    outcome = "FAILED"  # the server's verdict (a user's log quota): no grace, as for a runaway log
+                elif (log_stop := self.logs.stopped if self.logs else None) or os.path.exists(self.path(files.FAIL)):
+                    # its logs' limits, or the server's verdict: no grace, a runaway log would fill the disk
+                    outcome = "FAILED"
                     self.signal_job(signal.SIGKILL)
-                    self.failed = _read_reason(self.path(files.FAIL))
+                    self.failed = log_stop or _read_reason(self.path(files.FAIL))
                     self.note_stderr(f"corral: {self.failed}")
                     continue
                 elif os.path.exists(self.path(files.NODE_FAIL)):
@@ -373,25 +370,11 @@ class Supervisor:
                     kill_at = now + grace
                     continue
             if next_mem_check is not None and now >= next_mem_check:
-                next_mem_check = now + check_every
-                previous_size, log_size = log_size, files.total_size(logs) if log_limit or log_floor else 0
-                if outcome is None and log_limit and log_size > log_limit:
-                    # a runaway log would fill the disk the server and every other job need
-                    outcome = "FAILED"
-                    self.signal_job(signal.SIGKILL)
-                    self.note_stderr(f"corral: the job's log passed the server's limit of {log_limit >> 20} MB; killed")
-                elif outcome is None and log_floor and log_size > previous_size and _free_bytes(logs[0]) < log_floor:
-                    # the last of the disk is the server's and every job's: the job still filling it stops
-                    outcome = "FAILED"
-                    self.signal_job(signal.SIGKILL)
-                    self.note_stderr(f"corral: the filesystem of the job's log has less than {log_floor >> 20} MB free "
-                                     "(the server's log_reserve_mb); the job writing to it was stopped")
-                elif outcome is None and now >= next_rss_check and self.over_memory(mem_limit):
+                next_mem_check = now + MEMORY_CHECK_INTERVAL_S
+                if outcome is None and self.over_memory(mem_limit):
                     outcome = "OUT_OF_MEMORY"
                     self.signal_job(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
                     self.note_memory_kill()
-                if now >= next_rss_check:
-                    next_rss_check = now + MEMORY_CHECK_INTERVAL_S  # reading a session's RSS costs more
             if kill_at is not None and now >= kill_at:
                 self.signal_job(signal.SIGKILL)
                 kill_at = None
@@ -474,17 +457,8 @@ class Supervisor:
         return None
 
     def note_stderr(self, message: str) -> None:
-        def append() -> None:
-            fd = open_for_writing(self.config.stderr, os.O_WRONLY | os.O_APPEND, create=False)
-            try:
-                os.write(fd, (message + "\n").encode())
-            finally:
-                os.close(fd)
-
-        try:
-            as_owner(self.config, append)  # the job may have swapped its log for a link to a file it may not write
-        except OSError:
-            pass
+        if self.logs is not None:
+            self.logs.note(message)
 
     def kill_session(self, sig: int) -> None:
         """Signal the job's process group, then any of its session that left the group."""
@@ -547,13 +521,11 @@ def _exec_container(config: LaunchConfig, cgroup: JobCgroup | None, job_dir: str
     exec_container(config, cgroup, job_dir, held.launch if held is not None else None)
 
 
-def _free_bytes(path: str) -> float:
-    """Room left for users on the filesystem holding `path` (what a non-root writer may still use)."""
+def _wake(fd: int) -> None:
     try:
-        info = os.statvfs(os.path.dirname(path))
+        os.write(fd, b"l")
     except OSError:
-        return float("inf")
-    return info.f_bavail * info.f_frsize
+        pass  # the pipe is full: the supervisor is awake already
 
 
 def _read_reason(path: str, default: str = "stopped by the server") -> str:

@@ -64,7 +64,10 @@ class LocalBackend:
         self.settings = settings
         self.owners = JobOwners(home, owner_lookup)
         self.supervisors = Supervisors()
-        self.log_quota = LogQuota(user_log_quota_mb, self._fail) if user_log_quota_mb else None
+        self.log_quota = (LogQuota(user_log_quota_mb, self.layout.log_ledgers, self.layout.jobs)
+                          if user_log_quota_mb else None)
+        if self.log_quota is not None:
+            self.log_quota.prepare()  # a restarted server first drops what supervisors that died left
         self.clock = clock
         self.containers: LocalContainers | None = containers
 
@@ -168,6 +171,7 @@ class LocalBackend:
             kill_grace_s=settings.kill_grace_s,
             max_log_mb=settings.max_log_mb,
             log_reserve_mb=settings.log_reserve_mb,
+            log_quota=self._log_quota(job.spec.user),
             append_logs=job.restarts > 0 or job.spec.open_mode == "append",
             run_as=owner.to_dict() if owner is not None else None,
             umask=job.spec.umask,
@@ -193,9 +197,13 @@ class LocalBackend:
         files.reserve(os.path.join(job_dir, files.RESULT_RESERVED), files.RESULT_RESERVE_BYTES)
         child = spawn_supervisor(job_dir, config)
         self.supervisors.spawned(job.id, child)
-        if self.log_quota is not None:
-            self.log_quota.track(job.id, job.spec.user, (config.stdout, config.stderr))
         self._await_supervisor(job_dir, child)
+
+    def _log_quota(self, user: str) -> dict[str, Any] | None:
+        """The owner's share of the per-user log quota, for the supervisor (`corral.executor.log_ledger`)."""
+        if self.log_quota is None:
+            return None
+        return {"ledger": self.layout.log_ledger(user), "user": user, "quota_mb": self.log_quota.quota_mb}
 
     def _await_supervisor(self, job_dir: str, child: subprocess.Popen[bytes]) -> None:
         """Wait (in the launching thread, never the server's loop) until the supervisor has started
@@ -260,8 +268,6 @@ class LocalBackend:
             if outcome is not None:
                 ended.append(Ended(job, outcome))
                 self.supervisors.ended(job.id)
-                if self.log_quota is not None:
-                    self.log_quota.forget(job.id)
         self.supervisors.reap()
         return ended
 
