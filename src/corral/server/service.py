@@ -249,6 +249,7 @@ class JobService:
         def check(job: Job, ref: str) -> None:
             self.access.check_manage(caller, job.spec.user, job.spec.account, f"cancelling job {ref}")
 
+        self.access.require(caller, "submit", f"cancelling job {refs[0]}" if len(refs) == 1 else "cancelling jobs")
         return await cancelling.cancel_jobs(self, refs, caller.user, pending_only=pending_only, check=check)
 
     def terminal(self, ref: str, user: str, admin: bool) -> str:
