@@ -4,6 +4,7 @@ stopped, being stopped; queued again (not `job 21: PENDING (None)`)."""
 from __future__ import annotations
 
 import json
+import os
 
 from click.testing import CliRunner
 
@@ -11,12 +12,18 @@ from corral.cli.format_outcomes import cancelled, requeued
 from corral.cli.main import cli
 from tests.helpers import wait_for
 
-# ignores SIGTERM, so that a stop takes the whole grace period: longer than a cancel waits for it
-STUBBORN = ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"]
+
+def stubborn(directory: str, name: str) -> list[str]:
+    """Ignores SIGTERM, so that a stop takes the whole grace period (longer than a cancel waits for it); leaves
+    `name-TASK` in `directory` once it does."""
+    return ["sh", "-c", """trap '' TERM; touch "$0/$1-${CORRAL_ARRAY_TASK_ID:-}"; while :; do sleep 1; done""",
+            directory, name]
 
 
-def test_cancel_and_requeue_say_what_became_of_each_job(server_factory):
+def test_cancel_and_requeue_say_what_became_of_each_job(server_factory, short_tmp):
     server = server_factory(extra=["--cpus", "16", "--kill-grace", "30"])
+    marks = os.path.join(short_tmp, "marks")
+    os.makedirs(marks)
 
     def corral(*args: str) -> tuple[int, list[str]]:
         result = CliRunner().invoke(cli, ["--home", server.home, *args])
@@ -25,19 +32,20 @@ def test_cancel_and_requeue_say_what_became_of_each_job(server_factory):
     with server.client() as client:
         done = client.submit(["true"], gpus=0)["id"]
         assert client.wait(done, timeout=30)["state"] == "COMPLETED"
-        stubborn = client.submit(STUBBORN, gpus=0)["id"]
+        alone = client.submit(stubborn(marks, "alone"), gpus=0)["id"]
         quick = client.submit(["sleep", "300"], gpus=0)["id"]
-        array = client.submit(STUBBORN, gpus=2, array="0-3")["id"]
+        array = client.submit(stubborn(marks, "array"), gpus=2, array="0-3")["id"]
         waiting = client.submit(["true"], gpus=4)["id"]
-        for job in (stubborn, quick, f"{array}_0"):
-            wait_for(lambda job=job: client.get(job)["state"] == "RUNNING", timeout=30)
+        wait_for(lambda: client.get(quick)["state"] == "RUNNING", timeout=30)
+        # SIGTERM ignored from here on (two tasks of the array run, two wait)
+        wait_for(lambda: sorted(os.listdir(marks)) == ["alone-", "array-0", "array-1"], timeout=30)
 
     assert corral("cancel", f"{array}_3") == (0, [f"job {array}_3: cancelled before it started"])
-    code, said = corral("cancel", str(waiting), str(stubborn), str(array), str(quick), str(done))
+    code, said = corral("cancel", str(waiting), str(alone), str(array), str(quick), str(done))
     assert code == 1  # the job that had ended: said on stderr, the others cancelled
     assert said[:3] == [
         f"job {waiting}: cancelled before it started",
-        f"job {stubborn}: being stopped (SIGTERM sent, SIGKILL after the grace period); it ends CANCELLED",
+        f"job {alone}: being stopped (SIGTERM sent, SIGKILL after the grace period); it ends CANCELLED",
         f"job {array}: cancelled: no more of its tasks start; its running tasks are being stopped (SIGTERM sent, "
         "SIGKILL after the grace period)",
     ], said
@@ -52,8 +60,8 @@ def test_cancel_and_requeue_say_what_became_of_each_job(server_factory):
 
     assert corral("requeue", str(done)) == (0, [f"job {done}: queued again (restart 1)"])
     with server.client() as client:
-        again = client.submit(STUBBORN, gpus=0)["id"]
-        wait_for(lambda: client.get(again)["state"] == "RUNNING", timeout=30)
+        again = client.submit(stubborn(marks, "again"), gpus=0)["id"]
+        wait_for(lambda: "again-" in os.listdir(marks), timeout=30)
     assert corral("requeue", str(again)) == (0, [f"job {again}: being stopped, to be queued again"])
     with server.client() as client:
         assert client.wait(quick, timeout=30)["state"] == "CANCELLED"
