@@ -145,6 +145,12 @@ class Client:
     def cancel(self, job_id: int | str) -> dict[str, Any]:
         return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/cancel")
 
+    def cancel_jobs(self, job_ids: Sequence[int | str], *, pending_only: bool = False) -> list[dict[str, Any]]:
+        """Cancel several jobs as one request: none of them starts on what the running ones free (`pending_only`:
+        those running go on). One entry per job, in order: the job, or `{"ref", "error"}` for one not cancelled."""
+        body = {"jobs": [_ref(job_id) for job_id in job_ids], "pending_only": pending_only}
+        return self._request("POST", "/api/v1/jobs/cancel", body)["jobs"]
+
     def update(self, job_id: int | str, **changes: Any) -> dict[str, Any]:
         """Change a pending job: any of `corral.core.job_spec.UPDATE_FIELDS` (time, nice, partition, qos, gpus,
         cpus, mem, name, preemptible, comment, begin, deadline, constraint, nodelist, exclude, mail_type,

@@ -103,6 +103,12 @@ def _check(case: Any, url: str, session: requests.Session, blocker_id: int, prob
     job_ref = (case.path_parameters or {}).get("job_id")
     if isinstance(job_ref, str) and job_ref.split("_")[0].isdigit() and int(job_ref.split("_")[0]) == blocker_id:
         case.path_parameters["job_id"] = str(blocker_id + 10**6)  # the blocker stays: cancelling it would start jobs
+    if case.path == "/api/v1/jobs/cancel" and isinstance(case.body, dict) and isinstance(case.body.get("jobs"), list):
+        # the blocker and the target stay (a job id made of digits alone may name them): ids past them instead
+        case.body["jobs"] = [f"{int(ref.split('_')[0]) + 10**6}" if isinstance(ref, str)
+                             and ref.split("_")[0].isascii() and ref.split("_")[0].isdigit()
+                             and len(ref.split("_")[0]) <= 10 else ref
+                             for ref in case.body["jobs"]]
     response = case.call(base_url=url, session=session, timeout=30)
     status = response.status_code
     if status < 400:
@@ -179,6 +185,7 @@ def test_hostile_values_in_each_field_get_a_clear_4xx_never_a_server_error(fuzz_
         ("POST", "/api/v1/alerts/channels", {"name": "c", "type": "webhook", "url": "http://127.0.0.1:9/"}, [
             "name", "type", "url", "headers", "to", "smtp_host", "smtp_port", "sender", "argv", "command"]),
         ("POST", f"/api/v1/runs/{run}/finish", {"state": "finished"}, ["state", "end_time"]),
+        ("POST", "/api/v1/jobs/cancel", {"jobs": [str(target + 10**6)]}, ["jobs", "pending_only"]),
     ]
     nested = {  # values inside lists and objects reach the store too
         "points": lambda v: [{"key": "loss", "step": v, "value": 0.5}, {"key": "loss", "step": 3, "value": v},
@@ -191,6 +198,7 @@ def test_hostile_values_in_each_field_get_a_clear_4xx_never_a_server_error(fuzz_
         "add": lambda v: [[v]], "remove": lambda v: [[v]], "channels": lambda v: [[v]], "tags": lambda v: [[v]],
         "headers": lambda v: [{"X-A": v}], "env": lambda v: [{"A": v}, {str(v)[:100]: "1"}],
         "labels": lambda v: [{"a": v}, {str(v)[:100]: "1"}], "config": lambda v: [{"a": v}],
+        "jobs": lambda v: [[v], [str(target + 10**6), v]],
         "command": lambda v: [[v]], "script_args": lambda v: [[v]], "argv": lambda v: [[v]],
         "options": lambda v: [[v], [f"--comment={v}"], ["--comment", v], ["-J", v], ["--open-mode", v], ["-A", v]]
                              if isinstance(v, str) else [[v]],

@@ -158,6 +158,23 @@ def test_only_the_owner_an_admin_or_the_accounts_coordinator_may_touch_a_job(sha
         assert root.cancel(other["id"])["state"] == "CANCELLED"
 
 
+def test_a_cancel_of_many_cancels_only_the_jobs_the_caller_may(shared):
+    server, sock, alice, bob = shared
+    alices = submit_as(alice, sock, account="nlp")
+    in_vision = submit_as(alice, sock, account="vision")
+    bobs = submit_as(bob, sock)
+    refs = [str(alices["id"]), str(in_vision["id"]), str(bobs["id"])]
+    status, answer = as_user(bob, sock, "POST", "/api/v1/jobs/cancel", {"jobs": refs})
+    assert status == 200, answer
+    refused, coordinated, own = answer["jobs"]
+    assert refused["error"]["status"] == 403 and alice in refused["error"]["message"] and bob in refused["error"]["message"]
+    assert coordinated["state"] == own["state"] == "CANCELLED"
+    with Client(home=server.home) as root:
+        assert root.get(alices["id"])["state"] in ("PENDING", "RUNNING")
+    status, answer = as_user(bob, sock, "POST", "/api/v1/jobs/cancel", {"jobs": [str(alices["id"])], "pending_only": True})
+    assert status == 200 and answer["jobs"][0]["error"]["status"] == 403
+
+
 def test_an_account_must_exist_and_have_the_user(shared):
     _, sock, _, bob = shared
     status, error = as_user(bob, sock, "POST", "/api/v1/jobs", {"command": ["true"], "account": "nlp"})

@@ -140,6 +140,39 @@ def test_cancel_a_pending_job_removes_it_from_the_queue(server):
     call(server, "POST", f"/api/v1/jobs/{blocker['id']}/cancel")
 
 
+@pytest.mark.parametrize("body, field", [
+    ({}, "jobs"), ({"jobs": []}, "jobs"), ({"jobs": "12"}, "jobs"), ({"jobs": ["{id}", "x"]}, "jobs[1]"),
+    ({"jobs": ["{id}", 12]}, "jobs[1]"), ({"jobs": ["{id}", "12_[1-3]"]}, "jobs[1]"),
+    ({"jobs": ["{id}"], "pending_only": "yes"}, "pending_only"), ({"jobs": ["{id}"], "state": "PENDING"}, "state"),
+])
+def test_a_cancel_of_many_with_a_bad_body_is_refused_by_field_and_cancels_nothing(server, body, field):
+    waiting = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "hold": True})[1]
+    named = {k: [r.replace("{id}", str(waiting["id"])) if isinstance(r, str) else r for r in v] if isinstance(v, list)
+             else v for k, v in body.items()}
+    status, answer, _ = call(server, "POST", "/api/v1/jobs/cancel", named)
+    assert status == 422 and answer["error"]["field"] == field, answer
+    assert call(server, "GET", f"/api/v1/jobs/{waiting['id']}")[1]["state"] == "PENDING"
+
+
+def test_a_cancel_of_many_answers_each_job_in_order_and_one_refusal_stops_no_other(server):
+    done = call(server, "POST", "/api/v1/jobs", {"command": ["true"]})[1]
+    wait_for(lambda: call(server, "GET", f"/api/v1/jobs/{done['id']}")[1]["state"] == "COMPLETED")
+    held = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "hold": True})[1]
+    array = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "hold": True, "array": "0-3"})[1]
+    refs = [str(held["id"]), "99999", str(done["id"]), f"{array['id']}_2", str(held["id"])]
+    status, answer, _ = call(server, "POST", "/api/v1/jobs/cancel", {"jobs": refs})
+    assert status == 200, answer
+    first, missing, ended, task, again = answer["jobs"]
+    assert (first["id"], first["state"], first["start_time"]) == (held["id"], "CANCELLED", None)
+    assert (missing["ref"], missing["error"]["status"], missing["error"]["code"]) == ("99999", 404, "not_found")
+    assert (ended["error"]["status"], ended["error"]["code"]) == (409, "conflict")
+    assert "already ended (COMPLETED)" in ended["error"]["message"]
+    assert (task["ref"], task["state"], task["start_time"]) == (f"{array['id']}_2", "CANCELLED", None)  # a record of its own
+    assert again["id"] == held["id"] and again["state"] == "CANCELLED"  # named twice: cancelled once
+    tasks = call(server, "GET", f"/api/v1/jobs/{array['id']}/tasks")[1]
+    assert tasks["summary"]["states"] == {"CANCELLED": 1, "PENDING": 3}
+
+
 def test_logs_read_by_offset_and_tail_and_wait_returns_the_final_job(server):
     job = call(server, "POST", "/api/v1/jobs", {"command": ["sh", "-c", "for i in 1 2 3; do echo line$i; done; echo oops >&2; exit 4"]})[1]
     status, final, _ = call(server, "GET", f"/api/v1/jobs/{job['id']}/wait?timeout=20")

@@ -96,7 +96,9 @@ def test_queue_shows_running_jobs_and_why_pending_ones_wait(run):
     nodes = run("nodes").output
     assert f"{first} (sleep" in nodes and "GPUs 4/4 busy" in nodes
     result = run("cancel", first, second)
-    assert result.exit_code == 0 and "CANCELLED" in result.output
+    said = result.output.splitlines()
+    assert result.exit_code == 0 and said[1] == f"job {second}: cancelled before it started", result.output
+    assert said[0].startswith((f"job {first}: cancelled: stopped after running 0:", f"job {first}: being stopped")), said
     history = run("history").output
     assert first in history and second in history and "CANCELLED" in history
 
@@ -345,6 +347,6 @@ def test_update_sets_slurms_fields_and_requeue_queues_an_ended_job_again(run, sh
     assert run("wait", job_id).exit_code == 0
     again = run("requeue", job_id, "--hold")
     assert again.exit_code == 0, again.output
-    assert again.output == f"job {job_id}: PENDING (JobHeldUser)\n"
+    assert again.output == f"job {job_id}: queued again (restart 1); held: it starts once released (corral release {job_id})\n"
     shown = run.server.client().get(job_id)
     assert (shown["state"], shown["held"], shown["restarts"]) == ("PENDING", True, 1)

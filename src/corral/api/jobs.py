@@ -11,7 +11,8 @@ from starlette.responses import Response
 
 from corral.api.identity import caller_of
 from corral.api.request_bodies import json_object
-from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
+from corral.api.schemas import CancelBody, CancelOut, ErrorOut, JobList, JobOut, JobRequest
+from corral.core.cancel_requests import parse_cancel_request
 from corral.core.events import timeline
 from corral.core.identity import Caller
 from corral.core.job import Job
@@ -19,7 +20,7 @@ from corral.core.job_fields import JobFields
 from corral.core.resubmit import CONFIRM_OWNER
 from corral.core.spec import UPDATE_FIELDS
 from corral.core.states import JobState
-from corral.errors import Conflict, InvalidRequest
+from corral.errors import Conflict, CorralError, InvalidRequest
 from corral.server.service import JobService
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
@@ -179,11 +180,25 @@ async def job_diagnosis(request: Request, job_id: str = JobRef) -> Response:
     return _json(await request.app.state.monitor.diagnose(job_id))
 
 
+@router.post("/cancel", response_model=CancelOut, summary="Cancel many jobs as one request",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": CancelBody.model_json_schema()}}}})
+async def cancel_jobs(request: Request) -> Response:
+    """None of the jobs named starts on what the running ones named free. One entry per job named, in order:
+    the job as it is afterwards, or `{"ref", "error"}` for one that could not be cancelled (the others are)."""
+    asked = parse_cancel_request(json_object(await request.body()))
+    answers = await _service(request).cancel(asked.refs, caller_of(request), pending_only=asked.pending_only)
+    return _json({"jobs": [job_json(request, answer) if isinstance(answer, Job) else
+                           {"ref": ref, "error": answer.to_dict() | {"status": answer.status}}
+                           for ref, answer in zip(asked.refs, answers)]})
+
+
 @router.post("/{job_id}/cancel", response_model=JobOut, responses={409: {"model": ErrorOut}}, summary="Cancel a job")
 async def cancel_job(request: Request, job_id: str = JobRef) -> Response:
-    owned_job(request, job_id, "cancelling")
-    job = await _service(request).cancel(job_id, by=caller_of(request).user)
-    return _json(job_json(request, job))
+    (answer,) = await _service(request).cancel([job_id], caller_of(request))
+    if isinstance(answer, CorralError):
+        raise answer
+    return _json(job_json(request, answer))
 
 
 @router.patch("/{job_id}", response_model=JobOut, responses={409: {"model": ErrorOut}},

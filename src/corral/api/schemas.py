@@ -292,3 +292,25 @@ class ErrorBody(BaseModel):
 
 class ErrorOut(BaseModel):
     error: ErrorBody
+
+
+class CancelBody(BaseModel):
+    jobs: list[str] = Field(description="Jobs to cancel: 12, or 12_3 for task 3 of array 12 (an array: all its "
+                            "tasks).", examples=[["14", "15", "21"]])
+    pending_only: bool = Field(False, description="Only what has not started (scancel --state=PENDING): running jobs, "
+                               "and the running tasks of the arrays named, go on.")
+
+
+class CancelErrorBody(ErrorBody):
+    status: int = Field(description="The HTTP status this error has on its own: 404 no such job, 403 not yours, "
+                        "409 already ended.")
+
+
+class CancelError(BaseModel):
+    ref: str
+    error: CancelErrorBody
+
+
+class CancelOut(BaseModel):
+    jobs: list[JobOut | CancelError] = Field(description="One entry per job named, in order: the job as it is "
+                                             "afterwards (running ones stopping, or stopped), or why it was not.")

@@ -192,6 +192,9 @@ class ClusterQueue(Protocol):
     def cancel_task(self, array: Job, task_id: int) -> None:
         """Cancel one task of an array, which may have no record yet."""
 
+    def cancel_waiting_tasks(self, array: Job) -> None:
+        """Cancel the tasks of an array that have not started; those running go on (`scancel --state=PENDING`)."""
+
     def watch(self, submitted: Mapping[str, Job]) -> list[JobUpdate] | None:
         """What became of the jobs handed over (by backend id), as a read that has come back since the last
         call found it (None: none has); never blocks (the backend reads its state in a thread of its own)."""

@@ -321,23 +321,53 @@ def show(call: Call) -> int:
 
 
 def cancel(call: Call) -> int:
-    return each_job(call, "cancel")
+    """Every job named in one request: none of them starts on what the running ones free."""
+    refs, failed = [], False
+    for job_id in call.operands:
+        try:
+            refs.append(job_ref(job_id))
+        except CorralError as exc:
+            failed = _job_error(exc.message)
+    answers = call.server().ask("POST", "/api/v1/jobs/cancel", {"jobs": refs})["jobs"] if refs else []
+    from corral.cli.format_outcomes import cancelled
+
+    results = []
+    for ref, answer in zip(refs, answers):
+        if "error" in answer and "state" not in answer:
+            failed = _job_error(answer["error"]["message"])
+            continue
+        results.append(answer)
+        if not call["as_json"]:
+            _out(cancelled(ref, answer))
+    if call["as_json"]:
+        print_json(results)
+    return 1 if failed else 0
+
+
+def _job_error(message: str) -> bool:
+    flush_stdout()
+    print(f"corral: error: {escape(message)}", file=sys.stderr, flush=True)
+    return True
 
 
 def each_job(call: Call, action: str, query: str = "") -> int:
-    """`action` (cancel, hold, release, requeue) on each job: an error is printed for its job and the rest go on."""
+    """`action` (hold, release, requeue) on each job: an error is printed for its job and the rest go on."""
     server = call.server()
     results, failed = [], False
     for job_id in call.operands:
         try:
             job = server.ask("POST", f"/api/v1/jobs/{job_ref(job_id)}/{action}{query}")
         except CorralError as exc:
-            flush_stdout()
-            print(f"corral: error: {escape(exc.message)}", file=sys.stderr, flush=True)
-            failed = True
+            failed = _job_error(exc.message)
             continue
         results.append(job)
-        if not call["as_json"]:
+        if call["as_json"]:
+            continue
+        if action == "requeue":
+            from corral.cli.format_outcomes import requeued
+
+            _out(requeued(job_id, job))
+        else:
             _out(f"job {job_id}: {job['state']}" + (f" ({escape(job['reason'])})" if job.get("reason") else ""))
     if call["as_json"]:
         print_json(results)

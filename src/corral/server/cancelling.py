@@ -1,19 +1,26 @@
-"""Cancelling jobs that corral schedules itself: a pending job, an array, one of its tasks.
+"""Cancelling jobs: one request names one job or many (`corral cancel 14 15 16`, `scancel -u ana`), arrays,
+their tasks; none of the jobs it names starts because of it.
 
-A pending job ends at once; a running one is asked to stop and waited for briefly. Where the backend
-schedules itself, the backend cancels (`corral.server.self_scheduled.cancel_at_backend`).
+A request is settled in two steps with nothing in between (no await, so no scheduling pass): first every
+job it names that has not started ends CANCELLED, in one transaction (its pending jobs, the waiting tasks of
+its arrays, and the tasks it names that have no record yet, which get one, cancelled), and only then are its
+running jobs told to stop, so the resources they free never go to a job the same request cancels. Running
+jobs are waited for briefly. Where the backend schedules itself, the backend cancels
+(`corral.server.self_scheduled.cancel_at_backend`), pending jobs first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from corral.core.events import CANCELLED, JobEvent
 from corral.core.job import Job
 from corral.core.states import JobState
-from corral.errors import Conflict
+from corral.errors import Conflict, CorralError
+from corral.server import self_scheduled
 from corral.server.job_table import CANCELLED_BY_USER
 
 if TYPE_CHECKING:
@@ -21,82 +28,157 @@ if TYPE_CHECKING:
 
 CANCEL_WAIT_S = 3.0
 
+Named = tuple[int, str, Job]
+"""A job a request names: where in the request, the ref it was named by, the job (an array, for a task
+without a record)."""
+Answers = list["Job | CorralError | None"]
+Check = Callable[[Job, str], None]
+"""Raises (Forbidden) unless the caller may cancel the job named by the ref."""
 
-async def cancel(service: JobService, ref: str, by: str | None) -> Job:
-    """Cancel a pending job at once; ask a running one to stop and wait briefly for it.
-    An array cancels all its tasks; `12_3` cancels one. `by`: who cancels (its log and timeline say)."""
-    job = service.resolve(ref)
-    job_id = job.id
-    if job.id not in service.active and not job.state.is_terminal():
-        job = await service.tracked(job_id)  # committed a moment ago, not yet in memory
-    if job.is_array and "_" in ref:
-        return _cancel_waiting_task(service, job, int(ref.partition("_")[2]), by)
-    if job.is_array and not job.state.is_terminal():
-        return await _cancel_array(service, job, by)
-    if job.state.is_terminal():
-        raise Conflict(f"job {job_id} already ended ({job.state.value}); there is nothing to cancel")
-    if job.state is JobState.PENDING:
-        saved = (job.state, job.end_time, job.reason)
-        job.state, job.end_time, job.reason = JobState.CANCELLED, service.clock(), CANCELLED_BY_USER
-        try:
-            service.store.save_state(job, _cancel_events([job], by))
-        except Exception:
-            job.state, job.end_time, job.reason = saved
-            raise
-        service.forget(job)
-        service.mark_dirty()
-        return job
-    assert service.placed is not None
-    service.placed.stop(job, by)
-    service.mark_dirty()
+
+async def cancel_jobs(service: JobService, refs: Sequence[str], by: str | None, *, pending_only: bool = False,
+                      check: Check | None = None) -> list[Job | CorralError]:
+    """Cancel what each ref names: a job, an array (all its tasks), a task `12_3`. Pending jobs end at once;
+    running ones are asked to stop (`pending_only`: are left running) and waited for briefly. `by`: who
+    cancels (its log and timeline say); `check`: whether they may, job by job.
+
+    Returns, ref by ref: the job as it is afterwards, or the error that ref met (the others go on)."""
+    answers: Answers = [None] * len(refs)
+    named = _named(service, refs, check, answers)
+    late = [job.id for _, _, job in named if job.id not in service.active and not job.state.is_terminal()]
+    if late:  # committed a moment ago, not yet in memory: look again once they are, as all is now
+        for job_id in late:
+            await service.tracked(job_id)
+        answers = [None] * len(refs)
+        named = _named(service, refs, check, answers)
+    queue = service.backend.queue
+    if queue is not None:
+        waits = self_scheduled.cancel_at_backend(service, named, queue, pending_only, answers)
+    else:
+        waits = _cancel_here(service, named, by, pending_only, answers)
     try:
-        return await service.wait(job_id, CANCEL_WAIT_S)
+        ended = await asyncio.gather(*(_ended(service, ref, timeout) for _, ref, timeout in waits))
     finally:
         service.mark_dirty()
+    for (index, _, _), job in zip(waits, ended):
+        answers[index] = job
+    done = [answer for answer in answers if answer is not None]
+    assert len(done) == len(refs), "every ref is answered"
+    return done
 
 
-async def _cancel_array(service: JobService, array: Job, by: str | None) -> Job:
-    """Its tasks without a record never get one (the pass adds tasks only from `array_pending`,
-    emptied here in the same step as the record), its waiting tasks end now, its running ones
-    are told to stop; the array ends CANCELLED once they have, whatever they did."""
-    saved = (array.array_pending, array.reason)
-    array.array_pending, array.reason = [], CANCELLED_BY_USER
-    try:
-        service.store.save_state(array)
-    except Exception:
-        array.array_pending, array.reason = saved
-        raise
-    service.table.cancelled_arrays.add(array.id)
-    waiting = []
-    for child_id in list(service.table.array_tasks.get(array.id, ())):
-        child = service.active.get(child_id)
-        if child is None or child.state.is_terminal():
+def _named(service: JobService, refs: Sequence[str], check: Check | None, answers: Answers) -> list[Named]:
+    named = []
+    for index, ref in enumerate(refs):
+        try:
+            job = service.resolve(ref)
+            if check is not None:
+                check(job, ref)
+        except CorralError as exc:
+            answers[index] = exc
             continue
-        if child.state is JobState.PENDING:
-            waiting.append(child)
+        named.append((index, ref, job))
+    return named
+
+
+async def _ended(service: JobService, ref: str, timeout: float) -> Job | CorralError:
+    try:
+        return await service.wait(ref, timeout)
+    except CorralError as exc:
+        return exc
+
+
+@dataclass
+class _Cancel:
+    """What one request cancels here, sorted out before any of it is done (by job id: a job named twice,
+    or as an array's task and with its array, is cancelled once)."""
+
+    waiting: dict[int, Job] = field(default_factory=dict)  # pending jobs and tasks with a record: they end now
+    arrays: dict[int, Job] = field(default_factory=dict)  # their tasks without a record never get one
+    unstarted: dict[int, tuple[Job, list[int]]] = field(default_factory=dict)  # array id -> tasks named, no record
+    running: dict[int, Job] = field(default_factory=dict)  # told to stop once the rest is settled
+
+
+def _cancel_here(service: JobService, named: Sequence[Named], by: str | None, pending_only: bool,
+                 answers: Answers) -> list[tuple[int, str, float]]:
+    """Cancel on a backend corral schedules onto; returns the refs to wait for (where in the request, ref,
+    how long). No await in here: no pass runs until the named jobs that have not started are cancelled."""
+    plan = _Cancel()
+    later: list[tuple[int, Job, int | None]] = []  # answered once settled: (where, job, a task without a record)
+    waits: list[tuple[int, str, float]] = []
+    for index, ref, job in named:
+        if job.is_array and "_" in ref:
+            task_id = int(ref.partition("_")[2])
+            tasks = plan.unstarted.setdefault(job.id, (job, []))[1]
+            if task_id not in tasks:
+                tasks.append(task_id)
+            later.append((index, job, task_id))
+        elif job.state.is_terminal():
+            answers[index] = Conflict(f"job {job.id} already ended ({job.state.value}); there is nothing to cancel")
+        elif job.is_array:
+            plan.arrays[job.id] = job
+            for task in service.table.tasks_of(job.id):
+                if task.state is JobState.PENDING:
+                    plan.waiting[task.id] = task
+                elif not pending_only:
+                    plan.running[task.id] = task
+            if pending_only:
+                later.append((index, job, None))
+            else:
+                waits.append((index, str(job.id), CANCEL_WAIT_S))
+        elif job.state is JobState.PENDING:
+            plan.waiting[job.id] = job
+            later.append((index, job, None))
+        elif pending_only:
+            answers[index] = Conflict(f"job {ref} is {job.state.value}; this cancel is of pending jobs only")
         else:
-            assert service.placed is not None
-            service.placed.stop(child, by)
+            plan.running[job.id] = job
+            waits.append((index, str(job.id), CANCEL_WAIT_S))
+    for array_id in plan.arrays:
+        plan.unstarted.pop(array_id, None)  # the whole array is cancelled: its tasks never get records
+    records = _settle(service, plan, by)
+    for index, job, task_number in later:
+        answers[index] = records.get((job.id, task_number), job) if task_number is not None else job
+    for job in plan.running.values():
+        assert service.placed is not None
+        service.placed.stop(job, by)
+    return waits
+
+
+def _settle(service: JobService, plan: _Cancel, by: str | None) -> dict[tuple[int, int | None], Job]:
+    """End what has not started, in one transaction; returns the records made for unstarted tasks, by
+    (array id, task id)."""
     now = service.clock()
-    for child in waiting:
-        child.state, child.end_time, child.reason = JobState.CANCELLED, now, CANCELLED_BY_USER
-    service.store.save_states(waiting, _cancel_events(waiting, by))
-    for child in waiting:
-        service.forget(child)
-    service.finish_array_if_done(array.id)
-    service.mark_dirty()
-    return await service.wait(array.id, CANCEL_WAIT_S)
-
-
-def _cancel_waiting_task(service: JobService, array: Job, task_id: int, by: str | None) -> Job:
-    """A task not started yet: it gets a record of its own, cancelled."""
-    spec = replace(array.spec, dependency=None, kill_on_invalid_dep=False)
-    (task,) = service.store.add_tasks(array, spec, [task_id])
-    task.state, task.end_time, task.reason = JobState.CANCELLED, service.clock(), CANCELLED_BY_USER
-    service.store.save_state(task, _cancel_events([task], by))
-    service.finish_array_if_done(array.id)
-    service.mark_dirty()
-    return task
+    waiting, arrays, unstarted = list(plan.waiting.values()), list(plan.arrays.values()), list(plan.unstarted.values())
+    if not (waiting or arrays or unstarted):
+        return {}
+    saved = [(job, job.state, job.end_time, job.reason) for job in waiting]
+    pending_lists = [(array, array.array_pending, array.reason) for array in [*arrays, *(a for a, _ in unstarted)]]
+    for job in waiting:
+        job.state, job.end_time, job.reason = JobState.CANCELLED, now, CANCELLED_BY_USER
+    for array in arrays:
+        array.array_pending, array.reason = [], CANCELLED_BY_USER
+    for array, task_ids in unstarted:
+        taken = set(task_ids)
+        array.array_pending = [t for t in array.array_pending if t not in taken]
+    try:
+        records = service.store.save_cancels(
+            [*waiting, *arrays, *(array for array, _ in unstarted)],
+            [(array, replace(array.spec, dependency=None, kill_on_invalid_dep=False), task_ids)
+             for array, task_ids in unstarted],
+            (now, CANCELLED_BY_USER), lambda jobs: _cancel_events([job for job in jobs if not job.is_array], by))
+    except Exception:
+        for job, state, end_time, reason in saved:
+            job.state, job.end_time, job.reason = state, end_time, reason
+        for array, array_pending, reason in pending_lists:
+            array.array_pending, array.reason = array_pending, reason
+        raise
+    service.table.cancelled_arrays.update(plan.arrays)
+    for job in waiting:
+        service.forget(job)
+    for array in [*arrays, *(a for a, _ in unstarted)]:
+        service.finish_array_if_done(array.id)
+    return {(record.array_job_id or 0, record.array_task_id): record for record in records}
 
 
 def _cancel_events(jobs: Sequence[Job], by: str | None) -> list[JobEvent]:

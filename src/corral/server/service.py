@@ -36,7 +36,7 @@ from corral.core.resources import Allocation, Node
 from corral.core.schedconfig import SchedulerConfig
 from corral.core.steps import JobStep, step_end, step_start
 from corral.core.states import JobState, PendingReason
-from corral.errors import Conflict, Forbidden, InvalidRequest
+from corral.errors import Conflict, CorralError, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
 from corral.server.draining import Drains
@@ -242,13 +242,14 @@ class JobService:
         return self.queries.list_finished(states=states, limit=limit, before_id=before_id, name=name,
                                           ended_after=ended_after)
 
-    async def cancel(self, ref: str | int, by: str | None = None) -> Job:
-        """Cancel a pending job at once; ask a running one to stop and wait briefly for it
-        (`corral.server.cancelling`, or at the backend: `corral.server.self_scheduled`).
-        An array cancels all its tasks; `12_3` cancels one. `by`: who cancels (its log and timeline say)."""
-        if self.backend.queue is not None:
-            return await self_scheduled.cancel_at_backend(self, str(ref), self.backend.queue)
-        return await cancelling.cancel(self, str(ref), by)
+    async def cancel(self, refs: Sequence[str], caller: Caller, pending_only: bool = False) -> list[Job | CorralError]:
+        """Cancel jobs (`12`), arrays, tasks (`12_3`) as one request of `caller`, who may cancel each; none starts on
+        what the running ones free (`corral.server.cancelling.cancel_jobs`). Returns the job or the error, ref by ref."""
+        def check(job: Job, ref: str) -> None:
+            self.access.check_manage(caller, job.spec.user, job.spec.account, f"cancelling job {ref}")
+
+        self.access.require(caller, "submit", f"cancelling job {refs[0]}" if len(refs) == 1 else "cancelling jobs")
+        return await cancelling.cancel_jobs(self, refs, caller.user, pending_only=pending_only, check=check)
 
     def terminal(self, ref: str, user: str, admin: bool) -> str:
         """Where the client of interactive job `ref` (srun, salloc) connects: its owner, or an admin.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, func, select, text, update
@@ -104,17 +104,24 @@ class JobStore:
         if not rows and not events:
             return
         with self.engine.begin() as conn:
-            if rows:
-                stmt = (
-                    update(jobs)
-                    .where(jobs.c.id == bindparam("job_id"))
-                    .values({k: bindparam(k) for k in rows[0] if k != "job_id"})
-                )
-                conn.execute(stmt, rows)
-            if events:
-                conn.execute(job_events.insert(), [
-                    {"job_id": e.job_id, "time": e.time, "kind": e.kind, "detail": dict(e.detail)} for e in events
-                ])
+            _save_states(conn, rows, events)
+
+    def save_cancels(self, changed: Sequence[Job], unstarted: Sequence[tuple[Job, JobSpec, Sequence[int]]],
+                     cancelled: tuple[float, str], events: Callable[[Sequence[Job]], Sequence[JobEvent]]) -> list[Job]:
+        """A cancel of many jobs, in one transaction: the states of the jobs it changed (arrays with their
+        waiting lists as they are on them), and records of the array tasks it cancelled before they started
+        (`unstarted`: array, the tasks' spec, task ids), inserted ended CANCELLED at `cancelled` (end time,
+        reason). `events`: what the cancel writes for the jobs, the new records included. Returns those records."""
+        end_time, reason = cancelled
+        with self.engine.begin() as conn:
+            tasks = []
+            for array, spec, task_ids in unstarted:
+                tasks += self._insert(conn, [spec] * len(task_ids), array.submit_time, array.id, task_ids)
+            for task in tasks:
+                task.state, task.end_time, task.reason = JobState.CANCELLED, end_time, reason
+            batch = [*changed, *tasks]
+            _save_states(conn, [_state_row(job) for job in batch], events(batch))
+        return tasks
 
     def events_of(self, job_ids: Sequence[int]) -> dict[int, list[JobEvent]]:
         """The stored events of these jobs, oldest first (jobs without any are left out)."""
@@ -218,6 +225,20 @@ def _spec_row(spec: JobSpec) -> dict[str, Any]:
 
 def _names(text: str | None) -> tuple[str, ...]:
     return tuple(text.split(",")) if text else ()
+
+
+def _save_states(conn: Connection, rows: Sequence[dict[str, Any]], events: Sequence[JobEvent]) -> None:
+    if rows:
+        stmt = (
+            update(jobs)
+            .where(jobs.c.id == bindparam("job_id"))
+            .values({k: bindparam(k) for k in rows[0] if k != "job_id"})
+        )
+        conn.execute(stmt, rows)
+    if events:
+        conn.execute(job_events.insert(), [
+            {"job_id": e.job_id, "time": e.time, "kind": e.kind, "detail": dict(e.detail)} for e in events
+        ])
 
 
 def _state_row(job: Job) -> dict[str, Any]:

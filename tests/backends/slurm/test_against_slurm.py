@@ -62,6 +62,45 @@ def test_cancelling_a_running_job_scancels_it(slurm):
     assert backend_id not in squeue_ids()
 
 
+def test_cancelling_a_running_job_and_pending_ones_together_starts_none_of_them_at_slurm(slurm, short_tmp):
+    client = slurm.client()
+    blocker = client.submit(["sleep", "300"], gpus=4, time="10")
+    wait_for(lambda: client.get(blocker["id"])["state"] == "RUNNING", timeout=120)  # the testbed is shared
+    marks = os.path.join(short_tmp, "marks")
+    os.makedirs(marks)
+    waiting = [client.submit(["touch", os.path.join(marks, str(i))], gpus=1, time="1") for i in range(3)]
+    for job in waiting:  # at Slurm, waiting for the blocker's GPUs
+        wait_for(lambda job=job: client.get(job["id"])["reason"] in ("Resources", "Priority"), timeout=60)
+    done = subprocess.run([sys.executable, "-m", "corral.cli", "--home", slurm.home, "cancel", str(blocker["id"]),
+                           *(str(job["id"]) for job in waiting)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert finished(client, blocker["id"])["state"] == "CANCELLED"
+    later = client.submit(["true"], gpus=4, time="1")  # Slurm has scheduled on the freed GPUs since
+    assert finished(client, later["id"], timeout=120)["state"] == "COMPLETED"
+    assert os.listdir(marks) == []
+    for job in waiting:
+        shown = client.get(job["id"])
+        assert (shown["state"], shown["start_time"]) == ("CANCELLED", None), shown
+
+
+def test_a_cancel_of_pending_only_leaves_an_arrays_running_task_at_slurm(slurm):
+    client = slurm.client()
+    array = client.submit(["sleep", "300"], gpus=4, time="10", array="0-2")
+    wait_for(lambda: client.get(f"{array['id']}_0")["state"] == "RUNNING", timeout=120)
+    (answer,) = client.cancel_jobs([array["id"]], pending_only=True)  # scancel --state=PENDING at Slurm
+    assert answer["id"] == array["id"], answer
+    running = client.get(f"{array['id']}_0")["backend_id"]
+    at_slurm = f"{client.get(array['id'])['backend_id']}_"
+    # the two tasks not started leave Slurm's queue; the running one stays
+    wait_for(lambda: {i for i in squeue_ids() if i.startswith(at_slurm)} == {running}, timeout=30)
+    assert client.get(f"{array['id']}_0")["state"] == "RUNNING"
+    client.cancel(f"{array['id']}_0")
+    ended = finished(client, array["id"])
+    assert ended["state"] == "CANCELLED"
+    started = [t for t in client.array_tasks(array["id"])["tasks"] if t["start_time"] is not None]
+    assert [t["array_task_id"] for t in started] == [0]
+
+
 def test_a_pending_job_shows_slurms_reason_and_a_chain_runs_in_order(slurm):
     client = slurm.client()
     first = client.submit(["sleep", "3"], name="first")

@@ -83,6 +83,10 @@ class SlurmBackend:
         if array.backend_id:
             self.cluster.cancel([f"{array.backend_id}_{task_id}"])
 
+    def cancel_waiting_tasks(self, array: Job) -> None:
+        if array.backend_id:
+            self.cluster.cancel([array.backend_id], state="PENDING")
+
     def watch(self, submitted: Mapping[str, Job]) -> list[JobUpdate] | None:
         return self.watcher.watch(submitted)
 

@@ -99,10 +99,11 @@ class SlurmCluster:
         return self._run(["sacct", "--parsable2", "--noheader", f"--delimiter={SEP}",
                           f"--format={','.join(SACCT_EFFICIENCY_FIELDS)}", f"--jobs={job_id}"])
 
-    def cancel(self, job_ids: Sequence[str], signal: str | None = None) -> None:
+    def cancel(self, job_ids: Sequence[str], signal: str | None = None, state: str | None = None) -> None:
+        """`scancel` of jobs (`state`: only their parts in that state, as an array's PENDING tasks)."""
         if job_ids:
-            argv = ["scancel"] + ([f"--signal={signal}"] if signal else []) + list(job_ids)
-            self._run(argv)
+            argv = ["scancel"] + ([f"--signal={signal}"] if signal else []) + ([f"--state={state}"] if state else [])
+            self._run(argv + list(job_ids))
 
     def job_info(self, job_id: str) -> dict[str, str]:
         """`scontrol show job` of one job, as its KEY=VALUE fields (a job sbatch'ed outside corral)."""

@@ -13,7 +13,6 @@ from corral.cli.slurm.argv import Option, parse
 from corral.cli.slurm.command import Refused, answered, caller, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
 from corral.cli.slurm.values import CODE_STATES
-from corral.errors import CorralError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ OPTIONS = [
     Option("help", "h"), Option("usage"), Option("version", "V"), Option("hurry", "H"),
     Option("clusters", "M", value=True),  # one cluster: `--clusters=all` (snakemake's) is this one
 ]
+CHUNK = 10_000  # jobs a request names, well within the API's bound
 USAGE = """Usage: scancel [OPTIONS] [job_id[_array_id][.step_id]] [job_id...]
   -u, --user=NAME       jobs of this user        -n, --name=NAME        jobs of this name
   -t, --state=STATE     PENDING or RUNNING       -p, --partition=NAME   jobs in this partition
@@ -52,23 +52,40 @@ def main(argv: Sequence[str]) -> int:
         raise Refused("No job identification provided")
     service = server()
     refs = expand_refs(operands)
+    pending_only = False
     if filters:
-        chosen = [job for job in active_jobs(service) if _matches(job, filters)]
-        refs = [job["ref"] for job in chosen if not refs or job["ref"] in refs or str(job["id"]) in refs
-                or str(job.get("array_job_id")) in refs]
+        chosen = [job for job in active_jobs(service) if _matches(job, filters)
+                  if not refs or job["ref"] in refs or str(job["id"]) in refs or str(job.get("array_job_id")) in refs]
+        chosen.sort(key=lambda job: job["state"] != "PENDING")  # as Slurm's: pending first (chunks keep the order)
+        # an array's row stands for its tasks not started (`12_[4-9]`, a range the API does not take): its id
+        # cancels them; its running tasks are rows of their own, chosen or not
+        shown = [job["ref"] for job in chosen]
+        refs = [str(job["id"]) if _is_array(job) else job["ref"] for job in chosen]
+        pending_only = "state" in filters and {CODE_STATES.get(v.upper(), v.upper())
+                                               for v in str(filters["state"]).split(",")} == {"PENDING"}
+    else:
+        shown = refs
+    if given.get("interactive"):
+        refs = [ref for ref, name in zip(refs, shown) if _confirm(name)]
     status = 0
-    for ref in refs:
-        if given.get("interactive") and not _confirm(ref):
-            continue
-        try:
-            service.ask("POST", f"/api/v1/jobs/{ref}/cancel")
-        except CorralError as exc:
+    for start in range(0, len(refs), CHUNK):
+        part = refs[start:start + CHUNK]
+        answers = service.ask("POST", "/api/v1/jobs/cancel", {"jobs": part, "pending_only": pending_only})["jobs"]
+        for ref, answer in zip(part, answers):
+            error = answer.get("error") if "state" not in answer else None
+            if error is None:
+                continue
             # as Slurm 22.05: a job that is not there (any more) is told of only with -v, and is no failure
-            gone = exc.status == 404 or exc.code == "conflict"
+            gone = error.get("status") == 404 or error.get("code") == "conflict"
             if not gone or (given.get("verbose") and not given.get("quiet")):
-                print(f"scancel: error: Kill job error on job id {ref}: {_reason(exc)}", file=sys.stderr)
+                print(f"scancel: error: Kill job error on job id {ref}: {_reason(error)}", file=sys.stderr)
             status = status or int(not gone)
     return status
+
+
+def _is_array(job: dict[str, object]) -> bool:
+    """The row of an array job itself (its tasks not started), not one of its tasks."""
+    return bool(job.get("array")) and job.get("array_job_id") is None
 
 
 def _matches(job: dict[str, object], filters: dict[str, object]) -> bool:
@@ -86,14 +103,14 @@ def _matches(job: dict[str, object], filters: dict[str, object]) -> bool:
     return True
 
 
-def _reason(error: CorralError) -> str:
-    if error.status == 404:
+def _reason(error: dict[str, object]) -> str:
+    if error.get("status") == 404:
         return "Invalid job id specified"
-    if error.status == 403:
+    if error.get("status") == 403:
         return "Access/permission denied"
-    if error.code == "conflict":
+    if error.get("code") == "conflict":
         return "Job/step already completing or completed"
-    return error.message
+    return str(error.get("message"))
 
 
 def _confirm(ref: str) -> bool:
