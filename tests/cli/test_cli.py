@@ -348,3 +348,30 @@ def test_update_sets_slurms_fields_and_requeue_queues_an_ended_job_again(run, sh
     assert again.output == f"job {job_id}: PENDING (JobHeldUser)\n"
     shown = run.server.client().get(job_id)
     assert (shown["state"], shown["held"], shown["restarts"]) == ("PENDING", True, 1)
+
+
+def test_every_command_that_finds_a_server_takes_home_after_its_name_as_up_does(server_factory, short_tmp):
+    """`corral up --home DIR` works, so `corral down --home DIR` must too: else the server is easily left running."""
+    server = server_factory()  # `corral up --home DIR --detach`
+    elsewhere = os.path.join(short_tmp, "no-server-here")
+
+    def corral(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "CORRAL_HOME": elsewhere}
+        env.pop("CORRAL_URL", None)
+        return subprocess.run([sys.executable, "-m", "corral.cli", *args], capture_output=True, text=True, timeout=60,
+                              env=env)
+
+    job = corral("submit", "--home", server.home, "--parsable", "--", "true")  # a quick command, run without click
+    assert job.returncode == 0, job.stderr
+    assert corral("wait", job.stdout.strip(), "--home", server.home).returncode == 0
+    assert job.stdout.strip() in corral("history", "--home", server.home).stdout
+    assert corral("token", "list", "--home", server.home).returncode == 0  # a group's command
+    assert corral("token", "--home", server.home, "list").returncode == 0  # and the group itself
+    url = corral("queue", "--url", server.url, "--json")
+    assert url.returncode == 0 and json.loads(url.stdout) == []
+    after = corral("--home", elsewhere, "queue", "--home", server.home)  # given after the name, it wins
+    assert after.returncode == 0, after.stderr
+    down = corral("down", "--home", server.home)
+    assert down.returncode == 0, down.stderr
+    assert f"corral server stopped (pid {server.pid})" in down.stdout
+    assert not os.path.exists(os.path.join(server.home, "server.json"))

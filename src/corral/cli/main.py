@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from corral.cli.connect import client_for
+from corral.cli.connect import client_for, take_server_options
 from corral.cli.draining import drain, resume
 from corral.cli.reservations import reservation
 from corral.cli.jobs import COMMANDS as QUICK_COMMANDS
@@ -355,3 +355,10 @@ for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token
                  *(QuickCommand(spec) for spec in QUICK_COMMANDS.values()),
                  *(QuickCommand(spec, run_launch) for spec in LAUNCH_COMMANDS.values())):
     cli.add_command(_command)
+# every command that finds a server takes --home (and --url) after its name as well as before it; `up` keeps its
+# own --home and, starting a server rather than finding one, takes no --url, nor does `down`, which stops it by
+# its home; `recommend` asks no server
+for _name, _command in cli.commands.items():
+    if _name != "recommend" and not isinstance(_command, QuickCommand):  # a quick command's options have them
+        take_server_options(_command, url=_name not in ("up", "down"))
+
