@@ -12,7 +12,7 @@ from starlette.responses import Response
 from corral.api.identity import caller_of
 from corral.api.request_bodies import json_object
 from corral.api.schemas import ErrorOut, JobList, JobOut, JobRequest
-from corral.core.events import timeline
+from corral.core.events import started_priority, timeline
 from corral.core.identity import Caller
 from corral.core.job import Job
 from corral.core.job_fields import JobFields
@@ -109,6 +109,8 @@ async def list_jobs(
         return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
     # history says when each job was preempted, and for which job
     stored = await asyncio.to_thread(service.store.events_of, [j.id for j in jobs])
+    for j in jobs:
+        j.priority = started_priority(j, stored.get(j.id, ()))
     return _json({"jobs": [j.to_dict(detail=False) | {"events": timeline(j, stored.get(j.id, ()))} for j in jobs],
                   "next_cursor": cursor})
 
@@ -118,6 +120,7 @@ async def get_job(request: Request, job_id: str = JobRef) -> Response:
     service = _service(request)
     job = service.resolve(job_id)
     stored = await asyncio.to_thread(service.store.events_of, [job.id])
+    job.priority = started_priority(job, stored.get(job.id, ()))  # read back from the database, it started with one
     return _json(_view(request, job) | {"events": timeline(job, stored.get(job.id, ()))})
 
 

@@ -24,8 +24,8 @@ def _given(ctx: click.Context, param: click.Parameter, value: str | None) -> Non
         ctx.ensure_object(dict)[param.name] = value  # the group's dict, shared down the commands: given here, it wins
 
 
-_HOME = dict(help="The server's state directory (as the global --home) [default: ~/.corral].")
-_URL = dict(help="Talk to the server at this URL instead of the home's (as the global --url).")
+_HOME = "The server's state directory (as the global --home) [default: ~/.corral]."
+_URL = "Talk to the server at this URL instead of the home's (as the global --url)."
 
 
 def take_server_options(command: click.Command, *, url: bool = True) -> None:
@@ -34,9 +34,9 @@ def take_server_options(command: click.Command, *, url: bool = True) -> None:
     that declares one itself (`up`'s --home) keeps its own."""
     names = {name for param in command.params for name in getattr(param, "opts", ())}
     if "--home" not in names:
-        command.params.append(click.Option(["--home"], expose_value=False, callback=_given, **_HOME))
+        command.params.append(click.Option(["--home"], expose_value=False, callback=_given, help=_HOME))
     if url and "--url" not in names:
-        command.params.append(click.Option(["--url"], expose_value=False, callback=_given, **_URL))
+        command.params.append(click.Option(["--url"], expose_value=False, callback=_given, help=_URL))
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             take_server_options(sub, url=url)

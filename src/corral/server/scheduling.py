@@ -109,10 +109,15 @@ class SchedulingPass:
                 self.store.save_spec(job)
             job.state, job.reason, job.start_time = JobState.RUNNING, None, now
             job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
+            factors = self.factors.get(job.id)
+            job.priority = None if factors is None else factors.priority  # kept while it runs, as Slurm keeps it
             self.running.allocations[job.id] = allocation
             self.table.queue.pop(job.id, None)
             started.append(job)
-            events.append(JobEvent(job.id, now, STARTED, {"node": allocation.node}))
+            detail: dict[str, object] = {"node": allocation.node}
+            if job.priority is not None:
+                detail["priority"] = job.priority
+            events.append(JobEvent(job.id, now, STARTED, detail))
         return started, events
 
     def requeue(self, job: Job, stopped_at: float) -> None:
@@ -184,6 +189,7 @@ class SchedulingPass:
             eligible, usage=self.usage(now), config=self.config, now=now,
             total_gpus=self.total_gpus, total_cpus=self.total_cpus,
         )
+        self.table.factors = self.factors  # what a read of a waiting job shows as its priority (`JobTable.current`)
         return ordered
 
     def usage(self, now: float) -> dict[str, float]:

@@ -18,9 +18,8 @@ from corral.cli.slurm import cluster, scontrol_reservations
 from corral.cli.slurm.argv import Option, UsageError, parse
 from corral.cli.slurm.command import VERSION, Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
-from corral.cli.slurm.scontrol_format import (
-    INVALID_JOB, expand_hostlist, hostnames, show_jobs, show_nodes, show_partitions, show_steps,
-)
+from corral.cli.slurm.hostlist import expand_hostlist, hostnames
+from corral.cli.slurm.scontrol_format import INVALID_JOB, show_jobs, show_nodes, show_partitions, show_steps
 from corral.cli.slurm.scontrol_config import show_config
 from corral.errors import CorralError
 
@@ -126,9 +125,8 @@ def _show_jobs(service: Server, name: str | None, one_liner: bool, now: float) -
         if not jobs:
             sys.stderr.write(INVALID_JOB)
             return 1
-    priorities = cluster.priorities(service) if any(job["state"] == "PENDING" for job in jobs) else {}
     _, default, _ = cluster.partitions(service)
-    sys.stdout.write(show_jobs(jobs, now=now, one_liner=one_liner, priorities=priorities,
+    sys.stdout.write(show_jobs(jobs, now=now, one_liner=one_liner,
                                default_partition=default or "default", alloc_node=cluster.node_name()))
     return 0
 
