@@ -144,3 +144,30 @@ def test_mail_type_sends_slurms_mails_through_the_smtp_relay(server_factory, sho
     assert fail["To"] == "me@else.test"
     assert fail["Subject"].startswith(f"Slurm Job_id={failed['id']} Name=train Failed, Run time 00:00:0")
     assert fail["Subject"].endswith(", FAILED, ExitCode 3")
+
+
+def test_a_nodes_gpu_types_are_features_a_constraint_names_without_an_admin_declaring_them(server_factory, short_tmp):
+    server = server_factory()  # `--gpus 4 --gpu-type A100`, no [node] features
+    body = {"command": ["true"], "submit_dir": short_tmp}
+    [node] = call(server, "GET", "/api/v1/nodes")[1]
+    assert node["features"] == ["a100"]
+    for options in (["--constraint=a100"], ["-C", "A100"], ["-C", "h100|a100"]):  # case does not matter
+        status, job, _ = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 1, "options": options})
+        assert status == 201, job
+        assert _state(server, job["id"], "COMPLETED")["state"] == "COMPLETED"
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "constraint": "h100"})
+    assert status == 422 and answer["error"]["field"] == "constraint", answer
+    assert "h100: on no node" in answer["error"]["message"] and "features here: a100 " in answer["error"]["message"]
+
+
+def test_on_a_node_of_two_gpu_types_a_constraint_on_one_gets_its_gpus(server_factory, short_tmp):
+    server = server_factory(extra=["--gpu-type", "T4:2,A100:2"])  # GPUs 0-1 T4, 2-3 A100
+    body = {"command": ["sleep", "30"], "submit_dir": short_tmp}
+    t4 = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 2, "constraint": "t4"})[1]
+    a100 = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 1, "constraint": "A100"})[1]
+    assert _state(server, t4["id"], "RUNNING")["gpu_ids"] == [0, 1]
+    assert _state(server, a100["id"], "RUNNING")["gpu_ids"] in ([2], [3])
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 3, "constraint": "t4"})
+    assert status == 422 and answer["error"]["field"] == "constraint", answer
+    for job in (t4, a100):
+        call(server, "POST", f"/api/v1/jobs/{job['id']}/cancel")
