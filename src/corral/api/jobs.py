@@ -121,7 +121,8 @@ async def get_job(request: Request, job_id: str = JobRef) -> Response:
     job = service.resolve(job_id)
     stored = await asyncio.to_thread(service.store.events_of, [job.id])
     job.priority = started_priority(job, stored.get(job.id, ()))  # read back from the database, it started with one
-    return _json(_view(request, job) | {"events": timeline(job, stored.get(job.id, ()))})
+    return _json(_view(request, job) | {"events": timeline(job, stored.get(job.id, ())),
+                                        "warnings": service.watchers.mail.unsent(job)})
 
 
 @router.get("/{job_id}/tasks", summary="An array job's tasks, their states, and what they add up to")

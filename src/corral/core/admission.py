@@ -58,11 +58,12 @@ def refuse_unconfigured(changes: Mapping[str, Any], config: SchedulerConfig) -> 
 
 def admit(
     spec: JobSpec, config: SchedulerConfig, *, nodes: Sequence[Node], unfinished: Callable[[str], int],
-    job_exists: Callable[[int], bool], may_use: Callable[[Partition, str], bool],
+    job_exists: Callable[[int], bool], may_use: Callable[[Partition, str], bool], sends_mail: bool = True,
 ) -> JobSpec:
     """Fill in the partition, QoS and default time limit, and check the user may submit there.
 
     Args:
+        sends_mail: whether this server sends jobs' mail (`[smtp]`); a job asking for some is warned if not.
         unfinished: how many unfinished jobs the spec's user has in a QoS (by name).
         job_exists: whether a job id names a job (for the dependency's targets).
         may_use: whether a user may submit to a partition.
@@ -100,6 +101,9 @@ def admit(
                 raise InvalidRequest("dependency", f"job {target} does not exist", "depend on jobs that were submitted")
     if "params" in spec.labels:
         warnings.extend(sizing_warnings(spec, nodes))
+    unsent = mail_warning(spec, sends_mail)
+    if unsent:
+        warnings.append(unsent)
     time_limit = spec.time_limit_s
     if time_limit is None:
         time_limit = part.default_time_s or part.max_time_s
@@ -121,6 +125,15 @@ def check_partition_time(time_limit: int | None, partition: Partition, config: S
     raise OverLimit("time", f"{asked} is longer than partition {partition.name} allows (its max_time is "
                     f"{format_duration(longest)}): the job would never start",
                     f"ask for --time={longest // 60} (minutes) or less{elsewhere}")
+
+
+def mail_warning(spec: JobSpec, sends_mail: bool) -> str | None:
+    """What a job asking for mail (--mail-type) is told on a server that sends none: at submit, and in `show`
+    for as long as it is so. It still runs, as the user asked."""
+    if not spec.mail_type or sends_mail:
+        return None
+    return (f"--mail-type={','.join(spec.mail_type)}: this server sends no mail (its config.toml has no [smtp] "
+            "section), so none will be sent for this job; ask an admin to set [smtp], or watch it with corral wait")
 
 
 def sizing_warnings(spec: JobSpec, nodes: Sequence[Node]) -> list[str]:

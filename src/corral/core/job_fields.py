@@ -135,7 +135,8 @@ class JobFields(TypedDict):
     script: NotRequired[str | None]
     """The batch script's text: shown for one job (not in listings), to those who may manage it."""
     warnings: NotRequired[list[str]]
-    """What submitting it noted (ignored or adjusted options): in the answer to a submit."""
+    """What submitting it noted (ignored or adjusted options): in the answer to a submit; for one job
+    (`GET /api/v1/jobs/{id}`), what still holds of it: mail it asks for that this server will not send."""
 
 
 def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> JobFields:

@@ -93,7 +93,7 @@ class JobService:
         ledger = UsageLedger(config.half_life_s, clock(), UsageStore(store.engine))
         self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
                                          clock=clock)
-        self.watchers = JobWatchers(JobMail(settings.smtp))
+        self.watchers = JobWatchers(JobMail(settings.smtp, by_backend=backend.placement is None))
         if backend.placement is not None:  # sbatch --mail-type; Slurm sends its own jobs' mail
             self.watchers.on_job_ended.append(self.watchers.mail.ended)
         self.scheduling.on_requeue = self.watchers.mail.requeued
