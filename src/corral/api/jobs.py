@@ -93,9 +93,14 @@ async def list_jobs(
                                       "this time (epoch seconds), as sacct's --starttime selects them"),
     events: bool = Query(True, description="finished: each job's timeline (`events`); false leaves it out, for "
                          "callers that read only the records (sacct)"),
+    order: Literal["id", "start"] = Query("id", description="finished: newest id first (pages with `before`), or "
+                                          "latest start first (a job that never started: by its end), as `corral "
+                                          "history` lists them; one page, no cursor"),
 ) -> Response:
     service = _service(request)
     _check_states(state)
+    if order == "start" and before is not None:
+        raise InvalidRequest("before", "pages only jobs in id order", "leave it out with order=start, or use order=id")
     if scope == "active":
         jobs = service.list_active(states=state, limit=limit, after_id=after, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
@@ -103,8 +108,8 @@ async def list_jobs(
     # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile;
     # ended jobs expect no end, so no ETA is asked for
     jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name,
-                                   ended_after=ended_after)
-    cursor = jobs[-1].id if len(jobs) == limit else None
+                                   ended_after=ended_after, by_start=order == "start")
+    cursor = jobs[-1].id if len(jobs) == limit and order == "id" else None
     if not events:
         return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
     # history says when each job was preempted, and for which job

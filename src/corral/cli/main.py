@@ -266,10 +266,10 @@ def nodes(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def history(ctx: click.Context, states: tuple[str, ...], limit: int, as_json: bool) -> None:
-    """Finished jobs, newest first, with exit codes (like sacct)."""
+    """Finished jobs, the latest started first, with exit codes (like sacct)."""
     from corral.cli.format import history_table
 
-    jobs = client_for(ctx).history(states=[s.upper() for s in states], limit=limit)
+    jobs = client_for(ctx).history(states=[s.upper() for s in states], limit=limit, order="start")
     click.echo(json_text(jobs) if as_json else history_table(jobs))
 
 

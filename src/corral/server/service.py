@@ -239,9 +239,9 @@ class JobService:
         return self.queries.list_active(states=states, limit=limit, after_id=after_id, name=name)
 
     def list_finished(self, *, states: Sequence[str] = (), limit: int = 100, before_id: int | None = None,
-                      name: str | None = None, ended_after: float | None = None) -> list[Job]:
+                      name: str | None = None, ended_after: float | None = None, by_start: bool = False) -> list[Job]:
         return self.queries.list_finished(states=states, limit=limit, before_id=before_id, name=name,
-                                          ended_after=ended_after)
+                                          ended_after=ended_after, by_start=by_start)
 
     async def cancel(self, ref: str | int, by: str | None = None) -> Job:
         """Cancel a pending job at once; ask a running one to stop and wait briefly for it
