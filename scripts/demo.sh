@@ -30,16 +30,17 @@ for id in $(corral queue --json | python3 -c 'import json,sys; print(" ".join(st
   corral wait "$id" >/dev/null 2>&1 || true
 done
 step corral history
-for id in $(corral history --json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in reversed(json.load(sys.stdin))))'); do
-  printf '\n\033[1m--- job %s: stdout ---\033[0m\n' "$id"; corral logs --tail 5 "$id"
-  printf '\033[1m--- job %s: stderr ---\033[0m\n' "$id"; corral logs --stderr --tail 5 "$id"
+# each job by the name history gave it (an array's task as 8_0, as every view names it), in the order they started
+for ref in $(corral history --json | python3 -c 'import json,sys; print(" ".join(j["ref"] for j in reversed(json.load(sys.stdin))))'); do
+  printf '\n\033[1m--- job %s: stdout ---\033[0m\n' "$ref"; corral logs --tail 5 "$ref"
+  printf '\033[1m--- job %s: stderr ---\033[0m\n' "$ref"; corral logs --stderr --tail 5 "$ref"
 done
 step corral runs
 runs=$(corral runs --json | python3 -c 'import json,sys; print(" ".join(str(r["id"]) for r in json.load(sys.stdin)))')
 step corral compare $runs
 step corral metrics "${runs##* }" val/loss
-step corral eff "$(corral history --json | python3 -c 'import json,sys; print(next(j["id"] for j in json.load(sys.stdin) if j["name"] == "mnist-fast"))')"
-step corral diagnose "$(corral history --json | python3 -c 'import json,sys; print(next(j["id"] for j in json.load(sys.stdin) if j["name"] == "leaky"))')"
+step corral eff "$(corral history --json | python3 -c 'import json,sys; print(next(j["ref"] for j in json.load(sys.stdin) if j["name"] == "mnist-fast"))')"
+step corral diagnose "$(corral history --json | python3 -c 'import json,sys; print(next(j["ref"] for j in json.load(sys.stdin) if j["name"] == "leaky"))')"
 url=$(python3 -c 'import json,os,sys; print(json.load(open(os.path.join(sys.argv[1], "server.json")))["url"])' "$CORRAL_HOME")
 if [ -n "${CORRAL_DEMO_KEEP:-}" ]; then
   echo "The dashboard is at $url/ ; stop the server with: CORRAL_HOME=$CORRAL_HOME corral down"

@@ -139,8 +139,9 @@ class Client:
     def queue(self, *, states: Sequence[str] = (), limit: int = 10_000) -> list[dict[str, Any]]:
         return self._list("active", states, limit)
 
-    def history(self, *, states: Sequence[str] = (), limit: int = 100) -> list[dict[str, Any]]:
-        return self._list("finished", states, limit)
+    def history(self, *, states: Sequence[str] = (), limit: int = 100, order: str = "id") -> list[dict[str, Any]]:
+        """Finished jobs, newest first: by id, or (`order="start"`) latest start first, as `corral history` lists them."""
+        return self._list("finished", states, limit, order)
 
     def cancel(self, job_id: int | str) -> dict[str, Any]:
         return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/cancel")
@@ -444,8 +445,9 @@ class Client:
 
     # -- transport --------------------------------------------------------------------------------
 
-    def _list(self, scope: str, states: Sequence[str], limit: int) -> list[dict[str, Any]]:
-        query = urllib.parse.urlencode([("scope", scope), ("limit", limit), *[("state", s) for s in states]])
+    def _list(self, scope: str, states: Sequence[str], limit: int, order: str = "id") -> list[dict[str, Any]]:
+        query = urllib.parse.urlencode([("scope", scope), ("limit", limit), *[("state", s) for s in states],
+                                        *([("order", order)] if order != "id" else [])])
         return self._request("GET", f"/api/v1/jobs?{query}")["jobs"]
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:

@@ -3,7 +3,8 @@
     CorralError                  base of everything below
     ├── InvalidRequest           bad input: names the field and the fix (HTTP 422); `problems` lists
     │                            each of several at once (a batch script's directives)
-    │   └── Unsatisfiable        a valid request that no node could ever run (HTTP 422)
+    │   ├── Unsatisfiable        a valid request that no node could ever run (HTTP 422)
+    │   └── OverLimit            a valid value past a limit the server sets (a partition's max_time; HTTP 422)
     ├── NotFound                 no such job (HTTP 404)
     ├── Conflict                 the request clashes with the job's state (HTTP 409)
     ├── Unauthenticated          the server cannot tell who is calling (HTTP 401)
@@ -73,6 +74,13 @@ class Unsatisfiable(InvalidRequest):
     code = "unsatisfiable"
 
 
+class OverLimit(InvalidRequest):
+    """A well-formed value past a limit the server's configuration sets (a --time past its partition's max_time):
+    the job would wait forever, so it is refused. Slurm's commands print Slurm's words for it."""
+
+    code = "over_limit"
+
+
 class NotFound(CorralError):
     status = 404
     code = "not_found"
@@ -108,7 +116,7 @@ class ServerUnavailable(CorralError):
 
 
 ERROR_TYPES: dict[str, type[CorralError]] = {
-    cls.code: cls for cls in (CorralError, InvalidRequest, Unsatisfiable, NotFound, Conflict, Unauthenticated, Forbidden,
+    cls.code: cls for cls in (CorralError, InvalidRequest, Unsatisfiable, OverLimit, NotFound, Conflict, Unauthenticated, Forbidden,
                               RateLimited, ServerUnavailable)
 }
 

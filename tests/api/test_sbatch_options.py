@@ -80,7 +80,7 @@ def test_open_mode_append_keeps_what_the_file_holds_and_truncate_empties_it(serv
 @pytest.mark.parametrize("options, field, words", [
     (["--begin=soon"], "begin", "cannot read 'soon' as a time"),
     (["--exclusive=user"], "options", "sbatch --exclusive=user: sharing a node"),
-    (["-C", "a100"], "constraint", "no node here has the features a100"),
+    (["-C", "h100"], "constraint", "no node here has the features h100"),
     (["--nodelist=nosuch"], "nodelist", "nosuch: no such node here"),
     (["-x", "nosuch"], "exclude", "nosuch: no such node here"),
     (["--cpus-per-gpu=2"], "cpus_per_gpu", "needs a GPU request"),

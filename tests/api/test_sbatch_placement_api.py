@@ -4,6 +4,7 @@ names, admins' priorities, and mail through a real local SMTP server (aiosmtpd).
 
 from __future__ import annotations
 
+import getpass
 import os
 import socket
 import time
@@ -144,3 +145,65 @@ def test_mail_type_sends_slurms_mails_through_the_smtp_relay(server_factory, sho
     assert fail["To"] == "me@else.test"
     assert fail["Subject"].startswith(f"Slurm Job_id={failed['id']} Name=train Failed, Run time 00:00:0")
     assert fail["Subject"].endswith(", FAILED, ExitCode 3")
+
+
+def test_a_nodes_gpu_types_are_features_a_constraint_names_without_an_admin_declaring_them(server_factory, short_tmp):
+    server = server_factory()  # `--gpus 4 --gpu-type A100`, no [node] features
+    body = {"command": ["true"], "submit_dir": short_tmp}
+    [node] = call(server, "GET", "/api/v1/nodes")[1]
+    assert node["features"] == ["a100"]
+    for options in (["--constraint=a100"], ["-C", "A100"], ["-C", "h100|a100"]):  # case does not matter
+        status, job, _ = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 1, "options": options})
+        assert status == 201, job
+        assert _state(server, job["id"], "COMPLETED")["state"] == "COMPLETED"
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "constraint": "h100"})
+    assert status == 422 and answer["error"]["field"] == "constraint", answer
+    assert "h100: on no node" in answer["error"]["message"] and "features here: a100 " in answer["error"]["message"]
+
+
+def test_on_a_node_of_two_gpu_types_a_constraint_on_one_gets_its_gpus(server_factory, short_tmp):
+    server = server_factory(extra=["--gpu-type", "T4:2,A100:2"])  # GPUs 0-1 T4, 2-3 A100
+    body = {"command": ["sleep", "30"], "submit_dir": short_tmp}
+    t4 = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 2, "constraint": "t4"})[1]
+    a100 = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 1, "constraint": "A100"})[1]
+    assert _state(server, t4["id"], "RUNNING")["gpu_ids"] == [0, 1]
+    assert _state(server, a100["id"], "RUNNING")["gpu_ids"] in ([2], [3])
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {**body, "gpus": 3, "constraint": "t4"})
+    assert status == 422 and answer["error"]["field"] == "constraint", answer
+    for job in (t4, a100):
+        call(server, "POST", f"/api/v1/jobs/{job['id']}/cancel")
+
+
+def test_mail_asked_for_on_a_server_without_smtp_is_warned_of_at_submit_and_in_show(server_factory, short_tmp,
+                                                                                     relay, monkeypatch):
+    from click.testing import CliRunner
+
+    from corral.cli.main import cli
+
+    server = server_factory()  # no [smtp] in its config.toml: it sends no mail
+    monkeypatch.chdir(short_tmp)
+
+    def corral(home: str, *args: str):
+        return CliRunner().invoke(cli, ["--home", home, *args], catch_exceptions=False)
+
+    submitted = corral(server.home, "submit", "--parsable", "--mail-type=END,FAIL", "--", "true")
+    assert submitted.exit_code == 0, submitted.stderr
+    warning = ("--mail-type=END,FAIL: this server sends no mail (its config.toml has no [smtp] section), so none "
+               "will be sent for this job; ask an admin to set [smtp], or watch it with corral wait")
+    assert submitted.stderr == f"corral: warning: {warning}\n"
+    job_id = submitted.stdout.strip()
+    _state(server, job_id, "COMPLETED")
+    shown = [line.strip().partition(": ") for line in corral(server.home, "show", job_id).stdout.splitlines()]
+    assert ("Mail", ": ", f"END,FAIL to {getpass.getuser()}") in shown and ("Warning", ": ", warning) in shown
+    status, answer, _ = call(server, "POST", "/api/v1/jobs", {"command": ["true"], "submit_dir": short_tmp,
+                                                             "options": ["--mail-type=BEGIN"]})
+    assert status == 201 and answer["warnings"] == [warning.replace("END,FAIL", "BEGIN")]
+    quiet = corral(server.home, "submit", "--parsable", "--", "true")  # no mail asked for: nothing said
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert "Warning" not in corral(server.home, "show", quiet.stdout.strip()).stdout
+
+    _, port = relay  # with [smtp] the mail goes out: nothing to warn of
+    mailing = _configured(server_factory, short_tmp, f'[smtp]\nhost = "127.0.0.1"\nport = {port}\n')
+    sent = corral(mailing.home, "submit", "--parsable", "--mail-type=END", "--", "true")
+    assert sent.exit_code == 0 and sent.stderr == ""
+    assert call(mailing, "GET", f"/api/v1/jobs/{sent.stdout.strip()}")[1]["warnings"] == []

@@ -350,3 +350,60 @@ def test_update_sets_slurms_fields_and_requeue_queues_an_ended_job_again(run, sh
     assert again.output == f"job {job_id}: queued again (restart 1); held: it starts once released (corral release {job_id})\n"
     shown = run.server.client().get(job_id)
     assert (shown["state"], shown["held"], shown["restarts"]) == ("PENDING", True, 1)
+
+
+def test_every_command_that_finds_a_server_takes_home_after_its_name_as_up_does(server_factory, short_tmp):
+    """`corral up --home DIR` works, so `corral down --home DIR` must too: else the server is easily left running."""
+    server = server_factory()  # `corral up --home DIR --detach`
+    elsewhere = os.path.join(short_tmp, "no-server-here")
+
+    def corral(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "CORRAL_HOME": elsewhere}
+        env.pop("CORRAL_URL", None)
+        return subprocess.run([sys.executable, "-m", "corral.cli", *args], capture_output=True, text=True, timeout=60,
+                              env=env)
+
+    job = corral("submit", "--home", server.home, "--parsable", "--", "true")  # a quick command, run without click
+    assert job.returncode == 0, job.stderr
+    assert corral("wait", job.stdout.strip(), "--home", server.home).returncode == 0
+    assert job.stdout.strip() in corral("history", "--home", server.home).stdout
+    assert corral("token", "list", "--home", server.home).returncode == 0  # a group's command
+    assert corral("token", "--home", server.home, "list").returncode == 0  # and the group itself
+    url = corral("queue", "--url", server.url, "--json")
+    assert url.returncode == 0 and json.loads(url.stdout) == []
+    after = corral("--home", elsewhere, "queue", "--home", server.home)  # given after the name, it wins
+    assert after.returncode == 0, after.stderr
+    down = corral("down", "--home", server.home)
+    assert down.returncode == 0, down.stderr
+    assert f"corral server stopped (pid {server.pid})" in down.stdout
+    assert not os.path.exists(os.path.join(server.home, "server.json"))
+
+
+def test_history_lists_jobs_latest_start_first_and_the_demo_names_each_job_as_history_does(run, short_tmp,
+                                                                                             monkeypatch):
+    monkeypatch.chdir(short_tmp)
+    client = run.server.client()
+    holder = run("submit", "--parsable", "-G", "4", "--", "sleep", "2").output.strip()
+    wait_for(lambda: client.get(holder)["state"] == "RUNNING")
+    waited = run("submit", "--parsable", "-G", "4", "--", "true").output.strip()  # starts after the array's tasks
+    array = run("submit", "--parsable", "-G", "1", "--nice", "-5", "--array=0-1", "--", "true").output
+    array = array.strip()  # ahead of `waited` (a negative nice: root's), its tasks start first, with ids after it
+    for ref in (waited, f"{array}_0", f"{array}_1"):
+        client.wait(ref, timeout=30)
+    rows = [line.split() for line in run("history").output.splitlines()[1:]]
+    refs = [row[0] for row in rows]
+    jobs = {job["ref"]: job for job in client.history(limit=10)}
+    starts = [jobs[ref]["start_time"] or jobs[ref]["end_time"] for ref in refs]  # the array's own record: its end
+    assert starts == sorted(starts, reverse=True) and refs[-1] == holder
+    assert refs.index(waited) < refs.index(f"{array}_0") and refs.index(waited) < refs.index(f"{array}_1")
+    assert int(waited) < int(array)  # by id it would come last but one: not in start order
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "demo.sh")) as f:
+        lines = f.read().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("for ") and "corral history --json" in line)
+    loop = "\n".join(lines[first:next(i for i in range(first, len(lines)) if lines[i] == "done") + 1])
+    env = {**os.environ, "CORRAL_HOME": run.server.home, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    shown = subprocess.run(["bash", "-c", loop], capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    headers = [line.split()[2].rstrip(":") for line in shown.stdout.splitlines() if "stdout ---" in line]
+    assert headers == list(reversed(refs))  # the demo names each job as history did, in the order they started

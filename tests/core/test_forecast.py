@@ -46,6 +46,36 @@ def test_on_a_full_machine_it_starts_when_the_running_job_reaches_its_time_limit
     assert result.alternatives == ()  # nothing shorter or smaller could start before then
 
 
+def test_where_cpus_decide_the_start_it_names_cpus_and_the_job_holding_them_not_the_gpus_holder():
+    """Its GPUs free up at +1h, but a job holding CPUs until +1h05 is what it waits for."""
+    node = Node("gpu01", cpus=4, mem_mb=64 * 1024, gpus=tuple(Gpu(i, "A100", 80 * 1024) for i in range(4)))
+    running = [Allocation(7, "gpu01", (0, 1, 2, 3), 2, 0, "alice", None, NOW + HOUR),
+               Allocation(8, "gpu01", (), 2, 0, "bob", None, NOW + HOUR + 300)]
+    job = PendingJob(100, Request(gpus=1, cpus=3), "carol", time_limit_s=HOUR, submit_time=NOW)
+    result = forecast(job, nodes=[node], running=running, queue=[], usage={}, now=NOW, config=SchedulerConfig())
+    assert result.start == NOW + HOUR + 300 and result.waits_for == ("cpus",)
+    assert result.reason == ("the CPUs it needs are held by running job 8 (bob) until then; 1 more job holds them "
+                             "before")
+    assert [(b.job_id, b.cpus, b.end) for b in result.blockers] == [(7, 2, NOW + HOUR), (8, 2, NOW + HOUR + 300)]
+    # where its GPUs are what it waits for, it says so
+    gpus_last = [Allocation(7, "gpu01", (0, 1, 2, 3), 1, 0, "alice", None, NOW + HOUR + 300),
+                 Allocation(8, "gpu01", (), 2, 0, "bob", None, NOW + HOUR)]
+    result = forecast(job, nodes=[node], running=gpus_last, queue=[], usage={}, now=NOW, config=SchedulerConfig())
+    assert result.waits_for == ("gpus",) and result.reason.startswith("its GPUs are held by running job 7 (alice)")
+    # memory
+    big = PendingJob(100, Request(gpus=0, cpus=1, mem_mb=48 * 1024), "carol", time_limit_s=HOUR, submit_time=NOW)
+    memory = [Allocation(9, "gpu01", (), 1, 32 * 1024, "dave", None, NOW + HOUR)]
+    result = forecast(big, nodes=[node], running=memory, queue=[], usage={}, now=NOW, config=SchedulerConfig())
+    assert result.start == NOW + HOUR and result.waits_for == ("memory",)
+    assert result.reason == "the memory it needs is held by running job 9 (dave) until then"
+    # an exclusive job waits for the whole node: everything on it
+    whole = PendingJob(100, Request(gpus=0, exclusive=True), "carol", time_limit_s=HOUR, submit_time=NOW)
+    result = forecast(whole, nodes=[node], running=running, queue=[], usage={}, now=NOW, config=SchedulerConfig())
+    assert result.start == NOW + HOUR + 300 and result.waits_for == ("gpus", "cpus", "memory")
+    assert result.reason == ("the whole node it needs (--exclusive) is held by running job 8 (bob) until then; 1 more "
+                             "job holds it before")
+
+
 def test_a_higher_priority_pending_job_ahead_goes_first():
     running = [holding(7, (0, 1, 2, 3), NOW + HOUR)]
     result = plan(hypothetical(), running=running, queue=[waiting(8, 4, 2 * HOUR)])

@@ -98,3 +98,18 @@ def test_an_unreadable_replay_names_the_variable(tmp_path, text):
     with pytest.raises(InvalidRequest) as caught:
         gpus_from_raw(detected_facts({"CORRAL_GPU_REPLAY": str(replay)}))
     assert caught.value.field == "CORRAL_GPU_REPLAY"
+
+
+def test_gpu_types_are_the_nodes_features_and_a_mig_slice_counts_as_the_gpu_it_is_cut_from():
+    from corral.core.resources import DeclaredInventory, Gpu
+    from corral.executor.gpus import type_features
+
+    whole = Gpu(0, "A100", 81920, device_name="NVIDIA A100-SXM4-80GB")
+    cut = Gpu(1, "3g.40gb", 40192, device_name="NVIDIA A100-SXM4-80GB MIG 3g.40gb", parent=1)
+    assert type_features([whole, cut], DeclaredInventory(features=("ib",))) == (("ib", "a100"), {})
+    # the admin's own spelling of it stays theirs, not named twice
+    assert type_features([whole, cut], DeclaredInventory(features=("A100",))) == (("A100",), {})
+    # several types: each is its GPUs' feature, so that a constraint picks them
+    t4 = Gpu(2, "T4", 16384)
+    assert type_features([whole, t4], DeclaredInventory()) == ((), {"a100": frozenset({0}), "t4": frozenset({2})})
+    assert type_features([Gpu(0, "GPU", 0)], DeclaredInventory()) == ((), {})  # an unknown type names nothing

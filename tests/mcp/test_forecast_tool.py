@@ -27,7 +27,8 @@ def test_an_agent_learns_when_a_job_would_start_and_what_would_start_it_sooner(s
             await poll(agent, busy["job_id"], lambda view: view["state"] == "RUNNING")
             later = await call(agent, "forecast_gpu_job", command="python train.py", gpus=1, time_limit="5m")
             assert later["would_start"] and later["starts_in"].startswith(("9:", "10:00")) and later["code"] == "Resources"
-            assert [(b["job_id"], b["kind"]) for b in later["blockers"]] == [(busy["job_id"], "running")]
+            assert [(b["job_id"], b["kind"], b["cpus"]) for b in later["blockers"]] == [(busy["job_id"], "running", 1)]
+            assert later["waits_for"] == ["gpus"]  # what decides its start
             assert later["alternatives"] == [] and later["time_limit"] == "5:00"
 
             never = await call(agent, "forecast_gpu_job", command="true", gpus=3)

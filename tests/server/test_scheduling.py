@@ -6,7 +6,10 @@ import os
 
 import pytest
 
-from corral.errors import Conflict, InvalidRequest
+from click.testing import CliRunner
+
+from corral.cli.main import cli as main_cli
+from corral.errors import Conflict, InvalidRequest, OverLimit
 from tests.helpers import wait_for
 
 CONFIG = """
@@ -53,13 +56,32 @@ def test_a_partition_fills_in_its_default_time_and_refuses_strangers(configured,
         client.submit(["true"], partition="private", workdir=short_tmp)
 
 
-def test_a_time_limit_over_the_partitions_waits_with_partition_time_limit(configured, short_tmp):
+def test_a_time_limit_over_the_partitions_is_refused_at_submit_and_at_update(configured, short_tmp):
+    """It would wait forever (PartitionTimeLimit): refused, naming --time, the partition's limit and the fix."""
     client = configured.client()
-    job = client.submit(["true"], partition="debug", time="2:00:00", workdir=short_tmp)
-    wait_for(lambda: reason_of(client, job["id"]) == "PartitionTimeLimit")
-    ok = client.submit(["true"], partition="debug", time="10", workdir=short_tmp)
-    assert client.wait(ok["id"], timeout=20)["state"] == "COMPLETED"  # the held-back job blocks nobody
-    client.cancel(job["id"])
+    with pytest.raises(OverLimit) as refused:
+        client.submit(["true"], partition="debug", time="1:00:00", workdir=short_tmp)
+    assert refused.value.field == "time"
+    assert refused.value.message == (
+        "time: --time=1:00:00 is longer than partition debug allows (its max_time is 30:00): the job would never "
+        "start (ask for --time=30 (minutes) or less, or use partition gpu, which allows it)")
+    assert client.queue() == []  # nothing was submitted
+    cli = CliRunner().invoke(main_cli, ["--home", configured.home, "submit", "-p", "debug", "-t", "45", "--", "true"])
+    assert cli.exit_code == 1 and cli.output.startswith("corral: error: time: --time=45:00 is longer than partition "
+                                                        "debug allows (its max_time is 30:00)")
+    job = client.submit(["true"], partition="debug", time="20", hold=True, workdir=short_tmp)
+    with pytest.raises(OverLimit, match="--time=2:00:00 is longer than partition debug allows"):
+        client.update(job["id"], time="2:00:00")
+    moved = client.update(job["id"], partition="gpu", time="2:00:00")  # gpu has no max_time: it may go there
+    assert (moved["partition"], moved["time_limit_s"]) == ("gpu", 7200)
+    with pytest.raises(OverLimit, match="--time=2:00:00 is longer than partition debug allows"):
+        client.update(job["id"], partition="debug")  # and not back with that limit
+    client.update(job["id"], partition="debug", time="20")
+    assert client.get(job["id"])["time_limit_s"] == 1200  # refused changes change nothing
+    client.update(job["id"], time="25")
+    assert client.get(job["id"])["time_limit_s"] == 1500
+    client.release(job["id"])
+    assert client.wait(job["id"], timeout=20)["state"] == "COMPLETED"
 
 
 def test_qos_limits_hold_jobs_with_slurms_reasons(configured, short_tmp):
@@ -213,8 +235,8 @@ def test_update_changes_a_pending_jobs_limits_and_resources(configured, short_tm
 
     client = configured.client()
     blocker = client.submit(["sleep", "30"], gpus=2, workdir=short_tmp)
-    job = client.submit(["true"], gpus=1, partition="debug", time="2:00:00", workdir=short_tmp)
-    wait_for(lambda: reason_of(client, job["id"]) == "PartitionTimeLimit")
+    job = client.submit(["true"], gpus=1, partition="gpu", time="2:00:00", hold=True, workdir=short_tmp)
+    wait_for(lambda: reason_of(client, job["id"]) == "JobHeldUser")
     with pytest.raises(InvalidRequest, match="command"):
         client.update(job["id"], command=["false"])
     with pytest.raises(InvalidRequest, match="requested 9 GPUs"):
@@ -224,7 +246,8 @@ def test_update_changes_a_pending_jobs_limits_and_resources(configured, short_tm
     assert result.exit_code == 0, result.output
     updated = client.get(job["id"])
     assert (updated["time_limit_s"], updated["nice"]) == (1200, 5)
-    assert client.wait(job["id"], timeout=20)["state"] == "COMPLETED"  # no longer over the partition's limit
+    client.release(job["id"])
+    assert client.wait(job["id"], timeout=20)["state"] == "COMPLETED"
     with pytest.raises(Conflict, match="only pending jobs"):
         client.update(job["id"], nice=1)
     client.cancel(blocker["id"])

@@ -41,3 +41,27 @@ def test_the_plan_draws_running_jobs_reservations_and_the_what_if(server_factory
     assert page.locator("[data-testid=plan-alternative][data-change=time]").count() == 1
     screenshot(page, "plan")
     assert client.queue(states=["PENDING"])[0]["id"] == waiting and len(client.queue()) == 2  # nothing submitted
+
+
+def test_the_what_if_says_cpus_decide_its_start_and_who_holds_them(server_factory, page):
+    """Its GPUs are free at +60 min; the job holding the CPUs it needs keeps them until +65: the page says CPUs."""
+    server = server_factory(gpus=4, extra=["--cpus", "2"])
+    client = server.client()
+    gpus = client.submit(SLEEP, gpus=4, cpus=1, time="60", name="gpus")["id"]
+    cpus = client.submit(SLEEP, cpus=1, time="65", name="cpus")["id"]
+    wait_for(lambda: {client.get(gpus)["state"], client.get(cpus)["state"]} == {"RUNNING"})
+
+    page.goto(server.url + "/plan")
+    page.locator("[data-testid=plan-gpu]").first.wait_for()
+    page.fill("[data-testid=plan-gpus]", "1")
+    page.fill("[data-testid=plan-cpus]", "2")
+    page.fill("[data-testid=plan-time]", "10m")
+    page.click("[data-testid=plan-submit]")
+    waits = page.locator("[data-testid=plan-waits-for]")
+    waits.wait_for()
+    assert waits.get_attribute("data-waits-for") == "cpus" and waits.inner_text().startswith("Waits for CPUs on ")
+    answer = page.locator("[data-testid=plan-forecast]").inner_text()
+    assert f"the CPUs it needs are held by running job {cpus}" in answer
+    last = page.locator("[data-testid=plan-blocker]").last
+    assert last.get_attribute("data-job-id") == str(cpus) and ", 1 CPU, until " in last.inner_text()
+    assert page.locator("[data-testid=plan-bar][data-kind=whatif]").count() == 1  # drawn as "your job", no id

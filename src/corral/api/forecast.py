@@ -33,6 +33,8 @@ class BlockerOut(BaseModel):
                               "jobs, a reserved job's expected start.")
     end: str | None = Field(description="When it gives them back (its time limit's end); null: no time limit.")
     ends_in_s: float | None
+    cpus: int = Field(description="The CPUs it holds on its node.")
+    mem_mb: int = Field(description="The memory it holds on its node (MB).")
 
 
 class AlternativeOut(BaseModel):
@@ -47,7 +49,8 @@ class AlternativeOut(BaseModel):
 
 
 class ForecastOut(BaseModel):
-    job_id: int = Field(description="The id the job would get if submitted now (another submit may take it first).")
+    job_id: int = Field(description="The id the job would get if submitted now, which `sbatch --test-only` prints as "
+                        "Slurm's does; another submit may take it first, so corral's own views do not show it.")
     now: str
     start: str | None = Field(description="When it would start; null: never, as things stand (`reason` says why).")
     start_in_s: float | None
@@ -60,6 +63,9 @@ class ForecastOut(BaseModel):
     code: str = Field(description="Slurm's reason it would wait (Resources, Priority, QOSMaxGRESPerUser, ...), "
                       "Unsatisfiable, or None when it would start now.")
     reason: str
+    waits_for: list[str] = Field(description="What decides a later start: of gpus, cpus and memory, those too few on "
+                                 "its node until then (all three for an exclusive job); empty when it starts now or "
+                                 "never.")
     ahead: int = Field(description="Pending jobs ahead of it in the queue.")
     priority: int
     blockers: list[BlockerOut] = Field(description="The jobs that hold what it needs until it starts, soonest "
@@ -102,7 +108,8 @@ def forecast_view(answer: SubmitForecast) -> dict[str, Any]:
         "job_id": answer.job_id, "now": iso_utc(now), "start": iso_utc(result.start),
         "start_in_s": _after(result.start, now), "node": result.node, "gpus": list(result.gpu_ids),
         "cpus": spec.cpus, "partition": spec.partition, "qos": spec.qos, "time_limit_s": spec.time_limit_s,
-        "code": result.code, "reason": result.reason, "ahead": result.ahead, "priority": result.priority,
+        "code": result.code, "reason": result.reason, "waits_for": list(result.waits_for), "ahead": result.ahead,
+        "priority": result.priority,
         "blockers": [_blocker(b, now) for b in result.blockers],
         "alternatives": [_alternative(a, now, spec.gpu_type) for a in result.alternatives],
         "preempts": list(result.preempts), "notes": list(result.notes), "warnings": list(spec.warnings),
@@ -116,7 +123,7 @@ def _after(moment: float | None, now: float) -> float | None:
 def _blocker(holder: Holder, now: float) -> dict[str, Any]:
     return {"job_id": holder.job_id, "user": holder.user, "kind": holder.kind, "node": holder.node,
             "gpus": list(holder.gpu_ids), "start": iso_utc(holder.start), "end": iso_utc(holder.end),
-            "ends_in_s": _after(holder.end, now)}
+            "ends_in_s": _after(holder.end, now), "cpus": holder.cpus, "mem_mb": holder.mem_mb}
 
 
 def _alternative(alternative: Alternative, now: float, gpu_type: str | None) -> dict[str, Any]:

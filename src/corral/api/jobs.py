@@ -13,7 +13,7 @@ from corral.api.identity import caller_of
 from corral.api.request_bodies import json_object
 from corral.api.schemas import CancelBody, CancelOut, ErrorOut, JobList, JobOut, JobRequest
 from corral.core.cancel_requests import parse_cancel_request
-from corral.core.events import timeline
+from corral.core.events import started_priority, timeline
 from corral.core.identity import Caller
 from corral.core.job import Job
 from corral.core.job_fields import JobFields
@@ -95,9 +95,14 @@ async def list_jobs(
                                       "this time (epoch seconds), as sacct's --starttime selects them"),
     events: bool = Query(True, description="finished: each job's timeline (`events`); false leaves it out, for "
                          "callers that read only the records (sacct)"),
+    order: Literal["id", "start"] = Query("id", description="finished: newest id first (pages with `before`), or "
+                                          "latest start first (a job that never started: by its end), as `corral "
+                                          "history` lists them; one page, no cursor"),
 ) -> Response:
     service = _service(request)
     _check_states(state)
+    if order == "start" and before is not None:
+        raise InvalidRequest("before", "pages only jobs in id order", "leave it out with order=start, or use order=id")
     if scope == "active":
         jobs = service.list_active(states=state, limit=limit, after_id=after, name=name)
         cursor = jobs[-1].id if len(jobs) == limit else None
@@ -105,12 +110,14 @@ async def list_jobs(
     # a database read of up to 10,000 rows: off the event loop, which serves everyone else meanwhile;
     # ended jobs expect no end, so no ETA is asked for
     jobs = await asyncio.to_thread(service.list_finished, states=state, limit=limit, before_id=before, name=name,
-                                   ended_after=ended_after)
-    cursor = jobs[-1].id if len(jobs) == limit else None
+                                   ended_after=ended_after, by_start=order == "start")
+    cursor = jobs[-1].id if len(jobs) == limit and order == "id" else None
     if not events:
         return _json({"jobs": [j.to_dict(detail=False) for j in jobs], "next_cursor": cursor})
     # history says when each job was preempted, and for which job
     stored = await asyncio.to_thread(service.store.events_of, [j.id for j in jobs])
+    for j in jobs:
+        j.priority = started_priority(j, stored.get(j.id, ()))
     return _json({"jobs": [j.to_dict(detail=False) | {"events": timeline(j, stored.get(j.id, ()))} for j in jobs],
                   "next_cursor": cursor})
 
@@ -120,7 +127,9 @@ async def get_job(request: Request, job_id: str = JobRef) -> Response:
     service = _service(request)
     job = service.resolve(job_id)
     stored = await asyncio.to_thread(service.store.events_of, [job.id])
-    return _json(_view(request, job) | {"events": timeline(job, stored.get(job.id, ()))})
+    job.priority = started_priority(job, stored.get(job.id, ()))  # read back from the database, it started with one
+    return _json(_view(request, job) | {"events": timeline(job, stored.get(job.id, ())),
+                                        "warnings": service.watchers.mail.unsent(job)})
 
 
 @router.get("/{job_id}/tasks", summary="An array job's tasks, their states, and what they add up to")

@@ -190,6 +190,9 @@ def job_view(job: dict[str, Any]) -> str:
                        *([("ContainerWorkDir", container["workdir"])] if container.get("workdir") else [])]
     if job.get("user_log"):
         fields.append(("EventLog", job["user_log"]))
+    if job.get("mail_type"):
+        fields.append(("Mail", f"{','.join(job['mail_type'])} to {job.get('mail_user') or job['user']}"))
+    fields += [("Warning", warning) for warning in job.get("warnings") or []]  # mail it will not get, ...
     events = job.get("events") or []
     fields += [("Events" if i == 0 else "", event_text(e)) for i, e in enumerate(events)]
     width = max(len(k) for k, _ in fields)

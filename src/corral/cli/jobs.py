@@ -139,7 +139,7 @@ LOGS = Command("logs", "A job's output. With -f, followed until the job ends: if
 
 
 class Call:
-    """One command's call: its options, its operands, and the server of the global --home/--url."""
+    """One command's call: its options, its operands, and the server of its --home/--url (else the global ones)."""
 
     def __init__(self, command: Command, argv: Sequence[str], home: str | None, url: str | None) -> None:
         self.command = command
@@ -148,8 +148,9 @@ class Call:
             cut = list(argv).index("--")
             argv, self.command_after_dashes = argv[:cut], list(argv[cut + 1:])
         self.options, self.operands = parse(command, argv)
-        self.home = home
-        self.url = url
+        given_home, given_url = self.options.pop("home"), self.options.pop("url")
+        self.home = home if given_home is None else str(given_home)
+        self.url = url if given_url is None else str(given_url)
 
     def __getitem__(self, key: str) -> Any:
         return self.options[key]

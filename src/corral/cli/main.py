@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from corral.cli.connect import client_for
+from corral.cli.connect import client_for, take_server_options
 from corral.cli.draining import drain, resume
 from corral.cli.reservations import reservation
 from corral.cli.jobs import COMMANDS as QUICK_COMMANDS
@@ -266,10 +266,10 @@ def nodes(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def history(ctx: click.Context, states: tuple[str, ...], limit: int, as_json: bool) -> None:
-    """Finished jobs, newest first, with exit codes (like sacct)."""
+    """Finished jobs, the latest started first, with exit codes (like sacct)."""
     from corral.cli.format import history_table
 
-    jobs = client_for(ctx).history(states=[s.upper() for s in states], limit=limit)
+    jobs = client_for(ctx).history(states=[s.upper() for s in states], limit=limit, order="start")
     click.echo(json_text(jobs) if as_json else history_table(jobs))
 
 
@@ -355,3 +355,10 @@ for _command in (*TRACKING_COMMANDS, *MONITORING_COMMANDS, recommend, mcp, token
                  *(QuickCommand(spec) for spec in QUICK_COMMANDS.values()),
                  *(QuickCommand(spec, run_launch) for spec in LAUNCH_COMMANDS.values())):
     cli.add_command(_command)
+# every command that finds a server takes --home (and --url) after its name as well as before it; `up` keeps its
+# own --home and, starting a server rather than finding one, takes no --url, nor does `down`, which stops it by
+# its home; `recommend` asks no server
+for _name, _command in cli.commands.items():
+    if _name != "recommend" and not isinstance(_command, QuickCommand):  # a quick command's options have them
+        take_server_options(_command, url=_name not in ("up", "down"))
+

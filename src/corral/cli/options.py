@@ -38,9 +38,17 @@ class Opt:
         self.default = (False if kind == FLAG else None) if default is _UNSET else default
 
 
+SERVER_OPTIONS = (
+    Opt("--home", key="home", help="The server's state directory (as the global --home) [default: ~/.corral]."),
+    Opt("--url", key="url", help="Talk to the server at this URL instead of the home's (as the global --url)."),
+)
+"""Every command takes its server's options after its name too (`corral down --home DIR`, as `corral up
+--home DIR`): given there, they win over the global ones."""
+
+
 class Command:
     """A command's declaration: its name, its help (the first line is what `corral --help` lists), its
-    options and its operand (`required`: at least one; `many`: any number)."""
+    options (`SERVER_OPTIONS` added) and its operand (`required`: at least one; `many`: any number)."""
 
     __slots__ = ("name", "help", "options", "operand", "many", "required", "interspersed", "takes_command")
 
@@ -49,7 +57,7 @@ class Command:
                  ) -> None:
         self.name = name
         self.help = help
-        self.options = tuple(options)
+        self.options = (*options, *SERVER_OPTIONS)
         self.operand = operand
         self.many = many
         self.required = required

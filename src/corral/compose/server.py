@@ -62,6 +62,7 @@ class ServerOptions:
     sample_interval_s: float = 10.0
     sample_retention_days: float = 90.0
     smtp: dict[str, Any] = field(default_factory=dict)  # [smtp]: where email alerts go out (TOML values, checked)
+    smtp_section: bool = False  # config.toml has [smtp]: only then do jobs' --mail-type mails go out
     max_job_processes: int | None = 4096  # per job (its cgroup's pids.max; else RLIMIT_NPROC of its owner)
     cgroups: str = "auto"  # [cgroups] mode: auto, v1, v2 or off (corral.executor.cgroups.placement)
     admins: frozenset[str] = frozenset()
@@ -93,6 +94,7 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
     server = config.pop("server", {})
     node = config.pop("node", {})
     monitor = config.pop("monitor", {})
+    smtp_section = "smtp" in config
     smtp = config.pop("smtp", {})
     auth = config.pop("auth", {})
     cgroups = config.pop("cgroups", {})
@@ -200,7 +202,8 @@ def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:
                                              if k in node_keys and k != "outside_processes"})
     auth_settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in auth.items() if k != "admins"}
     settings = AuthSettings(**auth_settings)
-    return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), accounts=accounts, sharing=sharing,
+    return replace(options, inventory=inventory, scheduler=scheduler, smtp=dict(smtp), smtp_section=smtp_section,
+                   accounts=accounts, sharing=sharing,
                    admins=frozenset(auth.get("admins", [])), auth=settings,
                    **{k: v for k, v in updates.items() if k in server_keys or k in monitor_keys or k in tracking_keys
                       or k in ("cgroups", "container_runtime", "outside_processes")})
@@ -310,11 +313,12 @@ def job_token(tokens: Any, job: Any) -> str:
     return tokens.create(job.spec.user, f"job-{job.id}", "submit", min(now + lifetime, now + 365 * 86400), "corral", now)[1]
 
 
-def job_mail_relay(options: ServerOptions) -> SmtpSettings:
-    """The relay sbatch --mail-type mails go through: `[smtp]`, or the defaults (a relay on this machine)."""
+def job_mail_relay(options: ServerOptions) -> SmtpSettings | None:
+    """The relay sbatch --mail-type mails go through: `[smtp]` (its defaults: a relay on this machine); None without
+    the section, where a job that asks for mail is told at submit and in `show` that none will be sent."""
     from corral.monitor.channels import SmtpSettings
 
-    return SmtpSettings(**options.smtp)
+    return SmtpSettings(**options.smtp) if options.smtp_section else None
 
 
 def build_artifacts(options: ServerOptions, tracking: TrackingService) -> ArtifactService:

@@ -15,7 +15,8 @@ from typing import Any
 from corral.core.resources import Node, check_node_names, check_satisfiable
 from corral.core.schedconfig import Partition, SchedulerConfig
 from corral.core.spec import JobSpec
-from corral.errors import Conflict, Forbidden, InvalidRequest, Unsatisfiable
+from corral.core.units import format_duration
+from corral.errors import Conflict, Forbidden, InvalidRequest, OverLimit, Unsatisfiable
 
 
 def check_nice(spec: JobSpec, privileged: bool) -> None:
@@ -57,17 +58,19 @@ def refuse_unconfigured(changes: Mapping[str, Any], config: SchedulerConfig) -> 
 
 def admit(
     spec: JobSpec, config: SchedulerConfig, *, nodes: Sequence[Node], unfinished: Callable[[str], int],
-    job_exists: Callable[[int], bool], may_use: Callable[[Partition, str], bool],
+    job_exists: Callable[[int], bool], may_use: Callable[[Partition, str], bool], sends_mail: bool = True,
 ) -> JobSpec:
     """Fill in the partition, QoS and default time limit, and check the user may submit there.
 
     Args:
+        sends_mail: whether this server sends jobs' mail (`[smtp]`); a job asking for some is warned if not.
         unfinished: how many unfinished jobs the spec's user has in a QoS (by name).
         job_exists: whether a job id names a job (for the dependency's targets).
         may_use: whether a user may submit to a partition.
 
     Raises:
         InvalidRequest: an unknown partition or QoS, one the user may not use, or a dependency on no job.
+        OverLimit: a time limit longer than the partition's max_time (it would wait forever).
         Conflict: the user is at the QoS's limit of submitted jobs.
     """
     warnings = list(spec.warnings)
@@ -98,10 +101,39 @@ def admit(
                 raise InvalidRequest("dependency", f"job {target} does not exist", "depend on jobs that were submitted")
     if "params" in spec.labels:
         warnings.extend(sizing_warnings(spec, nodes))
+    unsent = mail_warning(spec, sends_mail)
+    if unsent:
+        warnings.append(unsent)
     time_limit = spec.time_limit_s
     if time_limit is None:
         time_limit = part.default_time_s or part.max_time_s
+    check_partition_time(time_limit, part, config, lambda other: may_use(other, spec.user))
     return replace(spec, partition=partition, qos=qos_name, time_limit_s=time_limit, warnings=tuple(warnings))
+
+
+def check_partition_time(time_limit: int | None, partition: Partition, config: SchedulerConfig,
+                         may_use: Callable[[Partition], bool]) -> None:
+    """Refuse a time limit longer than the partition's max_time, which would keep the job waiting forever
+    (Slurm's PartitionTimeLimit), naming the limit and the partitions the user may use that allow it."""
+    longest = partition.max_time_s
+    if longest is None or (time_limit is not None and time_limit <= longest):
+        return
+    asked = "no time limit" if time_limit is None else f"--time={format_duration(time_limit)}"
+    allowing = [p.name for p in config.partitions.values() if p.name != partition.name and may_use(p)
+                and (p.max_time_s is None or (time_limit is not None and time_limit <= p.max_time_s))]
+    elsewhere = f", or use partition {' or '.join(allowing)}, which allows it" if allowing else ""
+    raise OverLimit("time", f"{asked} is longer than partition {partition.name} allows (its max_time is "
+                    f"{format_duration(longest)}): the job would never start",
+                    f"ask for --time={longest // 60} (minutes) or less{elsewhere}")
+
+
+def mail_warning(spec: JobSpec, sends_mail: bool) -> str | None:
+    """What a job asking for mail (--mail-type) is told on a server that sends none: at submit, and in `show`
+    for as long as it is so. It still runs, as the user asked."""
+    if not spec.mail_type or sends_mail:
+        return None
+    return (f"--mail-type={','.join(spec.mail_type)}: this server sends no mail (its config.toml has no [smtp] "
+            "section), so none will be sent for this job; ask an admin to set [smtp], or watch it with corral wait")
 
 
 def sizing_warnings(spec: JobSpec, nodes: Sequence[Node]) -> list[str]:

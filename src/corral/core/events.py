@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from corral.core.job import Job
 
 STARTED = "started"
+"""It started; `detail["node"]` where, `detail["priority"]` its priority then (the one it keeps while it runs)."""
 PREEMPTED = "preempted"
 """The scheduler told the job to make room; `detail["by_job"]` names the job it made room for."""
 REQUEUED = "requeued"
@@ -74,3 +75,11 @@ def timeline(job: Job, stored: Sequence[JobEvent]) -> list[dict[str, Any]]:
     if job.state.is_terminal() and job.end_time is not None:
         events.append({"time": iso_utc(job.end_time, milliseconds=True), "kind": "ended", "state": job.state.value})
     return events
+
+
+def started_priority(job: Job, stored: Sequence[JobEvent]) -> int | None:
+    """The priority a job that started had then, from its latest started event (its own where it knows it)."""
+    if job.priority is not None or job.start_time is None:
+        return job.priority
+    starts = [e for e in stored if e.kind == STARTED and isinstance(e.detail.get("priority"), int)]
+    return max(starts, key=lambda e: e.time).detail["priority"] if starts else None

@@ -1,15 +1,19 @@
 """Node features and sbatch's --constraint over them: `nvlink`, `a100&nvlink`, `a100|h100`.
 
-A node's features are declared by its admin (`[node] features = [...]` in config.toml); a job's
+A node's features are declared by its admin (`[node] features = [...]` in config.toml), and its GPU types are
+features without being declared (`a100` on a node of A100s, as clusters name them: `gpu_type_features`); a job's
 constraint says which nodes may run it. As in Slurm, `&` (AND) binds tighter than `|` (OR); Slurm's
 bracketed, counted and matching-OR forms (`[a|b]`, `a*2`) choose among the nodes of a multi-node job,
 which corral's one node per job cannot mean, so they are refused by name.
+
+Names compare without regard to case (`A100`, `a100`), where Slurm's compare as written: whatever Slurm accepts
+is accepted, and a GPU type matches as `--gpus a100:1` matches it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from corral.errors import InvalidRequest
@@ -41,10 +45,26 @@ def parse_constraint(value: Any) -> str | None:
 
 
 def satisfies(constraint: str | None, features: Collection[str]) -> bool:
-    """Whether a node with `features` meets the constraint (None: any node). Names compare as written."""
+    """Whether a node with `features` meets the constraint (None: any node). Names compare without case."""
     if constraint is None:
         return True
-    return any(all(name in features for name in term.split("&")) for term in constraint.split("|"))
+    folded = {feature.lower() for feature in features}
+    return any(all(name.lower() in folded for name in term.split("&")) for term in constraint.split("|"))
+
+
+def gpu_type_features(types: Mapping[int, str]) -> dict[str, frozenset[int]]:
+    """A node's GPU types as the features a --constraint names them by (`A100` -> `a100`), each with its GPUs.
+
+    Args:
+        types: each GPU's type (a MIG slice's: the type of the GPU it is cut from; its profile is asked for as a
+            GPU type, `--gres=gpu:3g.40gb:1`, not as a feature). An unknown one (`GPU`) names nothing.
+    """
+    out: dict[str, set[int]] = {}
+    for index, name in types.items():
+        feature = name.strip().lower().replace(" ", "-")
+        if feature and feature != "gpu" and FEATURE_PATTERN.match(feature):
+            out.setdefault(feature, set()).add(index)
+    return {feature: frozenset(gpus) for feature, gpus in out.items()}
 
 
 def named(constraint: str) -> set[str]:

@@ -46,6 +46,9 @@ class Holder:
     start: float | None
     end: float | None
     """When it gives them back: its time limit's end; None: never (no time limit), or unknown."""
+    cpus: int = 0
+    mem_mb: int = 0
+    """The CPUs and memory it holds on its node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,12 @@ class Forecast:
     """Running preemptible jobs that would be stopped to make room for it."""
     notes: tuple[str, ...] = field(default=())
     """What the forecast leaves out (a hold, a dependency), or assumed (room past the backfill depth)."""
+    waits_for: tuple[str, ...] = ()
+    """What decides a later start: of GPUS, CPUS and MEMORY, those too few on its node until then (all three
+    for an exclusive job, which waits for the whole node); () when it starts now or never."""
+
+
+GPUS, CPUS, MEMORY = "gpus", "cpus", "memory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,11 +237,13 @@ def forecast(
         if start <= now:
             return replace(base, start=now, node=placed[1], gpu_ids=placed[2], code=PendingReason.NONE.value,
                            reason=f"it would start now on {placed[1]}")
-        holders = _holders(outcome, running, now)
-        blockers = _blocking(holders, job, placed[1], placed[2], start)
+        holders = _holders(outcome, running, now, nodes)
+        node = next(n for n in nodes if n.name == placed[1])
+        waits_for = _short_of(holders, job, node, placed[2], start)
+        blockers = _blocking(holders, job, node, placed[2], start, waits_for)
         code = decisions.reasons.get(job.job_id, PendingReason.RESOURCES)
         result = replace(base, start=start, node=placed[1], gpu_ids=placed[2], code=code.value,
-                         reason=_why_later(blockers, job), blockers=tuple(blockers))
+                         reason=_why_later(blockers, job, waits_for), blockers=tuple(blockers), waits_for=waits_for)
     elif decisions.preempt_for == job.job_id:
         victims = [a for a in running if a.job_id in set(decisions.preempt)]
         return replace(base, start=now, node=victims[0].node if victims else None, code=PendingReason.RESOURCES.value,
@@ -241,7 +252,7 @@ def forecast(
                        blockers=tuple(_running_holder(a, now) for a in victims), preempts=tuple(decisions.preempt))
     else:
         code = decisions.reasons.get(job.job_id, PendingReason.NONE)
-        reason, holding = _why_never(outcome, job, running, now, config)
+        reason, holding = _why_never(outcome, job, running, now, config, nodes)
         result = replace(base, code=code.value, reason=reason, blockers=holding)
     alternatives = _shorter_time(planner, job, result.start) if code in (*_WAITING, PendingReason.PARTITION_TIME_LIMIT) else []
     if code in _WAITING:
@@ -249,21 +260,31 @@ def forecast(
     return replace(result, alternatives=tuple(alternatives))
 
 
-def _why_later(blockers: Sequence[Holder], job: PendingJob) -> str:
-    what = "its GPUs" if job.request.gpus else "the CPUs and memory it needs"
+_NEEDS = {GPUS: "its GPUs", CPUS: "the CPUs it needs", MEMORY: "the memory it needs"}
+
+
+def _why_later(blockers: Sequence[Holder], job: PendingJob, waits_for: Sequence[str]) -> str:
+    if job.request.exclusive:
+        what = "the whole node it needs (--exclusive)"
+    elif waits_for:
+        what = " and ".join(_NEEDS[need] for need in waits_for)
+    else:
+        what = "its GPUs" if job.request.gpus else "the CPUs and memory it needs"
+    are = "is" if job.request.exclusive or tuple(waits_for) == (MEMORY,) else "are"
+    them = "it" if are == "is" else "them"
     if not blockers:
-        return f"{what} are not free for its whole time limit until then"
+        return f"{what} {are} not free for its whole time limit until then"
     last = blockers[-1]  # the last to give them back: what it waits for
     who = f"job {last.job_id} ({last.user})"
     held = {RUNNING: f"held by running {who}", STARTING: f"taken by {who}, which starts now",
             RESERVED: f"reserved for {who}, which is ahead of it in the queue,"}[last.kind]
     more = len(blockers) - 1
-    others = f"; {more} more job{'s' if more > 1 else ''} hold{'' if more > 1 else 's'} them before" if more else ""
-    return f"{what} are {held} until then{others}"
+    others = f"; {more} more job{'s' if more > 1 else ''} hold{'' if more > 1 else 's'} {them} before" if more else ""
+    return f"{what} {are} {held} until then{others}"
 
 
 def _why_never(outcome: _Pass, job: PendingJob, running: Sequence[Allocation], now: float,
-               config: SchedulerConfig) -> tuple[str, tuple[Holder, ...]]:
+               config: SchedulerConfig, nodes: Sequence[Node]) -> tuple[str, tuple[Holder, ...]]:
     """Why the pass gives the job no start at all, and who is to blame."""
     decisions = outcome.decisions
     code = decisions.reasons.get(job.job_id)
@@ -293,38 +314,73 @@ def _why_never(outcome: _Pass, job: PendingJob, running: Sequence[Allocation], n
         holder = Holder(earlier.job_id, earlier.user, WAITING, None, (), None, None)
         return (f"job {earlier.job_id} ({earlier.user}) is ahead of it and cannot be given a start ({why}); "
                 "nothing behind it starts until it does"), (holder,)
-    holders = [h for h in _holders(outcome, running, now) if h.end is None and h.job_id != job.job_id]
+    holders = [h for h in _holders(outcome, running, now, nodes) if h.end is None and h.job_id != job.job_id]
     request = job.request
     holders = [h for h in holders if not request.gpus or h.gpu_ids]
     return "what it needs is held by jobs without a time limit: no end can be foreseen", tuple(holders)
 
 
-def _holders(outcome: _Pass, running: Sequence[Allocation], now: float) -> list[Holder]:
-    """Everything held in the pass: running jobs, jobs ahead that start now, and reservations."""
+def _holders(outcome: _Pass, running: Sequence[Allocation], now: float, nodes: Sequence[Node]) -> list[Holder]:
+    """Everything held in the pass: running jobs, jobs ahead that start now, and reservations (an exclusive
+    one's: its whole node's CPUs and memory)."""
+    by_name = {node.name: node for node in nodes}
     decisions = outcome.decisions
     out = [_running_holder(a, now) for a in running]
-    out += [Holder(a.job_id, a.user, STARTING, a.node, a.gpu_ids, now, a.end_time) for a in decisions.starts]
+    out += [Holder(a.job_id, a.user, STARTING, a.node, a.gpu_ids, now, a.end_time, a.cpus, a.mem_mb)
+            for a in decisions.starts]
     limits = {p.job_id: p for p in outcome.ahead}
     for job_id, start in decisions.estimates.items():
         node, gpus = decisions.reserved[job_id]
         pending = limits[job_id]
         end = start + pending.time_limit_s if pending.time_limit_s is not None else None
-        out.append(Holder(job_id, pending.user, RESERVED, node, gpus, start, end))
+        request, whole = pending.request, by_name.get(node)
+        cpus, mem = (whole.cpus, whole.mem_mb) if request.exclusive and whole else (request.cpus, request.mem_mb)
+        out.append(Holder(job_id, pending.user, RESERVED, node, gpus, start, end, cpus, mem))
     return out
 
 
 def _running_holder(allocation: Allocation, now: float) -> Holder:
     return Holder(allocation.job_id, allocation.user, RUNNING, allocation.node, allocation.gpu_ids, now,
-                  allocation.end_time)
+                  allocation.end_time, allocation.cpus, allocation.mem_mb)
 
 
-def _blocking(holders: Sequence[Holder], job: PendingJob, node: str | None, gpu_ids: tuple[int, ...],
-              start: float) -> list[Holder]:
-    """The holders of the job's GPUs (or, without GPUs, of its node) at some moment before it starts."""
+_JUST_BEFORE = 1e-3  # seconds: the moment before a start, when what decides it is still held
+
+
+def _short_of(holders: Sequence[Holder], job: PendingJob, node: Node, gpu_ids: tuple[int, ...],
+              start: float) -> tuple[str, ...]:
+    """What the job is short of on its node just before it starts (what decides the start): some of its GPUs
+    still held, too few CPUs, too little memory; all three for an exclusive job (it waits for the whole node)."""
+    moment = start - _JUST_BEFORE
+    there = [h for h in holders if h.node == node.name and h.job_id != job.job_id and (h.start or 0.0) <= moment
+             and (h.end is None or h.end > moment)]
+    if not there:
+        return ()
+    request = job.request
+    if request.exclusive:
+        return GPUS, CPUS, MEMORY
     mine = set(gpu_ids)
-    on_node = [h for h in holders if h.node == node and h.job_id != job.job_id
+    short = [GPUS] if any(mine & set(h.gpu_ids) for h in there) and not request.gpu_share_mb else []
+    if sum(h.cpus for h in there) + request.cpus > node.cpus:
+        short.append(CPUS)
+    if request.mem_mb and sum(h.mem_mb for h in there) + request.mem_mb > node.mem_mb:
+        short.append(MEMORY)
+    return tuple(short)
+
+
+def _blocking(holders: Sequence[Holder], job: PendingJob, node: Node, gpu_ids: tuple[int, ...], start: float,
+              waits_for: Sequence[str]) -> list[Holder]:
+    """The holders of what decides its start (`waits_for`) on its node that give it back by then, at some moment
+    before it starts: of its GPUs, of CPUs, of memory; without a decider, of its GPUs (or of anything on its node)."""
+    mine = set(gpu_ids)
+    on_node = [h for h in holders if h.node == node.name and h.job_id != job.job_id
                and (h.start or 0.0) < start and (h.end is None or h.end > (h.start or 0.0))]
-    chosen = [h for h in on_node if mine & set(h.gpu_ids)] if mine else []
+    if waits_for:
+        chosen = [h for h in on_node if h.end is not None and h.end <= start + _JUST_BEFORE and (
+            job.request.exclusive or (GPUS in waits_for and mine & set(h.gpu_ids))
+            or (CPUS in waits_for and h.cpus > 0) or (MEMORY in waits_for and h.mem_mb > 0))]
+    else:
+        chosen = [h for h in on_node if mine & set(h.gpu_ids)] if mine else []
     if not chosen:
         chosen = on_node
     chosen.sort(key=lambda h: (h.end is None, h.end if h.end is not None else 0.0, h.job_id))

@@ -46,6 +46,10 @@ class Job:
     """For an array job: the task numbers not started yet."""
     estimated_start: float | None = None
     """For a pending job with a reservation: when the scheduler expects it to start (not stored)."""
+    priority: int | None = None
+    """Its priority, as Slurm keeps it: the latest pass's while it waits (0 while held), the one it started with
+    once it runs (Slurm recomputes only pending jobs'); None: not known. Not stored: a job read back from the
+    database has its start's from its started event, where that is read (`corral.core.events.started_priority`)."""
     backend_id: str | None = None
     """The id its backend gave it (Slurm's job id, `123` or `123_4`); None for local jobs."""
 

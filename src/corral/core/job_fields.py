@@ -108,6 +108,9 @@ class JobFields(TypedDict):
     """sbatch's --time-min in seconds."""
     fixed_priority: int | None
     """sbatch's --priority, set by an admin; None: computed."""
+    priority: int | None
+    """Its priority: the one `sprio` and `GET /api/v1/priority` give while it waits (0 held), the one it started
+    with once it runs; None: not known (a job waiting for its dependency, or one started before a restart)."""
     reservation: str | None
     """sbatch's --reservation: the reservation it runs in; None: none."""
     interactive: str | None
@@ -132,7 +135,8 @@ class JobFields(TypedDict):
     script: NotRequired[str | None]
     """The batch script's text: shown for one job (not in listings), to those who may manage it."""
     warnings: NotRequired[list[str]]
-    """What submitting it noted (ignored or adjusted options): in the answer to a submit."""
+    """What submitting it noted (ignored or adjusted options): in the answer to a submit; for one job
+    (`GET /api/v1/jobs/{id}`), what still holds of it: mail it asks for that this server will not send."""
 
 
 def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> JobFields:
@@ -200,6 +204,7 @@ def job_fields(job: Job, detail: bool = True, eta_end: float | None = None) -> J
         "mail_user": s.mail_user,
         "time_min_s": s.time_min_s,
         "fixed_priority": s.priority,
+        "priority": job.priority,
         "reservation": s.reservation,
         "interactive": s.interactive,
         "image": s.container.image if s.container is not None else None,

@@ -255,11 +255,13 @@ def _check_nodes(request: Request, nodes: Sequence[Node]) -> None:
                             f"nodes here: {', '.join(node.name for node in nodes)}")
     if request.features is not None and not any(satisfies(request.features, features_of(node)) for node in allowed):
         have = sorted({f for node in allowed for f in features_of(node)})
-        missing = sorted(named(request.features) - set(have))
+        folded = {f.lower() for f in have}
+        missing = sorted(name for name in named(request.features) if name.lower() not in folded)
         raise Unsatisfiable(
             "constraint", f"no node here has the features {request.features}"
             + (f" ({', '.join(missing)}: on no node)" if missing else "") + " (Invalid feature specification)",
-            f"features here: {', '.join(have) or 'none'} (an admin declares them: [node] features in config.toml)")
+            f"features here: {', '.join(have) or 'none'} (its GPU types, and what an admin declares: [node] features "
+            "in config.toml)")
 
 
 def _check_gpu_constraint(request: Request, nodes: Sequence[Node]) -> None:

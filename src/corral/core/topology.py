@@ -81,12 +81,13 @@ class Topology:
 
     def plan(self, constraint: str | None, node_features: Collection[str]) -> tuple[Option, ...]:
         """The ways GPUs of this node can meet a --constraint (`corral.core.features`): `ANY_GPUS` where a
-        term holds by node features alone; () where no term can hold here."""
+        term holds by node features alone; () where no term can hold here. Names compare without case."""
         if constraint is None:
             return ANY_GPUS
-        features = dict(self.gpu_features)
+        features = {name.lower(): gpus for name, gpus in self.gpu_features}
+        node_features = {name.lower() for name in node_features}
         options: list[Option] = []
-        for term in constraint.split("|"):
+        for term in constraint.lower().split("|"):
             allowed: frozenset[int] | None = None
             linked = False
             for name in term.split("&"):

@@ -50,9 +50,10 @@ def add_topology(pynvml: Any, facts: Sequence[dict[str, Any]]) -> None:
 
 
 def node_topology(frame: Sequence[Mapping[str, Any]], declared: DeclaredInventory,
-                  gpus: Collection[int]) -> Topology | None:
+                  gpus: Collection[int], type_gpus: Mapping[str, frozenset[int]] | None = None) -> Topology | None:
     """The node's topology: NVML's (from raw facts) where there is one, NVLink groups and GPU features as
-    the admin declares them (`[node] nvlink`, `[node] gpu_features`) winning over it.
+    the admin declares them (`[node] nvlink`, `[node] gpu_features`) winning over it. `type_gpus`: on a node of
+    several GPU types, each type's GPUs, features of theirs (`corral.core.features.gpu_type_features`).
 
     Raises:
         InvalidRequest: a declared group or GPU list that names no GPU of the node, named by its setting.
@@ -82,7 +83,7 @@ def node_topology(frame: Sequence[Mapping[str, Any]], declared: DeclaredInventor
                                          'list each NVLink group once, e.g. nvlink = ["0-3", "4-7"]')
                 seen[i] = text
             nvlink.update((a, b) for a in group for b in group if a < b)
-    features = {}
+    features: dict[str, Collection[int]] = dict(type_gpus or {})
     for name, text in declared.gpu_features:
         if name in declared.features:
             raise InvalidRequest("node.gpu_features", f"{name!r} is also a node feature ([node] features)",

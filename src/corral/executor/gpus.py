@@ -10,6 +10,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corral.core.features import gpu_type_features
 from corral.core.resources import DeclaredInventory, Gpu, Node, capability_of
 from corral.core.units import parse_memory_mb
 from corral.executor.mig import as_slice, raw_mig, schedulable, text
@@ -176,8 +177,22 @@ def build_node(declared: DeclaredInventory) -> Node:
     if cpus < 1:
         raise InvalidRequest("cpus", f"must be at least 1, got {cpus}")
     mem_mb = parse_memory_mb(declared.mem, field="mem") if declared.mem else machine_memory_mb()
+    features, type_gpus = type_features(gpus, declared)
     return Node(name=socket.gethostname(), cpus=cpus, mem_mb=mem_mb, gpus=tuple(gpus), arch=condor_arch(),
-                features=declared.features, topology=node_topology(facts, declared, [g.index for g in gpus]))
+                features=features, topology=node_topology(facts, declared, [g.index for g in gpus], type_gpus))
+
+
+def type_features(gpus: Sequence[Gpu], declared: DeclaredInventory) -> tuple[tuple[str, ...], dict[str, frozenset[int]]]:
+    """The node's features with its GPU types among them (`--constraint=a100` on a node of A100s): a node of one
+    type has it as a node feature; a node of several, each as the feature of its GPUs, so that the constraint picks
+    them. A name the admin declares already stays theirs."""
+    families = {g.index: short_gpu_type(g.device_name) if g.parent is not None and g.device_name else g.type
+                for g in gpus}
+    taken = {name.lower() for name in declared.features} | {name.lower() for name, _ in declared.gpu_features}
+    by_type = {name: ids for name, ids in gpu_type_features(families).items() if name not in taken}
+    if len(by_type) == 1:
+        return (*declared.features, *by_type), {}
+    return declared.features, by_type
 
 
 def condor_arch(machine: str | None = None) -> str:

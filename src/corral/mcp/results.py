@@ -178,6 +178,8 @@ class ForecastBlocker(TypedDict):
     kind: str
     """running; starting (starts now, ahead of it); reserved (a waiting job ahead); waiting (ahead, with no start)."""
     gpu_ids: list[int]
+    cpus: int
+    """The CPUs it holds on its node."""
     until: str | None
     """When it gives them back (its time limit's end); None: no time limit, or not known."""
 
@@ -205,6 +207,8 @@ class ForecastView(TypedDict):
     reason: str
     code: str
     """Slurm's reason it would wait (Resources, Priority, ...), Unsatisfiable, or None (starts now)."""
+    waits_for: list[str]
+    """What decides a later start: of gpus, cpus and memory, those too few until then ([] when it starts now)."""
     jobs_ahead: int
     time_limit: str
     blockers: list[ForecastBlocker]

@@ -345,11 +345,12 @@ def forecast_view(answer: Mapping[str, Any], *, gpu_type: str | None) -> Forecas
                              "starts_in": _starts_in(alt["start_in_s"]) or "now"})
     blockers: list[ForecastBlocker] = [
         {"job_id": b["job_id"], "user": short_text(b["user"]), "kind": b["kind"], "gpu_ids": list(b.get("gpus") or []),
-         "until": b.get("end")} for b in (answer.get("blockers") or [])[:MAX_BLOCKERS]]
+         "cpus": int(b.get("cpus") or 0), "until": b.get("end")} for b in (answer.get("blockers") or [])[:MAX_BLOCKERS]]
     start_in = answer.get("start_in_s")
     return {
         "would_start": answer.get("start"), "starts_in": _starts_in(start_in), "node": answer.get("node"),
         "gpu_ids": list(answer.get("gpus") or []), "reason": short_text(answer["reason"]), "code": answer["code"],
+        "waits_for": [str(r) for r in answer.get("waits_for") or []],
         "jobs_ahead": int(answer.get("ahead") or 0), "time_limit": format_duration(answer.get("time_limit_s")),
         "blockers": blockers, "alternatives": alternatives,
         "notes": [short_text(n) for n in (answer.get("notes") or [])[:MAX_WARNINGS]],

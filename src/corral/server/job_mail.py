@@ -17,6 +17,7 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate, make_msgid
 
+from corral.core.admission import mail_warning
 from corral.core.job import Job
 from corral.core.states import JobState
 from corral.monitor.channels.mail import relay
@@ -61,13 +62,21 @@ def _per_job(job: Job) -> bool:
 
 
 class JobMail:
-    """What --mail-type asks for, sent. `smtp` None: this server sends no mail (and says so once)."""
+    """What --mail-type asks for, sent. `smtp` None: this server sends no mail (and says so once). `by_backend`: the
+    backend sends its jobs' mail itself (Slurm), and nothing here does."""
 
-    def __init__(self, smtp: SmtpSettings | None) -> None:
+    def __init__(self, smtp: SmtpSettings | None, by_backend: bool = False) -> None:
         self.smtp = smtp
+        self.by_backend = by_backend
         self._thread: ThreadPoolExecutor | None = None
         self._limits: dict[int, set[str]] = {}  # running jobs that asked for TIME_LIMIT_* -> those still to send
         self._warned = False
+
+    def unsent(self, job: Job) -> list[str]:
+        """What `show` says of the job's mail: that none will be sent, where it asks for some and this server has no
+        relay (`corral.core.admission.mail_warning`, as its submit said)."""
+        warning = mail_warning(job.spec, self.by_backend or self.smtp is not None)
+        return [warning] if warning else []
 
     def started(self, jobs: Iterable[Job], now: float) -> None:
         for job in jobs:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Mapping
 
 from corral.core.arrays import parse_array
 from corral.core.dependency import Dependency, Verdict, evaluate
 from corral.core.job import Job, Outcome
 from corral.core.policy import Decisions, PendingJob
+from corral.core.priority import PriorityFactors
 from corral.core.states import JobState, PendingReason
 from corral.store.jobs import JobStore
 
@@ -34,6 +36,7 @@ class JobTable:
         self.reservation_deleted: set[int] = set()  # held because their reservation ended or was deleted
         self.drained_note = ""  # which GPUs are drained and why, shown after ReqNodeNotAvail
         self.planned = Decisions()  # the last pass's: expected starts (`estimates`) and where (`reserved`)
+        self.factors: Mapping[int, PriorityFactors] = {}  # the last pass's priorities, set by `SchedulingPass`
         self.per_user: Counter[tuple[str, str | None]] = Counter()  # unfinished jobs by (user, QoS)
         self._ended_states: dict[int, tuple[JobState, bool]] = {}
 
@@ -88,7 +91,17 @@ class JobTable:
                 job.estimated_start = job.spec.begin_time  # not before then, as squeue --start shows
             if job.is_array and job.id not in self.reasons:
                 job.reason = self._array_reason(job)
+            job.priority = 0 if job.held else self._priority(job)
         return job
+
+    def _priority(self, job: Job) -> int | None:
+        """A waiting job's priority from the last pass; an array's untaken tasks have their waiting tasks' (the
+        same spec and submit time), or None before any has a record."""
+        factors = self.factors.get(job.id)
+        if factors is None and job.is_array:
+            factors = next((self.factors[t] for t in sorted(self.array_tasks.get(job.id, ())) if t in self.factors),
+                           None)
+        return None if factors is None else factors.priority
 
     def _array_reason(self, array: Job) -> str:
         if array.held:

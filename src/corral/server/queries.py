@@ -111,5 +111,6 @@ class JobQueries:
         return out
 
     def list_finished(self, *, states: Sequence[str] = (), limit: int = 100, before_id: int | None = None,
-                      name: str | None = None, ended_after: float | None = None) -> list[Job]:
-        return self.store.finished(limit=limit, before_id=before_id, states=states, name=name, ended_after=ended_after)
+                      name: str | None = None, ended_after: float | None = None, by_start: bool = False) -> list[Job]:
+        return self.store.finished(limit=limit, before_id=before_id, states=states, name=name, ended_after=ended_after,
+                                   by_start=by_start)

@@ -101,19 +101,32 @@ class SchedulingPass:
     def start(self, starts: Sequence[Allocation], now: float,
               limits: Mapping[int, int] | None = None) -> tuple[list[Job], list[JobEvent]]:
         """Mark the decided starts RUNNING on their allocations (the caller records and launches them).
-        `limits`: the jobs started with a shorter time limit (--time-min), which becomes theirs, as in Slurm."""
+        `limits`: the jobs started with a shorter time limit (--time-min), which becomes theirs, as in Slurm.
+        An exclusive job's CPUs, memory and GPUs become its node's, all of which it holds (Slurm's NumCPUs): what
+        it is given (its cgroup, SLURM_CPUS_ON_NODE, CUDA_VISIBLE_DEVICES) and what every view shows are one."""
         started, events = [], []
         for allocation in starts:
             job = self.table.active[allocation.job_id]
+            changed = job.spec
             if limits and job.id in limits:
-                job.spec = replace(job.spec, time_limit_s=limits[job.id])
+                changed = replace(changed, time_limit_s=limits[job.id])
+            if changed.exclusive:
+                changed = replace(changed, cpus=allocation.cpus, mem_mb=allocation.mem_mb,
+                                  gpus=len(allocation.gpu_ids))
+            if changed != job.spec:
+                job.spec = changed
                 self.store.save_spec(job)
             job.state, job.reason, job.start_time = JobState.RUNNING, None, now
             job.node, job.gpu_ids = allocation.node, allocation.gpu_ids
+            factors = self.factors.get(job.id)
+            job.priority = None if factors is None else factors.priority  # kept while it runs, as Slurm keeps it
             self.running.allocations[job.id] = allocation
             self.table.queue.pop(job.id, None)
             started.append(job)
-            events.append(JobEvent(job.id, now, STARTED, {"node": allocation.node}))
+            detail: dict[str, object] = {"node": allocation.node}
+            if job.priority is not None:
+                detail["priority"] = job.priority
+            events.append(JobEvent(job.id, now, STARTED, detail))
         return started, events
 
     def requeue(self, job: Job, stopped_at: float) -> None:
@@ -185,6 +198,7 @@ class SchedulingPass:
             eligible, usage=self.usage(now), config=self.config, now=now,
             total_gpus=self.total_gpus, total_cpus=self.total_cpus,
         )
+        self.table.factors = self.factors  # what a read of a waiting job shows as its priority (`JobTable.current`)
         return ordered
 
     def usage(self, now: float) -> dict[str, float]:

@@ -93,7 +93,7 @@ class JobService:
         ledger = UsageLedger(config.half_life_s, clock(), UsageStore(store.engine))
         self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
                                          clock=clock)
-        self.watchers = JobWatchers(JobMail(settings.smtp))
+        self.watchers = JobWatchers(JobMail(settings.smtp, by_backend=backend.placement is None))
         if backend.placement is not None:  # sbatch --mail-type; Slurm sends its own jobs' mail
             self.watchers.on_job_ended.append(self.watchers.mail.ended)
         self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
@@ -238,9 +238,9 @@ class JobService:
         return self.queries.list_active(states=states, limit=limit, after_id=after_id, name=name)
 
     def list_finished(self, *, states: Sequence[str] = (), limit: int = 100, before_id: int | None = None,
-                      name: str | None = None, ended_after: float | None = None) -> list[Job]:
+                      name: str | None = None, ended_after: float | None = None, by_start: bool = False) -> list[Job]:
         return self.queries.list_finished(states=states, limit=limit, before_id=before_id, name=name,
-                                          ended_after=ended_after)
+                                          ended_after=ended_after, by_start=by_start)
 
     async def cancel(self, refs: Sequence[str], caller: Caller, pending_only: bool = False) -> list[Job | CorralError]:
         """Cancel jobs (`12`), arrays, tasks (`12_3`) as one request of `caller`, who may cancel each; none starts on

@@ -194,7 +194,7 @@ class Submissions:
         if queue is not None:
             # partitions, QoS and their limits are the cluster's: "" leaves the choice to it
             return replace(spec, partition=spec.partition or queue.default_partition or "", qos=spec.qos or "")
-        return admit(spec, self.config, nodes=self.nodes, may_use=may_use,
+        return admit(spec, self.config, nodes=self.nodes, may_use=may_use, sends_mail=self.settings.smtp is not None,
                      unfinished=lambda qos: self.table.per_user[(spec.user, qos)] - (1 if counted else 0),
                      job_exists=lambda job_id: self.table.state_of(job_id) is not None)
 

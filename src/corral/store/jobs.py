@@ -188,10 +188,11 @@ class JobStore:
 
     def finished(
         self, *, limit: int, before_id: int | None = None, states: Sequence[str] = (), name: str | None = None,
-        ended_after: float | None = None,
+        ended_after: float | None = None, by_start: bool = False,
     ) -> list[Job]:
         """Finished jobs, newest first, without their scripts (`get` reads one job's); `ended_after`: only
-        those that ended at or after that time (epoch seconds)."""
+        those that ended at or after that time (epoch seconds). Newest: the highest id, or with `by_start` the
+        latest start (a job that never started, cancelled while it waited: its end)."""
         terminal = [s.value for s in JobState if s.is_terminal()]
         stmt = select(jobs).where(jobs.c.state.in_([s for s in states if s in terminal] if states else terminal))
         if before_id is not None:
@@ -200,7 +201,9 @@ class JobStore:
             stmt = stmt.where(jobs.c.name == name)
         if ended_after is not None:
             stmt = stmt.where(jobs.c.end_time >= ended_after)
-        stmt = stmt.order_by(jobs.c.id.desc()).limit(limit)
+        newest = (func.coalesce(jobs.c.start_time, jobs.c.end_time).desc(), jobs.c.id.desc()) if by_start else (
+            jobs.c.id.desc(),)
+        stmt = stmt.order_by(*newest).limit(limit)
         with self.engine.connect() as conn:
             return [_job(row._mapping) for row in conn.execute(stmt)]
 

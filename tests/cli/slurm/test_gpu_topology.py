@@ -34,7 +34,7 @@ def test_multi_gpu_jobs_get_one_nvlink_group_and_single_gpu_jobs_pack(hgx):
     client = hgx.client()
     node = client.nodes()[0]
     assert [g["nvlink"] for g in node["gpus"]] == [[0, 1, 2, 3]] * 4 + [[4, 5, 6, 7]] * 4
-    assert node["features"] == ["nvlink"]
+    assert node["features"] == ["h100", "nvlink"]  # its GPU type is a feature too, undeclared
     assert node["links"][0] == ["X", "NV", "NV", "NV", "SYS", "SYS", "SYS", "SYS"]
 
     first = client.submit(SLEEP, gpus=1, name="one")
@@ -76,10 +76,10 @@ def test_sbatch_constraint_nvlink_waits_for_a_whole_group(hgx, slurm_shell, tmp_
     assert "constraint" in refused.stderr and "NVLink groups 0-3, 4-7" in refused.stderr, refused.stderr
 
     show = shell(f"scontrol show node {name}").stdout
-    assert "   AvailableFeatures=nvlink\n" in show and "   ActiveFeatures=nvlink\n" in show, show
-    assert shell("sinfo -h -o '%f'").stdout.strip() == "nvlink"
+    assert "   AvailableFeatures=h100,nvlink\n" in show and "   ActiveFeatures=h100,nvlink\n" in show, show
+    assert shell("sinfo -h -o '%f'").stdout.strip() == "h100,nvlink"
     table = corral(hgx, "nodes").output
-    assert f"{name}: features: nvlink; NVLink groups 0-3, 4-7" in table
+    assert f"{name}: features: h100, nvlink; NVLink groups 0-3, 4-7" in table
     assert "GPU0  X     NV    NV    NV    SYS" in table, table
     for job in (holders[0], {"id": linked}):
         client.cancel(job["id"])
@@ -94,7 +94,7 @@ def test_declared_gpus_take_their_nvlink_groups_and_gpu_features_from_config(ser
     server = server_factory(gpus=8, extra=ROOMY, home=home)
     client = server.client()
     node = client.nodes()[0]
-    assert node["features"] == ["fast", "ib", "nvlink"] and node["gpu_features"] == {"fast": "6-7"}
+    assert node["features"] == ["a100", "fast", "ib", "nvlink"] and node["gpu_features"] == {"fast": "6-7"}
     assert node["gpus"][6]["features"] == ["nvlink", "fast"] and node["gpus"][6]["nvlink"] == [4, 5, 6, 7]
     assert node["links"][0][4] == "SYS"
     fast = client.submit(SLEEP, gpus=2, constraint="fast&ib", name="fast")

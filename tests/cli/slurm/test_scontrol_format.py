@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from corral.cli.slurm import hostlist
 from corral.cli.slurm import scontrol_format as sf
 from corral.cli.slurm.scontrol_config import show_config
 from corral.cli.slurm.values import parse_iso
@@ -205,14 +206,14 @@ def test_show_config_keeps_slurms_layout() -> None:
 
 
 def test_hostnames_as_slurm_expands_them() -> None:
-    assert sf.hostnames("node[1-3,5],gpu0[8-10]") == golden("scontrol_show_hostnames.txt")
+    assert hostlist.hostnames("node[1-3,5],gpu0[8-10]") == golden("scontrol_show_hostnames.txt")
 
 
 def test_hostlist_round_trip() -> None:
     names = ["node1", "node2", "node3", "node5", "gpu08", "gpu09", "gpu10", "vm"]
-    text = sf.compress_hostlist(names)
+    text = hostlist.compress_hostlist(names)
     assert text == "gpu[08-10],node[1-3,5],vm"
-    assert sorted(sf.expand_hostlist(text)) == sorted(names)
+    assert sorted(hostlist.expand_hostlist(text)) == sorted(names)
 
 
 def test_pending_job_shows_its_expected_start_and_end() -> None:

@@ -48,3 +48,42 @@ def test_scontrol_requeue_and_requeuehold_put_a_running_job_back_in_the_queue(se
     assert shell(f"scontrol requeue {job_id}").returncode == 0
     wait_for(lambda: client.get(job_id)["restarts"] == 2)
     shell(f"scancel {job_id}")
+
+
+def _priority_shown(record: str) -> int:
+    return int(record.split("\n   Priority=", 1)[1].split()[0])
+
+
+def test_scontrol_show_job_gives_the_priority_that_sprio_and_corral_priority_give(server_factory, slurm_shell,
+                                                                                   tmp_path):
+    server = server_factory()  # 4 GPUs
+    client = server.client()
+    shell = slurm_shell(server.home)
+    cwd = str(tmp_path)
+    running = shell("sbatch --parsable -G 4 -t 10 --wrap 'sleep 300'", cwd=cwd).stdout.strip()
+    wait_for(lambda: client.get(running)["state"] == "RUNNING")
+    waiting = shell("sbatch --parsable -G 1 -t 10 --wrap true", cwd=cwd).stdout.strip()
+    array = shell("sbatch --parsable -G 1 -t 10 --array=0-3 --wrap true", cwd=cwd).stdout.strip()
+    wait_for(lambda: {int(waiting), int(array) + 1} <= {row["id"] for row in client.priorities()})
+
+    sprio = {line.split()[0]: int(line.split()[2]) for line in shell("sprio -h").stdout.splitlines()}
+    ranked = {str(row["id"]): row["priority"] for row in client.priorities()}
+    assert sprio[waiting] == ranked[waiting] > 1
+    assert _priority_shown(shell(f"scontrol show job {waiting}").stdout) == sprio[waiting]
+    # the array's untaken tasks (its own record) wait with the priority of its first task, as Slurm's do
+    first_task = str(int(array) + 1)
+    assert _priority_shown(shell(f"scontrol show job {array}").stdout) == sprio[first_task]
+    assert _priority_shown(shell(f"scontrol show job {array}_2").stdout) == sprio[first_task]
+    # a running job keeps the priority it started with (Slurm recomputes only pending jobs'), not 1
+    [started] = [e for e in client.get(running)["events"] if e["kind"] == "started"]
+    assert started["priority"] > 1
+    assert _priority_shown(shell(f"scontrol show job {running}").stdout) == started["priority"]
+    assert client.get(running)["priority"] == started["priority"]
+
+    server.stop()  # read back from the database by the next server: still the one it started with
+    server.start()
+    assert _priority_shown(shell(f"scontrol show job {running}").stdout) == started["priority"]
+    shell(f"scancel {running}")
+    wait_for(lambda: client.get(waiting)["state"] == "COMPLETED")
+    after = _priority_shown(shell(f"scontrol show job {waiting}").stdout)
+    assert sprio[waiting] <= after < sprio[waiting] + 10  # what it started with: its age grew for a few seconds

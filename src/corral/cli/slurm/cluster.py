@@ -24,9 +24,5 @@ def partitions(service: Server) -> tuple[list[dict[str, Any]], str | None, dict[
     return rows, default, answer["weights"]
 
 
-def priorities(service: Server) -> dict[int, int]:
-    return {row["id"]: int(row["priority"]) for row in service.ask("GET", "/api/v1/priority")}
-
-
 def node_name() -> str:
     return os.uname().nodename.split(".")[0]

@@ -8,7 +8,7 @@ import sys
 
 from corral.cli.slurm.argv import UsageError
 from corral.cli.wire import Server
-from corral.errors import CorralError
+from corral.errors import CorralError, OverLimit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,6 +27,18 @@ def answered(given: dict[str, object], usage: str) -> bool:
         print(VERSION)
         return True
     return False
+
+
+TIME_LIMIT_INVALID = "Requested time limit is invalid (missing or exceeds some limit)"
+
+
+def refusal(name: str, exc: CorralError, failed: str) -> Refused:
+    """A refused submission as Slurm says it (`failed`: `Batch job submission failed`): Slurm's own words where
+    it has some, after corral's line that names the field and the fix; else corral's message."""
+    if isinstance(exc, OverLimit) and exc.field == "time":  # ESLURM_INVALID_TIME_LIMIT
+        print(f"{name}: error: {exc.message}", file=sys.stderr)
+        return Refused(f"{failed}: {TIME_LIMIT_INVALID}")
+    return Refused(f"{failed}: {exc.message}")
 
 
 def caller() -> str:

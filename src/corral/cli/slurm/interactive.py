@@ -20,7 +20,7 @@ import sys
 import time
 
 from corral.cli.slurm.argv import Option, parse
-from corral.cli.slurm.command import Refused, answered, server
+from corral.cli.slurm.command import Refused, answered, refusal, server
 from corral.cli.slurm.descriptors import write_all
 from corral.cli.slurm.sbatch import OPTIONS as SBATCH_OPTIONS
 from corral.core import terminal_frames as tf
@@ -87,7 +87,7 @@ def main(argv: Sequence[str], program: str = "srun") -> int:
     try:
         job = service.ask("POST", "/api/v1/jobs", body)
     except CorralError as exc:
-        raise Refused(f"Unable to allocate resources: {exc.message}") from None
+        raise refusal(program, exc, "Unable to allocate resources") from None
     job_id = job["id"]
     for warning in job.get("warnings", []):
         say(f"warning: {warning}")

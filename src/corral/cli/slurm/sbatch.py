@@ -13,7 +13,7 @@ import sys
 import time
 
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import Refused, answered, run, server
+from corral.cli.slurm.command import Refused, answered, refusal, run, server
 from corral.errors import CorralError
 
 TYPE_CHECKING = False
@@ -95,7 +95,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         job = service.ask("POST", "/api/v1/jobs", body)
     except CorralError as exc:
-        raise Refused(f"Batch job submission failed: {exc.message}") from None
+        raise refusal("sbatch", exc, "Batch job submission failed") from None
     if not given.get("quiet"):
         for warning in job.get("warnings", []):
             print(f"sbatch: warning: {warning}", file=sys.stderr)
@@ -112,7 +112,7 @@ def _test_only(service: Server, body: dict[str, object], quiet: bool) -> int:
     try:
         answer = service.ask("POST", "/api/v1/forecast", body)
     except CorralError as exc:
-        raise Refused(f"Batch job submission failed: {exc.message}") from None
+        raise refusal("sbatch", exc, "Batch job submission failed") from None
     if answer["code"] == "Unsatisfiable":
         print(f"allocation failure: {answer['reason']}", file=sys.stderr)
         return 1

@@ -16,13 +16,12 @@ import time
 
 from corral.cli.slurm import cluster, scontrol_reservations
 from corral.cli.slurm.argv import Option, UsageError, parse
-from corral.cli.slurm.command import VERSION, Refused, server
+from corral.cli.slurm.command import TIME_LIMIT_INVALID, VERSION, Refused, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs
-from corral.cli.slurm.scontrol_format import (
-    INVALID_JOB, expand_hostlist, hostnames, show_jobs, show_nodes, show_partitions, show_steps,
-)
+from corral.cli.slurm.hostlist import expand_hostlist, hostnames
+from corral.cli.slurm.scontrol_format import INVALID_JOB, show_jobs, show_nodes, show_partitions, show_steps
 from corral.cli.slurm.scontrol_config import show_config
-from corral.errors import CorralError
+from corral.errors import CorralError, OverLimit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -126,9 +125,8 @@ def _show_jobs(service: Server, name: str | None, one_liner: bool, now: float) -
         if not jobs:
             sys.stderr.write(INVALID_JOB)
             return 1
-    priorities = cluster.priorities(service) if any(job["state"] == "PENDING" for job in jobs) else {}
     _, default, _ = cluster.partitions(service)
-    sys.stdout.write(show_jobs(jobs, now=now, one_liner=one_liner, priorities=priorities,
+    sys.stdout.write(show_jobs(jobs, now=now, one_liner=one_liner,
                                default_partition=default or "default", alloc_node=cluster.node_name()))
     return 0
 
@@ -201,6 +199,9 @@ def _update(words: list[str]) -> int:
         for one in expand_refs([ref]):
             service.ask("PATCH", f"/api/v1/jobs/{one}", changes)
     except CorralError as exc:
+        if isinstance(exc, OverLimit) and exc.field == "time":  # corral's line naming the limit, then Slurm's
+            print(f"scontrol: error: {exc.message}\n{TIME_LIMIT_INVALID} for job {ref}", file=sys.stderr)
+            return 1
         raise Refused(f"Update of job {ref} failed: {_reason(exc)}") from None
     return 0
 

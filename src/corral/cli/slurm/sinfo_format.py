@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import time
 
-from corral.cli.slurm.scontrol_format import compress_hostlist, gres, node_state, partition_nodes
+from corral.cli.slurm.hostlist import compress_hostlist
+from corral.cli.slurm.scontrol_format import gres, node_state, partition_nodes
 from corral.cli.slurm.values import duration, local_time, parse_iso, percent_fields
 
 TYPE_CHECKING = False

@@ -182,7 +182,7 @@ def _host_list(names: object) -> str:
     """--nodelist / --exclude as Slurm's ranged host list (empty: none)."""
     if not names or not isinstance(names, list):
         return ""
-    from corral.cli.slurm.scontrol_format import compress_hostlist  # only for jobs that named nodes
+    from corral.cli.slurm.hostlist import compress_hostlist  # only for jobs that named nodes
 
     return compress_hostlist(str(name) for name in names) if isinstance(names, list) else ""
 

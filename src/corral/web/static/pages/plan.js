@@ -1,7 +1,8 @@
 // Plan (/plan): "when would my job start if I submitted it now?" A timeline per GPU of the running jobs
 // (to their time limits) and the reservations the scheduler made for pending ones (GET /api/v1/plan),
 // with a what-if drawn in: the form's job, forecast by the scheduler's own pass (POST /api/v1/forecast,
-// nothing is submitted), its blockers and the shorter --time or fewer GPUs that would start it sooner.
+// nothing is submitted), what decides its start (GPUs, CPUs or memory: `waits_for`) and who holds it, and the
+// shorter --time or fewer GPUs that would start it sooner. The what-if is "your job": it has no id yet.
 // Reservations (corral reservation create) are bands over their GPUs and windows, named, with who may use them.
 // Refetched on `jobs` (the queue changed).
 
@@ -10,6 +11,7 @@ import {api, post, errorState, emptyState, isAbort} from "../lib/api.js";
 import {fmtDuration, fmtLimit, fmtTime, toEpoch} from "../lib/format.js";
 
 const MIN_SPAN_S = 3600;
+const RESOURCE = {gpus: "GPUs", cpus: "CPUs", memory: "memory"};
 const MAX_SPAN_S = 7 * 86400;
 
 export function mount(main, ctx) {
@@ -73,18 +75,22 @@ export function mount(main, ctx) {
         a.start_in_s ? ` (in ${fmtDuration(a.start_in_s)})` : "",
         a.node ? ` on ${a.node}` : "", a.gpus.length ? `, GPUs ${a.gpus.join(",")}` : "",
         a.start_in_s ? h("span", {class: "muted"}, ` — ${a.reason}.`) : null);
+    const waits = (a.waits_for || []).length ? h("p", {class: "plan-waits-for", "data-testid": "plan-waits-for",
+      "data-waits-for": a.waits_for.join(",")}, "Waits for ", h("strong", {}, a.waits_for.map((r) => RESOURCE[r] || r).join(", ")),
+      " on ", a.node || "its node", ".") : null;
     const blockers = (a.blockers || []).length ? h("div", {},
       h("h3", {}, "Held by"),
       h("ul", {class: "plan-blockers"}, a.blockers.map((b) => h("li", {"data-testid": "plan-blocker", "data-job-id": b.job_id, "data-kind": b.kind},
         h("a", {href: `/jobs/${b.job_id}`}, `#${b.job_id}`), ` ${b.user}, ${b.kind}`,
         b.gpus.length ? `, GPUs ${b.gpus.join(",")}` : "",
+        b.cpus ? `, ${b.cpus} CPU${b.cpus === 1 ? "" : "s"}` : "",
         b.end ? `, until ${fmtTime(b.end)}` : b.kind === "waiting" ? "" : ", no time limit")))) : null;
     const sooner = (a.alternatives || []).length ? h("div", {},
       h("h3", {}, "Sooner"),
       h("ul", {class: "plan-alternatives"}, a.alternatives.map((alt) => h("li", {"data-testid": "plan-alternative", "data-change": alt.change},
         h("code", {}, alt.option), alt.start_in_s ? ` starts ${fmtTime(alt.start)} (in ${fmtDuration(alt.start_in_s)})` : " starts now",
         alt.change === "time" ? h("span", {class: "muted"}, ` (a ${fmtLimit(alt.time_limit_s)} limit)`) : null)))) : null;
-    replace(answerBox, head, blockers, sooner, (a.notes || []).map((n) => h("p", {class: "muted small"}, n)));
+    replace(answerBox, head, waits, blockers, sooner, (a.notes || []).map((n) => h("p", {class: "muted small"}, n)));
   }
 
   function draw() {
