@@ -93,6 +93,8 @@ def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str
         "CORRAL_NODE": allocation.node,
         "CORRAL_RESTART_COUNT": str(job.restarts),
     }
+    if spec.gpu_share_mb:  # a sharing job's GPU memory budget (`corral.core.sharing`): a command's as a script's
+        out["CORRAL_GPU_MEM_MB"] = str(spec.gpu_share_mb)
     if spec.time_limit_s:
         out["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))
     if job.array_job_id is not None:
@@ -138,8 +140,6 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         out["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
     if spec.open_mode == "append":
         out["SLURM_OPEN_MODE"] = "a"  # what srun reads: its steps append to the job's logs too
-    if spec.gpu_share_mb:  # a sharing job (`corral.core.sharing`): its GPU memory budget
-        out["CORRAL_GPU_MEM_MB"] = str(spec.gpu_share_mb)
     if spec.gpu_shards:  # as Slurm sets for --gres=shard:N, in place of the GPU counts
         out["SLURM_SHARDS_ON_NODE"] = str(spec.gpu_shards)
     elif allocation.gpu_ids:
