@@ -187,16 +187,19 @@ def _artifact_key(artifact: Mapping[str, Any]) -> Any:
     return artifact.get("id", artifact.get("path"))
 
 
-def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None) -> str:
+def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None, *,
+             artifacts_hidden: str | None = None) -> str:
     """`corral run show`: the run's fields, its notes, flattened config, a summary of each metric, its media
-    (by key), its other artifacts."""
+    (by key), its other artifacts; or, where the caller may not list them, `artifacts_hidden`: why not."""
     notes = run.get("notes")
     # the notes' lines are escaped one by one: their line breaks are theirs to keep, their escapes are not
-    return _run_view({**run, "notes": notes.splitlines() if isinstance(notes, str) else []}, artifacts, now)
+    return _run_view({**run, "notes": notes.splitlines() if isinstance(notes, str) else []}, artifacts, now,
+                     artifacts_hidden)
 
 
 @escaped
-def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], now: float | None) -> str:
+def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], now: float | None,
+              artifacts_hidden: str | None) -> str:
     gpu = run.get("gpu_type") or "-"
     pairs = [
         ("RunId", run["id"]), ("Uid", run.get("uid") or "-"), ("Project", run.get("project") or "-"),
@@ -246,6 +249,8 @@ def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], no
                 ",".join(marks.get(_artifact_key(a), [])) or "", str(a.get("path")),
             ])
         parts.append("Artifacts:\n" + _indent(table(["TYPE", "STEP", "METRIC", "SIZE", "MARK", "PATH"], rows)))
+    elif artifacts_hidden:
+        parts.append(f"Artifacts: not shown: {artifacts_hidden}")
     else:
         parts.append("Artifacts: (none)")
     return "\n\n".join(parts)
