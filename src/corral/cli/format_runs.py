@@ -447,9 +447,23 @@ def sync_lines(reports: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"{r['uid']} -> failed: {r['error']}")
         else:
             state = f", {r['state']}" if r.get("state") else ""
-            lines.append(f"{r['uid']} -> run {r.get('run_id')}: {_count(r.get('batches') or 0, 'batch', 'batches')}, "
-                         f"{_count(r.get('points') or 0, 'point', 'points')}{state}")
+            lines.append(f"{r['uid']} -> run {r.get('run_id')}: {_sent(r)}{state}")
     return "\n".join(lines)
+
+
+def _sent(report: Mapping[str, Any]) -> str:
+    """`3 batches, 300 points`; `nothing new: its 1 batch (500 points) was stored already`; or, where the
+    server had some, `2 batches, 1000 points (500 new, 500 stored already)`."""
+    batches, points = report.get("batches") or 0, report.get("points") or 0
+    stored = report.get("stored")
+    sent = f"{_count(batches, 'batch', 'batches')}, {_count(points, 'point', 'points')}"
+    if stored is None or stored >= points:  # a report that does not say (an older SDK's) is taken as sent
+        return sent
+    if stored == 0:
+        were = "was" if batches == 1 else "were"
+        return (f"nothing new: its {_count(batches, 'batch', 'batches')} ({_count(points, 'point', 'points')}) "
+                f"{were} stored already")
+    return f"{sent} ({stored} new, {points - stored} stored already)"
 
 
 def _count(n: int, one: str, many: str) -> str:

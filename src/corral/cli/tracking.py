@@ -251,7 +251,8 @@ def _as_dict(report: Any) -> dict[str, Any]:
         return dict(report._asdict())
     if isinstance(report, dict):
         return report
-    return {name: getattr(report, name, None) for name in ("uid", "run_id", "batches", "points", "state", "error")}
+    return {name: getattr(report, name, None) for name in ("uid", "run_id", "batches", "points", "stored", "state",
+                                                           "error")}
 
 
 @click.command("import-tensorboard")
