@@ -165,6 +165,47 @@ def read_server_info(home: str) -> dict[str, Any] | None:
         return None
 
 
+def read_trusted_server_info(home: str, owners: tuple[int, ...]) -> dict[str, Any] | None:
+    """The home's address file, if it can only be the server's: the home directory and the file (a regular
+    file, not a link) are owned by one of `owners` and writable by nobody else. None otherwise, or where
+    there is none.
+
+    What a job's client follows to a server on another port, with the job's token: a file another account
+    wrote (a home it made where the job's is missing, on a compute node; a directory others may write)
+    would send the token to that account's listener. The directory is opened once and the file read
+    through it, so what is checked is what is read.
+
+    Raises:
+        OSError: the home cannot be opened (no such directory, not ours to enter).
+    """
+    # O_PATH: a shared server's home is 0711, entered but not listed; the descriptor is only looked at and passed
+    folder = os.open(home, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if not _owned_by(os.fstat(folder), owners):
+            return None
+        try:
+            fd = os.open(SERVER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except FileNotFoundError:
+            return None
+        except OSError:  # a link (ELOOP), or what we may not read: not the server's to follow
+            return None
+        with open(fd, closefd=True) as f:
+            found = os.fstat(f.fileno())
+            if not _owned_by(found, owners) or (found.st_mode & 0o170000) != 0o100000:
+                return None
+            try:
+                info: dict[str, Any] = lean_json.loads(f.read())
+            except ValueError:
+                return None
+            return info if isinstance(info, dict) else None
+    finally:
+        os.close(folder)
+
+
+def _owned_by(found: os.stat_result, owners: tuple[int, ...]) -> bool:
+    return found.st_uid in owners and not found.st_mode & 0o022
+
+
 def write_server_info(home: str, info: dict[str, Any]) -> None:
     from corral.atomic import write_json_atomic
 

@@ -8,7 +8,7 @@ import os
 import time
 
 from corral.errors import ServerUnavailable
-from corral.home import read_server_info, resolve_home, system_home
+from corral.home import read_server_info, read_trusted_server_info, resolve_home, system_home
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,7 +35,10 @@ def locate(url: str | None, home: str | None) -> tuple[str, str | None]:
     """(URL, Unix socket or None). Without a URL: the home's server, else the machine's shared one.
 
     The URL corral gave a job yields to the home's address file, which a restarted server
-    rewrites: a job on the server's machine finds it again on any port.
+    rewrites: a job that sees its home (on the server's machine, or a compute node sharing it)
+    finds the server again on any port. It follows only a file that can be the server's alone
+    (`read_trusted_server_info`: root's or the job's own user's) to the same host: the job's
+    token goes to no other listener. The socket is taken where the server runs on this machine.
 
     Raises:
         ServerUnavailable: no server has announced itself in the home.
@@ -45,7 +48,7 @@ def locate(url: str | None, home: str | None) -> tuple[str, str | None]:
         return given, None
     resolved = resolve_home(home)
     try:
-        info = read_server_info(resolved)
+        info = read_server_info(resolved) if given is None else _followed(resolved, given)
     except OSError:
         if given is None:
             raise
@@ -57,7 +60,25 @@ def locate(url: str | None, home: str | None) -> tuple[str, str | None]:
     if info is None:
         raise ServerUnavailable(no_server_message(resolved))
     sock = info.get("socket")
-    return str(info["url"]), str(sock) if sock and os.path.exists(str(sock)) else None
+    here = info.get("host") in (None, os.uname().nodename)  # a socket on a shared file system is another machine's
+    return str(info["url"]), str(sock) if sock and here and os.path.exists(str(sock)) else None
+
+
+def _followed(home: str, given: str) -> dict[str, object] | None:
+    """The home's address file for the URL corral gave a job, if it is the server's (owned by root or by this
+    process's user, whom a server serving others or this user alone runs as) and names the same host."""
+    info = read_trusted_server_info(home, (0, os.geteuid()))
+    if info is None or _host_of(str(info.get("url") or "")) != _host_of(given):
+        return None
+    return info
+
+
+def _host_of(url: str) -> str:
+    """`http://127.0.0.1:8765/x` -> `http://127.0.0.1`; `http://[::1]:1` -> `http://[::1]` (no urllib: the CLI's hot path)."""
+    scheme, _, rest = url.partition("://")
+    hostport = rest.partition("/")[0]
+    host = hostport.rpartition(":")[0] if hostport.rpartition(":")[2].isdigit() else hostport
+    return f"{scheme.lower()}://{host.lower()}"
 
 
 def no_server_message(home: str) -> str:

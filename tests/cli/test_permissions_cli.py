@@ -3,6 +3,7 @@ message says who may (the same check as the API's, printed as the CLI prints err
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -65,3 +66,25 @@ def test_an_admin_shares_a_channel_from_the_cli_and_only_a_firings_owner_acknowl
     not_his = corral(server, tokens[bob], "alert", "ack", str(firing["id"]), code=1)
     assert f"only its owner ({alice}) or an admin" in not_his.output and f"you are {bob}" in not_his.output
     assert f"alert {firing['id']} acknowledged" in corral(server, tokens[alice], "alert", "ack", str(firing["id"])).output
+
+
+def test_run_show_of_anothers_run_shows_the_run_and_says_once_why_its_artifacts_are_not(server_factory, os_users,
+                                                                                          shared_dir, tmp_path):
+    alice, bob = os_users
+    server = server_factory(gpus=0, home=os.path.join(shared_dir, "home"))
+    with Client(home=server.home) as root:
+        tokens = {user: root.create_token(user=user, scope="submit", expires="1h")["token"] for user in (alice, bob)}
+    with Client(server.url, token=tokens[alice]) as as_alice:
+        run = as_alice.create_run(project="private-art", name="alices-run")
+        as_alice.log_metrics(run["id"], {"batch_id": "b1", "metrics": [{"key": "loss", "steps": [0], "values": [1.0]}]})
+        weights = tmp_path / "w.bin"
+        weights.write_bytes(b"w" * 100)
+        as_alice.upload_artifact(run["id"], str(weights), "model/w.bin", type="model")
+    shown = corral(server, tokens[bob], "run", "show", str(run["id"])).output
+    assert "alices-run" in shown and "loss" in shown and "model/w.bin" not in shown
+    assert f"Artifacts: not shown: only its owner ({alice}) or an admin may list them; you are {bob}" in shown
+    assert "listing the artifacts" not in shown and shown.count("only its owner") == 1
+    hidden = json.loads(corral(server, tokens[bob], "run", "show", str(run["id"]), "--json").output)
+    assert hidden["artifacts"] is None and hidden["artifacts_hidden"].startswith(f"only its owner ({alice})")
+    mine = corral(server, tokens[alice], "run", "show", str(run["id"])).output
+    assert "model/w.bin" in mine and "not shown" not in mine

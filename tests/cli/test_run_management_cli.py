@@ -42,8 +42,17 @@ def test_artifacts_list_and_get_one_a_directory_or_all(live, tmp_path):
     out = tmp_path / "out"
     ok(live, "artifacts", "get", str(run["id"]), "report.txt", "-o", str(out / "r.txt"))
     assert (out / "r.txt").read_bytes() == b"ok\n"
+    # as cp -r: a new name becomes the directory's copy (the README's `-o ./model12`) ...
     ok(live, "artifacts", "get", str(run["id"]), "model", "-o", str(out / "m"))
-    assert (out / "m" / "model" / "sub" / "b.bin").read_bytes() == b"B" * 10
+    assert (out / "m" / "sub" / "b.bin").read_bytes() == b"B" * 10 and (out / "m" / "a.bin").stat().st_size == 1000
+    assert sorted(os.listdir(out / "m")) == ["a.bin", "sub"]
+    # ... an existing directory receives it under its own name, as `mlflow artifacts download -d` writes it
+    (out / "dl").mkdir()
+    ok(live, "artifacts", "get", str(run["id"]), "model/", "-o", str(out / "dl"))
+    assert os.listdir(out / "dl") == ["model"] and (out / "dl" / "model" / "sub" / "b.bin").read_bytes() == b"B" * 10
+    # one file into an existing directory keeps its name
+    ok(live, "artifacts", "get", str(run["id"]), "model/a.bin", "-o", str(out / "dl"))
+    assert (out / "dl" / "a.bin").stat().st_size == 1000
     ok(live, "artifacts", "get", str(run["id"]), "-o", str(out / "all"))
     assert sorted(os.listdir(out / "all")) == ["model", "report.txt"]
     missing = invoke(live, "artifacts", "get", str(run["id"]), "nope")

@@ -333,6 +333,8 @@ def test_sync_uploads_an_offline_run_once(server_factory, tmp_path):
     for name in ("CORRAL_URL", "CORRAL_JOB_ID", "SLURM_JOB_ID"):
         env.pop(name, None)
     subprocess.run([sys.executable, "-c", OFFLINE_TRAINING], env=env, check=True, timeout=60)
+    kept = tmp_path / "kept"
+    shutil.copytree(spool, kept)
 
     def invoke(*args: str) -> Any:
         return CliRunner().invoke(cli, ["--home", server.home, *args])
@@ -343,6 +345,12 @@ def test_sync_uploads_an_offline_run_once(server_factory, tmp_path):
     run_id = int(line.split("-> run ")[1].split(":")[0])
     assert re.search(r": \d+ batch(es)?, 20 points, finished$", line), line  # batching is the SDK's choice
     assert invoke("sync", str(spool)).output == "nothing to sync\n"
+    # the same spool again (a copy kept, put back): the server had every batch, and the line says so
+    shutil.copytree(kept, spool, dirs_exist_ok=True)
+    again = invoke("sync", str(spool))
+    assert again.exit_code == 0, again.output
+    assert re.search(rf"-> run {run_id}: nothing new: its \d+ batch(es)? \(20 points\) (was|were) stored already, "
+                     r"finished$", again.output.strip()), again.output
     shown = json.loads(invoke("run", "show", str(run_id), "--json").output)
     assert (shown["project"], shown["name"], shown["state"]) == ("offline", "spooled", "finished")
     assert shown["metrics"]["loss"]["count"] == 20

@@ -121,7 +121,7 @@ def test_quantized_precisions_are_refused_for_full_training_with_the_allowed_one
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
-    ({"mode": "pretrain"}, "mode"), ({"precision": "fp64"}, "precision"), ({"gpu_type": "TPU-v5"}, "gpu_type"),
+    ({"mode": "diffusion"}, "mode"), ({"precision": "fp64"}, "precision"), ({"gpu_type": "TPU-v5"}, "gpu_type"),
 ])
 def test_unknown_values_name_their_field_and_list_the_known_ones(kwargs, field):
     with pytest.raises(InvalidRequest) as info:

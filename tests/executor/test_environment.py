@@ -20,10 +20,11 @@ def _job(**request) -> Job:
 def test_a_job_placed_by_slurm_gets_corrals_variables_and_nothing_slurm_or_the_gpus_set_themselves():
     job = _job(script="#!/bin/sh\ntrue\n", command=None)
     env = job_environment(job, None, server_env={}, checkpoint_dir="/h/checkpoints/42", server_url="http://h:1",
-                          home="/h", follows_home_address=False)
+                          home="/h")
     assert env == {
         "MINE": "1", "OMP_NUM_THREADS": "3", "CORRAL_JOB_ID": "42", "CORRAL_JOB_NAME": job.spec.name,
         "CORRAL_CHECKPOINT_DIR": "/h/checkpoints/42", "CORRAL_TIME_LIMIT_S": "60", "CORRAL_URL": "http://h:1",
+        "CORRAL_HOME_URL": "http://h:1",  # a compute node that sees the home follows its address file too
         "CORRAL_HOME": "/h", "MLFLOW_RUN_CONTEXT": '{"corral.job_id": "42"}',
     }
 

@@ -244,7 +244,7 @@ def test_corral_memory_kill_is_host_oom_with_a_bigger_mem():
     assert finding.evidence[:2] == (
         "the job ended OUT_OF_MEMORY: killed for using more host memory than it asked for",
         "stderr:40: corral: job exceeded its memory limit of 16384 MB; killed")
-    assert "its memory peaked at 16120.0 MB (its samples), against the 16 GB requested" in finding.evidence
+    assert "its memory peaked at 15.74 GB (its samples), against the 16 GB requested" in finding.evidence
     assert finding.fixes[0].startswith("Ask for more host memory: --mem 24G")
     assert any("DataLoader workers" in fix for fix in finding.fixes)
     assert any("mmap_mode" in fix for fix in finding.fixes)

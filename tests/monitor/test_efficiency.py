@@ -151,7 +151,17 @@ def test_a_job_that_fits_its_request_gets_no_advice():
 def test_memory_advice_names_the_request_the_peak_and_a_smaller_mem():
     peak = 3.1 * 1024
     tips = advice(base_report(max_rss_mb=peak, mem_efficiency=peak / 65536))
-    assert tips == ["Memory: asked for 64 GB, peaked at 3.1 GB: --mem 4G would do (29% headroom)."]
+    assert tips == ["Memory: asked for 64 GB, peaked at 3.10 GB: --mem 4G would do (29% headroom)."]
+
+
+def test_a_tiny_peak_is_one_figure_in_eff_and_its_advice_and_the_advice_is_a_request_one_can_make():
+    report = base_report(max_rss_mb=0.5, mem_requested_mb=8192, mem_efficiency=0.5 / 8192)
+    text = format_efficiency({"id": 3}, report)
+    assert "Memory Utilized: 0.5 MB\n" in text
+    assert text.splitlines()[-1] == "  - Memory: asked for 8.0 GB, peaked at 0.5 MB: --mem 128M would do (the least worth asking for)."
+    sizeable = format_efficiency({"id": 4}, base_report(max_rss_mb=300.0, mem_requested_mb=8192, mem_efficiency=300 / 8192))
+    assert "Memory Utilized: 300.0 MB\n" in sizeable
+    assert "peaked at 300.0 MB: --mem 384M would do (28% headroom)." in sizeable
 
 
 @pytest.mark.parametrize(("requested", "used", "advised"), [
@@ -218,7 +228,7 @@ def test_slurm_report_gets_advice_without_gpu_keys():
     assert "GPU" not in text
     assert text.splitlines()[-3:] == [
         "Advice:",
-        "  - Memory: asked for 64 GB, peaked at 1.0 GB: --mem 2G would do (100% headroom).",
+        "  - Memory: asked for 64 GB, peaked at 1.00 GB: --mem 2G would do (100% headroom).",
         "  - CPU: 16 cores allocated, 0.5 busy on average (3%): -c/--cpus-per-task 1 would do.",
     ]
 
@@ -237,7 +247,7 @@ def test_local_report_formats_gpu_lines_and_advice():
     assert "GPU Utilization: 12.3% mean, 41% max" in lines
     assert "GPU Memory Utilized: 30000 MB (of 81920 MB requested, 163840 MB on its GPUs)" in lines
     assert lines[lines.index("Advice:") + 1:] == [
-        "  - Memory: asked for 64 GB, peaked at 16 GB: --mem 20G would do (28% headroom).",
+        "  - Memory: asked for 64 GB, peaked at 15.62 GB: --mem 20G would do (28% headroom).",
         "  - GPU: utilization averaged 12% over its 2 GPUs: `corral diagnose 9` says what they wait for.",
     ]
 

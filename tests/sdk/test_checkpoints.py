@@ -73,6 +73,45 @@ def test_an_existing_file_is_copied_or_moved_into_place(fake, tmp_path):
     run.finish()
 
 
+def test_a_saved_file_keeps_its_own_name_and_extension_and_a_new_process_resumes_from_it(fake, tmp_path, monkeypatch):
+    directory = tmp_path / "ck"
+    monkeypatch.setenv("CORRAL_CHECKPOINT_DIR", str(directory))
+    run = corral.init(project="p", client=fake, keep_last=2, **FAST)
+    written = tmp_path / "out"
+    written.mkdir()
+    (written / "state-19.json").write_text('{"step": 19}')
+    path = run.save_checkpoint(str(written / "state-19.json"), step=19)
+    assert path == str(directory / "state-19.json") and open(path).read() == '{"step": 19}'
+    # a name every epoch reuses keeps its extension, the step telling the copies apart
+    for step in (20, 21):
+        (written / "model.safetensors").write_bytes(b"w%d" % step)
+        run.save_checkpoint(str(written / "model.safetensors"), step=step)
+    assert [e["file"] for e in manifest(directory)] == ["model-00000020.safetensors", "model-00000021.safetensors"]
+    assert sorted(os.listdir(directory)) == [MANIFEST, "model-00000020.safetensors", "model-00000021.safetensors"]
+    assert run.latest_checkpoint() == str(directory / "model-00000021.safetensors")
+    run.finish()
+    registered = {a["path"] for a in fake.artifacts(run.id).values() if not a["deleted"]}
+    assert str(directory / "model-00000021.safetensors") in registered and path not in registered  # retention
+    again = corral.init(project="p", mode="offline", **FAST)  # the job requeued: a new process
+    assert open(again.latest_checkpoint(), "rb").read() == b"w21"
+    again.finish()
+
+
+def test_checkpoints_stored_the_old_way_are_still_found_and_retained_beside_own_named_ones(fake, tmp_path):
+    old = CheckpointStore(str(tmp_path))
+    old.save({"w": 1}, 5)
+    assert manifest(tmp_path)[0]["file"] == "ckpt-00000005.pt"
+    run = corral.init(project="p", client=fake, checkpoint_dir=str(tmp_path), keep_last=1, **FAST)
+    source = tmp_path.parent / "epoch-6.ckpt"
+    source.write_bytes(b"six")
+    run.save_checkpoint(str(source), step=6)
+    assert run.latest_checkpoint() == str(tmp_path / "epoch-6.ckpt")
+    assert sorted(os.listdir(tmp_path)) == [MANIFEST, "epoch-6.ckpt"]  # the old one went by retention
+    run.save_checkpoint({"w": 6}, step=6)  # the same step saved again, as an object: the file's copy goes
+    assert sorted(os.listdir(tmp_path)) == [MANIFEST, "ckpt-00000006.pt"]
+    run.finish()
+
+
 def test_retention_keeps_the_last_and_the_best_and_reports_the_rest_deleted(fake, tmp_path):
     run = corral.init(project="p", client=fake, checkpoint_dir=str(tmp_path), keep_last=2, keep_best=1,
                       best_metric="val_loss", best_mode="min", **FAST)

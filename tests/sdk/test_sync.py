@@ -29,7 +29,7 @@ def offline_run(steps: range, *, finish: bool = True, **kwargs) -> corral.Run:
 def test_sync_uploads_a_spooled_run_once_and_removes_it(fake, sdk_env):
     run = offline_run(range(300))
     (report,) = sync_spool(client=fake)
-    assert report == SyncReport(uid=run.uid, run_id=1, batches=3, points=600, state="finished", error=None)
+    assert report == SyncReport(uid=run.uid, run_id=1, batches=3, points=600, stored=600, state="finished", error=None)
     assert fake.steps(1, "loss") == list(range(300)) == fake.steps(1, "acc")
     assert fake.get_run(1)["tags"] == ["offline"] and fake.get_run(1)["uid"] == run.uid
     assert os.listdir(sdk_env) == []
@@ -46,7 +46,7 @@ def test_a_crash_mid_sync_then_a_second_sync_duplicates_nothing(fake, sdk_env, t
     # the crash: every file still there, as if none of the acknowledgements had been recorded
     shutil.copytree(saved, os.path.join(sdk_env, run.uid))
     (again,) = sync_spool(client=fake)
-    assert again.error is None and again.batches == 3
+    assert again.error is None and (again.batches, again.points, again.stored) == (3, 600, 0)  # nothing new
     assert fake.steps(1, "loss") == list(range(300))
     assert [name for name, body in fake.calls if name == "create_run"] == ["create_run", "create_run"]
     assert len(fake.runs) == 1

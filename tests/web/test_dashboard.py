@@ -117,6 +117,21 @@ def test_the_queue_shows_a_pending_jobs_reason_and_filters_by_label(site, page):
     assert page.locator("[data-testid=queue-row]").count() == 1
 
 
+def test_the_queue_takes_no_config_key_named_steps_for_a_jobs_total(site, page):
+    # `steps` is as often an interval as a total: a run past it shows its step alone, not 1,299 / 200 (650%)
+    began = time.time() - 60
+    run = site.client.create_run(project="vision", name="eval-steps", job_id=site.jobs["eval"],
+                                 config={"steps": 200}, start_time=began)
+    steps = list(range(1300))
+    site.client.log_metrics(run["id"], {"metrics": [{"key": "loss", "steps": steps, "values": [1.0] * len(steps),
+                                                     "times": [began + s / 25 for s in steps]}]})
+    page.goto(site.url("/queue"))
+    row = page.locator(f"[data-testid=queue-row][data-job-id='{site.jobs['eval']}']")
+    row.wait_for()
+    wait_for(lambda: "step 1,299" in row.inner_text(), timeout=20)
+    assert "/ 200" not in row.inner_text() and "650" not in row.inner_text()
+
+
 def test_a_job_submitted_elsewhere_appears_in_the_queue_without_a_reload(site, page):
     page.goto(site.url("/queue"))
     page.locator("[data-testid=queue-row]").first.wait_for()

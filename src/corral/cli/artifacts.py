@@ -38,11 +38,15 @@ def list_artifacts(ctx: click.Context, run_ref: str, type_: str | None, as_json:
 @artifacts.command("get")
 @click.argument("run_ref", metavar="RUN")
 @click.argument("path", required=False)
-@click.option("-o", "--output", "dest", type=click.Path(), help="Where to write: a file for one artifact, a directory "
-                                                                "for several (default: the artifact's name, in .).")
+@click.option("-o", "--output", "dest", type=click.Path(),
+              help="Where to write, as cp -r does: a new name becomes the file (or the directory's copy), an "
+                   "existing directory receives it under its own name (default: the artifact's name, in .).")
 @click.pass_context
 def get_artifact(ctx: click.Context, run_ref: str, path: str | None, dest: str | None) -> None:
-    """Download the artifact PATH of RUN, or those under the directory PATH, or all of them."""
+    """Download the artifact PATH of RUN, or those under the directory PATH, or all of them.
+
+    `get 8 model -o ./dl` writes ./dl/weights.bin where ./dl is new, and ./dl/model/weights.bin where
+    ./dl is a directory already (cp -r's rule; `mlflow artifacts download` always writes the latter)."""
     client = client_for(ctx)
     listed = client.artifacts(run_ref)
     if path is None:
@@ -54,25 +58,37 @@ def get_artifact(ctx: click.Context, run_ref: str, path: str | None, dest: str |
         raise NotFound(f"run {run_ref} has no artifact {path!r}; `corral artifacts list {run_ref}` lists them"
                        if path else f"run {run_ref} has no artifacts")
     single = len(chosen) == 1 and path is not None and chosen[0]["path"] == path
+    root = os.path.abspath(dest or ".")
+    into_existing = dest is None or os.path.isdir(dest)  # decided once: the first file written makes `dest`
     for artifact in chosen:
         name = artifact["path"]
         relative = os.path.basename(name) if os.path.isabs(name) else name
-        if single:
-            target = dest or os.path.basename(relative)
-        else:
-            target = os.path.join(dest or ".", relative)
+        target = _target(relative, path, dest, single, into_existing)
         if os.path.isdir(target):
             target = os.path.join(target, os.path.basename(relative))
-        parent = os.path.dirname(os.path.abspath(target))
-        if os.path.commonpath([os.path.abspath(dest or "."), os.path.abspath(target)]) != os.path.abspath(dest or ".") \
-                and not single:
+        if not single and os.path.commonpath([root, os.path.abspath(target)]) != root:
             raise InvalidRequest("path", f"{name!r} would be written outside {dest or '.'}")
-        os.makedirs(parent, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
         partial = f"{target}.part"
         with open(partial, "wb") as f:
             written = client.download_artifact(run_ref, name, f)
         os.replace(partial, target)
         click.echo(f"{target}  {written:,} bytes")
+
+
+def _target(relative: str, path: str | None, dest: str | None, single: bool, into_existing: bool) -> str:
+    """Where one artifact goes. One file: `dest`, else its name in `.`. A directory PATH's files: under
+    `dest` by their names inside PATH when `dest` is new, under `dest/<PATH's last name>/` when `dest` is a
+    directory already or not given (cp -r's rule). All of a run's: under `dest` (or `.`) by their names."""
+    if single:
+        return dest or os.path.basename(relative)
+    if path is None:
+        return os.path.join(dest or ".", relative)
+    directory = path.rstrip("/")
+    inside = relative[len(directory) + 1:] if relative.startswith(directory + "/") else relative
+    if dest is not None and not into_existing:
+        return os.path.join(dest, inside)
+    return os.path.join(dest or ".", os.path.basename(directory), inside)
 
 
 COMMANDS = (artifacts,)

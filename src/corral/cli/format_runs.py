@@ -187,16 +187,19 @@ def _artifact_key(artifact: Mapping[str, Any]) -> Any:
     return artifact.get("id", artifact.get("path"))
 
 
-def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None) -> str:
+def run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]] = (), now: float | None = None, *,
+             artifacts_hidden: str | None = None) -> str:
     """`corral run show`: the run's fields, its notes, flattened config, a summary of each metric, its media
-    (by key), its other artifacts."""
+    (by key), its other artifacts; or, where the caller may not list them, `artifacts_hidden`: why not."""
     notes = run.get("notes")
     # the notes' lines are escaped one by one: their line breaks are theirs to keep, their escapes are not
-    return _run_view({**run, "notes": notes.splitlines() if isinstance(notes, str) else []}, artifacts, now)
+    return _run_view({**run, "notes": notes.splitlines() if isinstance(notes, str) else []}, artifacts, now,
+                     artifacts_hidden)
 
 
 @escaped
-def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], now: float | None) -> str:
+def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], now: float | None,
+              artifacts_hidden: str | None) -> str:
     gpu = run.get("gpu_type") or "-"
     pairs = [
         ("RunId", run["id"]), ("Uid", run.get("uid") or "-"), ("Project", run.get("project") or "-"),
@@ -246,6 +249,8 @@ def _run_view(run: Mapping[str, Any], artifacts: Sequence[Mapping[str, Any]], no
                 ",".join(marks.get(_artifact_key(a), [])) or "", str(a.get("path")),
             ])
         parts.append("Artifacts:\n" + _indent(table(["TYPE", "STEP", "METRIC", "SIZE", "MARK", "PATH"], rows)))
+    elif artifacts_hidden:
+        parts.append(f"Artifacts: not shown: {artifacts_hidden}")
     else:
         parts.append("Artifacts: (none)")
     return "\n\n".join(parts)
@@ -442,9 +447,23 @@ def sync_lines(reports: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"{r['uid']} -> failed: {r['error']}")
         else:
             state = f", {r['state']}" if r.get("state") else ""
-            lines.append(f"{r['uid']} -> run {r.get('run_id')}: {_count(r.get('batches') or 0, 'batch', 'batches')}, "
-                         f"{_count(r.get('points') or 0, 'point', 'points')}{state}")
+            lines.append(f"{r['uid']} -> run {r.get('run_id')}: {_sent(r)}{state}")
     return "\n".join(lines)
+
+
+def _sent(report: Mapping[str, Any]) -> str:
+    """`3 batches, 300 points`; `nothing new: its 1 batch (500 points) was stored already`; or, where the
+    server had some, `2 batches, 1000 points (500 new, 500 stored already)`."""
+    batches, points = report.get("batches") or 0, report.get("points") or 0
+    stored = report.get("stored")
+    sent = f"{_count(batches, 'batch', 'batches')}, {_count(points, 'point', 'points')}"
+    if stored is None or stored >= points:  # a report that does not say (an older SDK's) is taken as sent
+        return sent
+    if stored == 0:
+        were = "was" if batches == 1 else "were"
+        return (f"nothing new: its {_count(batches, 'batch', 'batches')} ({_count(points, 'point', 'points')}) "
+                f"{were} stored already")
+    return f"{sent} ({stored} new, {points - stored} stored already)"
 
 
 def _count(n: int, one: str, many: str) -> str:

@@ -84,6 +84,8 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
     if detach:
         from corral.cli.daemon import start_detached
 
+        if options["backend"] == "local":
+            _warn_if_closed_to_others()  # here, on the terminal; the server says it again in its log
         info = start_detached(home, _up_args(ctx, home, options))
         click.echo(f"corral server running at {info['url']} (pid {info['pid']}, home {home})")
         return
@@ -103,28 +105,47 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         home=home, host=options["host"], port=options["port"], db=options["db"], kill_grace_s=options["kill_grace"],
         inventory=inventory, backend=options["backend"], slurm_partition=options["slurm_partition"],
         slurm_account=options["slurm_account"], sample_interval_s=options["sample_interval_s"],
-        cgroups=options["cgroups"], slurm_commands=_slurm_commands(),
+        cgroups=options["cgroups"], slurm_commands=_slurm_commands(shared=options["backend"] == "local"),
     )
     serve(load_config(server_options, {"kill_grace_s" if n == "kill_grace" else n for n in explicit}))
 
 
-def _slurm_commands() -> str | None:
+def _slurm_commands(shared: bool) -> str | None:
     """Where corral's Slurm commands are, for jobs to find `srun` there first; None where they cannot be
-    written (the server runs without them: a job's `srun` is whatever its PATH finds)."""
-    from corral.cli.slurm.install import closed_to_others, slurm_bin_dir
+    written (the server runs without them: a job's `srun` is whatever its PATH finds). `shared`: jobs may run
+    as other users (the local backend; as root, `_warn_if_closed_to_others`)."""
+    from corral.cli.slurm.install import slurm_bin_dir
 
     try:
         directory = slurm_bin_dir()
     except OSError as exc:
         click.echo(f"corral: warning: jobs get no corral srun on their PATH: {exc}", err=True)
         return None
+    if shared:
+        _warn_if_closed_to_others()
+    return directory
+
+
+SHARED_INSTALL = ("install corral where every account can read it, from a Python every account may run: "
+                  "python3 -m venv /opt/corral && /opt/corral/bin/pip install /path/to/corral, then run "
+                  "/opt/corral/bin/corral up (README: Running corral as a shared service)")
+
+
+def _warn_if_closed_to_others() -> None:
+    """As root (a shared service), say so when the other accounts cannot run this installation: their jobs'
+    srun and scontrol (corral's, first on their PATH) and `import corral` would fail."""
     import os
+
+    from corral.cli.slurm.install import closed_to_others
 
     closed = closed_to_others() if os.geteuid() == 0 else None
     if closed is not None:
-        click.echo(f"corral: warning: other users' jobs cannot run corral's srun ({directory}): {closed} is closed "
-                   "to them; install corral with an interpreter every account may run", err=True)
-    return directory
+        try:
+            mode = f" (mode {os.stat(closed).st_mode & 0o777:o})"
+        except OSError:
+            mode = ""
+        click.echo(f"corral: warning: other users' jobs cannot run corral's srun and scontrol, nor import corral "
+                   f"from it: {closed}{mode} is closed to them; {SHARED_INSTALL}", err=True)
 
 
 def _up_args(ctx: click.Context, home: str, options: dict[str, Any]) -> list[str]:

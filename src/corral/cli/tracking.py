@@ -17,7 +17,7 @@ from corral.cli.artifacts import artifacts
 from corral.cli.connect import client_for
 from corral.cli.terminal import escape, json_text, print_json
 from corral.core.run_states import RUN_STATES
-from corral.errors import NotFound
+from corral.errors import Forbidden, NotFound
 from corral.home import HomeLayout
 
 if TYPE_CHECKING:
@@ -71,11 +71,22 @@ def run_show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
 
     client = client_for(ctx)
     found = _get_run(client, run_ref)
-    artifacts = client.artifacts(found["id"])
+    try:
+        artifacts: list[dict[str, Any]] | None = client.artifacts(found["id"])
+        hidden = None
+    except Forbidden as exc:  # anyone may read a run; its artifacts are its owner's and the admins'
+        artifacts, hidden = None, _why_hidden(exc)
     if as_json:
-        print_json({**found, "artifacts": artifacts})
+        print_json({**found, "artifacts": artifacts, **({"artifacts_hidden": hidden} if hidden else {})})
     else:
-        click.echo(run_view(found, artifacts))
+        click.echo(run_view(found, artifacts or [], artifacts_hidden=hidden))
+
+
+def _why_hidden(refused: Forbidden) -> str:
+    """`only its owner (ada) or an admin may list them; you are bob`: the policy's reason, without the
+    action the server names (the view shows which run it is)."""
+    why = refused.message.split(": ", 1)[-1]
+    return why.replace("may do this", "may list them")
 
 
 @run.command("rename")
@@ -240,7 +251,8 @@ def _as_dict(report: Any) -> dict[str, Any]:
         return dict(report._asdict())
     if isinstance(report, dict):
         return report
-    return {name: getattr(report, name, None) for name in ("uid", "run_id", "batches", "points", "state", "error")}
+    return {name: getattr(report, name, None) for name in ("uid", "run_id", "batches", "points", "stored", "state",
+                                                           "error")}
 
 
 @click.command("import-tensorboard")

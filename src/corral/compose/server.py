@@ -462,7 +462,8 @@ def serve(options: ServerOptions) -> None:
     gc.freeze()
 
     def announce() -> None:
-        write_server_info(home, {"url": url, "socket": unix_sock.getsockname(), "pid": os.getpid(), "started": time.time(),
+        write_server_info(home, {"url": url, "socket": unix_sock.getsockname(), "host": os.uname().nodename,
+                                 "pid": os.getpid(), "started": time.time(),
                                  "db": engine.url.render_as_string(hide_password=True), "shared": shared})
         gpus = ", ".join(f"{g.index}:{g.type}" for g in node.gpus) or "none"
         print(f"corral server at {url} (home {home}; {node.cpus} CPUs, GPUs: {gpus})", file=sys.stderr, flush=True)

@@ -52,6 +52,10 @@ from dataclasses import asdict, dataclass
 from corral.errors import InvalidRequest
 
 MODES = ("train", "finetune", "lora", "inference")
+MODE_ALIASES = {"full": "train", "training": "train", "pretrain": "train", "pretraining": "train",
+                "fine-tune": "finetune", "fine_tune": "finetune", "full-finetune": "finetune",
+                "infer": "inference", "serve": "inference", "serving": "inference"}
+"""Other words people use for the modes: full training is `train`, serving is `inference`."""
 PRECISIONS: dict[str, float] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 """Bytes per parameter of the weights in each precision."""
 TRAINING_MODES = ("train", "finetune")
@@ -322,12 +326,13 @@ def undersized(params: int, mode: str, precision: str, gpus: int, gpu_mem_mb: in
             f"--precision {wanted.precision})")
 
 
-def format_estimate(e: Estimate) -> str:
-    """The recommendation on the first line, then the arithmetic that leads to it."""
+def format_estimate(e: Estimate, here: tuple[str, ...] = ()) -> str:
+    """The recommendation on the first line, what of it the server runs (`here`, core.sizing_here), then the
+    arithmetic that leads to it."""
     nodes = f"{e.nodes} node{'s' if e.nodes != 1 else ''}"
     head = (f"{format_params(e.params)} parameters, {e.mode} in {e.precision}: {e.gpus}×{e.gpu_type} on {nodes} "
             f"(~{_gb(e.total_gb)} of GPU memory)")
-    return "\n".join([head, "", *(f"  {line}" for line in e.arithmetic)])
+    return "\n".join([head, *here, "", *(f"  {line}" for line in e.arithmetic)])
 
 
 # -- the arithmetic ------------------------------------------------------------------------------
@@ -417,6 +422,7 @@ def _total_line(total: float, gpu: GpuModel, needed: int, floor: int, gpus: int,
 
 def _check_mode(mode: str) -> str:
     key = mode.strip().lower() if isinstance(mode, str) else mode
+    key = MODE_ALIASES.get(key, key)
     if key not in MODES:
         raise InvalidRequest("mode", f"unknown mode {mode!r}", f"use one of {', '.join(MODES)}")
     return key

@@ -145,5 +145,8 @@ def format_mb(mb: float) -> str:
 
 
 def format_peak_mb(mb: float) -> str:
-    """`512.0 MB`: a measured peak to a tenth of a MB, as `corral eff` states it and diagnosis quotes it."""
+    """`0.5 MB`, `512.0 MB`, `15.74 GB`: a measured peak as seff states it (a tenth of a MB below a GB,
+    hundredths of a GB above), the one figure `corral eff`, its advice and diagnosis quote."""
+    if mb >= 1024:
+        return f"{mb / 1024:.2f} GB"
     return f"{mb:.1f} MB"

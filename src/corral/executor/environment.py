@@ -14,7 +14,7 @@ from corral.executor.mig import cuda_visible_devices
 
 def job_environment(
     job: Job, allocation: Allocation | None, *, server_env: Mapping[str, str], checkpoint_dir: str,
-    server_url: str | None, home: str | None = None, follows_home_address: bool = True,
+    server_url: str | None, home: str | None = None,
     slurm_commands: str | None = None, gpu_uuids: Mapping[int, str] | None = None,
 ) -> dict[str, str]:
     """The environment a job starts with, on either backend.
@@ -23,8 +23,6 @@ def job_environment(
         allocation: the node and GPUs corral gave it (the local backend); None where the
             cluster places the job and sets its own `SLURM_*` and GPU variables (Slurm).
         server_env: what `--export=ALL` inherits (the server's own; sbatch passes its own instead).
-        follows_home_address: the job reaches the home's address file (it runs on the server's
-            machine), so its clients may follow the server to a new port.
         slurm_commands: the directory of corral's Slurm commands (`corral slurm-path`), put first on the
             job's PATH so that `srun` in it is corral's step, not a real Slurm's (which knows no such job).
         gpu_uuids: the node's GPUs' UUIDs by index: a MIG slice is bound by its `MIG-<uuid>` (`corral.executor.mig`).
@@ -46,10 +44,10 @@ def job_environment(
         env["CORRAL_TIME_LIMIT_S"] = str(spec.time_limit_s)
     if server_url:
         env["CORRAL_URL"] = server_url
-        if follows_home_address:
-            # CORRAL_HOME_URL marks the address as corral's: while CORRAL_URL still equals it, clients
-            # follow the home's address file, so a server restarted on another port is found again
-            env["CORRAL_HOME_URL"] = server_url
+        # CORRAL_HOME_URL marks the address as corral's: while CORRAL_URL still equals it, clients follow the
+        # home's address file where they see it and it can only be the server's (corral.server_address.locate),
+        # so a server restarted on another port is found again
+        env["CORRAL_HOME_URL"] = server_url
     if home:
         env["CORRAL_HOME"] = home  # the server's address file and socket, and the SDK's spool
     if allocation is not None and (spec.script is not None or spec.interactive):
@@ -93,6 +91,8 @@ def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str
         "CORRAL_NODE": allocation.node,
         "CORRAL_RESTART_COUNT": str(job.restarts),
     }
+    if spec.gpu_share_mb:  # a sharing job's GPU memory budget (`corral.core.sharing`): a command's as a script's
+        out["CORRAL_GPU_MEM_MB"] = str(spec.gpu_share_mb)
     if spec.time_limit_s:
         out["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))
     if job.array_job_id is not None:
@@ -138,8 +138,6 @@ def slurm_variables(job: Job, allocation: Allocation) -> dict[str, str]:
         out["SLURM_MEM_PER_NODE"] = str(spec.mem_mb)
     if spec.open_mode == "append":
         out["SLURM_OPEN_MODE"] = "a"  # what srun reads: its steps append to the job's logs too
-    if spec.gpu_share_mb:  # a sharing job (`corral.core.sharing`): its GPU memory budget
-        out["CORRAL_GPU_MEM_MB"] = str(spec.gpu_share_mb)
     if spec.gpu_shards:  # as Slurm sets for --gres=shard:N, in place of the GPU counts
         out["SLURM_SHARDS_ON_NODE"] = str(spec.gpu_shards)
     elif allocation.gpu_ids:

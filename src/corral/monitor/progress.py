@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TOTAL_KEYS = ("total_steps", "max_steps", "num_training_steps", "num_steps", "steps")
+TOTAL_KEYS = ("total_steps", "max_steps", "num_training_steps", "num_steps")
+"""Config keys that name a run's total. A bare `steps` is not one: it is as often a logging or saving
+interval, or the steps so far."""
 RATE_WINDOW_S = 300.0
 
 
@@ -18,7 +20,7 @@ class Progress:
     step: int
     last_time: float
     rate: float | None  # steps per second, over the last few minutes
-    total: int | None  # from the run's config (total_steps, max_steps, ...)
+    total: int | None  # from the run's config (total_steps, max_steps, ...); None once the run is past it
     eta_s: float | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -50,7 +52,9 @@ class ProgressTracker:
         elif last_time > float(run["start_time"]) and step > 0:
             rate = step / (last_time - float(run["start_time"]))
         total = total_steps(run.get("config") or {})
-        eta = (total - step) / rate if total is not None and rate and rate > 0 and total >= step else None
+        if total is not None and step > total:
+            total = None  # the run went past it: whatever the config meant, it was not the run's total
+        eta = (total - step) / rate if total is not None and rate and rate > 0 else None
         return Progress(int(run["id"]), str(run["name"]), step, last_time, rate, total, eta)
 
     def forget(self, keep: set[int]) -> None:

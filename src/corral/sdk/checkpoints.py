@@ -1,7 +1,9 @@
 """Checkpoints a requeued job can trust: atomic files, a manifest, and a retention policy.
 
-    <checkpoint_dir>/ckpt-00000100.pt     one file per saved step (torch.save, or pickle without torch)
-    <checkpoint_dir>/checkpoints.json     the manifest: step, metric, sha256, size, time of each
+    <checkpoint_dir>/ckpt-00000100.pt     an object saved at a step (torch.save, or pickle without torch)
+    <checkpoint_dir>/state-19.json        a file saved at a step, under its own name where that says the
+                                          step, else with it added (`model-00000020.pt`)
+    <checkpoint_dir>/checkpoints.json     the manifest: file, step, metric, sha256, size, time of each
 
 A checkpoint is written to a hidden tmp file, fsync-ed and renamed into place, and only then
 entered in the manifest (itself replaced atomically): a job killed mid-save leaves the previous
@@ -27,10 +29,25 @@ from corral.sdk.files import HashingWriter, fsync_dir, read_json, sha256_file, w
 
 MANIFEST = "checkpoints.json"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{8,})\.pt$")
+_DIGITS = re.compile(r"\d+")
 
 
 def checkpoint_name(step: int) -> str:
     return f"ckpt-{step:08d}.pt"
+
+
+def file_checkpoint_name(source: str, step: int, taken: set[str]) -> str:
+    """The name a file saved as the checkpoint of `step` is kept under: its own where the name says the step
+    (`state-19.json`, Lightning's `epoch=3-step=400.ckpt`), else its own with the step before its extension
+    (`model.pt` saved every epoch: `model-00000020.pt`), so each step's file has a name of its own, on disk
+    and in the run's artifacts. The manifest's name, a hidden one or one another step holds get the step too."""
+    own = os.path.basename(source.rstrip(os.sep))
+    says_step = any(int(digits) == step for digits in _DIGITS.findall(own))
+    if says_step and own not in taken and own != MANIFEST and not own.startswith("."):
+        return own
+    stem, ext = os.path.splitext(own.lstrip(".") or "checkpoint")
+    numbered = f"{stem}-{step:08d}{ext}"
+    return numbered if numbered not in taken and numbered != MANIFEST else checkpoint_name(step)
 
 
 @dataclass(frozen=True)
@@ -76,17 +93,27 @@ class CheckpointStore:
         self.policy = policy or RetentionPolicy()
         self.metric_name = metric_name
 
-    def path_for(self, step: int) -> str:
-        return os.path.join(self.directory, checkpoint_name(step))
+    def path_for(self, step: int, obj: Any = None) -> str:
+        """Where the checkpoint of `step` is written: `ckpt-<step>.pt` for an object, the file's own name for
+        a file (`obj`, a path) unless another step's checkpoint holds it (`file_checkpoint_name`)."""
+        return os.path.join(self.directory, self._name_for(obj, step, self.entries()))
+
+    def _name_for(self, obj: Any, step: int, entries: list[dict[str, Any]]) -> str:
+        if not isinstance(obj, (str, os.PathLike)):
+            return checkpoint_name(step)
+        taken = {str(e["file"]) for e in entries if _step(e) != step}
+        return file_checkpoint_name(os.fspath(obj), step, taken)
 
     def save(self, obj: Any, step: int, metric: float | None = None, *, move: bool = False
              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Write `obj` (or copy the file at path `obj`) as the checkpoint of `step`, then apply retention.
+        """Write `obj` (or copy the file at path `obj`, keeping its name) as the checkpoint of `step`, then
+        apply retention.
 
         Returns the new manifest entry and the entries retention removed (their files are gone).
         """
         os.makedirs(self.directory, exist_ok=True)
-        final = self.path_for(step)
+        before = self.entries()
+        final = os.path.join(self.directory, self._name_for(obj, step, before))
         tmp = os.path.join(self.directory, f".{os.path.basename(final)}.tmp.{os.getpid()}")
         try:
             if isinstance(obj, (str, os.PathLike)):
@@ -100,13 +127,15 @@ class CheckpointStore:
         fsync_dir(self.directory)
         entry = {"file": os.path.basename(final), "step": step, "metric": finite_or_none(metric),
                  "sha256": sha256, "size": size, "time": time.time()}
-        entries = [e for e in self.entries() if _step(e) != step] + [entry]
+        # this step saved again under another name (an object, then a file): the older file is no checkpoint now
+        replaced = [e for e in before if _step(e) == step and e["file"] != entry["file"]]
+        entries = [e for e in before if _step(e) != step] + [entry]
         kept = self.policy.retained(entries)
         kept_steps = {_step(e) for e in kept}
         removed = [e for e in entries if _step(e) not in kept_steps]
         # the manifest forgets them before the files go: it never names a missing file
         self._write_manifest(kept)
-        for gone in removed:
+        for gone in removed + replaced:
             _unlink(os.path.join(self.directory, gone["file"]))
         return entry, removed
 

@@ -220,7 +220,7 @@ class Run:
 
     def save_checkpoint(self, obj: Any, step: int | None = None, metric: float | None = None, *,
                         move: bool = False) -> str:
-        """Save `obj` (or the file at path `obj`) as `ckpt-{step:08d}.pt`, atomically; returns its path.
+        """Save `obj` as `ckpt-{step:08d}.pt`, or the file at path `obj` under its own name, atomically; returns its path.
 
         Registers it as a "checkpoint" artifact, then applies the retention policy (`keep_last`,
         `keep_best`). On a disabled run (ranks other than 0) nothing is written; the path is
@@ -234,13 +234,13 @@ class Run:
         step = int(step)
         self._schedule.saved()  # on every rank: all must agree on checkpoint_due()
         if self._sender is None:
-            return self._checkpoints.path_for(step)
+            return self._checkpoints.path_for(step, obj)
         entry, removed = self._checkpoints.save(obj, step, metric, move=move)
         if not self._finished:
             artifacts = [self._checkpoints.artifact(entry)]
             artifacts += [self._checkpoints.artifact(gone, deleted=True) for gone in removed]
             self._extend((None, "artifacts", {"artifacts": artifacts}))
-        return self._checkpoints.path_for(step)
+        return os.path.join(self._checkpoints.directory, entry["file"])
 
     def latest_checkpoint(self) -> str | None:
         """Path of the checkpoint with the highest step (any rank, after a requeue, offline); or None."""

@@ -234,6 +234,8 @@ class Uploaded:
 
     batches: int = 0
     points: int = 0
+    stored: int = 0
+    """Of `points`, those the server stored now (not those it had: a batch sent again, steps it holds)."""
     problems: list[str] = field(default_factory=list)
     """Records left out: unreadable ones, and those the server refused (they can never go up)."""
     state: str | None = None
@@ -256,13 +258,14 @@ def upload(spool: RunSpool, client: Client, run_id: int | str) -> Uploaded:
             spool.remove(path)
             continue
         try:
-            points = post_record(client, run_id, record)
+            stored = post_record(client, run_id, record)
         except REJECTED as exc:
             done.problems.append(f"the server refused a {record.get('kind')} record: {exc}")
         else:
             if record.get("kind") == "metrics":
                 done.batches += 1
-                done.points += points
+                done.points += int(record.get("points", 0))
+                done.stored += stored
         spool.remove(path)
     finish = spool.finish_record()
     if finish is not None:
@@ -279,16 +282,20 @@ def read_record(path: str) -> dict[str, Any]:
 
 def post_record(client: Client, run_id: int | str, record: dict[str, Any],
                 on_skipped: Callable[[int], None] | None = None) -> int:
-    """Send one record to the server; returns the metric points it carried.
+    """Send one record to the server; returns the metric points it stored now.
 
+    A batch it had already (the same batch_id: a spool synced again) stores none, and says so.
     `on_skipped` hears how many points of a metrics record the server skipped (steps not above
     those it holds); by default the first such record of the process is warned about."""
     kind = record.get("kind")
     if kind == "metrics":
         answer = client.log_metrics(run_id, record["batch"])
-        if isinstance(answer, dict) and answer.get("skipped"):
+        carried = int(record.get("points", 0))
+        if not isinstance(answer, dict):
+            return carried
+        if answer.get("skipped"):
             (on_skipped or _warn_skipped)(int(answer["skipped"]))
-        return int(record.get("points", 0))
+        return 0 if answer.get("duplicate") else int(answer.get("accepted", carried))
     if kind == "params":
         client.log_params(run_id, record["params"])
     elif kind == "tags":

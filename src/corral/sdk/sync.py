@@ -36,7 +36,10 @@ class SyncReport:
     batches: int = 0
     """Metric batches uploaded now."""
     points: int = 0
-    """Metric points in those batches (the server skips those at steps it already has)."""
+    """Metric points in those batches."""
+    stored: int = 0
+    """Of those, the points the server stored now: none where it had every batch already (a spool
+    synced a second time), fewer where it skipped steps it holds."""
     state: str | None = None
     """The run's state on the server afterwards (None when it was not reached)."""
     error: str | None = None
@@ -70,7 +73,7 @@ def sync_run(spool: RunSpool, client: Client) -> SyncReport:
         report.run_id, report.state = run["id"], run.get("state")
         had_end = spool.finish_record() is not None
         done = upload(spool, client, run["id"])
-        report.batches, report.points = done.batches, done.points
+        report.batches, report.points, report.stored = done.batches, done.points, done.stored
         report.state = done.state or report.state
         if done.problems:
             report.error = "; ".join(done.problems)

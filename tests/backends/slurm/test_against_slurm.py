@@ -244,3 +244,48 @@ def test_slurm_path_sends_users_to_slurms_own_commands_in_front_of_a_real_slurm(
                          text=True, timeout=60)
     assert (out.returncode, out.stdout) == (1, "")
     assert "runs its jobs on slurm: use slurm's own commands" in out.stderr
+
+
+LOGGER = """
+import corral, os, sys, time
+run = corral.init(project="moved", flush_interval_s=0.2)
+print(run.id, flush=True)
+i = 0
+while not os.path.exists(sys.argv[1]):
+    run.log({"loss": 1.0 / (i + 1)}, step=i)
+    i += 1
+    time.sleep(0.01)
+run.finish(timeout=120)
+print("logged", i, flush=True)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_slurm_jobs_run_follows_its_server_to_another_port_and_every_point_arrives_without_sync(slurm, tmp_path):
+    client = slurm.client()
+    stop = tmp_path / "stop"
+    job = client.submit([sys.executable, "-c", LOGGER, str(stop)], time="10")
+    run_id = int(wait_for(lambda: client.logs(job["id"])[0].split(), timeout=90)[0])
+    wait_for(lambda: (client.get_run(run_id)["last_step"] or 0) >= 50, timeout=60)  # sending live
+    old_url = slurm.url
+    slurm.kill9()
+    slurm.start()  # --port 0: another port
+    assert slurm.url != old_url
+    client = slurm.client()
+    before = client.get_run(run_id)["last_step"]
+    # live again, through the home's address file: no `corral sync`, the job's token to the same server
+    wait_for(lambda: client.get_run(run_id)["last_step"] > before + 50, timeout=90)
+    stop.write_text("")
+    ended = finished(client, job["id"], timeout=180)
+    out = client.logs(job["id"])[0].decode()
+    assert ended["state"] == "COMPLETED", out
+    total = int(out.split()[-1])
+    series = client.series(run_id, "loss", max_points=100_000)
+    assert series["steps"] == list(range(total)) and series["values"] == [1.0 / (i + 1) for i in range(total)]
+    run = client.get_run(run_id)
+    assert (run["state"], run["metrics"]["loss"]["count"]) == ("finished", total)
+    err = client.logs(job["id"], stream="stderr")[0].decode()
+    assert err.count("cannot reach the corral server") == 1, err  # while it was down, and only then
+    assert "is spooled in" not in err and "dropping data" not in err, err  # nothing left for `corral sync`
+    spool = os.path.join(slurm.home, "spool")
+    assert not os.path.isdir(spool) or os.listdir(spool) == []

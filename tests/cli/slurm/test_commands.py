@@ -169,5 +169,17 @@ def test_an_interpreter_other_accounts_cannot_run_is_named():
         assert closed_to_others(python, root=base) is None
         os.chmod(python, 0o700)
         assert closed_to_others(python, root=base) == python
+        # a virtualenv under a private home: its bin/python links to an open interpreter, but the link's
+        # directory is closed, and the commands' first line names the link
+        os.chmod(python, 0o755)
+        venv = os.path.join(base, "home", "venv", "bin")
+        os.makedirs(venv)
+        os.symlink(python, os.path.join(venv, "python"))
+        os.chmod(os.path.join(base, "home"), 0o700)
+        assert closed_to_others(os.path.join(venv, "python"), root=base) == os.path.join(base, "home")
+        # corral's own directory must be listed too (read), not only entered
+        os.chmod(os.path.join(base, "home"), 0o755)
+        os.chmod(base, 0o711)
+        assert closed_to_others(os.path.join(venv, "python"), root=base) == base
     finally:
         shutil.rmtree(base)

@@ -95,6 +95,19 @@ def test_shard_jobs_share_one_gpu_a_whole_gpu_job_takes_another_and_slurm_shows_
         client.cancel(job_id)
 
 
+def test_a_gpu_share_command_finds_its_budget_in_corral_gpu_mem_mb_as_a_shard_script_does(server_factory, short_tmp):
+    home = home_with(short_tmp, "budget-env", "[node]\nshards_per_gpu = 4\n")
+    server = server_factory(gpus=1, extra=ROOMY, home=home)
+    client = server.client()
+    show = ["sh", "-c", "echo ${CORRAL_GPU_MEM_MB:-none} $CUDA_VISIBLE_DEVICES"]
+    command = client.submit(show, gpu_mem="20G", gpu_share=True)
+    script = client.submit(None, script="#!/bin/sh\necho ${CORRAL_GPU_MEM_MB:-none} $CUDA_VISIBLE_DEVICES\n", gres="shard:1")
+    for job, budget in ((command, 20480), (script, 20480)):
+        ended = client.wait(job["id"], timeout=60)
+        assert ended["state"] == "COMPLETED", client.logs(job["id"], stream="stderr")
+        assert client.logs(job["id"])[0].decode().split() == [str(budget), "0"]
+
+
 def test_bad_share_requests_name_the_field_and_the_fix(server_factory, short_tmp, slurm_shell):
     server = server_factory(gpus=1, extra=ROOMY)
     client = server.client()

@@ -66,9 +66,11 @@ class SlurmSubmitter:
 
     def _environment(self, job: Job, checkpoint_dir: str) -> dict[str, str]:
         # sbatch's --export=ALL passes the submitting environment itself; Slurm places the job and
-        # sets its own SLURM_* and GPU variables; the compute node does not see the home's address file
+        # sets its own SLURM_* and GPU variables. A compute node that sees the home's address file (the
+        # server's machine, a shared file system) follows it to a restarted server, as a local job does;
+        # one that does not keeps CORRAL_URL (corral.server_address.locate)
         env = job_environment(job, None, server_env={}, checkpoint_dir=checkpoint_dir, server_url=self.server_url(),
-                              home=self.layout.root, follows_home_address=False)
+                              home=self.layout.root)
         if self.job_token is not None and "CORRAL_TOKEN" not in env:
             env["CORRAL_TOKEN"] = self.job_token(job)
         return env

@@ -45,11 +45,18 @@ def scripts(python: str | None = None) -> dict[str, str]:
 
 
 def closed_to_others(python: str | None = None, root: str | None = None) -> str | None:
-    """The first path other accounts cannot pass to run the commands (the interpreter, or corral's own
-    directory, or a directory above either), or None. A root server puts the commands first on every job's
-    PATH; where its users cannot run them, their shells fall through to whatever `srun` comes next."""
+    """The first path other accounts cannot pass to run the commands or `import corral`, or None: the
+    interpreter as named (a virtualenv's `bin/python` under a private home, even when it links to an open
+    one), the file it resolves to, this interpreter's standard library, corral's own directory, or a
+    directory above any of them. A root server puts the commands first on every job's PATH; where its users
+    cannot run them, their shells fall through to whatever `srun` comes next."""
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(corral.__file__)))
-    for target, needed in ((os.path.realpath(python or sys.executable), stat.S_IXOTH), (root, stat.S_IXOTH | stat.S_IROTH)):
+    named = os.path.abspath(python or sys.executable)
+    targets = [(named, stat.S_IXOTH), (os.path.realpath(named), stat.S_IXOTH)]
+    if python is None:
+        targets.append((os.path.dirname(os.path.abspath(os.__file__)), stat.S_IXOTH | stat.S_IROTH))
+    targets.append((root, stat.S_IXOTH | stat.S_IROTH))
+    for target, needed in targets:
         path = "/"
         for part in target.strip("/").split("/"):
             path = os.path.join(path, part)
@@ -57,7 +64,8 @@ def closed_to_others(python: str | None = None, root: str | None = None) -> str 
                 mode = os.stat(path).st_mode
             except OSError:
                 return path
-            if not mode & (needed if path == target else stat.S_IXOTH):
+            want = needed if path == target else stat.S_IXOTH
+            if mode & want != want:
                 return path
     return None
 

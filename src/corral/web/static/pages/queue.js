@@ -166,7 +166,8 @@ function gpus(job) {
 
 function progress(p) {
   if (!p) return h("span", {class: "muted small"}, "no tracked run");
-  const fraction = p.total ? p.step / p.total : null;
+  // a total the run went past was never its total (the server drops it; an older one may not)
+  const fraction = p.total && p.step <= p.total ? p.step / p.total : null;
   return h("div", {class: "progress"},
     fraction !== null
       ? bar(fraction, `${fmtNumber(p.step)} / ${fmtNumber(p.total)} (${fmtPct(fraction)})`, {label: "Steps"})
