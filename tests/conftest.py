@@ -65,6 +65,7 @@ TESTS = pathlib.Path(__file__).parent
 # Each takes a minute or more of one worker: a Slurm time limit counts in minutes, training frameworks start up.
 # Not the interactive srun tests: relaying a terminal is what a machine this loaded (all of these at once) disturbs.
 LONG_FILES = ("backends/slurm/test_against_slurm.py", "integrations/", "examples/", "api/test_fuzz.py",
+              "executor/test_container_races.py",
               "cli/test_monitoring_cli.py", "sdk/test_sender.py")
 
 
