@@ -12,6 +12,7 @@ import io
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
@@ -23,7 +24,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from corral.backends.base import Recovered
+from corral.backends.local.backend import LocalBackend
+from corral.backends.local.settings import LaunchSettings
 from corral.core.job import Job
+from corral.executor import files
 from corral.executor.containers import ContainerLaunch
 from corral.executor.containers.held import STAGE, hold_paths
 from corral.executor.containers.mounts import MountRefused
@@ -206,3 +211,23 @@ def test_root_is_given_what_the_owner_opened_and_nothing_stays_mounted(os_users,
     with pytest.raises(MountRefused, match=r"^container_mounts: .*permission denied \(as the job's owner\)"):
         hold_paths(launch, config, job_dir, shared_dir, ())
     assert _mounted_under(job_dir) == []
+
+
+def test_a_container_job_whose_supervisor_was_killed_leaves_nothing_mounted_once_found_lost(backend, os_users,
+                                                                                            race):
+    link, own, _ = race
+    alice = pwd.getpwnam(os_users[0])
+    job = start(backend, alice.pw_name, workdir=own, command=["sh", "-c", "cat /m/secret; sleep 60"],
+                image=f"docker-archive:{own}/image.tar", container_mounts=f"{own}:/m:ro", container_mount_home=False)
+    wait_for(lambda: OWN in read(job.log_path("stdout")), timeout=120)  # running, with its mount bound
+    job_dir = backend.job_dir(job.id)
+    assert _mounted_under(job_dir) != []
+    started = files.read_json(os.path.join(job_dir, files.STARTED))
+    os.kill(started["supervisor_pid"], signal.SIGKILL)
+    backend.supervisors.child(job.id).wait()
+    fresh = LocalBackend(os.path.dirname(backend.jobs_dir),
+                         LaunchSettings(kill_grace_s=1, server_env={}, server_url=lambda: None))
+    assert fresh.recover(job).status is Recovered.LOST
+    # the owner's directory is no longer reachable through the job's directory, and is whole
+    assert _mounted_under(job_dir) == [] and not os.path.exists(os.path.join(job_dir, STAGE))
+    assert read(os.path.join(own, "secret")).strip() == OWN

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -78,7 +79,15 @@ def request_cancel(job_dir: str, mark: str = files.CANCEL, content: str = "") ->
 
 
 def kill_orphaned_job(job_dir: str) -> None:
-    """After a supervisor died on its own, make sure its job does not keep the GPUs."""
+    """After a supervisor died on its own, make sure its job does not keep the GPUs, nor its container's
+    binds of its owner's directories."""
+    from corral.executor.containers.held import release_left  # rare: a lost job's cleanup alone needs it
+
+    try:
+        release_left(job_dir)
+    except OSError as exc:
+        logging.getLogger("corral.executor").warning(
+            "could not unmount what job directory %s holds for its container: %s", job_dir, exc)
     started = files.read_json(os.path.join(job_dir, files.STARTED))
     if started is None:
         return

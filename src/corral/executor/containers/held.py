@@ -123,6 +123,27 @@ def _fresh_stage(stage: str) -> str:
         return stage
     except FileExistsError:
         pass
+    _clear(stage)
+    os.chmod(stage, 0o700)
+    return stage
+
+
+def release_left(job_dir: str) -> None:
+    """Unmount and remove what a supervisor that died left in the job's stage: binds of its owner's
+    directories must not outlive the job, where whoever cleans the home up would reach through them.
+
+    Raises:
+        OSError: the stage is not corral's own directory, or an entry could not be removed.
+    """
+    stage = os.path.join(job_dir, STAGE)
+    if not os.path.lexists(stage):
+        return
+    _clear(stage)
+    os.rmdir(stage)
+
+
+def _clear(stage: str) -> None:
+    """Unmount everything under `stage` (deepest first) and remove its entries."""
     info = os.lstat(stage)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
         raise OSError(f"{stage} is not a directory of corral's own")
@@ -132,8 +153,6 @@ def _fresh_stage(stage: str) -> str:
     for name in os.listdir(stage):
         if not _remove(os.path.join(stage, name)):
             raise OSError(f"cannot remove {os.path.join(stage, name)}, left by an earlier run of the job")
-    os.chmod(stage, 0o700)
-    return stage
 
 
 def _bind(fd: int, entry: str, held: HeldPaths) -> None:
