@@ -30,7 +30,7 @@ from corral.backends.local.settings import LaunchSettings
 from corral.core.job import Job
 from corral.executor import files
 from corral.executor.containers import ContainerLaunch
-from corral.executor.containers.held import STAGE, hold_paths
+from corral.executor.containers.held import hold_paths, stage_for
 from corral.executor.containers.mounts import MountRefused
 from corral.executor.launch_config import LaunchConfig
 from corral.executor.users import run_as_for
@@ -135,6 +135,7 @@ def test_a_link_flipped_to_another_users_directory_never_shows_it_inside_a_conta
     seen: Counter[str] = Counter()  # "mount=own-data", "cwd=VICTIM-SECRET", ...
     started = refused = 0
     running: list[Job] = []
+    stages: list[str] = []
     flipper.start()
     try:
         while started < STARTS:
@@ -144,6 +145,7 @@ def test_a_link_flipped_to_another_users_directory_never_shows_it_inside_a_conta
                 running.append(start(backend, alice.pw_name, workdir=link, command=["sh", "-c", REPORT],
                                      image=f"docker-archive:{link}/image.tar", container_mounts=f"{link}:/m:ro",
                                      container_mount_home=False))
+                stages.append(stage_for(backend.job_dir(running[-1].id)))
             for ended in wait_for(lambda: backend.poll(running), timeout=120):
                 running.remove(ended.job)
                 lines = read(ended.job.log_path("stdout")).splitlines()
@@ -163,6 +165,7 @@ def test_a_link_flipped_to_another_users_directory_never_shows_it_inside_a_conta
     assert seen == Counter({f"mount={OWN}": started, f"cwd={OWN}": started, f"image={OWN}": started})
     assert flipper.flips > 2 * (started + refused)  # the link moved between every two starts
     assert _mounted_under(backend.home) == []  # each job's binds went with it
+    assert [stage for stage in stages if os.path.lexists(stage)] == []
 
 
 def _mounted_under(path: str) -> list[str]:
@@ -191,26 +194,31 @@ def test_root_is_given_what_the_owner_opened_and_nothing_stays_mounted(os_users,
                              name="c", workdir=link, mounts=((link, "/m", True), (f"{link}/secret", "/s", False)))
     held = hold_paths(launch, config, job_dir, shared_dir, ())
     entries = [source for source, _, _ in held.launch.mounts]
-    assert entries == [os.path.join(job_dir, STAGE, "0"), os.path.join(job_dir, STAGE, "1")]
+    stage = stage_for(job_dir)
+    assert entries == [os.path.join(stage, "0"), os.path.join(stage, "1")]
     assert [(target, read_only) for _, target, read_only in held.launch.mounts] == [("/m", True), ("/s", False)]
-    assert os.stat(os.path.join(job_dir, STAGE)).st_mode & 0o777 == 0o700  # root's alone: no one can swap an entry
+    assert os.stat(stage).st_mode & 0o777 == 0o700  # root's alone: no one can swap an entry
+    assert os.path.commonpath([stage, shared_dir]) != shared_dir  # deleting the home never reaches through a bind
     _point(link, victim)  # flipped after the check: what root is given stays what the owner opened
     assert _same(entries[0], own) and _same(entries[1], os.path.join(own, "secret"))
     archive = held.launch.held_image
     assert archive == f"docker-archive:/proc/{os.getpid()}/fd/{held.fds[0]}" and held.launch.image == launch.image
     assert _same(archive.partition(":")[2], os.path.join(own, "image.tar"))
+    shutil.rmtree(job_dir)  # the job's directory deleted while its binds are up: the owner's files stay whole
+    assert sorted(os.listdir(own)) == ["image.tar", "secret"] and read(os.path.join(own, "secret")).strip() == OWN
+    os.makedirs(job_dir)
     # the next run of the job over binds a killed supervisor never released: they are removed first
     _point(link, own)
     again = hold_paths(launch, config, job_dir, shared_dir, ())
-    assert _mounted_under(job_dir) == [os.path.realpath(entry) for entry in entries]
+    assert _mounted_under(stage) == [os.path.realpath(entry) for entry in entries]
     again.release()
     held.release()
-    assert _mounted_under(job_dir) == [] and not os.path.exists(os.path.join(job_dir, STAGE))
+    assert _mounted_under(stage) == [] and not os.path.exists(stage)
     # opened while it names bob's: refused, naming the field, and nothing is bound
     _point(link, victim)
     with pytest.raises(MountRefused, match=r"^container_mounts: .*permission denied \(as the job's owner\)"):
         hold_paths(launch, config, job_dir, shared_dir, ())
-    assert _mounted_under(job_dir) == []
+    assert _mounted_under(stage) == []
 
 
 def test_a_container_job_whose_supervisor_was_killed_leaves_nothing_mounted_once_found_lost(backend, os_users,
@@ -221,7 +229,8 @@ def test_a_container_job_whose_supervisor_was_killed_leaves_nothing_mounted_once
                 image=f"docker-archive:{own}/image.tar", container_mounts=f"{own}:/m:ro", container_mount_home=False)
     wait_for(lambda: OWN in read(job.log_path("stdout")), timeout=120)  # running, with its mount bound
     job_dir = backend.job_dir(job.id)
-    assert _mounted_under(job_dir) != []
+    stage = stage_for(job_dir)
+    assert _mounted_under(stage) != [] and _mounted_under(backend.home) == []
     started = files.read_json(os.path.join(job_dir, files.STARTED))
     os.kill(started["supervisor_pid"], signal.SIGKILL)
     backend.supervisors.child(job.id).wait()
@@ -229,5 +238,5 @@ def test_a_container_job_whose_supervisor_was_killed_leaves_nothing_mounted_once
                          LaunchSettings(kill_grace_s=1, server_env={}, server_url=lambda: None))
     assert fresh.recover(job).status is Recovered.LOST
     # the owner's directory is no longer reachable through the job's directory, and is whole
-    assert _mounted_under(job_dir) == [] and not os.path.exists(os.path.join(job_dir, STAGE))
+    assert _mounted_under(stage) == [] and not os.path.exists(stage)
     assert read(os.path.join(own, "secret")).strip() == OWN

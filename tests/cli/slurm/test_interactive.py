@@ -174,7 +174,7 @@ def test_salloc_says_slurms_lines_and_runs_the_command_in_the_allocation(server_
 
 
 def test_another_user_can_neither_find_nor_open_an_interactive_jobs_terminal(server_factory, os_users, shared_dir):
-    from tests.cli.slurm.test_accounts import SYSTEM_PYTHON
+    from tests.cli.slurm.conftest import SYSTEM_PYTHON
 
     if SYSTEM_PYTHON is None:
         pytest.skip("needs /usr/bin/python3 for the accounts")

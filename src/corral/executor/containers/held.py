@@ -6,8 +6,11 @@ supervisor checked it as the owner: a link the owner flips in between would have
 user's directory, or load another user's image. So the supervisor opens each mount source and the
 image's archive once, as the owner (`mounts.open_checked`), and hands on what it opened:
 
-- a mount source is bound, from its descriptor, onto an entry of the job's `container-mounts`
-  directory (root's, 0700), and the runtime mounts that entry, whose path no one else can change. The
+- a mount source is bound, from its descriptor, onto an entry of the job's stage, a directory of
+  root's (0700) under `/run/corral/container-mounts`, and the runtime mounts that entry, whose path no
+  one else can change. The stage is kept out of the job's directory: whoever deletes a corral home
+  (`rm -rf`, a test's cleanup) while a bind is still there would delete what it binds, the owner's
+  files; The
   runtime cannot be given `/proc/PID/fd/N` itself: runc mounts in a mount namespace of its own, and the
   kernel refuses to bind what a descriptor holds in another one (EINVAL);
 - an archive is read through `/proc/PID/fd/N` of the supervisor, which holds it open until the job
@@ -24,6 +27,7 @@ Standard library only: the supervisor imports this for a container job.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import stat
 from dataclasses import dataclass, field, replace
@@ -36,8 +40,8 @@ from corral.executor.job_owner import as_owner
 if TYPE_CHECKING:
     from corral.executor.launch_config import LaunchConfig
 
-STAGE = "container-mounts"
-"""In the job's directory: the entries the runtime mounts, each a bind of what the owner opened."""
+STAGES = "/run/corral/container-mounts"
+"""Root's: one stage per job, holding the entries the runtime mounts, each a bind of what the owner opened."""
 _MS_BIND, _MS_REC, _MNT_DETACH = 0x1000, 0x4000, 2
 
 
@@ -85,7 +89,7 @@ def hold_paths(launch: ContainerLaunch, config: LaunchConfig, job_dir: str, corr
             try:
                 if binds:
                     if held.stage is None:
-                        held.stage = _fresh_stage(os.path.join(job_dir, STAGE))
+                        held.stage = _fresh_stage(stage_for(job_dir))
                     entry = os.path.join(held.stage, str(index))
                     _bind(fd, entry, held)
                     source = entry
@@ -116,8 +120,28 @@ def _open(config: LaunchConfig, path: str, corral_home: str, allowed: tuple[str,
         raise MountRefused(f"{name}: {exc}") from None
 
 
+def stage_for(job_dir: str) -> str:
+    """The job's stage: named by its directory, so that the server finds what a killed supervisor left."""
+    return os.path.join(STAGES, hashlib.sha256(os.path.realpath(job_dir).encode()).hexdigest()[:32])
+
+
+def _stages() -> None:
+    """Make `/run/corral/container-mounts` (root's, 0700), refusing any part that is not root's own."""
+    path = "/"
+    for part in STAGES.strip("/").split("/"):
+        path = os.path.join(path, part)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+            raise OSError(f"{path} is not a directory of root's alone: container mounts are not staged there")
+
+
 def _fresh_stage(stage: str) -> str:
     """The job's stage directory, empty: what a killed supervisor of an earlier run left is unmounted."""
+    _stages()
     try:
         os.mkdir(stage, 0o700)
         return stage
@@ -130,12 +154,12 @@ def _fresh_stage(stage: str) -> str:
 
 def release_left(job_dir: str) -> None:
     """Unmount and remove what a supervisor that died left in the job's stage: binds of its owner's
-    directories must not outlive the job, where whoever cleans the home up would reach through them.
+    directories must not outlive the job, where root's own tools (a backup, a `find`) would reach through them.
 
     Raises:
         OSError: the stage is not corral's own directory, or an entry could not be removed.
     """
-    stage = os.path.join(job_dir, STAGE)
+    stage = stage_for(job_dir)
     if not os.path.lexists(stage):
         return
     _clear(stage)
