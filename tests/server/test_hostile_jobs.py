@@ -3,12 +3,15 @@ and the server and everybody else's jobs carry on (issue 9: a fork bomb)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import threading
 import time
 
 import pytest
 
 from corral.client import Client
+from corral.executor.log_ledger import read_entries
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process cap guards jobs run as their (non-root) owner")
 
@@ -78,6 +81,47 @@ def test_one_users_logs_are_capped_together_and_others_are_untouched(server_fact
             as_bob.cancel(bobs)
 
 
+class QuotaWatch(threading.Thread):
+    """Looks, under the ledger's own lock (no supervisor reserves or releases meanwhile), at what the user's
+    running jobs (those the ledger holds) have in their logs, against what each was granted."""
+
+    SLACK = 4096  # corral's own last line, written as the job is stopped
+
+    def __init__(self, ledger: str, logs: dict[str, set[str]]) -> None:
+        super().__init__(daemon=True)
+        self.ledger, self.logs = ledger, logs
+        self.stop = threading.Event()
+        self.looks, self.most = 0, 0
+        self.over: list[tuple[dict[str, int], dict[str, int]]] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                fd = os.open(self.ledger, os.O_RDONLY)
+            except FileNotFoundError:
+                time.sleep(0.002)
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                granted = read_entries(fd)
+                written = {key: sum(_size(path) for path in self.logs[key]) for key in granted if key in self.logs}
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+            self.looks += 1
+            self.most = max(self.most, sum(written.values()))
+            if sum(granted.values()) > 8 << 20 or any(written[k] > granted[k] + self.SLACK for k in written):
+                self.over.append((granted, written))
+            time.sleep(0.005)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
 def test_floods_are_held_to_the_job_cap_and_to_their_owners_quota_together(server_factory, os_users, shared_dir):
     """The issue's setting (max_log_mb = 5, user_log_quota_mb = 8): jobs that write as fast as they can, as
     their owners, wrote 35 to 70 MB each and 150 MB for the user before they were stopped."""
@@ -104,12 +148,22 @@ def test_floods_are_held_to_the_job_cap_and_to_their_owners_quota_together(serve
                 ready = os.path.join(scratch, f"ready{i}")
                 jobs[i] = client.submit(["sh", "-c", flood.format(ready=ready)], submit_dir="/tmp", time="3m")["id"]
                 wait_for(lambda r=ready: os.path.exists(r), timeout=60)
+            logs = {str(jobs[i]): {root.get(jobs[i])[key] for key in ("stdout_path", "stderr_path")} for i in range(3)}
+            watch = QuotaWatch(os.path.join(home, "log_ledgers", alice), logs)
+            watch.start()
             os.mkdir(gate)  # all four flood at once
-            ended = {i: root.wait(job, timeout=120) for i, job in jobs.items()}
+            try:
+                ended = {i: root.wait(job, timeout=120) for i, job in jobs.items()}
+            finally:
+                watch.stop.set()
+                watch.join()
             sizes = {i: sum(os.path.getsize(ended[i][key]) for key in {"stdout_path", "stderr_path"})
                      for i in jobs}
             assert all(e["state"] == "FAILED" for e in ended.values()), ended
-            assert sum(sizes[i] for i in range(3)) <= 8.8 * mb, sizes  # alice's three together
+            # alice's running jobs together, at every look while they flooded: what their logs hold is what
+            # the ledger granted them, and that stays within the quota (a job that ended frees its share)
+            assert watch.looks > 10 and watch.over == [], watch.over[:3]
+            assert watch.most <= 8.8 * mb, watch.most
             assert all(size <= 5.5 * mb for size in sizes.values()), sizes
             assert sizes[3] >= 4.5 * mb  # bob's quota is his own: his job wrote up to its own cap
             assert "limit of 5 MB (max_log_mb)" in ended[3]["reason"]

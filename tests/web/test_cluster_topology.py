@@ -20,7 +20,8 @@ def test_the_cluster_page_shows_each_gpus_nvlink_group_and_the_nodes_features(se
     page.goto(server.url + "/")
     links = page.locator("[data-testid=node-links]")
     links.wait_for()
-    assert links.inner_text() == "NVLink groups 0-3 · 4-7 · features: fast, nvlink"
+    # the GPUs' type is a feature too, as --constraint=a100 takes it
+    assert links.inner_text() == "NVLink groups 0-3 · 4-7 · features: a100, fast, nvlink"
     assert "GPU0: X NV NV NV SYS SYS SYS SYS" in links.get_attribute("title")
     cards = page.locator("[data-testid=gpu-card]")
     assert [cards.nth(i).get_attribute("data-nvlink") for i in range(8)] == ["0-3"] * 4 + ["4-7"] * 4
@@ -29,9 +30,9 @@ def test_the_cluster_page_shows_each_gpus_nvlink_group_and_the_nodes_features(se
     screenshot(page, "cluster-topology")
 
 
-def test_a_node_without_known_links_shows_no_topology(server_factory, page):
+def test_a_node_without_known_links_shows_no_topology_only_its_features(server_factory, page):
     server = server_factory(gpus=2, extra=ROOMY)
     page.goto(server.url + "/")
     page.locator("[data-testid=gpu-card]").first.wait_for()
-    assert page.locator("[data-testid=node-links]").count() == 0
+    assert page.locator("[data-testid=node-links]").inner_text() == "features: a100"  # not "No NVLink": unknown
     assert page.locator("[data-testid=gpu-links]").count() == 0

@@ -183,18 +183,20 @@ function sharedList(shared) {
         + ` · ${fmtMB(shared.free_mb)} free`));
 }
 
-// The node's features and how its GPUs are linked ("NVLink groups 0-3 · 4-7"), with the full matrix
-// (nvidia-smi topo -m's words) on hover; nothing where the node knows neither.
+// The node's features (what --constraint names: its GPU types among them) and how its GPUs are linked
+// ("NVLink groups 0-3 · 4-7"), with the full matrix (nvidia-smi topo -m's words) on hover; nothing where the
+// node knows neither, and no word on links where it does not know them.
 function linksLine(n) {
   const groups = [...new Set((n.gpus || []).filter((g) => (g.nvlink || []).length).map((g) => gpuList(g.nvlink)))];
   const features = n.features || [];
-  if (!groups.length && !features.length && !(n.links || []).length) return null;
+  const known = groups.length || (n.links || []).length;
+  if (!known && !features.length) return null;
   const names = (n.gpus || []).map((g) => `GPU${g.index}`);
   const matrix = (n.links || []).map((row, i) => `${names[i]}: ${row.join(" ")}`).join("\n");
   return h("p", {class: "node-links muted small", "data-testid": "node-links",
     title: matrix ? `How close each two GPUs are (NV: NVLink; PIX, PXB: PCIe switches; PHB: host bridge; NODE: NUMA node; SYS: across sockets)\n${matrix}` : ""},
-    groups.length ? `NVLink groups ${groups.join(" · ")}` : "No NVLink between GPUs",
-    features.length ? ` · features: ${features.join(", ")}` : "");
+    [groups.length ? `NVLink groups ${groups.join(" · ")}` : known ? "No NVLink between GPUs" : "",
+     features.length ? `features: ${features.join(", ")}` : ""].filter(Boolean).join(" · "));
 }
 
 function gpuList(ids) {
