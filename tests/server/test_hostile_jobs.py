@@ -87,9 +87,9 @@ class QuotaWatch(threading.Thread):
 
     SLACK = 4096  # corral's own last line, written as the job is stopped
 
-    def __init__(self, ledger: str, logs: dict[str, set[str]]) -> None:
+    def __init__(self, ledger: str, quota: int, logs: dict[str, set[str]]) -> None:
         super().__init__(daemon=True)
-        self.ledger, self.logs = ledger, logs
+        self.ledger, self.quota, self.logs = ledger, quota, logs
         self.stop = threading.Event()
         self.looks, self.most = 0, 0
         self.over: list[tuple[dict[str, int], dict[str, int]]] = []
@@ -102,15 +102,14 @@ class QuotaWatch(threading.Thread):
                 time.sleep(0.002)
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released as the file is closed
                 granted = read_entries(fd)
                 written = {key: sum(_size(path) for path in self.logs[key]) for key in granted if key in self.logs}
-                fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
             self.looks += 1
             self.most = max(self.most, sum(written.values()))
-            if sum(granted.values()) > 8 << 20 or any(written[k] > granted[k] + self.SLACK for k in written):
+            if sum(granted.values()) > self.quota or any(written[k] > granted[k] + self.SLACK for k in written):
                 self.over.append((granted, written))
             time.sleep(0.005)
 
@@ -149,7 +148,7 @@ def test_floods_are_held_to_the_job_cap_and_to_their_owners_quota_together(serve
                 jobs[i] = client.submit(["sh", "-c", flood.format(ready=ready)], submit_dir="/tmp", time="3m")["id"]
                 wait_for(lambda r=ready: os.path.exists(r), timeout=60)
             logs = {str(jobs[i]): {root.get(jobs[i])[key] for key in ("stdout_path", "stderr_path")} for i in range(3)}
-            watch = QuotaWatch(os.path.join(home, "log_ledgers", alice), logs)
+            watch = QuotaWatch(os.path.join(home, "log_ledgers", alice), 8 * mb, logs)
             watch.start()
             os.mkdir(gate)  # all four flood at once
             try:

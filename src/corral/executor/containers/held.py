@@ -10,9 +10,8 @@ image's archive once, as the owner (`mounts.open_checked`), and hands on what it
   root's (0700) under `/run/corral/container-mounts`, and the runtime mounts that entry, whose path no
   one else can change. The stage is kept out of the job's directory: whoever deletes a corral home
   (`rm -rf`, a test's cleanup) while a bind is still there would delete what it binds, the owner's
-  files; The
-  runtime cannot be given `/proc/PID/fd/N` itself: runc mounts in a mount namespace of its own, and the
-  kernel refuses to bind what a descriptor holds in another one (EINVAL);
+  files. The runtime cannot be given `/proc/PID/fd/N` itself: runc mounts in a mount namespace of its
+  own, and the kernel refuses to bind what a descriptor holds in another one (EINVAL);
 - an archive is read through `/proc/PID/fd/N` of the supervisor, which holds it open until the job
   ends: the runtime opens that as often as it likes, and always gets the file that was checked.
 
