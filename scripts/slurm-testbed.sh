@@ -122,10 +122,26 @@ for i in $(seq 50); do munge -n </dev/null | unmunge >/dev/null 2>&1 && break; s
 munge -n </dev/null | unmunge >/dev/null 2>&1 || die "munged does not work"
 
 # ---------------------------------------------------------------- accounting database
+# A local MariaDB/MySQL server that is installed but stopped (a machine after a reboot, a session that lost its
+# daemons) is started: without it the testbed would come up without accounting, and every finished job would
+# read as COMPLETED with no exit code.
+# shellcheck disable=SC2086
+mysql_up() { mysql $MYSQL_ADMIN -e 'SELECT 1' >/dev/null 2>&1; }
+start_local_mysql() {
+  local name
+  for name in mariadb mysql; do
+    [ -x "/etc/init.d/$name" ] || continue
+    log "MySQL/MariaDB not reachable: starting the local $name server"
+    service "$name" start >/dev/null 2>&1 || true
+    for i in $(seq 100); do mysql_up && return 0; sleep 0.1; done
+  done
+  return 1
+}
 use_dbd=0
 if [ "$ACCOUNTING" != none ]; then
+  mysql_up || start_local_mysql || true
   # shellcheck disable=SC2086
-  if mysql $MYSQL_ADMIN -e 'SELECT 1' >/dev/null 2>&1; then
+  if mysql_up; then
     # shellcheck disable=SC2086
     mysql $MYSQL_ADMIN <<SQL
 CREATE DATABASE IF NOT EXISTS $DB_NAME;

@@ -52,6 +52,32 @@ def test_a_failing_job_records_its_exit_code(slurm):
     assert client.logs(job["id"], stream="stderr")[0] == b"oops\n"
 
 
+@pytest.fixture
+def no_accounting(slurm_cluster, tmp_path, monkeypatch) -> str:
+    """The testbed's slurm.conf without slurmdbd, for every Slurm command of this test and of servers it starts:
+    sacct then says, for real, that accounting storage is disabled, as on a small cluster that runs none."""
+    with open("/etc/slurm/slurm.conf") as f:
+        lines = [line for line in f.read().splitlines() if not line.startswith("AccountingStorage")]
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("\n".join([*lines, "AccountingStorageType=accounting_storage/none", ""]))
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    return str(conf)
+
+
+def test_on_a_cluster_without_accounting_a_job_still_ends_with_its_state_and_exit_code(no_accounting, slurm):
+    assert "accounting storage is disabled" in subprocess.run(["sacct", "-j", "1"], capture_output=True,
+                                                              text=True).stderr
+    client = slurm.client()
+    failing = client.submit(["sh", "-c", "exit 3"])
+    sleeping = client.submit(["sleep", "300"])
+    wait_for(lambda: client.get(sleeping["id"])["state"] == "RUNNING", timeout=60)
+    client.cancel(sleeping["id"])
+    ended, cancelled = finished(client, failing["id"]), finished(client, sleeping["id"])
+    assert (ended["state"], ended["exit_code"]) == ("FAILED", 3)
+    assert ended["start_time"] and ended["end_time"]
+    assert cancelled["state"] == "CANCELLED"
+
+
 def test_cancelling_a_running_job_scancels_it(slurm):
     client = slurm.client()
     job = client.submit(["sleep", "300"])

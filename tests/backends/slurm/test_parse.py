@@ -16,6 +16,8 @@ from corral.backends.slurm.parse import (
     SEP,
     SLURM_ENV,
     SQUEUE_ARGS,
+    SQUEUE_ENDED_ARGS,
+    SQUEUE_ENDED_FIELDS,
     SQUEUE_FIELDS,
     SQUEUE_FORMAT,
     map_state,
@@ -27,6 +29,7 @@ from corral.backends.slurm.parse import (
     parse_slurm_duration,
     parse_slurm_time,
     parse_squeue,
+    parse_squeue_ended,
 )
 from corral.core.job import Outcome
 from corral.core.states import JobState
@@ -215,6 +218,38 @@ def test_sacct_skips_and_logs_a_line_it_cannot_read(caplog):
     with caplog.at_level(logging.WARNING, logger="corral.slurm"):
         assert parse_sacct(text) == []
     assert len(caplog.records) == 2
+
+
+# squeue -h -a -t all -O SQUEUE_ENDED_FIELDS, as the testbed printed it: what a cluster without accounting keeps
+SQUEUE_ENDED_OUTPUT = slurm_output("""\
+6|6|N/A|CANCELLED|15|2026-12-02T22:46:01|2026-12-02T22:46:03|0:02|vm
+3|3|3|FAILED|512|2026-12-02T22:45:46|2026-12-02T22:45:47|0:01|vm
+5|3|2|FAILED|512|2026-12-02T22:45:44|2026-12-02T22:45:45|0:01|vm
+7|7|N/A|FAILED|9|2026-12-02T22:46:01|2026-12-02T22:46:01|0:00|vm
+8|8|2-5%1|PENDING|0|N/A|N/A|0:00|
+9|8|1|RUNNING|0|2026-12-02T22:46:37|NONE|0:01|vm
+10|10|N/A|COMPLETED|0|2026-12-02T22:47:00|2026-12-02T22:47:01|0:01|vm
+""")
+
+
+def test_squeue_of_every_state_reads_as_accountings_records_of_the_jobs_asked_for():
+    rows = by_id(parse_squeue_ended(SQUEUE_ENDED_OUTPUT, ["6", "3", "7", "8"]))
+    assert sorted(rows) == ["3_2", "3_3", "6", "7", "8_1", "8_[2-5%1]"]  # an array's id names its tasks; 10 not asked
+    assert (rows["6"].state, rows["6"].exit_code, rows["6"].signal) == (JobState.CANCELLED, 143, 15)
+    assert (rows["3_2"].state, rows["3_2"].exit_code, rows["3_2"].raw_id) == (JobState.FAILED, 2, 5)
+    assert (rows["3_2"].array_job_id, rows["3_2"].array_task_ids) == (3, (2,))
+    assert (rows["7"].exit_code, rows["7"].signal) == (137, 9)
+    assert rows["8_[2-5%1]"].array_task_ids == (2, 3, 4, 5) and rows["8_[2-5%1]"].state is JobState.PENDING
+    assert rows["8_1"].end_time is None and rows["8_1"].state is JobState.RUNNING
+    assert rows["3_2"].end_time == dt.datetime(2026, 12, 2, 22, 45, 45).timestamp() and rows["3_2"].elapsed_s == 1
+    assert outcome_from_sacct(rows["3_2"]) == Outcome("FAILED", 2, None, rows["3_2"].end_time, None)
+
+
+def test_squeue_of_every_state_asks_for_no_text_a_jobs_owner_wrote():
+    # a job's name can hold `JobState=COMPLETED ExitCode=0:0`; its owner must not decide how it reads as ended
+    assert "--states=all" in SQUEUE_ENDED_ARGS
+    assert not {"Name", "Comment", "WorkDir", "Command", "Reason"} & set(SQUEUE_ENDED_FIELDS)
+    assert parse_squeue_ended(slurm_output("11|11|N/A|FAILED|zero|N/A|N/A|0:00|\n"), ["11"]) == []
 
 
 # --- outcomes ------------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from corral.backends.slurm.parse import (
-    SACCT_ARGS, SEP, SLURM_ENV, SQUEUE_ARGS, SacctRow, SqueueRow, parse_sacct, parse_sbatch_id, parse_squeue,
+    SACCT_ARGS, SEP, SLURM_ENV, SQUEUE_ARGS, SQUEUE_ENDED_ARGS, SacctRow, SqueueRow, parse_sacct, parse_sbatch_id,
+    parse_squeue, parse_squeue_ended,
 )
 from corral.backends.slurm.script import SbatchRequest
 from corral.core.resources import Gpu, Node
@@ -48,6 +49,8 @@ class SlurmCluster:
         self.user = user or os.environ.get("USER") or "root"
         self.runner = runner
         self.calls = CallCount({})
+        self.has_accounting = True
+        """False once sacct said this cluster keeps none."""
         # sbatch and squeue read SBATCH_*/SQUEUE_* as option defaults: none of a user's may leak in
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SBATCH_", "SQUEUE_", "SACCT_"))}
         self.env.update(SLURM_ENV)
@@ -83,14 +86,25 @@ class SlurmCluster:
         return parse_squeue(self._run(["squeue", *SQUEUE_ARGS, f"--user={self.user}"]))
 
     def accounting(self, job_ids: Sequence[str]) -> list[SacctRow]:
-        """sacct's records of these jobs (array ids expand to their tasks).
+        """sacct's records of these jobs (array ids expand to their tasks); on a cluster without accounting,
+        what squeue still lists of them.
 
         Raises:
-            SlurmError: no accounting here (slurmdbd not configured), or the call failed.
+            SlurmError: the call failed.
         """
         if not job_ids:
             return []
-        return parse_sacct(self._run(["sacct", *SACCT_ARGS, "-X", f"--jobs={','.join(job_ids)}"]))
+        if self.has_accounting:
+            try:
+                return parse_sacct(self._run(["sacct", *SACCT_ARGS, "-X", f"--jobs={','.join(job_ids)}"]))
+            except SlurmError as exc:
+                if "accounting storage is disabled" not in exc.message:
+                    raise
+                log.warning("this cluster keeps no accounting: how a job ended is read from squeue, "
+                            "which lists it for MinJobAge after")
+                self.has_accounting = False
+        # One call for all: squeue, asked for every state, lists jobs that ended for MinJobAge after.
+        return parse_squeue_ended(self._run(["squeue", *SQUEUE_ENDED_ARGS, f"--user={self.user}"]), job_ids)
 
     def efficiency_record(self, job_id: str) -> str:
         """sacct's lines for one job and its steps, with what `efficiency` reads."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import NamedTuple
 
 from corral.core.arrays import parse_array
@@ -23,6 +23,13 @@ long state, reason, nodes, start (expected start while pending), time used. No w
 SQUEUE_FORMAT = SEP.join(SQUEUE_FIELDS)
 SQUEUE_ARGS = ("--noheader", "--all", f"--format={SQUEUE_FORMAT}")
 """squeue's options; the caller adds `--jobs=...` or `--me`."""
+
+SQUEUE_ENDED_FIELDS = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "exit_code", "StartTime", "EndTime",
+                       "TimeUsed", "NodeList")
+SQUEUE_ENDED_ARGS = ("--noheader", "--all", "--states=all",
+                     "--Format=" + ",".join(f"{f}:{SEP}" for f in SQUEUE_ENDED_FIELDS[:-1]) + f",{SQUEUE_ENDED_FIELDS[-1]}:")
+"""squeue's options for jobs that ended too (kept MinJobAge): no job name, no text of its owner's, among them.
+The caller adds `--user=...`."""
 
 SACCT_FIELDS = ("JobID", "JobIDRaw", "State", "ExitCode", "Start", "End", "Elapsed", "NodeList")
 SACCT_ARGS = ("--parsable2", "--noheader", f"--delimiter={SEP}", f"--format={','.join(SACCT_FIELDS)}")
@@ -190,6 +197,48 @@ def parse_sacct(text: str, *, requeue: bool = True) -> list[SacctRow]:
         except ValueError as exc:
             log.warning("cannot read sacct line %r: %s", line, exc)
     return rows
+
+
+def parse_squeue_ended(text: str, job_ids: Collection[str], *, requeue: bool = True) -> list[SacctRow]:
+    """Lines of `squeue` run with SQUEUE_ENDED_ARGS, for these jobs (an array's id names all its tasks), read as
+    sacct's rows: what a cluster without accounting still knows of a job for MinJobAge after it ends."""
+    wanted = set(job_ids)
+    rows = []
+    for line, fields in split_lines(text, len(SQUEUE_ENDED_FIELDS), "squeue"):
+        raw_text, array_text, task_text, state, status, start, end, used, nodes = fields
+        is_array = task_text not in _NO_VALUE
+        job_id = raw_text if not is_array else (
+            f"{array_text}_{task_text}" if task_text.isdigit() else f"{array_text}_[{task_text}]")
+        if not wanted & {job_id, raw_text, array_text if is_array else raw_text}:
+            continue
+        try:
+            exit_code, signal = _from_wait_status(status)
+            rows.append(SacctRow(
+                job_id=job_id,
+                raw_id=int(raw_text),
+                array_job_id=int(array_text) if is_array else None,
+                array_task_ids=_task_ids(task_text) if is_array else (),
+                slurm_state=state,
+                state=map_state(state, requeue=requeue),
+                exit_code=exit_code,
+                signal=signal,
+                start_time=parse_slurm_time(start),
+                end_time=parse_slurm_time(end),
+                elapsed_s=parse_slurm_duration(used),
+                node=_value(nodes),
+            ))
+        except ValueError as exc:
+            log.warning("cannot read squeue line %r: %s", line, exc)
+    return rows
+
+
+def _from_wait_status(text: str) -> tuple[int | None, int | None]:
+    """squeue's exit_code, a wait status (`512`: exit 2; `9`: killed by SIGKILL), as (exit code, signal)."""
+    if not text.isdigit():
+        raise ValueError(f"exit code {text!r} is not a wait status")
+    status = int(text)
+    signal = status & 0x7F
+    return (status >> 8, None) if signal == 0 else (128 + signal, signal)
 
 
 def outcome_from_sacct(row: SacctRow, *, now: float | None = None) -> Outcome:
