@@ -20,7 +20,10 @@ import pytest
 from hypothesis import settings
 
 from corral.client import Client
+from corral.cli.daemon import stop_server
+from corral.errors import CorralError
 from corral.home import read_server_info
+from tests.forked_servers import FORKED
 
 pytest_plugins = [
     "tests.containers",  # podman, busybox_image, python_image: container jobs' runtime and images
@@ -109,33 +112,39 @@ class Server:
     extra: list[str] = field(default_factory=list)
     pid: int = 0
     url: str = ""
+    began: int | None = None
+    """The server process's start time (clock ticks since boot): the pid is its own while this matches."""
 
     def start(self) -> Server:
         declared = ["--gpus", str(self.gpus), "--gpu-type", "A100", "--gpu-mem", "80G"] if self.gpus is not None else []
-        args = [sys.executable, "-m", "corral.cli", "up", "--home", self.home, "--port", "0", *declared,
-                "--kill-grace", "1", "--detach", *self.extra]
+        up = ["up", "--home", self.home, "--port", "0", *declared, "--kill-grace", "1", *self.extra]
         if self.db:
-            args += ["--db", self.db]
-        subprocess.run(args, check=True, capture_output=True, timeout=90)
-        info = read_server_info(self.home)
+            up += ["--db", self.db]
+        info = FORKED.start(up, self.home)  # as `corral up --detach`, without its imports (tests/forked_servers.py)
+        if info is None:
+            subprocess.run([sys.executable, "-m", "corral.cli", *up, "--detach"], check=True, capture_output=True,
+                           timeout=90)
+            info = read_server_info(self.home)
         assert info is not None
         self.pid, self.url = info["pid"], info["url"]
+        self.began = _began(self.pid)
         return self
 
     def client(self) -> Client:
         return Client(home=self.home)
 
     def stop(self) -> None:
-        down = subprocess.run([sys.executable, "-m", "corral.cli", "--home", self.home, "down"], capture_output=True,
-                              timeout=60)
-        if down.returncode == 0 and b"stopped" in down.stdout:
-            return
-        try:  # its home may be gone already (a fixture torn down first): then `down` cannot find it
-            with open(f"/proc/{self.pid}/cmdline", "rb") as f:
-                if self.home.encode() not in f.read():
-                    return  # gone, and the pid is someone else's now
+        try:  # what `corral down` does, without an interpreter of its own
+            if stop_server(self.home, 60) is not None:
+                return
+        except (CorralError, OSError):
+            pass
+        # its home may be gone already (a fixture torn down first): then `down` cannot find it
+        if self.began is None or _began(self.pid) != self.began:
+            return  # gone, and the pid is someone else's now
+        try:
             os.kill(self.pid, signal.SIGTERM)
-        except (FileNotFoundError, ProcessLookupError):
+        except ProcessLookupError:
             return
         self._wait_gone()
 
@@ -151,6 +160,14 @@ class Server:
             except ProcessLookupError:
                 return
             time.sleep(0.02)
+
+
+def _began(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[19])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
 
 
 @pytest.fixture
