@@ -18,13 +18,15 @@ both sides of a pair alike, and the median of the ratios is the figure. Floor: 2
 Submits are held (nothing runs beside the timing), each cancel cancels a held job of its own.
 
 Where a real Slurm answers (`scontrol ping`), its `sbatch --parsable -H --wrap true` and `squeue` are
-timed the same way, for comparison (no floor); the jobs submitted there are cancelled at the end.
+timed the same way, for comparison (no floor); the jobs submitted there, under a name of this run's own, are
+cancelled at the end (no other job of the uid).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -110,20 +112,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rows.append(row)
     real: list[dict[str, Any]] = []
     if _slurm_answers():
-        submitted: list[str] = []
         plain_env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
+        # A name of this run's own: the clean-up cancels the jobs it submitted, never another's held job of this uid
+        mine = f"corral-bench-{os.getpid()}-{secrets.token_hex(4)}"
         try:
             for name, argv in (("real sbatch --parsable -H --wrap true", ["/usr/bin/sbatch", "--parsable", "-H",
-                                                                          "--wrap", "true"]),
+                                                                          f"--job-name={mine}", "--wrap", "true"]),
                                ("real squeue", ["/usr/bin/squeue"])):
                 log(f"timing {n} x {name} beside python -c pass")
                 real.append({"command": name, **_paired([argv], n, warmup, plain_env)})
         finally:
-            out = subprocess.run(["/usr/bin/squeue", "-h", "-u", str(os.getuid()), "-t", "PD", "-o", "%i %j"],
-                                 capture_output=True, text=True).stdout
-            submitted = [line.split()[0] for line in out.splitlines() if line.split()[1:] == ["wrap"]]
-            if submitted:
-                subprocess.run(["/usr/bin/scancel", *submitted], capture_output=True)
+            subprocess.run(["/usr/bin/scancel", f"--name={mine}", f"--user={os.getuid()}"], capture_output=True)
     worst = max(rows, key=lambda r: r["ratio_median"])
     return {
         "benchmark": "cli_calls",

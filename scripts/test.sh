@@ -32,8 +32,8 @@ unset PYTHONDONTWRITEBYTECODE
 # Most tests wait on real servers and jobs, not on the CPU: five workers share the machine, a file each at a
 # time, the files that take minutes first (tests/conftest.py); those that measure CPU share or pace, or share
 # machine-wide state across files (marked serial, see tests/conftest.py), run afterwards, alone. Exit 5: none
-# were selected.
-.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-5}" --dist loadfile --no-loadscope-reorder -m "not serial" "$@"
+# were selected. Each run prints its 25 slowest tests, so that the next slow one is seen when it comes.
+.venv/bin/python -m pytest -n "${CORRAL_TEST_WORKERS:-5}" --dist loadfile --no-loadscope-reorder -m "not serial" --durations=25 "$@"
 # The browser tests share no machine-wide state with each other: two workers of their own, without the MCP tests.
-.venv/bin/python -m pytest -n 2 --dist loadfile -m serial tests/web "$@" || [ $? = 5 ]
-.venv/bin/python -m pytest -m serial --ignore=tests/web "$@" || [ $? = 5 ]
+.venv/bin/python -m pytest -n 2 --dist loadfile -m serial tests/web --durations=25 "$@" || [ $? = 5 ]
+.venv/bin/python -m pytest -m serial --ignore=tests/web --durations=25 "$@" || [ $? = 5 ]
