@@ -1,72 +1,25 @@
-"""The Python client for a corral server (what the CLI uses too).
-
-    from corral import Client
-    client = Client()                      # finds the server of ~/.corral (or $CORRAL_URL)
-    job = client.submit(["python", "train.py"], gpus=2, time="2h")
-    client.wait(job["id"])
-
-Plain `http.client` underneath: the CLI imports this on every call and must start fast.
-"""
+"""`Client`: one method per call of the server's API (jobs, nodes and reservations, monitoring and alerts, runs,
+tokens), and the checks of the ids and names it puts into URLs. The requests go through `transport.Transport`."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from corral.client.transport import Transport
 from corral.core.states import TERMINAL_STATES
 from corral.errors import InvalidRequest, ServerUnavailable, error_from_answer
-from corral.home import resolve_home
-from corral.server_address import (  # noqa: F401 - find_server: re-exported
-    chosen_url, find_server, locate, no_server_message, retrying_rate_limits,
-)
 
 TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
-# uvicorn closes a kept-alive connection idle for 30 s; reconnect well before rather than
-# retry a POST that the server might have seen
-IDLE_RECONNECT_S = 20.0
 UPLOAD_CHUNK = 8 << 20  # an artifact's bytes per request: well under the server's 64 MB body limit
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP over the server's Unix socket: the server learns the caller's uid from the kernel (SO_PEERCRED)."""
-
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
 
 
-class Client:
+class Client(Transport):
     """A connection to one corral server. Methods return the API's JSON (dicts)."""
-
-    def __init__(self, url: str | None = None, *, home: str | None = None, timeout: float = 60.0,
-                 token: str | None = None) -> None:
-        """`token`: an API token (`corral token create`), else `$CORRAL_TOKEN`; local callers need none."""
-        self.home = resolve_home(home)
-        self.url, self._socket = locate(url, home)
-        self._explicit_url = chosen_url(url)[1]
-        self._token = token or os.environ.get("CORRAL_TOKEN") or None
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise InvalidRequest("url", f"cannot use {self.url!r}", "give http://HOST:PORT; for https, put a TLS proxy in front")
-        self._host = parts.hostname
-        self._port = parts.port or 80
-        self._timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
-        self._last_used = 0.0
 
     # -- jobs -------------------------------------------------------------------------------------
 
@@ -142,6 +95,11 @@ class Client:
     def history(self, *, states: Sequence[str] = (), limit: int = 100, order: str = "id") -> list[dict[str, Any]]:
         """Finished jobs, newest first: by id, or (`order="start"`) latest start first, as `corral history` lists them."""
         return self._list("finished", states, limit, order)
+
+    def _list(self, scope: str, states: Sequence[str], limit: int, order: str = "id") -> list[dict[str, Any]]:
+        query = urllib.parse.urlencode([("scope", scope), ("limit", limit), *[("state", s) for s in states],
+                                        *([("order", order)] if order != "id" else [])])
+        return self._request("GET", f"/api/v1/jobs?{query}")["jobs"]
 
     def cancel(self, job_id: int | str) -> dict[str, Any]:
         return self._request("POST", f"/api/v1/jobs/{_ref(job_id)}/cancel")
@@ -442,70 +400,6 @@ class Client:
     def whoami(self) -> dict[str, Any]:
         """Who the server takes this client for: user, scope, and how it knows."""
         return self._request("GET", "/api/v1/whoami")
-
-    # -- transport --------------------------------------------------------------------------------
-
-    def _list(self, scope: str, states: Sequence[str], limit: int, order: str = "id") -> list[dict[str, Any]]:
-        query = urllib.parse.urlencode([("scope", scope), ("limit", limit), *[("state", s) for s in states],
-                                        *([("order", order)] if order != "id" else [])])
-        return self._request("GET", f"/api/v1/jobs?{query}")["jobs"]
-
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
-        status, _, data = self._raw(method, path, body)
-        if status >= 400:
-            raise error_from_answer(status, data)
-        return json.loads(data) if data else None
-
-    def _raw(self, method: str, path: str, body: Any = None, *,
-             content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
-        """One request; a 429 (not processed) is tried again after the server's Retry-After, a few times.
-        `body`: JSON, or bytes sent as they are with `content_type`."""
-        return retrying_rate_limits(lambda: self._send(method, path, body, content_type))
-
-    def _auth(self, headers: dict[str, str]) -> None:
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-
-    def _connection(self) -> http.client.HTTPConnection:
-        """A connection of its own (a download streams on it while the client's stays free)."""
-        return (_UnixConnection(self._socket, self._timeout) if self._socket else
-                http.client.HTTPConnection(self._host, self._port, timeout=self._timeout))
-
-    def _send(self, method: str, path: str, body: Any = None,
-              content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
-        if isinstance(body, bytes):
-            payload: bytes | None = body
-        else:
-            payload = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": content_type} if payload is not None else {}
-        self._auth(headers)
-        if self._conn is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
-            self.close()
-        for attempt in (1, 2):
-            if self._conn is None:
-                self._conn = self._connection()
-            try:
-                self._conn.request(method, path, body=payload, headers=headers)
-                response = self._conn.getresponse()
-                data = response.read()
-                self._last_used = time.monotonic()
-                return response.status, {k.lower(): v for k, v in response.getheaders()}, data
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                # a kept-alive connection the server closed: one fresh try, for reads only
-                self.close()
-                if attempt == 2 or method != "GET":
-                    raise ServerUnavailable(f"the corral server at {self.url} closed the connection") from None
-            except OSError as exc:  # refused, unknown host, timeout
-                self.close()
-                reason = exc.strerror or str(exc) or type(exc).__name__
-                advice = "check the URL" if self._explicit_url else no_server_message(self.home)
-                raise ServerUnavailable(f"cannot reach the corral server at {self.url}: {reason}; {advice}") from None
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     def __enter__(self) -> Client:
         return self
