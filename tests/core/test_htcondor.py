@@ -640,7 +640,7 @@ def test_an_item_where_one_value_serves_every_task_is_refused():
 
 
 def test_resolve_queue_lists_files_and_matches_for_the_server():
-    from corral.core.htcondor import resolve_queue
+    from corral.core.htcondor_submit_file import resolve_queue
 
     asked = []
 

@@ -14,7 +14,7 @@ from corral.errors import CorralError
 
 def resolve_items(text: str, base_dir: str) -> str:
     """The submit file with its queue's file and glob items listed inline, read from `base_dir`."""
-    from corral.core.htcondor import resolve_queue
+    from corral.core.htcondor_submit_file import resolve_queue
 
     def read_file(name: str) -> str:
         path = os.path.join(base_dir, name)
