@@ -18,7 +18,7 @@ from corral.core.run_filters import parse_filter
 from corral.core.run_requests import parse_artifacts, parse_run_request
 from corral.errors import NotFound
 from corral.store import migrate
-from corral.store import runs as runs_module
+from corral.store import run_metrics
 from corral.store.db import database_url, open_engine
 from corral.store.runs import RunStore
 from corral.store.schema import metric_chunks, runs
@@ -489,7 +489,7 @@ def test_artifacts_are_upserted_by_path_and_marking_deleted_keeps_step_and_metri
 
 def test_raw_reads_factor_is_the_documented_switch(store, monkeypatch):
     """With the raw factor at 1, a read of more than max_points goes to the summaries yet keeps its contract."""
-    monkeypatch.setattr(runs_module, "_RAW_FACTOR", 1)
+    monkeypatch.setattr(run_metrics, "_RAW_FACTOR", 1)
     run_id, _ = create(store)
     values = _spiky_values(5000, seed=1)
     append(store, run_id, {"loss": points(range(5000), values)})
