@@ -1,10 +1,11 @@
 """The per-job supervisor: `python -m corral.executor.supervisor JOB_DIR`.
 
-It runs one job in its own session and process group, enforces its time and
-memory limits, forwards a cancel, and records the outcome in `result.json`
-itself, so the server may die or restart at any moment without losing an exit
-status. It holds the job directory's lock for its whole life; the server takes
-a free lock to mean "no supervisor is alive".
+It runs one job in its own session and process group, enforces its limits
+(`corral.executor.limits`: time, memory, logs, the server's marks), forwards a
+cancel, and records the outcome in `result.json` itself, so the server may die
+or restart at any moment without losing an exit status. It holds the job
+directory's lock for its whole life; the server takes a free lock to mean "no
+supervisor is alive".
 
 Where the server found cgroups (`corral.executor.cgroups`), launch.json names the job's
 cgroup: the supervisor makes it with the job's limits (memory, processes, the GPUs it may
@@ -35,9 +36,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from corral.executor import condor_log, endings, files
-from corral.executor.cgroups import JobCgroup, JobLimits, open_job_cgroup
+from corral.executor.cgroups import JobCgroup, JobLimits, counted_usage, open_job_cgroup
 from corral.executor.job_owner import as_owner, exec_job
 from corral.executor.launch_config import LaunchConfig, LaunchConfigError
+from corral.executor.limits import (Cancel, Ending, FailMark, Limit, LogLimits, MemoryLimit, NodeFailMark,
+                                    PreemptMark, TimeLimit, TimeLimitNotice, WarningSignalDue, WatchedJob,
+                                    first_ending, note_memory_kill, oom_killed, read_reason)
 from corral.executor.log_relay import JobLogs
 from corral.executor.terminal import NoClient, Terminal
 from corral.executor.warning_signal import WarningSignal
@@ -45,8 +49,8 @@ from corral.executor.warning_signal import WarningSignal
 if TYPE_CHECKING:
     from corral.executor.containers.held import HeldPaths
 
-MEMORY_CHECK_INTERVAL_S = 0.5
 MAX_WAIT_S = 1.0  # re-check the cancel file at least this often, even if a signal was missed
+
 
 class Supervisor:
     def __init__(self, job_dir: str, config: LaunchConfig) -> None:
@@ -82,7 +86,7 @@ class Supervisor:
             self.finish("PREEMPTED", None, None)
             return
         if os.path.exists(self.path(files.NODE_FAIL)):
-            self.finish("NODE_FAIL", None, None, _read_reason(self.path(files.NODE_FAIL)))
+            self.finish("NODE_FAIL", None, None, read_reason(self.path(files.NODE_FAIL)))
             return
         try:
             logs = self.logs = JobLogs.open(self.config, os.path.basename(os.path.normpath(self.job_dir)),
@@ -93,7 +97,9 @@ class Supervisor:
             self.finish("FAILED", None, None, error=f"cannot open log file{as_whom}: {exc}")
             return
         if self.config.container:
-            refused = self.check_container()
+            from corral.executor.containers.supervision import check_container  # a container job's alone
+
+            self.held, refused = check_container(self.config, self.job_dir)
             if refused:
                 self.note_stderr(f"corral: {refused}")
                 logs.close()
@@ -172,7 +178,11 @@ class Supervisor:
             terminal.start()
         self.write_condor_event(lambda c, p: condor_log.executing(c, p, time.time()))
         state, status, usage = self.watch(wake_r)
-        container_error = self.end_container(status) if self.config.container else None
+        container_error = None
+        if self.config.container:
+            from corral.executor.containers.supervision import end_container
+
+            container_error, self.image_pull_s = end_container(self.config, self.job_dir, status, self.log)
         # Slurm's rule: the job's leftover processes die with it, and only then are its resources free
         if self.cgroup is not None:
             self.cgroup.kill_until_empty(note=self.log)
@@ -181,10 +191,11 @@ class Supervisor:
         for problem in logs.drain():  # all of its output in its logs before its end is recorded
             self.log(problem)
         if self.cgroup is not None:
-            if state is None and self.oom_killed():
+            if state is None and oom_killed(self.cgroup, self.oom_kills_before):
                 state = "OUT_OF_MEMORY"
-                self.note_memory_kill()
-            usage = self.cgroup_usage(usage)
+                note_memory_kill(self.note_stderr, self.config.mem_limit_mb, self.job_ref, self.cgroup,
+                                 self.oom_kills_before)
+            usage = counted_usage(self.cgroup, usage)
             self.cgroup.remove()
         exit_code, sig = _decode(status)
         if state is None:
@@ -251,36 +262,11 @@ class Supervisor:
         self.cgroup = cgroup
         self.oom_kills_before = cgroup.oom_kills()  # a requeued job's cgroup v1 keeps its old count
 
-    def oom_killed(self) -> bool:
-        return self.cgroup is not None and self.cgroup.holds_memory and self.cgroup.oom_kills() > self.oom_kills_before
-
-    def cgroup_usage(self, usage: dict[str, float]) -> dict[str, float]:
-        """The kernel's count for the whole cgroup (detached processes included) over what wait4 saw."""
-        assert self.cgroup is not None
-        counted = self.cgroup.usage()
-        usage = dict(usage)
-        if counted.cpu_time_s is not None:
-            usage["cpu_time_s"] = counted.cpu_time_s
-        if counted.peak_memory_mb is not None:
-            usage["max_rss_mb"] = counted.peak_memory_mb
-            usage["memory_source"] = "cgroup"  # type: ignore[assignment]
-        return usage
-
-    def note_memory_kill(self) -> None:
-        limit = self.config.mem_limit_mb
-        self.note_stderr(f"corral: job exceeded its memory limit of {limit} MB; killed" if limit else
-                         "corral: the kernel's out-of-memory killer killed a process of the job (the machine ran out "
-                         "of memory); the job was stopped")
-        kills = 1
-        if self.cgroup is not None and self.cgroup.holds_memory:
-            kills = max(1, self.cgroup.oom_kills() - self.oom_kills_before)
-        self.note_stderr(endings.oom_line(self.job_ref, kills))
-
     def note_stop(self, outcome: str) -> None:
         """Say in the job's stderr, as slurmstepd does, that it is being stopped and why."""
         why = {"TIMEOUT": endings.TIME_LIMIT, "PREEMPTED": endings.PREEMPTION, "REQUEUE": endings.REQUEUE,
                "NODE_FAIL": endings.NODE_FAILURE}.get(outcome, "")
-        by = _read_reason(self.path(files.CANCEL), "") if outcome == "CANCELLED" else None
+        by = read_reason(self.path(files.CANCEL), "") if outcome == "CANCELLED" else None
         line = endings.cancelled_line(self.job_ref, self.config.node or os.uname().nodename, time.time(), why,
                                       by=by or None)
         self.note_stderr(line)
@@ -298,28 +284,22 @@ class Supervisor:
             pass  # a full disk: the note is lost, the supervisor carries on
 
     def watch(self, wake_r: int) -> tuple[str | None, int, dict[str, float]]:
-        """Wait for the job to end while enforcing cancel, the time limit and the memory limit."""
-        limit = self.config.time_limit_s
+        """Wait for the job to end while enforcing its limits (`corral.executor.limits`), in their order."""
         grace = float(self.config.kill_grace_s)
-        mem_limit = self.config.mem_limit_mb or 0
         began = time.monotonic()
-        deadline = began + limit if limit else None
-        next_mem_check = began + MEMORY_CHECK_INTERVAL_S if mem_limit or self.cgroup else None
+        job = WatchedJob(self.pid, self.cgroup)
         # --signal=SIG@T: warn the job T seconds before its time limit (say, to checkpoint)
         warning = WarningSignal(self.config.warn_signal, float(self.config.warn_before_s), self.config.warn_batch)
-        warn_at = warning.due_at(deadline)
-        # an interactive job's user hears of its time limit before it comes (a batch job has --signal)
-        notice_at = deadline - min(60.0, 0.2 * float(limit or 0)) if deadline and self.terminal is not None else None
+        limits = self.limits(began, warning)
         try:
             pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             pidfd = None
-        outcome: str | None = None
         kill_at: float | None = None
         while True:
             now = time.monotonic()
             waits = [MAX_WAIT_S if pidfd is not None else 0.05]
-            for moment in (deadline if outcome is None else None, next_mem_check, kill_at, warn_at, notice_at):
+            for moment in [rule.next_look(job) for rule in limits] + [kill_at]:
                 if moment is not None:
                     waits.append(max(0.0, moment - now))
             ready = [fd for fd in (pidfd, wake_r) if fd is not None]
@@ -334,61 +314,48 @@ class Supervisor:
                 # even for a job shorter than one sampling interval (what `corral eff` reports).
                 usage = {"cpu_time_s": round(rusage.ru_utime + rusage.ru_stime, 3),
                          "max_rss_mb": round(rusage.ru_maxrss / 1024, 1)}
-                return outcome, status, usage
+                return job.ending.state if job.ending else None, status, usage
             now = time.monotonic()
-            if notice_at is not None and now >= notice_at and self.terminal is not None:
-                left = max(0, round((deadline or now) - now))
-                self.terminal.notice(f"srun: warning: job {self.job_ref} reaches its time limit in {left} s")
-                notice_at = None
-            if warn_at is not None and now >= warn_at and outcome is None:
-                warning.send(self.pid, self.cgroup)
-                warn_at = None
-            if outcome is None:
-                why, warn_instead = None, False
-                if os.path.exists(self.path(files.PREEMPT)):
-                    outcome = "PREEMPTED"
-                    why = {files.REQUEUE: "REQUEUE", files.REQUEUE_NODE_FAIL: "NODE_FAIL"}.get(
-                        _read_reason(self.path(files.PREEMPT), ""))
-                    warn_instead = warning.pending and why is None  # a preemption warns, once; a requeue does not
-                elif (log_stop := self.logs.stopped if self.logs else None) or os.path.exists(self.path(files.FAIL)):
-                    # its logs' limits, or the server's verdict: no grace, a runaway log would fill the disk
-                    outcome = "FAILED"
-                    self.signal_job(signal.SIGKILL)
-                    self.failed = log_stop or _read_reason(self.path(files.FAIL))
-                    self.note_stderr(f"corral: {self.failed}")
-                    continue
-                elif os.path.exists(self.path(files.NODE_FAIL)):
-                    outcome = "NODE_FAIL"  # its GPU failed: stopped as a cancel is, its stderr saying so as Slurm's
-                elif self.cancel_requested or os.path.exists(self.path(files.CANCEL)):
-                    outcome = "CANCELLED"
-                elif deadline is not None and now >= deadline:
-                    outcome = "TIMEOUT"
-                if outcome is not None:
-                    self.note_stop(why or outcome)
-                    if not (warn_instead and warning.send(self.pid, self.cgroup)):  # else, or if it reached no one
-                        self.signal_job(signal.SIGTERM)
-                    kill_at = now + grace
-                    continue
-            if next_mem_check is not None and now >= next_mem_check:
-                next_mem_check = now + MEMORY_CHECK_INTERVAL_S
-                if outcome is None and self.over_memory(mem_limit):
-                    outcome = "OUT_OF_MEMORY"
-                    self.signal_job(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
-                    self.note_memory_kill()
+            ending = first_ending(limits, now, job)
+            if ending is not None:
+                job.ending = ending
+                kill_at = now + grace if self.stop(ending, warning) else None
+                continue
             if kill_at is not None and now >= kill_at:
                 self.signal_job(signal.SIGKILL)
                 kill_at = None
 
-    def over_memory(self, limit_mb: float) -> bool:
-        """Whether the job went over its memory: an OOM kill in its cgroup (its limit's, or the machine's
-        when it has none), else its processes' summed RSS over its limit."""
-        if self.cgroup is not None and self.cgroup.holds_memory:
-            return self.oom_killed()
-        if not limit_mb:
+    def limits(self, began: float, warning: WarningSignal) -> list[Limit]:
+        """The job's limits, in the order they are looked at: the first to end the job says how it ends."""
+        limit = self.config.time_limit_s
+        deadline = began + limit if limit else None
+        return [
+            TimeLimitNotice(deadline, limit, self.terminal, self.job_ref),
+            WarningSignalDue(warning, deadline),
+            PreemptMark(self.job_dir, warning),
+            LogLimits(self.logs),
+            FailMark(self.job_dir),
+            NodeFailMark(self.job_dir),
+            Cancel(self.job_dir, lambda: self.cancel_requested),
+            TimeLimit(deadline),
+            MemoryLimit(self.config.mem_limit_mb or 0, began, self.cgroup, self.oom_kills_before),
+        ]
+
+    def stop(self, ending: Ending, warning: WarningSignal) -> bool:
+        """Begin to stop the job as `ending` says; whether it has its grace before the SIGKILL."""
+        if ending.at_once:
+            self.signal_job(signal.SIGKILL)  # first: nothing the job left behind may delay the kill
+            if ending.state == "OUT_OF_MEMORY":
+                note_memory_kill(self.note_stderr, self.config.mem_limit_mb, self.job_ref, self.cgroup,
+                                 self.oom_kills_before)
+            else:
+                self.failed = ending.error
+                self.note_stderr(f"corral: {self.failed}")
             return False
-        if self.cgroup is not None:
-            return files.pids_rss_mb(self.cgroup.pids()) > limit_mb
-        return files.session_rss_mb(self.pid) > limit_mb
+        self.note_stop(ending.why or ending.state)
+        if not (ending.warn_first and warning.send(self.pid, self.cgroup)):  # else, or if it reached no one
+            self.signal_job(signal.SIGTERM)
+        return True
 
     def signal_job(self, sig: int) -> None:
         """Signal every process of the job: its whole cgroup, else its process group and session.
@@ -402,59 +369,6 @@ class Supervisor:
         else:
             inside = self.cgroup.nested_pids(_runtime_cgroups()) if self.config.container else []
             self.cgroup.signal(sig, inside or None)
-
-    def check_container(self) -> str | None:
-        """Why the job's container may not start, or None: every path it would see of the host (and an
-        image file) must be the owner's to open, and none may be corral's own but the job's checkpoints and script.
-
-        The runtime runs as root, so this is the only place the owner's rights are asked; what was opened
-        is what the runtime gets (`containers.held`), held until `finish`."""
-        from corral.executor.containers import ContainerLaunch
-        from corral.executor.containers.held import hold_paths
-        from corral.executor.containers.mounts import MountRefused
-
-        launch = ContainerLaunch.from_json(self.config.container or {})
-        home = os.path.dirname(os.path.dirname(os.path.abspath(self.job_dir)))
-        allowed = (self.config.env.get("CORRAL_CHECKPOINT_DIR", ""), self.path(files.SCRIPT))
-        try:
-            self.held = hold_paths(launch, self.config, self.job_dir, home, allowed)
-        except MountRefused as exc:
-            return str(exc)
-        except OSError as exc:
-            return f"cannot hand the container runtime the job's host paths: {exc}"
-        return None
-
-    def end_container(self, status: int) -> str | None:
-        """Remove what is left of the container; why it could not run, when it could not."""
-        import subprocess
-
-        from corral.executor.containers import ContainerLaunch, driver_for
-        from corral.executor.containers.start import CANNOT_START, read_state
-
-        launch = ContainerLaunch.from_json(self.config.container or {})
-        remove = driver_for(launch.runtime, launch.rootless).remove_argv(launch)
-        if remove is not None:
-            try:
-                subprocess.run(remove, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sys.stderr,
-                               env=dict(launch.runtime_env), timeout=60)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                self.log(f"cannot remove the container {launch.name}: {exc}")
-        for leftover in launch.leftover_cgroups:
-            from corral.executor.cgroups import remove_tree
-
-            try:
-                remove_tree(leftover)
-            except OSError as exc:
-                self.log(f"cannot remove the cgroup {leftover}: {exc}")
-        state = read_state(self.job_dir)
-        pull_s = state.get("pull_s")
-        self.image_pull_s = float(pull_s) if isinstance(pull_s, int | float) else None
-        if isinstance(state.get("error"), str):
-            return str(state["error"])
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == CANNOT_START:
-            return (f"{launch.runtime} could not run the job's container (exit status {CANNOT_START}); "
-                    "its own message is in the job's stderr")
-        return None
 
     def note_stderr(self, message: str) -> None:
         if self.logs is not None:
@@ -526,14 +440,6 @@ def _wake(fd: int) -> None:
         os.write(fd, b"l")
     except OSError:
         pass  # the pipe is full: the supervisor is awake already
-
-
-def _read_reason(path: str, default: str = "stopped by the server") -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read(2000).decode(errors="replace").strip() or default
-    except OSError:
-        return default
 
 
 def _decode(status: int) -> tuple[int, int | None]:

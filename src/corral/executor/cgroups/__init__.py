@@ -174,6 +174,18 @@ def open_job_cgroup(layout: dict[str, Any], job_name: str) -> JobCgroup:
     return V2JobCgroup(os.path.join(layout["path"], job_name))
 
 
+def counted_usage(cgroup: JobCgroup, usage: dict[str, float]) -> dict[str, float]:
+    """The kernel's count for the whole cgroup (detached processes included) over what wait4 saw."""
+    counted = cgroup.usage()
+    usage = dict(usage)
+    if counted.cpu_time_s is not None:
+        usage["cpu_time_s"] = counted.cpu_time_s
+    if counted.peak_memory_mb is not None:
+        usage["max_rss_mb"] = counted.peak_memory_mb
+        usage["memory_source"] = "cgroup"  # type: ignore[assignment]
+    return usage
+
+
 def read_pids(procs_file: str) -> list[int]:
     """The pids in a `cgroup.procs` file and in those of the cgroups nested in it (a container runtime puts
     a container's in one of its own, under the job's); none when the cgroup is gone."""
