@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 
     from corral.client import Client
     from corral.sdk.media import Histogram, Image, Table, Text
-    from corral.sdk.run import Run, finish, init, log
+    from corral.sdk.open_runs import finish, log
+    from corral.sdk.run import Run
+    from corral.sdk.start import init
 
-_SDK_NAMES = frozenset({"Run", "finish", "init", "log"})
+_CURRENT_RUN_NAMES = frozenset({"finish", "log"})
 _MEDIA_NAMES = frozenset({"Histogram", "Image", "Table", "Text"})
 
 
@@ -38,10 +40,18 @@ def __getattr__(name: str) -> Any:
         from corral.sdk import media
 
         value = getattr(media, name)
-    elif name in _SDK_NAMES:
-        from corral.sdk import run
+    elif name == "Run":
+        from corral.sdk.run import Run
 
-        value = getattr(run, name)
+        value = Run
+    elif name == "init":
+        from corral.sdk.start import init
+
+        value = init
+    elif name in _CURRENT_RUN_NAMES:
+        from corral.sdk import open_runs
+
+        value = getattr(open_runs, name)
     else:
         raise AttributeError(f"module 'corral' has no attribute {name!r}")
     globals()[name] = value  # later lookups skip this function

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from corral.sdk import run as run_module
+from corral.sdk import open_runs, start
 from tests.sdk.fakes import FakeServer
 
 JOB_VARIABLES = ("CORRAL_JOB_ID", "CORRAL_URL", "CORRAL_MODE", "CORRAL_CHECKPOINT_DIR", "CORRAL_RESTART_COUNT",
@@ -28,10 +28,10 @@ def sdk_env(tmp_path, monkeypatch) -> Iterator[str]:
     monkeypatch.setenv("CORRAL_SPOOL_DIR", str(spool))
     monkeypatch.setenv("CORRAL_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(run_module, "_init_count", 0)
-    monkeypatch.setattr(run_module, "_current", None)
+    monkeypatch.setattr(start, "_init_count", 0)
+    monkeypatch.setattr(open_runs, "_current", None)
     yield str(spool)
-    for leftover in list(run_module._open_runs):
+    for leftover in list(open_runs._open_runs):
         leftover.finish(timeout=5)
 
 

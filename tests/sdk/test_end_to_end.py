@@ -221,7 +221,7 @@ def test_checkpoint_retention_and_best_survive_a_restart(server_factory, at_serv
         run.save_checkpoint(str(tmp_path / "model"), step=step, metric=loss)
     run.finish("crashed")
 
-    monkeypatch.setattr("corral.sdk.run._init_count", 0)  # the restarted process
+    monkeypatch.setattr("corral.sdk.start._init_count", 0)  # the restarted process
     again = corral.init(**options)
     assert again.id == run.id and again.resumed
     assert open(again.latest_checkpoint(), "rb").read() == b"40"

@@ -215,7 +215,7 @@ def test_a_corral_job_links_its_run_and_a_requeue_continues_it(fake, monkeypatch
         first.log({"loss": float(i)}, step=i)
     first.flush()
 
-    monkeypatch.setattr("corral.sdk.run._init_count", 0)  # the requeued job is a new process
+    monkeypatch.setattr("corral.sdk.start._init_count", 0)  # the requeued job is a new process
     second = corral.init(project="mnist", name="lr-0.1", client=fake, **FAST)
     assert (second.id, second.uid, second.resumed, second.step) == (first.id, first.uid, True, 50)
     assert second.summary["loss"]["last_step"] == 49
@@ -275,7 +275,7 @@ def test_offline_a_requeued_job_continues_its_spooled_run(sdk_env, monkeypatch):
     for i in range(10):
         first.log({"loss": float(i)})
     first.finish()
-    monkeypatch.setattr("corral.sdk.run._init_count", 0)
+    monkeypatch.setattr("corral.sdk.start._init_count", 0)
     second = corral.init(project="p", mode="offline", **FAST)
     assert (second.uid, second.resumed, second.step) == (first.uid, True, 10)
     second.log({"loss": 10.0})
@@ -377,7 +377,7 @@ def test_outside_a_job_a_run_restarted_with_its_resume_key_finds_its_checkpoint(
     first = corral.init(project="p", client=fake, resume_key="my-experiment", **FAST)
     saved = first.save_checkpoint({"w": 1}, step=100)
     first.finish()
-    monkeypatch.setattr(corral.sdk.run, "_init_count", 0)
+    monkeypatch.setattr(corral.sdk.start, "_init_count", 0)
     again = corral.init(project="p", client=fake, resume_key="my-experiment", **FAST)
     assert again.latest_checkpoint() == saved
     again.finish()
@@ -388,7 +388,7 @@ def test_a_plain_slurm_job_requeued_finds_its_checkpoints(fake, monkeypatch):
     first = corral.init(project="p", client=fake, **FAST)
     saved = first.save_checkpoint({"w": 1}, step=7)
     first.finish()
-    monkeypatch.setattr(corral.sdk.run, "_init_count", 0)  # the requeued job's new process
+    monkeypatch.setattr(corral.sdk.start, "_init_count", 0)  # the requeued job's new process
     assert corral.init(project="p", client=fake, **FAST).latest_checkpoint() == saved
 
 
@@ -398,5 +398,5 @@ def test_torchrun_ranks_outside_a_job_share_rank_zeros_checkpoints(fake, monkeyp
     saved = rank0.save_checkpoint({"w": 1}, step=3)
     rank0.finish()
     monkeypatch.setenv("RANK", "1")
-    monkeypatch.setattr(corral.sdk.run, "_init_count", 0)
+    monkeypatch.setattr(corral.sdk.start, "_init_count", 0)
     assert corral.init(project="p", client=fake, **FAST).latest_checkpoint() == saved

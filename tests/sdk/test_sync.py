@@ -79,7 +79,7 @@ def test_two_spools_of_a_requeued_job_become_one_run_in_order(fake, sdk_env, mon
     # the requeued process did not find the first spool (say, on another node's disk): a new uid
     away = sdk_env + "-elsewhere"
     os.rename(os.path.join(sdk_env, first.uid), away)
-    monkeypatch.setattr("corral.sdk.run._init_count", 0)
+    monkeypatch.setattr("corral.sdk.start._init_count", 0)
     second = offline_run(range(50, 150))
     os.rename(away, os.path.join(sdk_env, first.uid))
     assert second.uid != first.uid and not second.resumed

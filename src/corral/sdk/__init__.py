@@ -1,6 +1,8 @@
 """The training-side SDK: what `import corral` gives a training script (`corral.init`, `corral.Run`).
 
-    run.py          Run and init: the public surface
+    run.py          Run: the tracked run a script logs to
+    start.py        init: start or resume a run; own_checkpoint_dir
+    open_runs.py    the current run (corral.log, corral.finish) and the exit, fork and SIGTERM hooks
     run_record.py   RunRecord: who a run is (project, name, uid, the server's id ...)
     checkpoint_schedule.py  CheckpointSchedule: when checkpoint_due() says yes
     sender.py       the background thread that batches, sends and spools

@@ -7,6 +7,9 @@
             run.save_checkpoint(model.state_dict(), step=step, metric=val_loss)
     run.finish()
 
+This module holds `Run`, the object; `init`, which makes one, is in corral.sdk.start, and the process's
+open runs (the current one, and the exit, fork and SIGTERM hooks) in corral.sdk.open_runs.
+
 `log` does no work in the caller's thread beyond an append: the run's `Sender` thread converts,
 batches, sends and, when the server cannot be reached, spools (see corral.sdk.sender). No method
 here raises because of the server; checkpoint saving does raise on disk errors, since a silently
@@ -16,44 +19,25 @@ missing checkpoint would be worse than a stopped job.
 from __future__ import annotations
 
 import argparse
-import atexit
-import hashlib
 import os
-import secrets
-import signal
 import sys
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral.core.checkpointing import recommended_checkpoint_interval_s
-from corral.sdk.backoff import RETRY_INTERVAL_S
 from corral.sdk.checkpoint_schedule import CheckpointSchedule
-from corral.sdk.checkpoints import CheckpointStore, RetentionPolicy, finite_or_none
-from corral.sdk.config_values import config_dict, with_sweep_values
-from corral.sdk.context import detect_job, git_commit
+from corral.sdk.checkpoints import CheckpointStore, finite_or_none
+from corral.sdk.config_values import config_dict
 from corral.sdk.media import Media
-from corral.sdk.context import resume_key as derive_resume_key
-from corral.sdk.places import SpoolPlaces, resume_spool
+from corral.sdk.open_runs import _forget, _ignore, _ignore_log, _lock
 from corral.sdk.run_record import RunRecord
-from corral.sdk.sender import Sender, logger
+from corral.sdk.sender import Sender
 
-MODES = ("online", "offline", "disabled")
-REQUEST_TIMEOUT_S = 10.0
 FINISH_TIMEOUT_S = 30.0
-SIGTERM_FLUSH_S = 3.0  # well inside the grace before SIGKILL (corral's default 10 s, Slurm's KillWait 30 s)
 
 _now = time.time  # a module global: one dict lookup cheaper than time.time in run.log
-
-_init_count = 0
-_current: Run | None = None
-_open_runs: list[Run] = []
-_hooks_installed = False
-_uncaught_exception = False
-_warned_child = False
-_lock = threading.Lock()
 
 
 class Run:
@@ -292,231 +276,6 @@ class Run:
         self._record.created(server_run)
 
 
-def init(project: str | None = None, config: Any = None, name: str | None = None, tags: Iterable[str] | None = None,
-         *, mode: str | None = None, url: str | None = None, client: Any = None, rank_zero_only: bool = True,
-         resume_key: str | None = None, checkpoint_dir: str | None = None, keep_last: int | None = None,
-         keep_best: int | None = None, best_metric: str | None = None, best_mode: str = "min",
-         flush_interval_s: float = 1.0, retry_interval_s: float = RETRY_INTERVAL_S, spool_dir: str | None = None,
-         finish_timeout_s: float = FINISH_TIMEOUT_S, clock: Callable[[], float] = time.time) -> Run:
-    """Start (or, in a requeued job, resume) a run and make it the current one.
-
-    Args:
-        project: groups runs (default `$CORRAL_PROJECT`, else "default").
-        config: a dict, an argparse.Namespace or a dataclass: the run's hyperparameters.
-        mode: "online" (default, or `$CORRAL_MODE`), "offline" (spool only) or "disabled".
-        url: the server (default `$CORRAL_URL`, else the one of the corral home).
-        client: anything with `corral.client.Client`'s run methods, used instead of a Client.
-        rank_zero_only: under DDP only rank 0 tracks; with False every rank has its own run.
-        resume_key: overrides the key derived from the job, project, name and `init` count.
-        checkpoint_dir: default `$CORRAL_CHECKPOINT_DIR` (a corral job's), else a directory of this
-            run's own under ./checkpoints (`own_checkpoint_dir`).
-        keep_last, keep_best, best_metric, best_mode: checkpoint retention (see RetentionPolicy).
-        flush_interval_s: how often the background thread sends.
-        retry_interval_s: the longest wait between a spooling run's tries of the server (they
-            start 1 s after a failure and double).
-        spool_dir: default `$CORRAL_SPOOL_DIR`, else `<corral home>/spool`; a shared server's
-            `<home>/spool/<user>`, or a private fallback when it cannot be written (corral.sdk.places).
-        clock: wall-clock time source for `checkpoint_due` (tests pass a fake).
-    """
-    global _init_count, _current
-    with _lock:
-        index = _init_count
-        _init_count += 1
-    mode = (mode or os.environ.get("CORRAL_MODE") or "online").strip().lower()
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    job = detect_job()
-    project = project or os.environ.get("CORRAL_PROJECT") or "default"
-    uid = secrets.token_hex(8)
-    key = resume_key or derive_resume_key(job.job, project, name, index, None if rank_zero_only else job.rank)
-    directory = checkpoint_dir or job.checkpoint_dir or own_checkpoint_dir(uid, key)
-    if not rank_zero_only:  # each rank its own run, so its own checkpoints and manifest
-        directory = os.path.join(directory, f"rank-{job.rank}")
-    store = CheckpointStore(directory,
-                            RetentionPolicy(keep_last, keep_best, best_mode), best_metric or "metric")
-    common = dict(project=project, name=name, rank=job.rank, checkpoints=store, time_limit_s=job.time_limit_s,
-                  end_time=job.end_time, clock=clock)
-    if mode == "disabled" or (rank_zero_only and job.rank != 0):
-        run = Run(uid=uid, mode="disabled", **common)  # type: ignore[arg-type]
-        _current = run
-        return run
-
-    tag_list = [str(t) for t in (tags or ())] + ([] if rank_zero_only else [f"rank:{job.rank}"])
-    request: dict[str, Any] = {
-        "project": project, "name": name, "uid": uid, "resume_key": key,
-        "config": with_sweep_values(config_dict(config), os.environ), "tags": tag_list, "job_id": job.corral_job_id,
-        "node": job.node,
-        "git_commit": git_commit(), "start_time": time.time(),
-    }
-    request = {k: v for k, v in request.items() if v is not None}
-    places = SpoolPlaces.resolve(spool_dir)
-    spool, spooled_last_step = resume_spool(places, key)
-    if spool is not None:
-        request = spool.request
-    if mode == "offline" and spool is None:
-        try:
-            spool, refused = places.create(request["uid"], request)
-            if refused:
-                logger.warning("corral: cannot write the spool in %s; spooling in %s instead", refused, spool.path)
-        except OSError as exc:
-            logger.warning("corral: cannot create the spool (%s); this run's data will be lost", exc)
-
-    queue: deque = deque()
-    holder: list[Run] = []  # the run, once made: the sender tells it its id when it reaches the server late
-
-    def created(server_run: dict[str, Any]) -> None:
-        if holder:
-            holder[0]._created(server_run)
-
-    sender = Sender(queue, request=request, connect=None if mode == "offline" else _connector(url, client),
-                    places=places, spool=spool, flush_interval_s=flush_interval_s,
-                    retry_interval_s=retry_interval_s, on_created=created)
-    try:
-        server_run = sender.create_run() or {}
-    except Exception:
-        if spool is not None:
-            spool.release()
-        raise
-    last_steps = [s for s in (server_run.get("last_step"), spooled_last_step) if isinstance(s, int)]
-    run = Run(uid=server_run.get("uid") or request["uid"], mode=mode, sender=sender, queue=queue,
-              run_id=server_run.get("id"), resumed=bool(server_run.get("resumed")) or spooled_last_step is not None,
-              summary=server_run.get("metrics"), next_step=max(last_steps) + 1 if last_steps else 0,
-              finish_timeout_s=finish_timeout_s, **common)  # type: ignore[arg-type]
-    holder.append(run)
-    sender.start()
-    _remember(run)
-    _current = run
-    return run
-
-
-def own_checkpoint_dir(uid: str, resume_key: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """Where a run outside a job keeps its checkpoints: `./checkpoints/<run>`, a directory of its own,
-    so a second run never takes the first one's checkpoint for its latest.
-
-    `<run>` is what the processes that should share it have in common: the run's resume key (one given
-    to `init`, so a script restarted by hand resumes; or a Slurm job's, so its requeue finds them:
-    `resume-<hash>`), torchrun's run id (every rank of one launch finds rank 0's checkpoints,
-    `torchrun-<hash>`), else the run's uid.
-    """
-    env = os.environ if environ is None else environ
-    if resume_key:
-        return os.path.join("checkpoints", "resume-" + hashlib.sha256(resume_key.encode()).hexdigest()[:16])
-    launch = env.get("TORCHELASTIC_RUN_ID", "")
-    if launch and launch != "none":
-        return os.path.join("checkpoints", "torchrun-" + hashlib.sha256(launch.encode()).hexdigest()[:16])
-    return os.path.join("checkpoints", uid)
-
-
-def current_run() -> Run | None:
-    """The run the last `init` made, until it finishes."""
-    return _current
-
-
-def log(data: Mapping[str, Any], step: int | None = None) -> None:
-    """`run.log` on the current run."""
-    run = _current
-    if run is None:
-        raise RuntimeError("corral.log() needs a run: call corral.init() first")
-    run.log(data, step)
-
-
-def finish(state: str = "finished") -> None:
-    """`run.finish` on the current run, if there is one."""
-    if _current is not None:
-        _current.finish(state)
-
-
-def _connector(url: str | None, client: Any) -> Callable[[], Any]:
-    if client is not None:
-        return lambda: client
-
-    def connect() -> Any:
-        from corral.client import Client
-
-        return Client(url, timeout=REQUEST_TIMEOUT_S)
-
-    return connect
-
-
-def _remember(run: Run) -> None:
-    global _hooks_installed
-    with _lock:
-        _open_runs.append(run)
-        if not _hooks_installed:
-            _hooks_installed = True
-            atexit.register(_finish_open_runs)
-            os.register_at_fork(after_in_child=_orphan_runs_in_child)
-            _flush_on_sigterm()
-            previous = sys.excepthook
-
-            def excepthook(*args: Any) -> None:
-                global _uncaught_exception
-                _uncaught_exception = True
-                previous(*args)
-
-            sys.excepthook = excepthook
-
-
-def _forget(run: Run) -> None:
-    global _current
-    with _lock:
-        if run in _open_runs:
-            _open_runs.remove(run)
-        if _current is run:
-            _current = None
-
-
-def _orphan_runs_in_child() -> None:
-    """A forked child (a DataLoader worker, say) has the parent's runs but no thread to send
-    their data: what it logs would pile up unsent. Its runs stop recording, with one warning."""
-    global _current
-    for run in list(_open_runs):
-        run.log = _logged_in_child  # type: ignore[method-assign]
-        run._extend = _ignore
-        run._finished = True
-    _open_runs.clear()
-    _current = None
-
-
-def _logged_in_child(data: Any, step: int | None = None) -> None:
-    global _warned_child
-    if not _warned_child:
-        _warned_child = True
-        logger.warning("corral: run.log() in a forked child process is ignored; log from the parent, "
-                       "or call corral.init() in the child")
-
-
-def _flush_on_sigterm() -> None:
-    """SIGTERM (cancel, time limit, preemption) ends Python without its atexit hooks; send what
-    is queued first, then die of the signal as before. Only where nobody handles SIGTERM yet:
-    a script's or a framework's own handler is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-        signal.signal(signal.SIGTERM, _on_sigterm)
-    except (ValueError, OSError):
-        pass
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    deadline = time.monotonic() + SIGTERM_FLUSH_S
-    for run in list(_open_runs):
-        if run._pid == os.getpid():
-            # not finish(): a preempted job resumes this run; the server ends it if the job ends
-            run.flush(max(0.0, deadline - time.monotonic()))
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _finish_open_runs() -> None:
-    """At exit: finish what the script left open (failed if an exception ended it)."""
-    for run in list(_open_runs):
-        if run._pid == os.getpid():  # a forked child does not own its parent's runs
-            run.finish("failed" if _uncaught_exception else "finished")
-
-
 def _snapshot(value: Any) -> Any:
     """A value that no later in-place change can alter: tensors are copied on their device (no
     GPU sync in the training loop, and no autograd graph kept alive), the rest made a float."""
@@ -531,10 +290,3 @@ def _snapshot(value: Any) -> Any:
     except (TypeError, ValueError, OverflowError):
         return value  # the background thread warns about it once and drops it
 
-
-def _ignore_log(data: Any, step: int | None = None) -> None:
-    pass
-
-
-def _ignore(record: Any) -> None:
-    pass
