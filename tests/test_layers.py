@@ -75,3 +75,13 @@ def test_the_impure_calls_let_through_are_still_there():
     """An entry of KNOWN_IMPURE whose call is gone goes too: the list only ever shrinks."""
     used = {(file, name) for file, _, name in _core_uses()}
     assert set(KNOWN_IMPURE) <= used, sorted(set(KNOWN_IMPURE) - used)
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines():
+    # a module past this does several jobs: split it by concept, as executor/limits/ and client/ were
+    long = {str(path.relative_to(ROOT / "src")): n for path in (ROOT / "src").rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
