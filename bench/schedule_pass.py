@@ -6,8 +6,8 @@
                                             [--profile PREFIX]
 
 No server: it builds a snapshot and times the two pure functions the server's
-scheduling loop calls on it, `corral.core.priority.prioritize` (the queue's order)
-and `corral.core.policy.schedule` (starts, pending reasons, reservations).
+scheduling loop calls on it, `corral.core.scheduling.priority.prioritize` (the queue's order)
+and `corral.core.scheduling.policy.schedule` (starts, pending reasons, reservations).
 
 The cluster: 1,000 nodes of 8 A100 80G GPUs, 64 CPUs and 512G each; 5,000 running
 jobs of 1, 2, 4 or 8 GPUs placed on random nodes without over-allocating anything
@@ -28,7 +28,7 @@ median of --runs passes after --warmup ones, each after a full garbage collectio
 (the collector stays on: collections a pass triggers are part of its cost).
 With --share F, that share of the running 1-GPU jobs hold 20 GB of their GPU instead of all of it, and that
 share of the pending 1-GPU jobs ask for 10, 20 or 40 GB of one (`--gpu-mem SIZE --gpu-share`,
-`corral.core.sharing`). With --reservations N, N reservations of 2 GPUs (`corral.core.reservations`) on random
+`corral.core.scheduling.sharing`). With --reservations N, N reservations of 2 GPUs (`corral.core.scheduling.reservations`) on random
 nodes, half of them in their window now and half beginning within 6 hours, each for 4 hours, keep their GPUs
 for one user, who has 4 jobs waiting in each. --gpu-features is all of it at once: --topology --share 0.1
 --reservations 50, what a shared box's scheduler holds (the issue's "shards, reservations and topology in play").
@@ -56,12 +56,13 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import emit, log, median, verdict  # noqa: E402
 
-from corral.core.policy import Decisions, PendingJob, schedule  # noqa: E402
-from corral.core.priority import prioritize  # noqa: E402
-from corral.core.resources import Allocation, Gpu, Node, Request  # noqa: E402
-from corral.core.schedconfig import Partition, Qos, SchedulerConfig  # noqa: E402
-from corral.core.reservations import Reservation, ReservationBook  # noqa: E402
-from corral.core.topology import build_topology  # noqa: E402
+from corral.core.scheduling.policy import Decisions, PendingJob, schedule  # noqa: E402
+from corral.core.scheduling.priority import prioritize  # noqa: E402
+from corral.core.scheduling.resources import Allocation, Gpu, Node  # noqa: E402
+from corral.core.jobspec.request import Request
+from corral.core.scheduling.schedconfig import Partition, Qos, SchedulerConfig  # noqa: E402
+from corral.core.scheduling.reservations import Reservation, ReservationBook  # noqa: E402
+from corral.core.scheduling.topology import build_topology  # noqa: E402
 
 # Two NVLink groups of four GPUs, a PCIe switch for each two, one socket for each group (--topology).
 HGX_LINKS = build_topology(
@@ -318,7 +319,7 @@ def main() -> int:
                              "or also write them to PATH (--json PATH).")
     parser.add_argument("--topology", action="store_true",
                         help="Give every node GPU links (two NVLink groups of 4, PCIe switches of 2, two sockets), "
-                             "so GPUs are chosen by closeness (corral.core.topology).")
+                             "so GPUs are chosen by closeness (corral.core.scheduling.topology).")
     parser.add_argument("--share", type=float, default=0.0, metavar="F",
                         help="Share of the running and pending 1-GPU jobs that share a GPU (default 0).")
     parser.add_argument("--reservations", type=int, default=0, metavar="N",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from corral.core.spec import JobSpec, build_spec
+from corral.core.jobspec.spec import JobSpec, build_spec
 
 
 def make_spec(workdir: str = "/tmp", log_dir: str = "/tmp/corral-test-logs", **request: Any) -> JobSpec:

@@ -6,6 +6,7 @@ import ast
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,7 +17,7 @@ PURE_OS = {"os.path.join", "os.path.normpath", "os.path.basename", "os.path.dirn
            "os.path.splitext", "os.path.isabs", "os.path.commonpath", "os.sep"}
 # Calls that do touch the outside, each with why it is still there. Nothing else may join this list.
 KNOWN_IMPURE = {
-    ("paths.py", "os.path.expanduser"): "expands `~` against the server's HOME; to be taken as a parameter",
+    ("jobspec/paths.py", "os.path.expanduser"): "expands `~` against the server's HOME; to be taken as a parameter",
 }
 
 
@@ -57,8 +58,18 @@ def impure_uses(source: str) -> list[tuple[int, str]]:
 
 
 def _core_uses() -> list[tuple[str, int, str]]:
-    return [(path.name, line, name) for path in sorted(CORE.glob("*.py"))
+    return [(path.relative_to(CORE).as_posix(), line, name) for path in sorted(CORE.rglob("*.py"))
             for line, name in impure_uses(path.read_text())]
+
+
+def test_every_core_module_lives_in_its_concern():
+    """core/ holds only its concerns' sub-packages (pyproject's "The core's concerns point down"), no flat module."""
+    flat = sorted(path.name for path in CORE.glob("*.py") if path.name != "__init__.py")
+    assert flat == [], f"put these in the sub-package of their concern: {flat}"
+    concerns = sorted(path.name for path in CORE.iterdir() if (path / "__init__.py").exists())
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contract if c.get("containers") == ["corral.core"])
+    assert concerns == sorted(name.strip() for layer in layers for name in layer.split("|"))
 
 
 def test_core_touches_no_filesystem_and_reads_no_environment():

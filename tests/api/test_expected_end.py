@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from corral.core.iso_times import epoch_seconds
+from corral.core.units.iso_times import epoch_seconds
 from tests.helpers import wait_for
 
 FAST = ["--sample-interval", "0.3"]

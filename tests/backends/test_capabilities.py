@@ -16,9 +16,9 @@ from corral.backends.slurm.backend import SlurmBackend
 from corral.backends.slurm.cluster import SlurmCluster
 from corral.backends.slurm.parse import SEP, parse_squeue
 from corral.backends.slurm.watcher import SlurmWatcher
-from corral.core.job import Job
-from corral.core.resources import Node
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Node
+from corral.core.jobspec.states import JobState
 from corral.errors import Conflict, InvalidRequest
 from corral.server.service import JobService
 from corral.server.settings import ServiceSettings
@@ -137,8 +137,8 @@ def test_the_server_is_wired_by_what_a_backend_declares_before_it_is_opened():
 
 
 def test_reservations_are_refused_where_the_backend_schedules_itself(tmp_path):
-    from corral.core.identity import Caller
-    from corral.core.reservations import Wanted
+    from corral.core.access.identity import Caller
+    from corral.core.scheduling.reservations import Wanted
 
     engine = open_engine(database_url(None, str(tmp_path)))
     migrate.upgrade(engine)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from corral.core.metric_goals import metric_goal
+from corral.core.tracking.metric_goals import metric_goal
 from corral.cli.format_runs import (
     checkpoint_marks,
     compare_runs,

@@ -27,7 +27,7 @@ import pytest
 from corral.backends.base import Recovered
 from corral.backends.local.backend import LocalBackend
 from corral.backends.local.settings import LaunchSettings
-from corral.core.job import Job
+from corral.core.jobspec.job import Job
 from corral.executor import files
 from corral.executor.containers import ContainerLaunch
 from corral.executor.containers.held import hold_paths, stage_for

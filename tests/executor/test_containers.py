@@ -16,9 +16,9 @@ import pytest
 
 from corral.backends.local import LaunchSettings, LocalBackend
 from corral.backends.local.containers import LocalContainers
-from corral.core.job import Job
-from corral.core.resources import Allocation
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.states import JobState
 from corral.executor.cgroups import read_pids
 from corral.executor.cgroups.placement import find_layout
 from corral.executor.containers.start import read_state

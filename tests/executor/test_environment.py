@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from corral.core.job import Job
-from corral.core.resources import Allocation
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.states import JobState
 from corral.executor.environment import job_environment
 
 from tests.helpers import make_spec

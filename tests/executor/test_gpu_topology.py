@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from corral.compose.server import ServerOptions, load_config
-from corral.core.resources import DeclaredInventory
+from corral.core.scheduling.resources import DeclaredInventory
 from corral.errors import InvalidRequest
 from corral.executor.gpu_topology import add_topology
 from corral.executor.gpus import build_node, detected_facts, gpus_from_raw

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from corral.errors import InvalidRequest
-from corral.core.resources import DeclaredInventory
+from corral.core.scheduling.resources import DeclaredInventory
 from corral.executor.gpus import build_node, detected_facts, gpus_from_raw, machine_memory_mb, short_gpu_type
 
 
@@ -101,7 +101,7 @@ def test_an_unreadable_replay_names_the_variable(tmp_path, text):
 
 
 def test_gpu_types_are_the_nodes_features_and_a_mig_slice_counts_as_the_gpu_it_is_cut_from():
-    from corral.core.resources import DeclaredInventory, Gpu
+    from corral.core.scheduling.resources import DeclaredInventory, Gpu
     from corral.executor.gpus import type_features
 
     whole = Gpu(0, "A100", 81920, device_name="NVIDIA A100-SXM4-80GB")

@@ -13,9 +13,9 @@ import pytest
 
 from corral.backends.base import Recovered
 from corral.backends.local import LaunchSettings, LocalBackend
-from corral.core.job import Job
-from corral.core.resources import Allocation
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.states import JobState
 from corral.executor import files
 from tests.helpers import make_spec, wait_for
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from corral.core.job import Job
-from corral.core.resources import Allocation
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.states import JobState
 from corral.backends.local.settings import LaunchSettings
 from corral.executor.environment import job_environment
 from corral.executor.gpus import detected_facts, gpus_from_raw

@@ -15,9 +15,9 @@ from dataclasses import replace
 import pytest
 
 from corral.backends.local import LaunchSettings, LocalBackend
-from corral.core.job import Job
-from corral.core.resources import Allocation
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.states import JobState
 from corral.errors import InvalidRequest
 from corral.executor import files
 from corral.executor.users import owned_dir, run_as_for, share_home_with_jobs

@@ -9,7 +9,7 @@ import os
 import socket
 import subprocess
 
-from corral.core import terminal_frames as tf
+from corral.core.jobspec import terminal_frames as tf
 from corral.executor.terminal import Terminal
 
 

@@ -61,9 +61,9 @@ def test_bad_workload_input_names_the_field():
 
 
 def test_the_job_and_workload_views_show_the_image():
-    from corral.core.job import Job
-    from corral.core.job_fields import job_fields
-    from corral.core.states import JobState
+    from corral.core.jobspec.job import Job
+    from corral.core.jobspec.job_fields import job_fields
+    from corral.core.jobspec.states import JobState
     from corral.mcp.views import job_view, workload_view
     from tests.helpers import make_spec
 

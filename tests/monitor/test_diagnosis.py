@@ -12,7 +12,7 @@ from corral.cli.format_monitoring import format_diagnosis
 from corral.monitor.diagnosis import CRITICAL, WARNING, Evidence, Finding, diagnose, unchecked, warning_lead_s
 from corral.monitor.efficiency import local_efficiency
 from corral.monitor.usage import job_usage
-from corral.core.samples import summarize
+from corral.core.monitoring.samples import summarize
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_718_000_000.0

@@ -10,9 +10,9 @@ import pytest
 from corral.backends.slurm import efficiency as slurm_efficiency
 from corral.backends.slurm.parse import SEP
 from corral.cli.format_monitoring import format_efficiency
-from corral.core.efficiency_advice import advice
+from corral.core.monitoring.efficiency_advice import advice
 from corral.monitor.efficiency import local_efficiency
-from corral.core.samples import SampleSummary, summarize
+from corral.core.monitoring.samples import SampleSummary, summarize
 
 T0 = 1_718_000_000.0
 

@@ -3,7 +3,7 @@
 import json
 import types
 
-from corral.core.gpu_health import HealthFigures, XidEvent
+from corral.core.monitoring.gpu_health import HealthFigures, XidEvent
 from corral.monitor.nvml import ReplayedGpus, reading_from_raw
 from corral.monitor.nvml_health import NvmlHealth
 from corral.server.gpu_health import GpuHealth

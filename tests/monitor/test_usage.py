@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from corral.core.samples import summarize
-from corral.core.usage_sources import source_words
+from corral.core.monitoring.samples import summarize
+from corral.core.monitoring.usage_sources import source_words
 from corral.monitor.usage import job_usage
 
 T0 = 1_700_000_000.0

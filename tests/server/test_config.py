@@ -7,8 +7,8 @@ import os
 import pytest
 
 from corral.compose.server import ServerOptions, load_config
-from corral.core.resources import DeclaredInventory
-from corral.core.sharing import SharingSettings
+from corral.core.scheduling.resources import DeclaredInventory
+from corral.core.scheduling.sharing import SharingSettings
 from corral.errors import InvalidRequest
 
 
@@ -126,7 +126,7 @@ def test_a_partition_open_to_a_group_admits_its_members():
     import os
     import pwd
 
-    from corral.core.schedconfig import Partition
+    from corral.core.scheduling.schedconfig import Partition
     from corral.server.accounts import may_use as _may_use
 
     me = pwd.getpwuid(os.getuid()).pw_name

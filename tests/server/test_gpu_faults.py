@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from corral.core.job import Job
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.states import JobState
 from corral.server.gpu_faults import requeues
 from tests.helpers import make_spec
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from corral.core.job import Job
-from corral.core.spec import JobSpec
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.spec import JobSpec
+from corral.core.jobspec.states import JobState
 from corral.monitor.channels.notification import SmtpSettings
 from corral.server.job_mail import JobMail, duration, subject
 from tests.helpers import wait_for
@@ -15,7 +15,7 @@ from tests.monitor.receivers import MailCollector, start_smtp
 
 
 def job(job_id=12, state=JobState.RUNNING, mail_type=("ALL",), **fields) -> Job:
-    from corral.core.spec_slurm import mail_types
+    from corral.core.jobspec.spec_slurm import mail_types
 
     spec = JobSpec(name="train", user="alice", command=("true",), script=None, script_args=(), gpus=0, gpu_type=None,
                    gpu_mem_mb=None, cpus=1, mem_mb=0, time_limit_s=fields.pop("time_limit_s", 3600), env={},

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from corral.core.job import Job
-from corral.core.resources import Allocation
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.states import JobState
 from corral.server.launcher import Launcher, Stop
 from tests.helpers import make_spec
 

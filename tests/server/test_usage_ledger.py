@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from corral.backends.base import Capabilities, Recovered, Recovery
-from corral.core.job import Job, Outcome
-from corral.core.resources import Gpu, Node
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.scheduling.resources import Gpu, Node
+from corral.core.jobspec.states import JobState
 from corral.server.service import JobService
 from corral.server.settings import ServiceSettings
 from corral.store import migrate

@@ -7,8 +7,8 @@ import os
 import pytest
 from sqlalchemy import MetaData, Table, inspect, text
 
-from corral.core.events import RUN_AGAIN, JobEvent
-from corral.core.states import JobState
+from corral.core.jobspec.events import RUN_AGAIN, JobEvent
+from corral.core.jobspec.states import JobState
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
 from corral.store.jobs import JobStore, _spec_row

@@ -28,8 +28,8 @@ def test_migrations_build_exactly_the_declared_tables(db, tmp_path, request):
 
 
 def test_a_series_remembers_where_it_first_went_nan(tmp_path):
-    from corral.core.metrics_batch import parse_metrics_batch
-    from corral.core.run_requests import parse_run_request
+    from corral.core.tracking.metrics_batch import parse_metrics_batch
+    from corral.core.tracking.run_requests import parse_run_request
     from corral.store.runs import RunStore
 
     engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
@@ -58,7 +58,7 @@ def test_thinning_keeps_each_buckets_low_and_high():
 
 @pytest.mark.parametrize("db", ["sqlite", "postgresql"])
 def test_the_sql_summary_of_samples_agrees_with_the_reference(db, tmp_path, request):
-    from corral.core.samples import summarize
+    from corral.core.monitoring.samples import summarize
     from corral.store.monitoring import MonitorStore
 
     url = f"sqlite:///{tmp_path / 'c.db'}" if db == "sqlite" else request.getfixturevalue("pg_schema_url")

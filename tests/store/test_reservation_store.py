@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corral.core.reservations import Reservation
+from corral.core.scheduling.reservations import Reservation
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
 from corral.store.jobs import JobStore

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select, text
 
-from corral.core import metric_series as S
-from corral.core.metrics_batch import MetricsBatch
-from corral.core.run_filters import parse_filter
-from corral.core.run_requests import parse_artifacts, parse_run_request
+from corral.core.tracking import metric_series as S
+from corral.core.tracking.metrics_batch import MetricsBatch
+from corral.core.tracking.run_filters import parse_filter
+from corral.core.tracking.run_requests import parse_artifacts, parse_run_request
 from corral.errors import NotFound
 from corral.store import migrate
 from corral.store import run_metrics

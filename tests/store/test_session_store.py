@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from corral.core.sessions import hash_session, looks_like_session_part, session_expiry
-from corral.core.tokens import looks_like_token
+from corral.core.access.sessions import hash_session, looks_like_session_part, session_expiry
+from corral.core.access.tokens import looks_like_token
 from corral.store import migrate
 from corral.store.db import database_url, open_engine
 from corral.store.schema import dashboard_sessions

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from corral.core.steps import StepEnd, StepStart
+from corral.core.jobspec.steps import StepEnd, StepStart
 from corral.errors import InvalidRequest, NotFound
 from corral.store import migrate
 from corral.store.db import database_url, open_engine

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from corral.core.tokens import hash_secret, looks_like_token
+from corral.core.access.tokens import hash_secret, looks_like_token
 from corral.errors import InvalidRequest, NotFound
 from corral.store import migrate
 from corral.store.db import database_url, open_engine

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from corral.core.byte_ranges import ByteRange
+from corral.core.dialects.byte_ranges import ByteRange
 from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.store import migrate
 from corral.store.db import database_url, open_engine

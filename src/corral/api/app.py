@@ -22,7 +22,7 @@ from corral.api.identity import Authenticate, AuthSettings, Identifier
 from corral.api.limits import BodyLimit
 from corral.api.streams import StreamCap
 from corral.api.submit_path import SubmitPath
-from corral.core.identity import AccessPolicy
+from corral.core.access.identity import AccessPolicy
 from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService

@@ -18,7 +18,7 @@ from corral.api.identity import caller_of, policy_of
 from corral.api.request_bodies import json_object
 from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
-from corral.core.byte_ranges import RangeNotSatisfiable, parse_range
+from corral.core.dialects.byte_ranges import RangeNotSatisfiable, parse_range
 from corral.errors import CorralError
 from corral.tracking.artifacts import ArtifactService
 

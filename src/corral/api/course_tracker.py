@@ -2,7 +2,7 @@
 
 The same routes are served under `/tracker` and at the server's root (`TRACKER_API=http://host:8765`):
 they are all POSTs, and the root's GET pages (the dashboard's `/runs/{id}`) stay the dashboard's.
-Each route translates the course's body (`corral.core.course_tracker`) and calls the tracking
+Each route translates the course's body (`corral.core.dialects.tracker_client`) and calls the tracking
 service, with the same owner/admin rules as corral's own run routes (`api/runs.py`). The key the
 client sends as `X-API-Key` is a corral API token (`api/identity.py`).
 
@@ -27,7 +27,7 @@ from corral.api.responses import json_response
 from corral.api.runs import owned_run, tracking_of
 from corral.api.schemas import ErrorOut
 from corral.api.webhooks import webhook_secret_given
-from corral.core import course_tracker as course
+from corral.core.dialects import tracker_client as course
 from corral.errors import InvalidRequest
 
 router = APIRouter(tags=["course tracker"], responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut},

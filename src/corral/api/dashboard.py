@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from corral.api.responses import json_response
 from corral.api.schemas import ErrorOut
-from corral.core.states import JobState
+from corral.core.jobspec.states import JobState
 from corral.errors import InvalidRequest
 from corral.web.views import cluster_view, queue_view
 

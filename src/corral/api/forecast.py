@@ -15,8 +15,8 @@ from corral.api.identity import caller_of
 from corral.api.jobs import SUBMITTED_ENVIRONMENT
 from corral.api.request_bodies import json_object
 from corral.api.schemas import ErrorOut, JobRequest
-from corral.core.forecast import Alternative, Holder
-from corral.core.iso_times import iso_utc
+from corral.core.scheduling.forecast import Alternative, Holder
+from corral.core.units.iso_times import iso_utc
 from corral.server.forecasting import SubmitForecast
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])

@@ -4,7 +4,7 @@ ASGI middleware, just inside the body limit. The order of evidence:
 
 1. `Authorization: Bearer <token>`: an API token (`corral token create`), whoever sends it; or the same
    token as `X-API-Key: <token>` (the course's tracker client sends its key so).
-2. The `corral_session` cookie: a dashboard session (`corral.core.sessions`), valid only together with
+2. The `corral_session` cookie: a dashboard session (`corral.core.access.sessions`), valid only together with
    its key in the `X-Corral-Session` header, which the dashboard's page alone holds (a cookie reaches
    every port of its host; the key does not). A cookie without its key is refused, never ignored;
    a key without its cookie is nothing. A server on another port may also *set* cookies for this
@@ -47,12 +47,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from corral.api.course_paths import COURSE_BARE_PATHS, COURSE_OPEN_PATHS, COURSE_PREFIX
 from corral.api.errors import error_response
 from corral.api.request_bodies import json_object
-from corral.core.identity import AccessPolicy, Caller, scope_covers
-from corral.core.ratelimit import RateLimiter
-from corral.core.sessions import (
+from corral.core.access.identity import AccessPolicy, Caller, scope_covers
+from corral.core.access.ratelimit import RateLimiter
+from corral.core.access.sessions import (
     DEFAULT_SESSION_HOURS, SESSION_COOKIE, SESSION_HEADER, DashboardSession, looks_like_session_part, session_expiry,
 )
-from corral.core.tokens import looks_like_token
+from corral.core.access.tokens import looks_like_token
 from corral.errors import CorralError, Forbidden, InvalidRequest, RateLimited, Unauthenticated
 from corral.server.peers import PEER_KEY, PEER_KIND, PEER_REFUSED, PEER_UID, settle_peer
 

@@ -12,14 +12,14 @@ from starlette.responses import Response
 from corral.api.identity import caller_of
 from corral.api.request_bodies import json_object
 from corral.api.schemas import CancelBody, CancelOut, ErrorOut, JobList, JobOut, JobRequest
-from corral.core.cancel_requests import parse_cancel_request
-from corral.core.events import started_priority, timeline
-from corral.core.identity import Caller
-from corral.core.job import Job
-from corral.core.job_fields import JobFields
-from corral.core.resubmit import CONFIRM_OWNER
-from corral.core.spec import UPDATE_FIELDS
-from corral.core.states import JobState
+from corral.core.jobspec.cancel_requests import parse_cancel_request
+from corral.core.jobspec.events import started_priority, timeline
+from corral.core.access.identity import Caller
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.job_fields import JobFields
+from corral.core.jobspec.resubmit import CONFIRM_OWNER
+from corral.core.jobspec.spec import UPDATE_FIELDS
+from corral.core.jobspec.states import JobState
 from corral.errors import Conflict, CorralError, InvalidRequest
 from corral.server.service import JobService
 
@@ -50,7 +50,7 @@ def owned_job(request: Request, ref: str, action: str) -> Job:
 
 def job_json(request: Request, job: Job, detail: bool = True) -> JobFields:
     """The job's fields, its `expected_end` brought forward to its tracked run's ETA where the monitor has
-    one and it comes sooner (`corral.core.expected_end`)."""
+    one and it comes sooner (`corral.core.jobspec.expected_end`)."""
     return job.to_dict(detail, eta_end=request.app.state.monitor.eta_end(job.id))
 
 
@@ -58,7 +58,7 @@ def _json(data: object, status: int = 200) -> Response:
     return Response(json.dumps(data), status_code=status, media_type="application/json")
 
 
-# The body is documented by JobRequest but parsed by hand: `corral.core.spec` checks every
+# The body is documented by JobRequest but parsed by hand: `corral.core.jobspec.spec` checks every
 # field (types included) with messages that name the fix, and skipping a second validation
 # pass is a fifth of the cost of a submit.
 _SUBMIT_BODY = {"required": True, "content": {"application/json": {"schema": JobRequest.model_json_schema()}}}
@@ -137,7 +137,7 @@ async def array_tasks(request: Request, job_id: int = Path(ge=1, le=MAX_ID),
                       offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(500, ge=1, le=MAX_PAGE)) -> Response:
     """Tasks with records (started, or cancelled while waiting) by task id, a page of them; the summary
     counts all of them and names the tasks still waiting in the array's place."""
-    from corral.core.arrays import array_summary
+    from corral.core.jobspec.arrays import array_summary
 
     array, tasks = _service(request).array_tasks(job_id)
     return _json({"array": _view(request, array), "summary": array_summary((t.state for t in tasks), array.array_pending),

@@ -1,4 +1,4 @@
-"""Routes for reservations (`corral.core.reservations`): listed by anyone, made and deleted by admins."""
+"""Routes for reservations (`corral.core.scheduling.reservations`): listed by anyone, made and deleted by admins."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from starlette.responses import Response
 from corral.api.identity import caller_of
 from corral.api.request_bodies import json_object
 from corral.api.schemas import ErrorOut
-from corral.core.reservations import wanted_from
+from corral.core.scheduling.reservations import wanted_from
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
 

@@ -1,6 +1,6 @@
 """Request and response shapes, for validation of types and for the OpenAPI document.
 
-Meaning (ranges, units, conflicts between fields) is checked by `corral.core.spec`,
+Meaning (ranges, units, conflicts between fields) is checked by `corral.core.jobspec.spec`,
 the same code that checks CLI and script input.
 """
 
@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import NotRequired
 
-from corral.core.job_fields import JobFields
+from corral.core.jobspec.job_fields import JobFields
 
 
 class JobRequest(BaseModel):
@@ -123,7 +123,7 @@ class JobEventOut(BaseModel, extra="allow"):
                       "requeued, cancelled (by_user), ended (state).")
 
 
-# The job's fields are declared (and built) once, in `corral.core.job_fields`; the API adds the timeline.
+# The job's fields are declared (and built) once, in `corral.core.jobspec.job_fields`; the API adds the timeline.
 # (No docstring: it would become the OpenAPI schema's description.)
 class JobOut(JobFields):
     events: NotRequired[Annotated[list[JobEventOut] | None, Field(

@@ -1,12 +1,12 @@
 """Route for sizing: the GPUs a model needs (what `corral recommend` prints), computed per request, and
-whether this server's nodes run it (`here`, core.sizing_here)."""
+whether this server's nodes run it (`here`, core.scheduling.sizing_here)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request
 
 from corral.api.schemas import ErrorOut
-from corral.core.sizing_here import recommend_here
+from corral.core.scheduling.sizing_here import recommend_here
 
 router = APIRouter(prefix="/api/v1", tags=["sizing"])
 

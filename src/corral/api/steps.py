@@ -12,7 +12,7 @@ from corral.api.identity import caller_of
 from corral.api.jobs import JobRef
 from corral.api.request_bodies import json_object
 from corral.api.schemas import ErrorOut
-from corral.core.steps import job_ids
+from corral.core.jobspec.steps import job_ids
 from corral.server.service import JobService
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["steps"],

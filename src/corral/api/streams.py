@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from corral.api.errors import error_response
 from corral.api.identity import CALLER
-from corral.core.caps import ConcurrencyCap
+from corral.core.access.caps import ConcurrencyCap
 from corral.errors import RateLimited
 
 STREAM_PATHS = ("/api/v1/events",)

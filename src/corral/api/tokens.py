@@ -14,7 +14,7 @@ from corral.api.identity import caller_of, policy_of
 from corral.api.request_bodies import json_object
 from corral.api.responses import json_response as _json
 from corral.api.schemas import ErrorOut
-from corral.core.tokens import DEFAULT_EXPIRY, DEFAULT_NAME
+from corral.core.access.tokens import DEFAULT_EXPIRY, DEFAULT_NAME
 from corral.server.tokens import TokenService
 
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"], responses={

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from corral.core.job import Job, Outcome
-from corral.core.resources import Allocation
-from corral.core.spec_container import ContainerSpec
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.spec_container import ContainerSpec
 
 
 class Recovered(enum.Enum):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from corral.backends.base import Backend, Capabilities
-from corral.core.job import Job
-from corral.core.resources import Node
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Node
 from corral.errors import InvalidRequest
 
 KINDS: dict[str, str] = {

@@ -14,7 +14,7 @@ from corral.errors import CorralError
 
 def resolve_items(text: str, base_dir: str) -> str:
     """The submit file with its queue's file and glob items listed inline, read from `base_dir`."""
-    from corral.core.htcondor_submit_file import resolve_queue
+    from corral.core.dialects.htcondor_submit_file import resolve_queue
 
     def read_file(name: str) -> str:
         path = os.path.join(base_dir, name)
@@ -42,8 +42,8 @@ def write_submitted(job: dict[str, Any]) -> str | None:
     pattern = job.get("user_log")
     if not pattern:
         return None
-    from corral.core.arrays import parse_array
-    from corral.core.paths import expand_pattern
+    from corral.core.jobspec.arrays import parse_array
+    from corral.core.jobspec.paths import expand_pattern
     from corral.executor import condor_log
 
     path = expand_pattern(pattern, job_id=int(job["id"]), name=str(job.get("name", "")),

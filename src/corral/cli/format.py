@@ -7,7 +7,7 @@ import time
 from corral.cli.slurm.values import outside_text
 from corral.cli.slurm.values import parse_iso as parse_utc
 from corral.cli.terminal import escaped
-from corral.core.units import format_duration, format_memory
+from corral.core.units.units import format_duration, format_memory
 
 TYPE_CHECKING = False  # `corral queue` and `corral show` format here: typing and datetime cost more than the call
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ def links_line(node: dict[str, Any]) -> str:
     groups = sorted({tuple(g["nvlink"]) for g in node["gpus"] if g.get("nvlink")})
     parts = [f"features: {', '.join(node['features'])}"] if node.get("features") else []
     if groups:
-        from corral.core.arrays import format_ranges  # only here: `corral queue` and the like import no re
+        from corral.core.jobspec.arrays import format_ranges  # only here: `corral queue` and the like import no re
 
         parts.append("NVLink groups " + ", ".join(format_ranges(g) for g in groups))
     parts += [f"GPU feature {name}: {gpus}" for name, gpus in (node.get("gpu_features") or {}).items()]

@@ -8,7 +8,7 @@ from typing import Any
 
 from corral.cli.format import table
 from corral.cli.terminal import escaped
-from corral.core.units import format_duration
+from corral.core.units.units import format_duration
 
 
 @escaped

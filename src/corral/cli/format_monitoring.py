@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.core.efficiency_advice import advice
-from corral.core.findings import Finding
-from corral.core.units import format_peak_mb
-from corral.core.usage_sources import source_words
+from corral.core.monitoring.efficiency_advice import advice
+from corral.core.monitoring.findings import Finding
+from corral.core.units.units import format_peak_mb
+from corral.core.monitoring.usage_sources import source_words
 
 
 def format_efficiency(job: Mapping[str, Any], report: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ from corral.cli.terminal import escaped
 @escaped
 def forecast_text(answer: dict[str, Any]) -> str:
     """The forecast as a person reads it: when, where, why, who holds what it needs, and what would be sooner."""
-    from corral.core.units import format_duration
+    from corral.core.units.units import format_duration
 
     lines = []
     limit = format_duration(answer.get("time_limit_s"))
@@ -72,6 +72,6 @@ def _local(text: str) -> str:
 
 
 def _when(text: str, in_s: float | None) -> str:
-    from corral.core.units import format_duration
+    from corral.core.units.units import format_duration
 
     return f"{_local(text)} (in {format_duration(in_s)})" if in_s is not None else _local(text)

@@ -15,8 +15,8 @@ from typing import Any
 
 from corral.cli.format import table
 from corral.cli.terminal import escaped
-from corral.core.metric_goals import metric_goal
-from corral.core.units import format_duration
+from corral.core.tracking.metric_goals import metric_goal
+from corral.core.units.units import format_duration
 
 MAX_METRIC_COLUMNS = 3
 MEDIA_TYPES = ("image", "histogram", "text", "table")  # corral.sdk.media's types
@@ -347,7 +347,7 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], all_config: bool = False,
     and for each metric all runs have its last, min and max per run and the best run(s).
 
     A metric's direction is the goal declared for it in `goals` ("min" or "max"), else its name's
-    (`corral.core.metric_goals`); one with neither (a learning rate logged as a metric) has no best.
+    (`corral.core.tracking.metric_goals`); one with neither (a learning rate logged as a metric) has no best.
 
     Returns:
         `{"runs": [{id, uid, project, name, state}], "config": {key: [value per run]},

@@ -451,7 +451,7 @@ def _duration(seconds: int) -> str:
 
 
 def _terminal_states() -> frozenset[str]:
-    from corral.core.states import TERMINAL_STATES  # enum: only for `logs -f`, which waits anyway
+    from corral.core.jobspec.states import TERMINAL_STATES  # enum: only for `logs -f`, which waits anyway
 
     return frozenset(state.value for state in TERMINAL_STATES)
 

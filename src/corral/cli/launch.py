@@ -58,7 +58,7 @@ _REQUEST_SKIP = frozenset({"sets", "params", "samples", "seed", "method", "concu
 def resubmit(call: Call) -> int:
     changes: dict[str, Any] = {k: v for k, v in call.options.items() if k not in _REQUEST_SKIP and v is not None}
     if call["sets"]:
-        from corral.core.resubmit import parse_sets
+        from corral.core.jobspec.resubmit import parse_sets
 
         for key, value in parse_sets(list(call["sets"])).items():
             if isinstance(value, dict):
@@ -83,7 +83,7 @@ def resubmit(call: Call) -> int:
     try:
         job = server.ask("POST", f"/api/v1/jobs/{ref}/resubmit", changes)
     except InvalidRequest as exc:
-        if exc.field != "confirm_owner":  # another's job: the server wants its owner named (corral.core.resubmit)
+        if exc.field != "confirm_owner":  # another's job: the server wants its owner named (corral.core.jobspec.resubmit)
             raise
         owner = server.ask("GET", f"/api/v1/jobs/{ref}")["user"]
         _confirm_owner(call.operands[0], owner, call["yes"])

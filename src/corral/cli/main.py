@@ -90,7 +90,7 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         click.echo(f"corral server running at {info['url']} (pid {info['pid']}, home {home})")
         return
     from corral.compose.server import ServerOptions, load_config, serve
-    from corral.core.resources import DeclaredInventory
+    from corral.core.scheduling.resources import DeclaredInventory
 
     explicit = {
         name for name in options

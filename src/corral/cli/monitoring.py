@@ -71,7 +71,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
         print_json(result)
         return
     from corral.cli.format_monitoring import format_diagnosis
-    from corral.core.findings import Finding
+    from corral.core.monitoring.findings import Finding
 
     findings = [Finding(f["cause"], f["title"], tuple(f["evidence"]), tuple(f["fixes"]), f["severity"])
                 for f in result["findings"]]

@@ -10,7 +10,7 @@ import click
 from corral.cli.connect import client_for
 from corral.cli.format import local_time, table
 from corral.cli.terminal import json_text
-from corral.core.units import format_memory
+from corral.core.units.units import format_memory
 from corral.errors import NotFound
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from corral.cli.terminal import json_text
-from corral.core.sizing import PRECISIONS, estimate, format_estimate, parse_params
+from corral.core.scheduling.sizing import PRECISIONS, estimate, format_estimate, parse_params
 from corral.errors import CorralError, InvalidRequest
 
 _OPTIONS = {"params": "--params", "mode": "--mode", "precision": "--precision", "gpu_type": "--gpu-type"}
@@ -34,7 +34,7 @@ def recommend(ctx: click.Context, params_text: str, mode: str, precision: str, g
               as_json: bool) -> None:
     """How many GPUs, and which, a model needs to train, fine-tune or serve, with the arithmetic; and whether
     the server runs it, or what does fit on it."""
-    from corral.core.sizing_here import fit_here, gpu_groups
+    from corral.core.scheduling.sizing_here import fit_here, gpu_groups
 
     try:
         result = estimate(parse_params(params_text), mode, precision, gpu_type)

@@ -16,7 +16,7 @@ import click
 from corral.cli.artifacts import artifacts
 from corral.cli.connect import client_for
 from corral.cli.terminal import escape, json_text, print_json
-from corral.core.run_states import RUN_STATES
+from corral.core.tracking.run_states import RUN_STATES
 from corral.errors import Forbidden, NotFound
 from corral.home import HomeLayout
 
@@ -208,7 +208,7 @@ def compare(ctx: click.Context, run_refs: tuple[str, ...], all_config: bool, goa
     A metric's direction comes from its name (loss, error: lower; accuracy, F1, reward: higher) or
     from --goal; one with neither (a learning rate) has no best."""
     from corral.cli.format_runs import compare_runs, compare_view
-    from corral.core.metric_goals import parse_goals
+    from corral.core.tracking.metric_goals import parse_goals
 
     if len(run_refs) < 2:
         raise click.UsageError("give two runs or more to compare")

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from corral.client.transport import Transport
-from corral.core.states import TERMINAL_STATES
+from corral.core.jobspec.states import TERMINAL_STATES
 from corral.errors import InvalidRequest, ServerUnavailable, error_from_answer
 
 TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
@@ -77,7 +77,7 @@ class Client(Transport):
         return self._request("POST", "/api/v1/jobs/attach", {"slurm_job_id": str(slurm_job_id)})
 
     def get(self, job_id: int | str) -> dict[str, Any]:
-        """The job's fields (`corral.core.job_fields.JobFields`), with its timeline and, while it has not ended,
+        """The job's fields (`corral.core.jobspec.job_fields.JobFields`), with its timeline and, while it has not ended,
         `expected_end` and `expected_end_source`."""
         return self._request("GET", f"/api/v1/jobs/{_ref(job_id)}")
 
@@ -111,7 +111,7 @@ class Client(Transport):
         return self._request("POST", "/api/v1/jobs/cancel", body)["jobs"]
 
     def update(self, job_id: int | str, **changes: Any) -> dict[str, Any]:
-        """Change a pending job: any of `corral.core.job_spec.UPDATE_FIELDS` (time, nice, partition, qos, gpus,
+        """Change a pending job: any of `corral.core.jobspec.job_spec.UPDATE_FIELDS` (time, nice, partition, qos, gpus,
         cpus, mem, name, preemptible, comment, begin, deadline, constraint, nodelist, exclude, mail_type,
         mail_user, time_min, dependency, priority); "" clears a field that can be cleared."""
         return self._request("PATCH", f"/api/v1/jobs/{_ref(job_id)}", {k: v for k, v in changes.items() if v is not None})

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from corral.api.identity import AuthSettings
-from corral.core.features import FEATURE_PATTERN
-from corral.core.identity import AccessPolicy, Account, parse_accounts
-from corral.core.outside_use import check_mode
-from corral.core.topology import topology_settings as gpu_topology_settings
-from corral.core.resources import DeclaredInventory
-from corral.core.schedconfig import SchedulerConfig, parse_scheduler_config
-from corral.core.sharing import SHARING_KEYS, SharingSettings, sharing_settings
-from corral.core.sessions import MAX_SESSION_HOURS
-from corral.core.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
+from corral.core.jobspec.features import FEATURE_PATTERN
+from corral.core.access.identity import AccessPolicy, Account, parse_accounts
+from corral.core.monitoring.outside_use import check_mode
+from corral.core.scheduling.topology import topology_settings as gpu_topology_settings
+from corral.core.scheduling.resources import DeclaredInventory
+from corral.core.scheduling.schedconfig import SchedulerConfig, parse_scheduler_config
+from corral.core.scheduling.sharing import SHARING_KEYS, SharingSettings, sharing_settings
+from corral.core.access.sessions import MAX_SESSION_HOURS
+from corral.core.jobspec.spec import DEFAULT_MAX_SCRIPT_MB, MAX_SCRIPT_MB_RANGE
 from corral.errors import Conflict, InvalidRequest
 from corral.home import CONFIG_FILE, HomeLayout, read_server_info, remove_server_info, write_server_info
 
@@ -73,8 +73,8 @@ class ServerOptions:
     artifact_dir: str | None = None  # [tracking] artifact_dir: the artifact store (default <home>/artifacts)
     max_artifact_mb: int | None = 10_240  # [tracking]: the largest file one artifact may be
     user_artifact_quota_mb: int | None = 102_400  # [tracking]: what one user's runs' uploaded artifacts may hold
-    outside_processes: str = "avoid"  # [node]: a GPU a process outside corral uses (corral.core.outside_use)
-    sharing: SharingSettings = field(default_factory=SharingSettings)  # [node]: jobs sharing a GPU (core.sharing)
+    outside_processes: str = "avoid"  # [node]: a GPU a process outside corral uses (corral.core.monitoring.outside_use)
+    sharing: SharingSettings = field(default_factory=SharingSettings)  # [node]: jobs sharing a GPU (core.scheduling.sharing)
 
 
 def load_config(options: ServerOptions, explicit: set[str]) -> ServerOptions:

@@ -6,9 +6,9 @@ import json
 import os
 from collections.abc import Mapping
 
-from corral.core.arrays import parse_array
-from corral.core.job import Job
-from corral.core.resources import Allocation
+from corral.core.jobspec.arrays import parse_array
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
 from corral.executor.mig import cuda_visible_devices
 
 
@@ -91,7 +91,7 @@ def _placement_variables(job: Job, allocation: Allocation, env: Mapping[str, str
         "CORRAL_NODE": allocation.node,
         "CORRAL_RESTART_COUNT": str(job.restarts),
     }
-    if spec.gpu_share_mb:  # a sharing job's GPU memory budget (`corral.core.sharing`): a command's as a script's
+    if spec.gpu_share_mb:  # a sharing job's GPU memory budget (`corral.core.scheduling.sharing`): a command's as a script's
         out["CORRAL_GPU_MEM_MB"] = str(spec.gpu_share_mb)
     if spec.time_limit_s:
         out["CORRAL_JOB_END_TIME"] = str(int((job.start_time or 0) + spec.time_limit_s))

@@ -1,5 +1,5 @@
 """How the machine's GPUs are linked: NVML's topology recorded as raw frame fields, and the node's
-`Topology` (`corral.core.topology`) from them or from what the admin declares.
+`Topology` (`corral.core.scheduling.topology`) from them or from what the admin declares.
 
 Each GPU's raw facts (`corral.executor.gpus.read_inventory`, the first frame of a recording) carry::
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from corral.core.resources import DeclaredInventory
-from corral.core.topology import SYS, Topology, build_topology, parse_gpu_list
+from corral.core.scheduling.resources import DeclaredInventory
+from corral.core.scheduling.topology import SYS, Topology, build_topology, parse_gpu_list
 from corral.errors import InvalidRequest
 
 ANCESTORS = {0: "INTERNAL", 10: "SINGLE", 20: "MULTIPLE", 30: "HOSTBRIDGE", 40: "NODE", 50: "SYSTEM"}
@@ -53,7 +53,7 @@ def node_topology(frame: Sequence[Mapping[str, Any]], declared: DeclaredInventor
                   gpus: Collection[int], type_gpus: Mapping[str, frozenset[int]] | None = None) -> Topology | None:
     """The node's topology: NVML's (from raw facts) where there is one, NVLink groups and GPU features as
     the admin declares them (`[node] nvlink`, `[node] gpu_features`) winning over it. `type_gpus`: on a node of
-    several GPU types, each type's GPUs, features of theirs (`corral.core.features.gpu_type_features`).
+    several GPU types, each type's GPUs, features of theirs (`corral.core.jobspec.features.gpu_type_features`).
 
     Raises:
         InvalidRequest: a declared group or GPU list that names no GPU of the node, named by its setting.

@@ -10,9 +10,9 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.core.features import gpu_type_features
-from corral.core.resources import DeclaredInventory, Gpu, Node, capability_of
-from corral.core.units import parse_memory_mb
+from corral.core.jobspec.features import gpu_type_features
+from corral.core.scheduling.resources import DeclaredInventory, Gpu, Node, capability_of
+from corral.core.units.units import parse_memory_mb
 from corral.executor.mig import as_slice, raw_mig, schedulable, text
 from corral.errors import InvalidRequest
 from corral.executor.gpu_topology import add_topology, node_topology

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from corral.core.job import Outcome
+from corral.core.jobspec.job import Outcome
 from corral.executor import files
 from corral.executor.launch_config import LaunchConfig
 

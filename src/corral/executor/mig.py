@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from corral.core.resources import Gpu
+from corral.core.scheduling.resources import Gpu
 
 _PROFILE = re.compile(r"\bMIG\s+(\S+)\s*$")
 CAPABILITIES = "/proc/driver/nvidia/capabilities"

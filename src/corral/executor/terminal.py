@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from corral.core import terminal_frames as tf
+from corral.core.jobspec import terminal_frames as tf
 from corral.executor import files
 
 READ_SIZE = 1 << 16

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from corral.core.tokens import TOKEN_PREFIX, looks_like_token
+from corral.core.access.tokens import TOKEN_PREFIX, looks_like_token
 from corral.errors import CorralError, Forbidden, Unauthenticated
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 
-from corral.core.paths import expand_pattern
+from corral.core.jobspec.paths import expand_pattern
 from corral.errors import InvalidRequest
 
 MAX_ID = 2**31 - 1

@@ -18,7 +18,7 @@ class LogTail(TypedDict):
     """Lines shortened to the per-line limit (each ends with a marker)."""
 
 
-# Not a copy of the API's job JSON (`corral.core.job_fields.JobFields`, declared and built once): views.job_view
+# Not a copy of the API's job JSON (`corral.core.jobspec.job_fields.JobFields`, declared and built once): views.job_view
 # makes this from that JSON, renamed and formatted for an agent (time_limit, gpu_memory, memory as text), bounded,
 # with what an agent needs added (checkpoint_dir, next_step). Which job fields agents see is chosen here.
 # (The docstrings are the tools' published output schema: notes for corral's developers stay comments.)

@@ -7,10 +7,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from corral.core.iso_times import iso_utc
-from corral.core.job_fields import JobFields
-from corral.core.nonfinite import json_number
-from corral.core.units import format_duration, format_memory
+from corral.core.units.iso_times import iso_utc
+from corral.core.jobspec.job_fields import JobFields
+from corral.core.tracking.nonfinite import json_number
+from corral.core.units.units import format_duration, format_memory
 from corral.mcp.bounds import (
     MAX_LIST, MAX_TAGS, NAME_CHARS, RESULT_BYTES, TEXT_CHARS, capped, fit_items, json_size, short_text,
 )
@@ -90,7 +90,7 @@ def _expected_end_sentence(job: Mapping[str, Any]) -> str:
 
 
 def api_job(answer: Mapping[str, Any]) -> JobFields:
-    """The API's JSON for a job, read as the fields `corral.core.job_fields` declares: the views below
+    """The API's JSON for a job, read as the fields `corral.core.jobspec.job_fields` declares: the views below
     read no key that declaration lacks, so a field renamed or dropped there is a type error here."""
     return cast(JobFields, answer)
 

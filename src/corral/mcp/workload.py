@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import StrictFloat, StrictInt, StrictStr
 from typing_extensions import TypedDict
 
-from corral.core.spec_container import check_image
+from corral.core.jobspec.spec_container import check_image
 from corral.errors import InvalidRequest
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from corral.core import alerts as A
+from corral.core.monitoring import alerts as A
 from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.monitor.views import channel_view, firing_view, rule_of, rule_view
 from corral.store.monitoring import MonitorStore

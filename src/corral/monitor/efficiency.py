@@ -2,7 +2,7 @@
 
 `local_efficiency` builds the report of a local job from its samples and its rusage;
 `corral.backends.slurm.efficiency.efficiency` builds the same keys from sacct. `advice`
-(`corral.core.efficiency_advice`) and `format_efficiency` (`corral.cli.format_monitoring`) read
+(`corral.core.monitoring.efficiency_advice`) and `format_efficiency` (`corral.cli.format_monitoring`) read
 either, so `corral eff` looks the same on both backends.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from corral.core.iso_times import epoch_seconds
-from corral.core.efficiency_advice import advice
-from corral.core.samples import SampleSummary
+from corral.core.units.iso_times import epoch_seconds
+from corral.core.monitoring.efficiency_advice import advice
+from corral.core.monitoring.samples import SampleSummary
 from corral.monitor.usage import job_usage
 
 

@@ -1,11 +1,11 @@
-"""Alerts about GPUs rather than jobs. Each fatal fault (`corral.core.gpu_health`) is a firing of its own,
+"""Alerts about GPUs rather than jobs. Each fatal fault (`corral.core.monitoring.gpu_health`) is a firing of its own,
 `gpu-health`, critical, about no job (so admins see it in `corral alert list` and on the dashboard; the owners of the
 jobs it stopped hear of them through their jobs' NODE_FAIL, as any state rule fires).
 
 It is sent to the channels of the admins' rules that watch every job for NODE_FAIL (`state == NODE_FAIL`,
 `state in (FAILED, NODE_FAIL)`, no job, label or user scope): whoever asked to hear of failed nodes hears of
 a failed GPU, with or without a job on it. A process newly found on a GPU outside corral
-(`corral.core.outside_use`) is a `gpu-outside` warning to the same admins: it keeps jobs off that GPU (or shares
+(`corral.core.monitoring.outside_use`) is a `gpu-outside` warning to the same admins: it keeps jobs off that GPU (or shares
 it), which they may want to take up with its owner. A sharing job warned of going over its GPU memory budget
 (`corral.server.share_budgets`) is a `gpu-share-budget` warning about that job, sent where its failure would be
 (the rules watching it for FAILED): its owner hears of it within the grace, while the job can still be saved.
@@ -18,14 +18,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from corral.core import alerts as A
-from corral.core.gpu_health import HealthEvent
-from corral.core.outside_use import OutsideProcess
-from corral.core.sharing import gigabytes
-from corral.core.states import JobState
+from corral.core.monitoring import alerts as A
+from corral.core.monitoring.gpu_health import HealthEvent
+from corral.core.monitoring.outside_use import OutsideProcess
+from corral.core.scheduling.sharing import gigabytes
+from corral.core.jobspec.states import JobState
 
 if TYPE_CHECKING:
-    from corral.core.sharing import OverBudget
+    from corral.core.scheduling.sharing import OverBudget
     from corral.monitor.rules import RuleEvaluator
 
 log = logging.getLogger("corral.monitor")

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from corral.backends.base import JobProcesses
-    from corral.core.job import Job
-    from corral.core.sharing import OverBudget
-    from corral.core.gpu_health import HealthEvent, HealthFigures
-    from corral.core.outside_use import OutsideProcess
+    from corral.core.jobspec.job import Job
+    from corral.core.scheduling.sharing import OverBudget
+    from corral.core.monitoring.gpu_health import HealthEvent, HealthFigures
+    from corral.core.monitoring.outside_use import OutsideProcess
 
 
 @runtime_checkable
@@ -52,7 +52,7 @@ class JobReader(Protocol):
         ...
 
     def gpus_in_use_outside(self, processes: Sequence[OutsideProcess]) -> None:
-        """What the last sample found on this machine's GPUs that belongs to no job (`corral.core.outside_use`):
+        """What the last sample found on this machine's GPUs that belongs to no job (`corral.core.monitoring.outside_use`):
         told the jobs after each tick, on the event loop."""
         ...
 
@@ -63,6 +63,6 @@ class JobReader(Protocol):
         ...
 
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
-        """The last sample's health figures of this machine's GPUs, by index (`corral.core.gpu_health`): a fatal
+        """The last sample's health figures of this machine's GPUs, by index (`corral.core.monitoring.gpu_health`): a fatal
         fault drains its GPU and stops the jobs on it. Returns what happened (the monitor alerts of the faults)."""
         ...

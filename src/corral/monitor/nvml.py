@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corral.core.gpu_health import HealthFigures
+from corral.core.monitoring.gpu_health import HealthFigures
 from corral.errors import InvalidRequest
 from corral.executor.gpus import REPLAY_ENV, read_inventory
 from corral.executor.mig import MigLayout, mig_figures, mig_layout, text, with_slices

@@ -1,4 +1,4 @@
-"""A GPU's health figures (`corral.core.gpu_health`) in a raw NVML frame: read from the real NVML, and read back.
+"""A GPU's health figures (`corral.core.monitoring.gpu_health`) in a raw NVML frame: read from the real NVML, and read back.
 
 The raw fields, beside a GPU's other figures in `corral.monitor.nvml`'s frames::
 
@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.core.gpu_health import HealthFigures, XidEvent
+from corral.core.monitoring.gpu_health import HealthFigures, XidEvent
 
 log = logging.getLogger(__name__)
 

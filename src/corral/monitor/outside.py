@@ -1,4 +1,4 @@
-"""The GPU processes of one sample that belong to no corral job (`corral.core.outside_use`).
+"""The GPU processes of one sample that belong to no corral job (`corral.core.monitoring.outside_use`).
 
 A pid counts only where this machine can see it (/proc/<pid>): a server in a container reads the
 host's pids from NVML, which it cannot tell from its jobs' own, so it marks nothing rather than every GPU.
@@ -10,7 +10,7 @@ import os
 import pwd
 from collections.abc import Collection, Iterable
 
-from corral.core.outside_use import OutsideProcess
+from corral.core.monitoring.outside_use import OutsideProcess
 from corral.monitor.nvml import GpuReading
 
 _PROC = "/proc"

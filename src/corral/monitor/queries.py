@@ -6,16 +6,16 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from corral.core.states import JobState
-from corral.core.timespec import parse_moment
+from corral.core.jobspec.states import JobState
+from corral.core.units.timespec import parse_moment
 from corral.errors import Conflict, InvalidRequest, NotFound
 from corral.executor.logs import last_write, numbered_tail
-from corral.core.nonfinite import json_number
+from corral.core.tracking.nonfinite import json_number
 from corral.monitor.views import finding_view, job_view, sample_view
 from corral.store.monitoring import SAMPLE_COLUMNS, MonitorStore
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
+    from corral.core.jobspec.job import Job
     from corral.monitor.jobs import JobReader
     from corral.monitor.recording import SampleRecorder
     from corral.monitor.runtime import MonitorThreads

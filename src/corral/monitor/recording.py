@@ -8,13 +8,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from corral.core.states import JobState
+from corral.core.jobspec.states import JobState
 from corral.monitor.progress import Progress, ProgressTracker
 from corral.monitor.views import sample_row
 from corral.store.monitoring import SAMPLE_COLUMNS, MonitorStore
 
 if TYPE_CHECKING:
-    from corral.core.metrics_batch import MetricsBatch
+    from corral.core.tracking.metrics_batch import MetricsBatch
     from corral.monitor.runtime import Announcer
     from corral.monitor.sampling import JobSample, JobSampler
     from corral.monitor.snapshot import Snapshot, Watched
@@ -127,8 +127,8 @@ def system_metrics(runs: Sequence[Mapping[str, Any]], samples: Sequence[JobSampl
     the run started (W&B's `_runtime`), so its page charts them beside the training curves."""
     import numpy as np
 
-    from corral.core.metric_series import Points
-    from corral.core.metrics_batch import MetricsBatch
+    from corral.core.tracking.metric_series import Points
+    from corral.core.tracking.metrics_batch import MetricsBatch
 
     by_job = {s.job_id: s for s in samples}
     batches = {}

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from corral.core import alerts as A
-from corral.core.states import JobState
+from corral.core.monitoring import alerts as A
+from corral.core.jobspec.states import JobState
 from corral.errors import InvalidRequest
 from corral.executor.logs import last_write
 from corral.monitor.views import rule_of

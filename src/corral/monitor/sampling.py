@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from corral.core.outside_use import OutsideProcess
+from corral.core.monitoring.outside_use import OutsideProcess
 from corral.monitor.nvml import GpuReading
 from corral.monitor.outside import outside_processes
 from corral.monitor.processes import process_usage, snapshot_processes
@@ -69,7 +69,7 @@ class JobSample:
     own_gpu_memory_mb: float | None = None
     """its processes' memory on its GPUs as NVML lists it per process, never the GPUs' used memory (which
     counts the jobs it shares a GPU with); None: NVML lists none of them with a figure. What holds a sharing
-    job to its budget (`corral.core.sharing`)."""
+    job to its budget (`corral.core.scheduling.sharing`)."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from corral.core.gpu_health import fatal
+from corral.core.monitoring.gpu_health import fatal
 from corral.monitor.alert_settings import AlertSettings
 from corral.monitor.gpu_alerts import fire_gpu_faults, fire_outside, fire_over_budget
 from corral.monitor.dispatch import DeliveryDispatcher
@@ -32,8 +32,8 @@ from corral.monitor.snapshot import Snapshot, SnapshotTaker, job_facts
 from corral.store.monitoring import MonitorStore
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
-    from corral.core.sharing import OverBudget
+    from corral.core.jobspec.job import Job
+    from corral.core.scheduling.sharing import OverBudget
     from corral.monitor.channels import SmtpSettings
     from corral.monitor.jobs import JobReader
     from corral.monitor.progress import Progress
@@ -107,7 +107,7 @@ class MonitorService:
         """When a running job's tracked run expects to finish (epoch seconds), while that is still ahead.
 
         An ETA already passed says nothing of when the job ends (its run stalled, or trains no more while the
-        job goes on): None then, and the job's time limit is the answer (`corral.core.expected_end`).
+        job goes on): None then, and the job's time limit is the answer (`corral.core.jobspec.expected_end`).
         """
         progress = self.recorder.progress.get(job_id)
         if progress is None or progress.eta_s is None:

@@ -6,11 +6,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from corral.core import alerts as A
-from corral.core.states import JobState
+from corral.core.monitoring import alerts as A
+from corral.core.jobspec.states import JobState
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
+    from corral.core.jobspec.job import Job
     from corral.monitor.jobs import JobReader
 
 Watched = tuple[int, int, tuple[int, ...], int, float, "str | None"]  # id, pid, GPUs, cpus, start, cgroup.procs

@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from corral.core.samples import SampleSummary
-from corral.core.usage_sources import CGROUP, RUSAGE, SAMPLES
+from corral.core.monitoring.samples import SampleSummary
+from corral.core.monitoring.usage_sources import CGROUP, RUSAGE, SAMPLES
 
 
 @dataclass(frozen=True)
 class JobUsage:
-    """What a job used, each figure with its source (one of the keys of `corral.core.usage_sources.SOURCE_WORDS`; None without one)."""
+    """What a job used, each figure with its source (one of the keys of `corral.core.monitoring.usage_sources.SOURCE_WORDS`; None without one)."""
 
     peak_rss_mb: float | None
     memory_source: str | None

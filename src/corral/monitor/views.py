@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from corral.core import alerts as A
+from corral.core.monitoring import alerts as A
 from corral.store.monitoring import SAMPLE_COLUMNS
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
+    from corral.core.jobspec.job import Job
     from corral.monitor.sampling import JobSample
 
 

@@ -24,7 +24,7 @@ def config_dict(config: Any) -> dict[str, Any]:
 
 
 def with_sweep_values(config: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """The config with a sweep task's values (`$CORRAL_SWEEP_PARAMS`, `corral.core.sweeps.task_env`) filled in
+    """The config with a sweep task's values (`$CORRAL_SWEEP_PARAMS`, `corral.core.tracking.sweeps.task_env`) filled in
     where the script's own config does not name them: what the script parsed itself is what it ran with."""
     text = environ.get("CORRAL_SWEEP_PARAMS")
     if not text:

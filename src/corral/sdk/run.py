@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from corral.core.checkpointing import recommended_checkpoint_interval_s
+from corral.core.jobspec.checkpointing import recommended_checkpoint_interval_s
 from corral.sdk.checkpoint_schedule import CheckpointSchedule
 from corral.sdk.checkpoints import CheckpointStore, finite_or_none
 from corral.sdk.config_values import config_dict

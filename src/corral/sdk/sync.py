@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from corral.core.states import TERMINAL_STATES
+from corral.core.jobspec.states import TERMINAL_STATES
 from corral.errors import InvalidRequest
 from corral.sdk.places import SpoolPlaces
 from corral.sdk.spool import RunSpool, SpoolLocked, run_dirs, upload

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grp
 import pwd
 
-from corral.core.schedconfig import Partition
+from corral.core.scheduling.schedconfig import Partition
 
 
 def uid_of(user: str) -> int | None:

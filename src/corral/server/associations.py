@@ -1,4 +1,4 @@
-"""The associations and their fair share, as Slurm's `sacctmgr` and `sshare` show them (`corral.core.associations`):
+"""The associations and their fair share, as Slurm's `sacctmgr` and `sshare` show them (`corral.core.scheduling.associations`):
 what `GET /api/v1/associations` answers."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from corral.core.associations import ROOT, Association, RunningUse, accounting_users, association_tree
-from corral.core.identity import Caller
-from corral.core.states import JobState
+from corral.core.scheduling.associations import ROOT, Association, RunningUse, accounting_users, association_tree
+from corral.core.access.identity import Caller
+from corral.core.jobspec.states import JobState
 
 if TYPE_CHECKING:
     from corral.server.service import JobService

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from corral.core.events import CANCELLED, JobEvent
-from corral.core.job import Job
-from corral.core.states import JobState
+from corral.core.jobspec.events import CANCELLED, JobEvent
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.states import JobState
 from corral.errors import Conflict, CorralError
 from corral.server import self_scheduled
 from corral.server.job_table import CANCELLED_BY_USER

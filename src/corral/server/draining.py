@@ -1,4 +1,4 @@
-"""Drained GPUs and nodes (`corral.core.drains`): what admins took out of scheduling, kept in the store.
+"""Drained GPUs and nodes (`corral.core.scheduling.drains`): what admins took out of scheduling, kept in the store.
 
 Only the job service changes them, on the event loop thread; the scheduling pass reads `by_node`.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from corral.core.drains import WHOLE_NODE, Drain, check_reason, drained_by_node, drained_gpus, gpus_named
-from corral.core.resources import Node
+from corral.core.scheduling.drains import WHOLE_NODE, Drain, check_reason, drained_by_node, drained_gpus, gpus_named
+from corral.core.scheduling.resources import Node
 from corral.errors import Conflict
 from corral.store.drains import DrainStore
 

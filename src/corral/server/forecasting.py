@@ -1,5 +1,5 @@
 """A submit's forecast: the request built and admitted exactly as a submit would be, then the pure forecast
-(`corral.core.forecast`) over a snapshot of the queue, the running jobs and the usage ledger. Nothing is
+(`corral.core.scheduling.forecast`) over a snapshot of the queue, the running jobs and the usage ledger. Nothing is
 stored and nothing changes: the job is never queued.
 """
 
@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from corral.core.dependency import Verdict, evaluate
-from corral.core.forecast import Forecast, forecast
-from corral.core.iso_times import iso_utc
-from corral.core.pending import PendingJob
-from corral.core.spec import JobSpec
+from corral.core.jobspec.dependency import Verdict, evaluate
+from corral.core.scheduling.forecast import Forecast, forecast
+from corral.core.units.iso_times import iso_utc
+from corral.core.scheduling.pending import PendingJob
+from corral.core.jobspec.spec import JobSpec
 from corral.errors import Conflict, Unsatisfiable
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What a fatal GPU fault (`corral.core.gpu_health`) does: the GPU is drained, by corral, with the fault as its
+"""What a fatal GPU fault (`corral.core.monitoring.gpu_health`) does: the GPU is drained, by corral, with the fault as its
 reason (kept in the store like an admin's drain, until an admin resumes it), and each job running on it is
 stopped: it ends NODE_FAIL saying which GPU failed and how, or, where the job may be run again (a batch job
 not submitted with --no-requeue), waits again and later runs on a healthy GPU, as Slurm requeues a job from a
@@ -10,9 +10,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from corral.core.gpu_health import HealthEvent, drain_reason, fatal
-from corral.core.job import Job
-from corral.core.states import JobState
+from corral.core.monitoring.gpu_health import HealthEvent, drain_reason, fatal
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.states import JobState
 from corral.server.placed import HEALTH_BY
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The health of this machine's GPUs (`corral.core.gpu_health`), as the monitor's samples report it.
+"""The health of this machine's GPUs (`corral.core.monitoring.gpu_health`), as the monitor's samples report it.
 
 Only the job service changes it, on the event loop thread, after each monitoring tick. It keeps each
 GPU's standing (what was already seen, so an event counts once), its latest figures, and its recent
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from corral.core.gpu_health import (
+from corral.core.monitoring.gpu_health import (
     GpuStanding, HealthEvent, HealthFigures, assess, throttle_names,
 )
 

@@ -13,9 +13,9 @@ from dataclasses import replace
 from corral.backends.base import (
     ArrayDrained, ClusterQueue, Ended, Started, SubmitRefused, TaskAppeared, TaskOf, Target, Waiting,
 )
-from corral.core.dependency import render
-from corral.core.job import Job, Outcome
-from corral.core.states import JobState, PendingReason
+from corral.core.jobspec.dependency import render
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.jobspec.states import JobState, PendingReason
 from corral.server.job_table import JobTable, apply_outcome
 from corral.store.jobs import JobStore
 

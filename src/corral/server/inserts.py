@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
-from corral.core.job import Job
-from corral.core.spec import JobSpec
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.spec import JobSpec
 from corral.store.jobs import JobStore
 
 log = logging.getLogger("corral.server")

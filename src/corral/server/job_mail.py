@@ -17,9 +17,9 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate, make_msgid
 
-from corral.core.admission import mail_warning
-from corral.core.job import Job
-from corral.core.states import JobState
+from corral.core.scheduling.admission import mail_warning
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.states import JobState
 from corral.monitor.channels.mail import relay
 from corral.monitor.channels.notification import SmtpSettings
 
@@ -74,7 +74,7 @@ class JobMail:
 
     def unsent(self, job: Job) -> list[str]:
         """What `show` says of the job's mail: that none will be sent, where it asks for some and this server has no
-        relay (`corral.core.admission.mail_warning`, as its submit said)."""
+        relay (`corral.core.scheduling.admission.mail_warning`, as its submit said)."""
         warning = mail_warning(job.spec, self.by_backend or self.smtp is not None)
         return [warning] if warning else []
 

@@ -9,12 +9,12 @@ import functools
 from collections import Counter
 from collections.abc import Mapping
 
-from corral.core.arrays import parse_array
-from corral.core.dependency import Dependency, Verdict, evaluate
-from corral.core.job import Job, Outcome
-from corral.core.policy import Decisions, PendingJob
-from corral.core.priority import PriorityFactors
-from corral.core.states import JobState, PendingReason
+from corral.core.jobspec.arrays import parse_array
+from corral.core.jobspec.dependency import Dependency, Verdict, evaluate
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.scheduling.policy import Decisions, PendingJob
+from corral.core.scheduling.priority import PriorityFactors
+from corral.core.jobspec.states import JobState, PendingReason
 from corral.store.jobs import JobStore
 
 CANCELLED_BY_USER = "CancelledByUser"

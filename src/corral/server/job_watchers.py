@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from corral.core.job import Job
+from corral.core.jobspec.job import Job
 from corral.server.job_mail import JobMail
 
 

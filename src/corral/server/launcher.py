@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from corral.backends.base import Placement
-from corral.core.job import Job
-from corral.core.resources import Allocation
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
 
 log = logging.getLogger("corral.server")
 

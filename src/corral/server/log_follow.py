@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from corral.executor.logs import MAX_FOLLOW, LogText, follow, size_of
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
+    from corral.core.jobspec.job import Job
     from corral.server.service import JobService
 
 MAX_LOG_TEXT = MAX_FOLLOW  # bytes of log text one read returns at most

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corral.core.job import Job
+from corral.core.jobspec.job import Job
 from corral.errors import Forbidden
 from corral.executor import logs
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from corral.core.drains import Drain, gpu_state
-from corral.core.job import Job
-from corral.core.outside_use import OutsideProcess
-from corral.core.resources import Allocation, Gpu, Node
-from corral.core.arrays import format_ranges
+from corral.core.scheduling.drains import Drain, gpu_state
+from corral.core.jobspec.job import Job
+from corral.core.monitoring.outside_use import OutsideProcess
+from corral.core.scheduling.resources import Allocation, Gpu, Node
+from corral.core.jobspec.arrays import format_ranges
 
 
 def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active: Mapping[int, Job], *,
@@ -92,7 +92,7 @@ def nodes_view(nodes: Sequence[Node], allocations: Iterable[Allocation], active:
 
 
 def _shared(gpu: Gpu, sharing: Sequence[Allocation], active: Mapping[int, Job], outside_mb: int) -> dict[str, Any] | None:
-    """A GPU's sharing jobs (`corral.core.sharing`) and its memory: budgeted to them, held outside corral, free."""
+    """A GPU's sharing jobs (`corral.core.scheduling.sharing`) and its memory: budgeted to them, held outside corral, free."""
     if not sharing and not outside_mb:
         return None
     jobs = []

@@ -1,4 +1,4 @@
-"""GPUs of this machine in use outside corral (`corral.core.outside_use`), as the monitor's last sample found them.
+"""GPUs of this machine in use outside corral (`corral.core.monitoring.outside_use`), as the monitor's last sample found them.
 
 Only the job service changes them, on the event loop thread, after each monitoring tick; what the scheduler
 reads is `avoided()`, beside the drained GPUs.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from corral.core.outside_use import (
+from corral.core.monitoring.outside_use import (
     AVOID,
     SHARE,
     OutsideProcess,
@@ -18,7 +18,7 @@ from corral.core.outside_use import (
     note,
     shared_by_node,
 )
-from corral.core.resources import Node
+from corral.core.scheduling.resources import Node
 
 
 class OutsideGpus:

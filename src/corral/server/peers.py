@@ -33,7 +33,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from corral.core.caps import ConcurrencyCap
+from corral.core.access.caps import ConcurrencyCap
 from corral.server.sockdiag import SockDiag, SockDiagUnavailable
 
 log = logging.getLogger("corral.server")

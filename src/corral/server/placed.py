@@ -13,9 +13,9 @@ from concurrent.futures import Executor
 from dataclasses import replace
 
 from corral.backends.base import Ended, Placement
-from corral.core.events import JobEvent
-from corral.core.job import Job, Outcome
-from corral.core.states import JobState
+from corral.core.jobspec.events import JobEvent
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.jobspec.states import JobState
 from corral.server.job_table import CANCELLED_BY_USER, JobTable, apply_outcome, reset_to_pending
 from corral.server.launcher import Launcher, Stop
 from corral.server.poll_thread import PollThread

@@ -2,7 +2,7 @@
 
 Running jobs hold their GPUs from their start to their time limit's end (or with no end); pending jobs
 that hold a reservation take theirs from their estimated start for their time limit. A what-if is drawn
-over it from a forecast (`POST /api/v1/forecast`). Reservations (`corral.core.reservations`) are drawn as
+over it from a forecast (`POST /api/v1/forecast`). Reservations (`corral.core.scheduling.reservations`) are drawn as
 bands over their GPUs and windows.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.core.iso_times import iso_utc
-from corral.core.job import Job
-from corral.core.reservations import Reservation
-from corral.core.resources import Allocation, Node
-from corral.core.states import JobState
+from corral.core.units.iso_times import iso_utc
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.reservations import Reservation
+from corral.core.scheduling.resources import Allocation, Node
+from corral.core.jobspec.states import JobState
 
 
 def plan_view(nodes: Sequence[Node], allocations: Mapping[int, Allocation], active: Mapping[int, Job],

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from corral.backends.base import Ended
-from corral.core.job import Job
+from corral.core.jobspec.job import Job
 
 POLL_GAP_FACTOR = 3.0  # the poll thread rests this many times as long as its last look took (it shares the GIL)
 

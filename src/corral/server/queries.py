@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from corral.core.job import Job
-from corral.core.resources import Node
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Node
+from corral.core.jobspec.states import JobState
 from corral.errors import InvalidRequest, NotFound
 from corral.server.job_table import JobTable
 from corral.store.jobs import JobStore

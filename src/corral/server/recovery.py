@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from corral.backends.base import Recovered
-from corral.core.job import Job
-from corral.core.resources import Allocation, Node
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation, Node
+from corral.core.jobspec.states import JobState
 from corral.server.job_table import apply_outcome
 
 if TYPE_CHECKING:

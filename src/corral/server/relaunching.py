@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from corral.core.identity import Caller
-from corral.core.job import Job
-from corral.core.resubmit import check_owner_confirmed, request_of, with_changes
+from corral.core.access.identity import Caller
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.resubmit import check_owner_confirmed, request_of, with_changes
 from corral.errors import InvalidRequest
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from corral.core.events import REQUEUED, JobEvent, requeued_detail
-from corral.core.job import Job
-from corral.core.states import JobState, PendingReason
+from corral.core.jobspec.events import REQUEUED, JobEvent, requeued_detail
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.states import JobState, PendingReason
 from corral.errors import Conflict
 from corral.server.job_table import reset_to_pending
 

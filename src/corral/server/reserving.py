@@ -1,4 +1,4 @@
-"""Reservations (`corral.core.reservations`): made and deleted by admins, kept in the store, ended by themselves.
+"""Reservations (`corral.core.scheduling.reservations`): made and deleted by admins, kept in the store, ended by themselves.
 
 Only the job service changes them, on the event loop thread. Each pass reads `book()`: the reservations
 and the running jobs inside each. A reservation whose window is over is removed before the pass (Slurm
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from corral.core.job import Job
-from corral.core.reservations import Reservation, ReservationBook, Wanted, book, expired, plan, wanted_update
-from corral.core.resources import Allocation, Node
-from corral.core.spec import JobSpec
-from corral.core.states import JobState, PendingReason
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.reservations import Reservation, ReservationBook, Wanted, book, expired, plan, wanted_update
+from corral.core.scheduling.resources import Allocation, Node
+from corral.core.jobspec.spec import JobSpec
+from corral.core.jobspec.states import JobState, PendingReason
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from corral.server.job_table import JobTable, pending
 from corral.store.jobs import JobStore
@@ -47,7 +47,7 @@ class Reservations:
 
     def create(self, wanted: Wanted, by: str, *, drained: Mapping[str, frozenset[int]], accounts: Iterable[str],
                user_exists: Callable[[str], bool]) -> Reservation:
-        """Check and keep a new reservation (`corral.core.reservations.plan` says what it refuses)."""
+        """Check and keep a new reservation (`corral.core.scheduling.reservations.plan` says what it refuses)."""
         made = plan(wanted, nodes=self.nodes, existing=self.by_name.values(), running=self._running_outside(),
                     drained=drained, user_exists=user_exists, accounts=accounts, by=by, now=self.clock())
         self.store.add(made)

@@ -1,7 +1,7 @@
 """corral's own scheduling over the job table (`SchedulingPass`), and the jobs it placed (`RunningJobs`).
 
 A pass orders the queue by priority (fair share from the usage ledger), gives array tasks records as
-they get a chance to run, and asks the pure policy (`corral.core.policy.schedule`) what starts and
+they get a chance to run, and asks the pure policy (`corral.core.scheduling.policy.schedule`) what starts and
 what is preempted; the job service records and launches what it decided.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
-from corral.core.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent, requeued_detail
-from corral.core.job import Job, Outcome
-from corral.core.policy import Decisions, PendingJob, schedule
-from corral.core.priority import PriorityFactors, charged_gpus, prioritize, usage_charge
-from corral.core.reservations import ReservationBook
-from corral.core.resources import Allocation, Node
-from corral.core.schedconfig import SchedulerConfig
-from corral.core.states import JobState
+from corral.core.jobspec.events import CANCELLED, PREEMPTED, REQUEUED, STARTED, JobEvent, requeued_detail
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.scheduling.policy import Decisions, PendingJob, schedule
+from corral.core.scheduling.priority import PriorityFactors, charged_gpus, prioritize, usage_charge
+from corral.core.scheduling.reservations import ReservationBook
+from corral.core.scheduling.resources import Allocation, Node
+from corral.core.scheduling.schedconfig import SchedulerConfig
+from corral.core.jobspec.states import JobState
 from corral.server.job_table import JobTable, pending, reset_to_pending, throttle_of
 from corral.server.usage import UsageLedger
 from corral.store.jobs import JobStore
@@ -32,7 +32,7 @@ class RunningJobs:
         self.preempted_for: dict[int, tuple[str, float]] = {}  # those jobs -> (the job they make room for, when)
         self.cancelled_by: dict[int, str] = {}  # asked to stop -> who asked
         self.requeued_by: dict[int, str] = {}  # asked to stop and wait again (scontrol requeue) -> who asked
-        self.node_failed: dict[int, str] = {}  # stopped because their GPU failed (`corral.core.gpu_health`) -> why
+        self.node_failed: dict[int, str] = {}  # stopped because their GPU failed (`corral.core.monitoring.gpu_health`) -> why
 
     def release(self, job_id: int) -> Allocation | None:
         """The job no longer runs: its allocation (returned) and the asks to stop it go."""
@@ -79,7 +79,7 @@ class SchedulingPass:
         # each node's GPUs no new job is given: drained (`corral.server.draining`) or avoided (in use outside corral)
         self.drained: Mapping[str, frozenset[int]] = {}
         # GPUs in use outside corral that no whole-GPU job is given but sharing jobs may go beside
-        # (`corral.core.sharing.shareable_beside`), and the memory held there (`corral.core.sharing.outside_holds`)
+        # (`corral.core.scheduling.sharing.shareable_beside`), and the memory held there (`corral.core.scheduling.sharing.outside_holds`)
         self.shareable: Mapping[str, frozenset[int]] = {}
         self.held_outside: Sequence[Allocation] = ()
         self.reservations: ReservationBook | None = None  # `corral.server.reserving`, set before each pass
@@ -212,7 +212,7 @@ class SchedulingPass:
 
     def charge(self, allocation: Allocation, seconds: float) -> float:
         """What `seconds` of a job's allocation adds to its user's usage, in GPU-hours (a sharing job: its part of
-        its GPU, `corral.core.priority.charged_gpus`)."""
+        its GPU, `corral.core.scheduling.priority.charged_gpus`)."""
         gpus: float = len(allocation.gpu_ids)
         if allocation.gpu_share_mb:
             gpus = charged_gpus(1, allocation.gpu_share_mb, self.gpu_mem_mb(allocation.node, allocation.gpu_ids))

@@ -12,9 +12,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from corral.backends.base import ClusterQueue
-from corral.core.job import Job
-from corral.core.spec import build_spec
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.spec import build_spec
+from corral.core.jobspec.states import JobState
 from corral.errors import Conflict, CorralError
 from corral.server.job_table import CANCELLED_BY_USER
 

@@ -7,7 +7,7 @@ are short and synchronous, and submits arriving together share one transaction.
 
 `JobService` holds the request methods and composes the parts that own state: the job
 table (`job_table`), the usage ledger (`usage`), submits and updates (`submission`, with
-admission in `corral.core.admission`), the loop's timing (`loop`), corral's own pass and the
+admission in `corral.core.scheduling.admission`), the loop's timing (`loop`), corral's own pass and the
 jobs it placed (`scheduling`, `placed`) or, where the backend schedules itself, the hand-over
 (`handover`). Requests with more steps live beside it: `cancelling`, `self_scheduled` (what only
 a backend that schedules itself answers), `recovery` (start-up); what it was started with is
@@ -23,19 +23,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from corral.backends.base import Backend, Capabilities, JobProcesses
-from corral.core.arrays import array_state
-from corral.core.drains import Drain
-from corral.core.gpu_health import HealthEvent, HealthFigures
-from corral.core.outside_use import OutsideProcess, unavailable
-from corral.core.sharing import OverBudget, outside_holds, shareable_beside
-from corral.core.identity import AccessPolicy, Caller
-from corral.core.job import Job
-from corral.core.priority import PriorityFactors
-from corral.core.reservations import Wanted
-from corral.core.resources import Allocation, Node
-from corral.core.schedconfig import SchedulerConfig
-from corral.core.steps import JobStep, step_end, step_start
-from corral.core.states import JobState, PendingReason
+from corral.core.jobspec.arrays import array_state
+from corral.core.scheduling.drains import Drain
+from corral.core.monitoring.gpu_health import HealthEvent, HealthFigures
+from corral.core.monitoring.outside_use import OutsideProcess, unavailable
+from corral.core.scheduling.sharing import OverBudget, outside_holds, shareable_beside
+from corral.core.access.identity import AccessPolicy, Caller
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.priority import PriorityFactors
+from corral.core.scheduling.reservations import Wanted
+from corral.core.scheduling.resources import Allocation, Node
+from corral.core.scheduling.schedconfig import SchedulerConfig
+from corral.core.jobspec.steps import JobStep, step_end, step_start
+from corral.core.jobspec.states import JobState, PendingReason
 from corral.errors import Conflict, CorralError, Forbidden, InvalidRequest
 from corral.server import cancelling, recovery, requeueing, self_scheduled
 from corral.server.accounts import uid_of
@@ -526,7 +526,7 @@ class JobService:
         self.watchers.mail.started(started, now)
 
     def finish_array_if_done(self, array_id: int) -> None:
-        """An array ends when its last task does (`corral.core.arrays.array_state` says how)."""
+        """An array ends when its last task does (`corral.core.jobspec.arrays.array_state` says how)."""
         array = self.table.arrays.get(array_id)
         if array is None or array.array_pending or self.table.array_tasks.get(array_id):
             return
@@ -595,7 +595,7 @@ class JobService:
         return [r.to_dict(now) for r in self.reservations.all()]
 
     def create_reservation(self, caller: Caller, wanted: Wanted) -> dict[str, Any]:
-        """Keep GPUs for some users over a window, for an admin (`corral.core.reservations.plan`)."""
+        """Keep GPUs for some users over a window, for an admin (`corral.core.scheduling.reservations.plan`)."""
         self._check_reservations(caller, f"creating reservation {wanted.name}")
         made = self.reservations.create(wanted, caller.user, drained=self.drains.by_node,
                                         accounts=self.access.accounts, user_exists=lambda u: uid_of(u) is not None)

@@ -9,9 +9,9 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from corral.core.identity import AccessPolicy
-from corral.core.spec import DEFAULT_MAX_SCRIPT_MB
-from corral.core.sharing import SharingSettings
+from corral.core.access.identity import AccessPolicy
+from corral.core.jobspec.spec import DEFAULT_MAX_SCRIPT_MB
+from corral.core.scheduling.sharing import SharingSettings
 from corral.home import HomeLayout
 from corral.monitor.channels.notification import SmtpSettings
 
@@ -35,9 +35,9 @@ class ServiceSettings:
     """The mail relay jobs' --mail-type mails go through (`[smtp]`); None: no mail is sent."""
     outside_processes: str = "avoid"
     """`[node] outside_processes`: what the scheduler does with a GPU a process outside corral uses
-    (`corral.core.outside_use`: avoid, ignore or share)."""
+    (`corral.core.monitoring.outside_use`: avoid, ignore or share)."""
     sharing: SharingSettings = field(default_factory=SharingSettings)
-    """`[node] shards_per_gpu`, `gpu_share_over_budget`, `gpu_share_grace_s` (`corral.core.sharing`)."""
+    """`[node] shards_per_gpu`, `gpu_share_over_budget`, `gpu_share_grace_s` (`corral.core.scheduling.sharing`)."""
 
     @property
     def log_dir(self) -> str:

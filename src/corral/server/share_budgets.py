@@ -1,4 +1,4 @@
-"""Sharing jobs held to their GPU memory budget (`corral.core.sharing`), from the monitor's samples.
+"""Sharing jobs held to their GPU memory budget (`corral.core.scheduling.sharing`), from the monitor's samples.
 
 After each tick the monitor tells the job service what each running job's own processes hold on its GPUs
 (NVML's per-process figures); a sharing job over its budget is warned (an event on its timeline, its reason
@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING
 
-from corral.core.events import GPU_OVER_BUDGET, JobEvent
-from corral.core.sharing import BudgetWatch, OverBudget, SharingSettings, asked_as
-from corral.core.states import JobState
+from corral.core.jobspec.events import GPU_OVER_BUDGET, JobEvent
+from corral.core.scheduling.sharing import BudgetWatch, OverBudget, SharingSettings, asked_as
+from corral.core.jobspec.states import JobState
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
+    from corral.core.jobspec.job import Job
     from corral.store.jobs import JobStore
 
 log = logging.getLogger(__name__)

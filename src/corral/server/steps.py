@@ -7,10 +7,10 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 
-from corral.core.identity import Caller, scope_covers
-from corral.core.job import Job
-from corral.core.states import JobState
-from corral.core.steps import JobStep, StepEnd, StepStart
+from corral.core.access.identity import Caller, scope_covers
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.states import JobState
+from corral.core.jobspec.steps import JobStep, StepEnd, StepStart
 from corral.errors import Conflict, Forbidden
 from corral.store.steps import StepStore
 

@@ -1,7 +1,7 @@
 """What comes in: submits and updates, checked, admitted and written.
 
 A submit is built into a spec as its submitter (their directories, their environment), refused if it
-could never run, admitted (`corral.core.admission.admit`: partition, QoS, limits, default time), and
+could never run, admitted (`corral.core.scheduling.admission.admit`: partition, QoS, limits, default time), and
 acknowledged once committed (`corral.server.inserts.GroupCommit`). Where the backend schedules itself,
 partitions and QoS are the cluster's and it refuses what its nodes cannot run.
 """
@@ -15,14 +15,14 @@ from dataclasses import replace
 from typing import Any
 
 from corral.backends.base import Backend
-from corral.core.admission import admit, check_nice, check_priority, check_runnable, refuse_unconfigured
-from corral.core.events import RUN_AGAIN
-from corral.core.job import Job
-from corral.core.resources import Node
-from corral.core.schedconfig import SchedulerConfig
-from corral.core.sharing import shards_to_mb
-from corral.core.spec import JobSpec, build_spec, check_script_size, update_spec
-from corral.core.states import JobState, PendingReason
+from corral.core.scheduling.admission import admit, check_nice, check_priority, check_runnable, refuse_unconfigured
+from corral.core.jobspec.events import RUN_AGAIN
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Node
+from corral.core.scheduling.schedconfig import SchedulerConfig
+from corral.core.scheduling.sharing import shards_to_mb
+from corral.core.jobspec.spec import JobSpec, build_spec, check_script_size, update_spec
+from corral.core.jobspec.states import JobState, PendingReason
 from corral.errors import Conflict, InvalidRequest
 from corral.executor.directory_access import DirectoryAccess, can_enter
 from corral.server.accounts import home_of, may_use
@@ -189,7 +189,7 @@ class Submissions:
             check_runnable(spec, self.nodes)
 
     def place(self, spec: JobSpec, counted: bool = False) -> JobSpec:
-        """Fill in the partition, QoS and default time limit (`corral.core.admission.admit`)."""
+        """Fill in the partition, QoS and default time limit (`corral.core.scheduling.admission.admit`)."""
         queue = self.backend.queue
         if queue is not None:
             # partitions, QoS and their limits are the cluster's: "" leaves the choice to it

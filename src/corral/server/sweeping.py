@@ -1,4 +1,4 @@
-"""Sweeps submitted and read: parameters expanded into one job array (`corral.core.sweeps`), and the sweep's
+"""Sweeps submitted and read: parameters expanded into one job array (`corral.core.tracking.sweeps`), and the sweep's
 definition stored beside the array, so that every task's values can be shown with its state and its run."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from corral.core import sweeps as S
-from corral.core.identity import Caller
-from corral.core.job import Job
+from corral.core.tracking import sweeps as S
+from corral.core.access.identity import Caller
+from corral.core.jobspec.job import Job
 from corral.errors import InvalidRequest, NotFound
 from corral.store.sweeps import SweepStore
 

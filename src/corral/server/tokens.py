@@ -1,6 +1,6 @@
 """API tokens on a caller's behalf: make one (its secret returned once), list them, revoke one.
 
-Who may do what is decided by `corral.core.tokens`; the records are `TokenStore`'s. Every method is blocking
+Who may do what is decided by `corral.core.access.tokens`; the records are `TokenStore`'s. Every method is blocking
 (one transaction): the API calls them off the event loop.
 """
 
@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from corral.core.identity import AccessPolicy, Caller
-from corral.core.tokens import (
+from corral.core.access.identity import AccessPolicy, Caller
+from corral.core.access.tokens import (
     DEFAULT_EXPIRY, DEFAULT_NAME, ApiToken, authorize_create, authorize_revoke, check_name, check_token_scope,
     check_user, parse_expiry,
 )

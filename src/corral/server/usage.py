@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from corral.core.priority import charged_gpus, decay, usage_charge
+from corral.core.scheduling.priority import charged_gpus, decay, usage_charge
 from corral.store.jobs import JobStore
 from corral.store.usage import UsageStore
 

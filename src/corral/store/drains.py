@@ -1,4 +1,4 @@
-"""Reading and writing drained GPUs (`corral.core.drains`). Every method is one transaction."""
+"""Reading and writing drained GPUs (`corral.core.scheduling.drains`). Every method is one transaction."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Engine, delete, insert, select
 
-from corral.core.drains import Drain
+from corral.core.scheduling.drains import Drain
 from corral.store.schema import gpu_drains
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, func, select, text, update
 
-from corral.core.arrays import format_ranges, parse_array, parse_ranges
-from corral.core.events import JobEvent
-from corral.core.job import Job
-from corral.core.spec import JobSpec
-from corral.core.spec_container import ContainerSpec
-from corral.core.states import ACTIVE_STATES, JobState
+from corral.core.jobspec.arrays import format_ranges, parse_array, parse_ranges
+from corral.core.jobspec.events import JobEvent
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.spec import JobSpec
+from corral.core.jobspec.spec_container import ContainerSpec
+from corral.core.jobspec.states import ACTIVE_STATES, JobState
 from corral.store.schema import job_events, job_scripts, jobs
 
 _SPEC_COLUMNS = (

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
-from corral.core import metric_series as S
+from corral.core.tracking import metric_series as S
 from corral.errors import NotFound
 from corral.store.db import inserted_id
 from corral.store.schema import (

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select, update
 
-from corral.core.alerts import may_use_channel
+from corral.core.monitoring.alerts import may_use_channel
 from corral.errors import Conflict, Forbidden, NotFound
-from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
+from corral.core.monitoring.samples import LOW_GPU_UTILIZATION, SampleSummary
 from corral.store.db import inserted_id
 from corral.store.schema import (
     alert_channels, alert_deliveries, alert_firings, alert_rules, job_samples, metric_chunks, metric_series, runs,

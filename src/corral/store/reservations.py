@@ -1,10 +1,10 @@
-"""Reading and writing reservations (`corral.core.reservations`). Every method is one transaction."""
+"""Reading and writing reservations (`corral.core.scheduling.reservations`). Every method is one transaction."""
 
 from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, delete, insert, select
 
-from corral.core.reservations import Reservation
+from corral.core.scheduling.reservations import Reservation
 from corral.store.schema import reservations
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
-from corral.core import metric_series as S
-from corral.core.metrics_batch import MetricsBatch, increasing_only
+from corral.core.tracking import metric_series as S
+from corral.core.tracking.metrics_batch import MetricsBatch, increasing_only
 from corral.errors import NotFound
 from corral.store.schema import metric_chunks, metric_series, run_batches, runs
 
@@ -108,7 +108,7 @@ class RunMetrics:
     def series(self, conn: Connection, run_id: int, key: str, *, start: int | None, end: int | None,
                max_points: int) -> tuple[int, bool, S.Points]:
         """(points in range, downsampled?, the points): at most `max_points`, each bucket's
-        extremes kept (core.metric_series.downsample)."""
+        extremes kept (core.tracking.metric_series.downsample)."""
         meta = conn.execute(select(metric_series.c.count).where(
             metric_series.c.run_id == run_id, metric_series.c.key == key)).first()
         if meta is None:

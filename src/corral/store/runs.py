@@ -14,11 +14,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, delete, exists, func, insert, select, update
 
-from corral.core.nonfinite import json_number
-from corral.core.run_filters import RunFilter
-from corral.core.run_names import default_name
-from corral.core.run_requests import RunRequest
-from corral.core.units import is_number
+from corral.core.tracking.nonfinite import json_number
+from corral.core.tracking.run_filters import RunFilter
+from corral.core.tracking.run_names import default_name
+from corral.core.tracking.run_requests import RunRequest
+from corral.core.units.units import is_number
 from corral.errors import Forbidden, NotFound
 from corral.store.db import inserted_id
 from corral.store.run_artifacts import RunArtifacts

@@ -81,7 +81,7 @@ jobs = Table(
     Column("parent", Integer),
     # sbatch's --reservation: the reservation it runs in (a name; the reservation may be gone)
     Column("reservation", String(64)),
-    # a sharing job's (`corral.core.sharing`): sbatch's --gres=shard:N, and its GPU memory budget in MB
+    # a sharing job's (`corral.core.scheduling.sharing`): sbatch's --gres=shard:N, and its GPU memory budget in MB
     Column("gpu_shards", Integer, nullable=False, server_default="0"),
     Column("gpu_share_mb", Integer, nullable=False, server_default="0"),
     Index("ix_jobs_state_id", "state", "id"),
@@ -98,7 +98,7 @@ job_scripts = Table(
     Column("script", Text, nullable=False),
 )
 
-# What a job's row forgets when it is queued again (`corral.core.events`): each start, preemption (and for
+# What a job's row forgets when it is queued again (`corral.core.jobspec.events`): each start, preemption (and for
 # which job), requeue, and who cancelled it; written in the same transaction as the change of state.
 job_events = Table(
     "job_events",
@@ -436,7 +436,7 @@ api_tokens = Table(
     sqlite_autoincrement=True,
 )
 
-# The dashboard's login sessions (corral.core.sessions): only the hash of cookie and key together.
+# The dashboard's login sessions (corral.core.access.sessions): only the hash of cookie and key together.
 dashboard_sessions = Table(
     "dashboard_sessions",
     metadata,
@@ -467,7 +467,7 @@ gpu_drains = Table(
     PrimaryKeyConstraint("node", "gpu_index"),
 )
 
-# Reservations (`corral.core.reservations`): GPUs of a node kept for some users or accounts over a window.
+# Reservations (`corral.core.scheduling.reservations`): GPUs of a node kept for some users or accounts over a window.
 # Lists are stored comma-joined (GPU indexes, users, accounts: names never hold a comma).
 reservations = Table(
     "reservations",

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine, RowMapping, delete, insert, or_, select, update
 
-from corral.core.sessions import DashboardSession, hash_session, new_session_secrets
+from corral.core.access.sessions import DashboardSession, hash_session, new_session_secrets
 from corral.store.schema import api_tokens, dashboard_sessions
 
 _RECORD = (dashboard_sessions.c.id, dashboard_sessions.c.user, dashboard_sessions.c.scope, dashboard_sessions.c.token_id,

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from corral.core.steps import RUNNING, JobStep, StepEnd, StepStart, claim
+from corral.core.jobspec.steps import RUNNING, JobStep, StepEnd, StepStart, claim
 from corral.errors import NotFound
 from corral.store.schema import job_steps
 
@@ -25,7 +25,7 @@ class StepStore:
     def open(self, job_id: int, start: StepStart, now: float, *, job_ref: str, job_cpus: int,
              job_gpus: tuple[int, ...], restart: int = 0) -> JobStep | None:
         """A new RUNNING step of the job's run `restart`, numbered after that run's last, holding the CPUs and
-        GPUs it asks for; None while the run's other steps hold them (`corral.core.steps.claim`)."""
+        GPUs it asks for; None while the run's other steps hold them (`corral.core.jobspec.steps.claim`)."""
         with self._claiming:  # one server writes steps: what is free is read and taken at once
             for _ in range(_NUMBERING_TRIES):
                 try:

@@ -1,4 +1,4 @@
-"""Reading and writing sweeps (`corral.core.sweeps`): one row per sweep, keyed by its array job's id."""
+"""Reading and writing sweeps (`corral.core.tracking.sweeps`): one row per sweep, keyed by its array job's id."""
 
 from __future__ import annotations
 

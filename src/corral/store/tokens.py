@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine, RowMapping, insert, select, update
 
-from corral.core.tokens import ApiToken, check_name, check_token_scope, hash_secret, new_secret
+from corral.core.access.tokens import ApiToken, check_name, check_token_scope, hash_secret, new_secret
 from corral.errors import NotFound
 from corral.store.schema import api_tokens
 

@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from corral.core.artifact_names import ListedEntry, check_artifact_name, check_sha256, directory_level
-from corral.core.byte_ranges import ByteRange
+from corral.core.tracking.artifact_names import ListedEntry, check_artifact_name, check_sha256, directory_level
+from corral.core.dialects.byte_ranges import ByteRange
 from corral.errors import InvalidRequest, NotFound
 from corral.executor.files import open_log
 from corral.tracking.artifact_store import ArtifactStore, BlobWriter
@@ -247,7 +247,7 @@ class ArtifactService:
 
     async def listing(self, run_id: int, path: str) -> list[ListedEntry]:
         """The run's uploaded artifacts one directory level under `path` ("" its root), as a file
-        system would list them (`corral.core.artifact_names.directory_level`); nothing where there
+        system would list them (`corral.core.tracking.artifact_names.directory_level`); nothing where there
         are none.
 
         Raises:

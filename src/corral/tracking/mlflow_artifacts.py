@@ -19,7 +19,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from corral.core.artifact_names import check_artifact_name
+from corral.core.tracking.artifact_names import check_artifact_name
 from corral.errors import CorralError, InvalidRequest, NotFound
 from corral.tracking.artifact_store import hash_file
 from corral.tracking.artifacts import STREAM_CHUNK, ArtifactService

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
-from corral.core import mlflow_requests as M
-from corral.core.metric_series import Points
-from corral.core.metrics_batch import MetricsBatch
-from corral.core.mlflow_filter import RunView, holds, matches, parse_filter, parse_order_by, sort_runs
-from corral.core.nonfinite import json_number
-from corral.core.run_requests import parse_run_request
+from corral.core.dialects import mlflow_requests as M
+from corral.core.tracking.metric_series import Points
+from corral.core.tracking.metrics_batch import MetricsBatch
+from corral.core.dialects.mlflow_filter import RunView, holds, matches, parse_filter, parse_order_by, sort_runs
+from corral.core.tracking.nonfinite import json_number
+from corral.core.tracking.run_requests import parse_run_request
 from corral.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from corral.store import mlflow as X
 from corral.store.runs import RunStore

@@ -21,14 +21,14 @@ import numpy as np
 import orjson
 from sqlalchemy import Connection
 
-from corral.core import run_requests as R
-from corral.core.job import Job
-from corral.core.metric_series import Points
-from corral.core.metrics_batch import MetricsBatch, check_key, parse_metrics_batch
-from corral.core.nonfinite import json_number
-from corral.core.run_filters import parse_filter
-from corral.core.run_states import RUN_STATES
-from corral.core.states import JobState
+from corral.core.tracking import run_requests as R
+from corral.core.jobspec.job import Job
+from corral.core.tracking.metric_series import Points
+from corral.core.tracking.metrics_batch import MetricsBatch, check_key, parse_metrics_batch
+from corral.core.tracking.nonfinite import json_number
+from corral.core.tracking.run_filters import parse_filter
+from corral.core.tracking.run_states import RUN_STATES
+from corral.core.jobspec.states import JobState
 from corral.errors import CorralError, InvalidRequest
 from corral.store.runs import RunStore
 

@@ -1,11 +1,11 @@
 """The sweep page's read model (also `corral sweep show`): the sweep's definition, its tasks' states and their
-runs' metrics, put together by `corral.core.sweeps.sweep_table`."""
+runs' metrics, put together by `corral.core.tracking.sweeps.sweep_table`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from corral.core.sweeps import sweep_table
+from corral.core.tracking.sweeps import sweep_table
 
 if TYPE_CHECKING:
     from corral.server.service import JobService

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from corral.core.states import JobState
+from corral.core.jobspec.states import JobState
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
+    from corral.core.jobspec.job import Job
     from corral.monitor.service import MonitorService
     from corral.server.service import JobService
 

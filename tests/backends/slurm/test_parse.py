@@ -31,8 +31,8 @@ from corral.backends.slurm.parse import (
     parse_squeue,
     parse_squeue_ended,
 )
-from corral.core.job import Outcome
-from corral.core.states import JobState
+from corral.core.jobspec.job import Outcome
+from corral.core.jobspec.states import JobState
 
 
 @pytest.fixture(autouse=True)

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from corral.backends.slurm.script import SbatchRequest, build_sbatch, format_time_limit, warn_signal_option
-from corral.core.job import Job
-from corral.core.spec import JobSpec
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.spec import JobSpec
+from corral.core.jobspec.states import JobState
 
 GOLDEN = Path(__file__).parent / "golden"
 SEPARATOR = "--- script ---"
@@ -359,7 +359,7 @@ def test_placement_time_and_mail_options_pass_to_slurm_which_honours_them_itself
 
 
 def test_a_container_job_gets_pyxis_options_so_the_cluster_runs_it_in_its_image():
-    from corral.core.spec_container import ContainerSpec, Mount
+    from corral.core.jobspec.spec_container import ContainerSpec, Mount
 
     container = ContainerSpec("nvcr.io#nvidia/pytorch:24.01-py3", mounts=(Mount("/data", "/data", True),
                               Mount("/scratch/a b", "/scratch")), workdir="/workspace", env=("NCCL_DEBUG", "HF_HOME"),

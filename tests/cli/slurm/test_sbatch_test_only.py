@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from corral.core.iso_times import epoch_seconds
+from corral.core.units.iso_times import epoch_seconds
 from tests.helpers import wait_for
 
 LINE = re.compile(r"^sbatch: Job (\d+) to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) using (\d+) processors on nodes "

@@ -23,8 +23,8 @@ from corral.backends.local.owners import JobOwners
 from corral.backends.local.settings import LaunchSettings
 from corral.backends.local.supervisors import Supervisors
 from corral.backends.registry import BackendSetup
-from corral.core.job import Job, Outcome
-from corral.core.resources import Allocation, Gpu, Node
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.scheduling.resources import Allocation, Gpu, Node
 from corral.errors import InvalidRequest
 from corral.executor import files
 from corral.executor.endings import NODE_FAILURE, append_as_root, cancelled_line
@@ -139,7 +139,7 @@ class LocalBackend:
         stdout = job.log_path("stdout")
         warning = None
         if job.spec.warn_signal:
-            from corral.core.spec import parse_signal
+            from corral.core.jobspec.spec import parse_signal
 
             warning = parse_signal(job.spec.warn_signal)
         settings = self.settings

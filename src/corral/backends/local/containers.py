@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from corral.core.job import Job
-from corral.core.resources import Allocation
-from corral.core.spec_container import ContainerSpec
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
+from corral.core.jobspec.spec_container import ContainerSpec
 from corral.errors import InvalidRequest
 from corral.executor.containers import ContainerLaunch, driver_for, runtime_environment, visible_devices
 from corral.executor.mig import by_uuid

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.core.job import Job
-from corral.core.resources import Allocation
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Allocation
 from corral.executor.cgroups import DEVICE_NVIDIA_MAJOR
 
 

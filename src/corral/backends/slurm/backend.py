@@ -19,10 +19,10 @@ from corral.backends.registry import BackendSetup
 from corral.backends.slurm.cluster import SlurmCluster, SlurmError
 from corral.backends.slurm.submit import SlurmSubmitter
 from corral.backends.slurm.watcher import POLL_INTERVAL_S, SlurmWatcher
-from corral.core.job import Job
-from corral.core.resources import Node
-from corral.core.spec_container import ContainerSpec
-from corral.core.spec import MAX_NODES
+from corral.core.jobspec.job import Job
+from corral.core.scheduling.resources import Node
+from corral.core.jobspec.spec_container import ContainerSpec
+from corral.core.jobspec.spec import MAX_NODES
 from corral.errors import Conflict, InvalidRequest, NotFound
 
 

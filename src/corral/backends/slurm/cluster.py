@@ -18,7 +18,7 @@ from corral.backends.slurm.parse import (
     parse_squeue, parse_squeue_ended,
 )
 from corral.backends.slurm.script import SbatchRequest
-from corral.core.resources import Gpu, Node
+from corral.core.scheduling.resources import Gpu, Node
 from corral.errors import CorralError, InvalidRequest
 
 log = logging.getLogger("corral.slurm")

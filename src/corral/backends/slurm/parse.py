@@ -7,9 +7,9 @@ import logging
 from collections.abc import Collection, Iterator
 from typing import NamedTuple
 
-from corral.core.arrays import parse_array
-from corral.core.job import Outcome
-from corral.core.states import JobState
+from corral.core.jobspec.arrays import parse_array
+from corral.core.jobspec.job import Outcome
+from corral.core.jobspec.states import JobState
 from corral.errors import InvalidRequest
 
 log = logging.getLogger("corral.slurm")

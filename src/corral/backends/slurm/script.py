@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from corral.core.spec_signals import parse_signal
+from corral.core.jobspec.spec_signals import parse_signal
 
 if TYPE_CHECKING:
-    from corral.core.job import Job
-    from corral.core.job_spec import JobSpec
+    from corral.core.jobspec.job import Job
+    from corral.core.jobspec.job_spec import JobSpec
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -210,7 +210,7 @@ def placement_options(spec: JobSpec) -> list[str]:
 
 def container_options(spec: JobSpec) -> list[str]:
     """Pyxis's sbatch options for a job in a container image: the cluster's Pyxis plugin runs the batch
-    script in it. Each is one argv element (no shell); `corral.core.spec_container` has already refused
+    script in it. Each is one argv element (no shell); `corral.core.jobspec.spec_container` has already refused
     an image that starts with `-` and paths holding a comma, which would change their meaning here."""
     container = spec.container
     if container is None:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from corral.backends.base import SubmitRefused
 from corral.backends.slurm.cluster import SlurmCluster
 from corral.backends.slurm.script import build_sbatch
-from corral.core.job import Job
-from corral.core.paths import expand_pattern
+from corral.core.jobspec.job import Job
+from corral.core.jobspec.paths import expand_pattern
 from corral.executor.environment import job_environment
 from corral.executor.files import write_json_atomic
 from corral.home import HomeLayout

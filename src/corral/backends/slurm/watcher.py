@@ -19,8 +19,8 @@ from corral.backends.base import (
 from corral.backends.slurm.cluster import SlurmCluster, SlurmError
 from corral.backends.slurm.parse import SacctRow, SqueueRow, outcome_from_sacct
 from corral.backends.slurm.submit import task_log
-from corral.core.job import Job, Outcome
-from corral.core.states import JobState
+from corral.core.jobspec.job import Job, Outcome
+from corral.core.jobspec.states import JobState
 
 log = logging.getLogger("corral.slurm")
 

@@ -23,7 +23,7 @@ from corral.cli.slurm.argv import Option, parse
 from corral.cli.slurm.command import Refused, answered, refusal, server
 from corral.cli.slurm.descriptors import write_all
 from corral.cli.slurm.sbatch import OPTIONS as SBATCH_OPTIONS
-from corral.core import terminal_frames as tf
+from corral.core.jobspec import terminal_frames as tf
 from corral.errors import CorralError
 
 TYPE_CHECKING = False

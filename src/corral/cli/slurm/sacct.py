@@ -23,7 +23,7 @@ from corral.cli.slurm.argv import Option, UsageError, listed, option_text, parse
 from corral.cli.slurm.command import Refused, answered, caller, server
 from corral.cli.slurm.jobs import active_jobs, expand_refs, finished_jobs, split_step
 from corral.cli.slurm.sacct_format import format_sacct
-from corral.core.slurm_times import parse_time
+from corral.core.units.slurm_times import parse_time
 from corral.cli.slurm.values import CODE_STATES, STATE_CODES, parse_iso
 from corral.errors import CorralError
 

@@ -3,7 +3,7 @@
     format_sacct(jobs, usage=None, *, fields=None, parsable=None, noheader=False,
                  allocations=False, brief=False, long=False, now, uids=None, duplicates=False) -> str
 
-`jobs` are job dicts (`corral.core.job_fields.JobFields`), in the order to print (the caller selects
+`jobs` are job dicts (`corral.core.jobspec.job_fields.JobFields`), in the order to print (the caller selects
 and orders them; see /work/notes/sacct.md for Slurm's selection rules). `usage` maps a job's `id`
 to what it used, `{"max_rss_mb": float | None, "cpu_time_s": float | None}` (the keys of the server's
 `/api/v1/jobs/{id}/efficiency` answer); a job missing there used nothing known. `now` (epoch seconds)

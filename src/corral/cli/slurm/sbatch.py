@@ -1,7 +1,7 @@
 """`sbatch`: submit a batch script to corral as Slurm's sbatch does.
 
 The script's `#SBATCH` lines, `SBATCH_*` variables and the command line's options all reach the server,
-which reads them with one parser (corral.core.sbatch), in Slurm's order: the script, then the
+which reads them with one parser (corral.core.dialects.sbatch), in Slurm's order: the script, then the
 environment, then the command line. Here only what sbatch itself does: find the script, print the id,
 wait for the job (`--wait`).
 """

@@ -13,7 +13,7 @@ Pure functions (the caller fetches the JSON and prints the text; each returns wh
   `scontrol show hostnames node[1-3,5]`, one name a line.
 - `node_state(node)`: the node's Slurm state (IDLE, MIXED, ALLOCATED, DRAINED, ...), shared with sinfo.
 
-Inputs: jobs as the API's job JSON (`corral.core.job_fields.JobFields`); nodes as `GET /api/v1/nodes`
+Inputs: jobs as the API's job JSON (`corral.core.jobspec.job_fields.JobFields`); nodes as `GET /api/v1/nodes`
 answers (name, arch, cpus, cpus_alloc, mem_mb, mem_alloc_mb, gpus; optional `state` such as "drain" or
 "down" and `reason`); partitions as dicts of corral's `[partitions.NAME]` settings (name, max_time_s,
 default_time_s, allowed_users, allowed_groups, tier, priority_factor; optional `default`, `nodes`).

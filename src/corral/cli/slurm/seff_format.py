@@ -3,7 +3,7 @@ API's job JSON and its efficiency answer: pure formatting, cheap to import.
 
     format_seff(job, efficiency, *, cluster, now, group=None) -> str
 
-`job` is a job dict (`corral.core.job_fields.JobFields`); `efficiency` is the server's
+`job` is a job dict (`corral.core.jobspec.job_fields.JobFields`); `efficiency` is the server's
 `/api/v1/jobs/{id}/efficiency` answer (`elapsed_s`, `cpus`, `cpu_time_s`, `max_rss_mb`,
 `mem_requested_mb`; None or {} for a job not yet run), `cluster` the cluster's name, `now` (epoch
 seconds) the clock for a running job's wall time when the answer has none, `group` the owner's group

@@ -8,7 +8,7 @@
   PRIORITY SITE` then a column for each factor whose weight is not 0 (AGE, ASSOC, FAIRSHARE, JOBSIZE,
   PARTITION, QOS, TRES), as src/sprio/sprio.c builds it; `-l` shows them all, with USER and NICE.
 - `NO_MATCH`: what sprio says when `-j`/`-u` match no pending job.
-- `DEFAULT_WEIGHTS`: corral's default priority weights (`corral.core.schedconfig.PriorityWeights`),
+- `DEFAULT_WEIGHTS`: corral's default priority weights (`corral.core.scheduling.schedconfig.PriorityWeights`),
   for a caller that has no others.
 
 The real testbed runs priority/basic, where sprio only refuses; this layout follows Slurm's

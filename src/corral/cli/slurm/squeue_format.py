@@ -3,7 +3,7 @@
     format_squeue(jobs, *, now, fmt=None, fmt_long=None, long=False, noheader=False, start=False,
                   array=False, sort=None, node_name="localhost", errors=None) -> str
 
-- `jobs`: job dicts as `GET /api/v1/jobs` answers (`corral.core.job_fields.JobFields`); a pending array's
+- `jobs`: job dicts as `GET /api/v1/jobs` answers (`corral.core.jobspec.job_fields.JobFields`); a pending array's
   waiting tasks are one record whose `ref` is `12_[4-9%2]`. An optional `priority` (int, higher runs
   first: corral's JSON has none) orders pending jobs as Slurm's default sort does; where no job has one,
   the order given stands for it (the API's, oldest first), held jobs last.

@@ -1,5 +1,5 @@
 """What Slurm 22.05's `sshare` prints (src/sshare/process.c), from the associations of corral's
-`GET /api/v1/associations` (their figures: `corral.core.associations`).
+`GET /api/v1/associations` (their figures: `corral.core.scheduling.associations`).
 
     sshare_text(associations, *, fields=None, long=False, partitions=False, users=None, accounts=None,
                 users_only=False, parsable=None, noheader=False, cluster="corral") -> str

@@ -154,7 +154,7 @@ def _check_container(given: dict[str, object], job_id: str) -> None:
     if not own or not given.get("container_image"):
         raise Refused(f"--container-image: job {job_id} runs "
                       + (f"in {own['image']}" if own else "on the host") + f"; {fix}")
-    from corral.core.spec_container import container_spec
+    from corral.core.jobspec.spec_container import container_spec
     from corral.errors import InvalidRequest
 
     fields = {"image": given["container_image"], "container_mounts": given.get("container_mounts"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from corral.core.units import format_duration
+from corral.core.units.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ class AdviceTools(ToolCalls):
             "Size for this GPU type (H100, A100-40G, L40S, ...) instead of choosing."))] = None,
     ) -> dict[str, Any]:
         """The GPUs a model needs, with the arithmetic (worked out here; no server asked)."""
-        from corral.core.sizing import USABLE_FRACTION, estimate, format_estimate, parse_params
+        from corral.core.scheduling.sizing import USABLE_FRACTION, estimate, format_estimate, parse_params
 
         result = estimate(parse_params(params), mode, precision, gpu_type)
         data = result.to_dict()

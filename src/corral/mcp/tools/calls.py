@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, StrictInt, StrictStr
 
-from corral.core.states import TERMINAL_STATES
+from corral.core.jobspec.states import TERMINAL_STATES
 from corral.errors import Unauthenticated
 from corral.mcp.clients import ClientPool
 from corral.mcp.credentials import AGENT_TOKEN, NO_TOKEN

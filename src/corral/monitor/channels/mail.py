@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
-from corral.core.iso_times import iso_utc
+from corral.core.units.iso_times import iso_utc
 from corral.monitor.channels.notification import (
     Channel, DeliveryError, Notification, SmtpSettings, failure_reason, summary_line, text_value,
 )

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from corral.core.iso_times import iso_utc
-from corral.core.nonfinite import json_number
+from corral.core.units.iso_times import iso_utc
+from corral.core.tracking.nonfinite import json_number
 
 EXCERPT_BYTES = 200
 """How much of a failed peer's answer, or a failed program's output, a delivery error quotes."""

@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
-from corral.core.iso_times import iso_utc
+from corral.core.units.iso_times import iso_utc
 from corral.monitor.channels.notification import (
     EXCERPT_BYTES, Channel, DeliveryError, Notification, SmtpSettings, failure_reason, summary_line, text_value,
 )

@@ -13,7 +13,7 @@ or stalls (`job_causes`), what it used (`usage_causes`), its container (`contain
 
 from __future__ import annotations
 
-from corral.core.findings import CRITICAL, WARNING, Finding
+from corral.core.monitoring.findings import CRITICAL, WARNING, Finding
 from corral.monitor.diagnosis.findings import (
     CAUSES, HUNG_AFTER_S, LOG_ERROR_CAUSES, MIN_SAMPLED_S, MIN_SAMPLES, Evidence, gpu_count, span,
 )

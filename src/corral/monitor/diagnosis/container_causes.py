@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.core.findings import CRITICAL, Finding
+from corral.core.monitoring.findings import CRITICAL, Finding
 from corral.monitor.diagnosis.log_lines import LogLine, cited, clip, matching
 
 _PULL_FAILED = re.compile(r"^corral: cannot bring in the image ")

@@ -1,5 +1,5 @@
 """What diagnosis reads (`Evidence`), its thresholds and causes, and the words its findings share
-(time spans, GPU counts, GiB). What it reports, `Finding` and its severities, is core's (`corral.core.findings`)."""
+(time spans, GPU counts, GiB). What it reports, `Finding` and its severities, is core's (`corral.core.monitoring.findings`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corral.core.samples import SampleSummary
+from corral.core.monitoring.samples import SampleSummary
 from corral.monitor.usage import JobUsage, job_usage
 
 HUNG_AFTER_S = 1800.0

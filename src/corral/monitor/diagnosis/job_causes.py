@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.core.findings import CRITICAL, WARNING, Finding
-from corral.core.iso_times import epoch_seconds
-from corral.core.units import format_duration
+from corral.core.monitoring.findings import CRITICAL, WARNING, Finding
+from corral.core.units.iso_times import epoch_seconds
+from corral.core.units.units import format_duration
 from corral.monitor.diagnosis.findings import MIN_WARNING_LEAD_S, WARNING_LEAD_S, Evidence, span, utc_text
 from corral.monitor.diagnosis.log_lines import LogLine
 

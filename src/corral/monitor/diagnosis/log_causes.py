@@ -9,10 +9,10 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.core.findings import CRITICAL, WARNING, Finding
-from corral.core.samples import SampleSummary
-from corral.core.units import format_mb, format_peak_mb
-from corral.core.usage_sources import source_words
+from corral.core.monitoring.findings import CRITICAL, WARNING, Finding
+from corral.core.monitoring.samples import SampleSummary
+from corral.core.units.units import format_mb, format_peak_mb
+from corral.core.monitoring.usage_sources import source_words
 from corral.monitor.diagnosis.findings import gib, span
 from corral.monitor.diagnosis.log_lines import LogLine, cited, matching
 from corral.monitor.usage import JobUsage

@@ -1,12 +1,12 @@
-"""A sharing job (`corral.core.sharing`) stopped for holding more GPU memory than its budget."""
+"""A sharing job (`corral.core.scheduling.sharing`) stopped for holding more GPU memory than its budget."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from corral.core.findings import CRITICAL, Finding
-from corral.core.units import format_memory
+from corral.core.monitoring.findings import CRITICAL, Finding
+from corral.core.units.units import format_memory
 from corral.monitor.diagnosis.log_lines import clip
 
 

@@ -7,14 +7,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from corral.core.efficiency_advice import (
+from corral.core.monitoring.efficiency_advice import (
     HEADROOM, LOW_CPU_EFFICIENCY, LOW_MEMORY_EFFICIENCY, MIN_CPU_ADVICE, MIN_MEMORY_ADVICE_MB,
 )
-from corral.core.findings import WARNING, Finding
-from corral.core.iso_times import epoch_seconds
-from corral.core.samples import LOW_GPU_UTILIZATION, SampleSummary
-from corral.core.units import format_mb, format_peak_mb
-from corral.core.usage_sources import source_words
+from corral.core.monitoring.findings import WARNING, Finding
+from corral.core.units.iso_times import epoch_seconds
+from corral.core.monitoring.samples import LOW_GPU_UTILIZATION, SampleSummary
+from corral.core.units.units import format_mb, format_peak_mb
+from corral.core.monitoring.usage_sources import source_words
 from corral.monitor.diagnosis.findings import MIN_SAMPLED_S, MIN_SAMPLES, SATURATED_CPU, gpu_count, span
 from corral.monitor.usage import JobUsage
 

@@ -1,4 +1,4 @@
-"""Jobs that share a GPU: sbatch's --gres=shard:N and the GPU memory budget (`corral.core.sharing`).
+"""Jobs that share a GPU: sbatch's --gres=shard:N and the GPU memory budget (`corral.core.scheduling.sharing`).
 
 Revision ID: 0026
 Revises: 0025

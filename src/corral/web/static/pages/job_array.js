@@ -11,7 +11,7 @@ export function isArrayJob(job) {
   return job.array !== null && job.array !== undefined && (job.array_task_id === null || job.array_task_id === undefined);
 }
 
-// How an array's own state follows from its tasks' (corral.core.arrays.array_state).
+// How an array's own state follows from its tasks' (corral.core.jobspec.arrays.array_state).
 const ENDED_BECAUSE = {
   COMPLETED: "every task completed",
   FAILED: "a task ended other than completed or cancelled",

@@ -1,0 +1,1 @@
+"""What a job is: its spec (checked from any request), states, arrays, dependencies, steps, paths, timeline."""

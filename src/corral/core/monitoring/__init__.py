@@ -1,0 +1,1 @@
+"""What watching jobs decides: alerts, GPU health, use outside the queue, samples, findings, advice."""

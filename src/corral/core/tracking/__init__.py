@@ -1,0 +1,1 @@
+"""Runs and their metrics as values: names, states, filters, series, batches, sweeps."""

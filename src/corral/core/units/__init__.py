@@ -1,0 +1,1 @@
+"""Units and times as people and Slurm write them: sizes, durations, moments."""
