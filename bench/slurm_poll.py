@@ -71,7 +71,8 @@ def main() -> int:
             os.unlink(EPILOG_ENV)
             without = end_to_seen(http, server.home, args.samples)
             http.call("POST", f"/api/v1/jobs/{blocker['id']}/cancel")
-            subprocess.run(["scancel", "--name=queued"], check=False)
+            # only the jobs this benchmark queued: the cluster may run other people's jobs named "queued"
+            http.call("POST", "/api/v1/jobs/cancel", {"jobs": [str(job_id) for job_id in queued]})
     finally:
         if saved_env is not None:
             with open(EPILOG_ENV, "w") as f:
