@@ -161,7 +161,7 @@ class _Known:
 
 
 class Identifier:
-    """What the middleware and the login routes share: the evidence, the credential cache, the rate limits."""
+    """What the middleware and the login routes (`api/login.py`) share: the evidence, the credential cache, the rate limits."""
 
     def __init__(self, *, policy: AccessPolicy, tokens: Any, sessions: Any, settings: AuthSettings, listen_host: str,
                  clock: Callable[[], float] = time.time) -> None:
