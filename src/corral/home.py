@@ -137,7 +137,7 @@ class HomeLayout:
     def mlflow_artifacts(self) -> str:
         """`<home>/artifacts/mlflow/`: where an older corral kept the files MLflow's clients uploaded, one
         directory per run; the server takes them into the artifact store at its start
-        (`tracking.mlflow_artifacts.import_legacy_files`)."""
+        (`tracking.compat.mlflow_artifacts.import_legacy_files`)."""
         return self._path("artifacts", "mlflow")
 
     @property

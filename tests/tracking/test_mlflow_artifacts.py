@@ -9,7 +9,7 @@ import os
 import pytest
 
 from corral.errors import InvalidRequest
-from corral.tracking.mlflow_artifacts import artifact_target, import_legacy_files
+from corral.tracking.compat.mlflow_artifacts import artifact_target, import_legacy_files
 from tests.tracking.test_artifact_service import blobs, pieces, run_scenario
 
 

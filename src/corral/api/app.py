@@ -11,14 +11,14 @@ from fastapi import FastAPI
 
 from corral import __version__
 from corral.api import (
-    accounting, alerts, course_tracker, dashboard, events, forecast, identity, jobs, mlflow_routes, monitoring, nodes,
-    reservations, runs, sizing, steps, sweeps, webhooks,
+    accounting, alerts, dashboard, events, forecast, identity, jobs, login, monitoring, nodes, reservations, runs,
+    sizing, steps, sweeps, webhooks,
 )
 from corral.api import artifacts as artifact_routes
 from corral.api import tokens as token_routes
-from corral.api.course_paths import COURSE_PREFIX
+from corral.api.compat import mlflow, tracker_client
 from corral.api.errors import install_error_handlers
-from corral.api.identity import Authenticate, AuthSettings, Identifier
+from corral.api.identity import Authenticate, AuthSettings, GuardedPaths, Identifier
 from corral.api.limits import BodyLimit
 from corral.api.streams import StreamCap
 from corral.api.submit_path import SubmitPath
@@ -27,13 +27,20 @@ from corral.monitor.service import MonitorService
 from corral.server.events import EventBus
 from corral.server.service import JobService
 from corral.server.tokens import TokenService
-from corral.tracking.mlflow_compat import MlflowTracking
+from corral.tracking.compat.mlflow_tracking import MlflowTracking
 from corral.tracking.artifacts import ArtifactService
 from corral.tracking.service import TrackingService
 from corral.web.routes import install_dashboard
 
 if TYPE_CHECKING:
     from corral.store.tokens import TokenStore
+
+GUARDED_PATHS = GuardedPaths(
+    prefixes=("/api/", f"{tracker_client.TRACKER_PREFIX}/"),  # corral's API and MLflow's (/api/2.0), the tracker's
+    changes=tracker_client.BARE_PATHS,
+    open=(*nodes.OPEN_PATHS, *webhooks.OPEN_PATHS, *login.OPEN_PATHS, *tracker_client.OPEN_PATHS),
+)
+"""Which requests need a caller (`Authenticate`), from what the routers declare."""
 
 
 def create_app(
@@ -72,7 +79,7 @@ def create_app(
     app.state.home = home
     app.state.tracking = tracking
     app.state.mlflow = MlflowTracking(tracking, tracking.store)  # MLflow's API over the same runs
-    app.state.artifacts = artifact_service  # corral's uploads and MLflow's (mlflow_routes)
+    app.state.artifacts = artifact_service  # corral's uploads and MLflow's (api/compat/mlflow.py)
     app.state.monitor = monitor
     app.state.events = bus
     app.state.stopping = stopping  # long-lived event streams end when the server stops
@@ -88,9 +95,10 @@ def create_app(
                             listen_host=listen_host)
     app.state.identifier = identifier
     token_service.on_change.append(identifier.clear_token_cache)
-    app.add_middleware(Authenticate, identifier=identifier)
+    app.add_middleware(Authenticate, identifier=identifier, paths=GUARDED_PATHS)
     app.add_middleware(BodyLimit)  # added last: the outermost, before any body is read
     app.include_router(identity.router)
+    app.include_router(login.router)
     app.include_router(token_routes.router)
     app.include_router(jobs.router)
     app.include_router(sweeps.router)
@@ -108,9 +116,9 @@ def create_app(
     app.include_router(sizing.router)
     app.include_router(events.router)
     app.include_router(dashboard.router)
-    app.include_router(course_tracker.router, prefix=COURSE_PREFIX)  # TRACKER_API=http://host:8765/tracker
-    app.include_router(course_tracker.router, include_in_schema=False)  # TRACKER_API=http://host:8765 (POSTs only)
-    app.router.routes.insert(0, mlflow_routes.mount())  # MLflow's API (/api/2.0), matched first: see mount()
+    app.include_router(tracker_client.router, prefix=tracker_client.TRACKER_PREFIX)  # TRACKER_API=http://host:8765/tracker
+    app.include_router(tracker_client.router, include_in_schema=False)  # TRACKER_API=http://host:8765 (POSTs only)
+    app.router.routes.insert(0, mlflow.mount())  # MLflow's API (/api/2.0), matched first: see mount()
     install_dashboard(app)
     return app
 

@@ -3,7 +3,7 @@
 ASGI middleware, just inside the body limit. The order of evidence:
 
 1. `Authorization: Bearer <token>`: an API token (`corral token create`), whoever sends it; or the same
-   token as `X-API-Key: <token>` (the course's tracker client sends its key so).
+   token as `X-API-Key: <token>` (the tracker client sends its key so).
 2. The `corral_session` cookie: a dashboard session (`corral.core.access.sessions`), valid only together with
    its key in the `X-Corral-Session` header, which the dashboard's page alone holds (a cookie reaches
    every port of its host; the key does not). A cookie without its key is refused, never ignored;
@@ -23,8 +23,10 @@ over its peer's cap (`corral.server.peers`) is answered 429 and closed.
 
 Changes (POST, PATCH, DELETE) from a page of another origin are refused whatever the credential:
 a local browser is logged in by who runs it, so a foreign page must not borrow that. Paths outside
-/api (the dashboard's files), health and the Slurm webhook (its own secret) need no caller; the course
-tracker's routes (`api/course_tracker.py`: under /tracker, and its POSTs at the root) need one as /api does.
+/api (the dashboard's files) need no caller, nor do the paths the routers declare open (health, the login,
+the Slurm webhook with its own secret); the tracker client's routes (`api/compat/tracker_client.py`: under
+/tracker, and its POSTs at the root) need one as /api does. `api/app.py` gathers the routers' declarations
+into the `GuardedPaths` it gives the middleware.
 
 Tokens and sessions are looked up at most every `CREDENTIAL_CACHE_S` per credential, but their
 expiry is compared on every use; revoking a token or logging out clears the cache at once.
@@ -32,7 +34,6 @@ expiry is compared on every use; revoking a token or logging out clears the cach
 
 from __future__ import annotations
 
-import json
 import pwd
 import time
 from collections.abc import Callable
@@ -41,24 +42,20 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from corral.api.course_paths import COURSE_BARE_PATHS, COURSE_OPEN_PATHS, COURSE_PREFIX
 from corral.api.errors import error_response
-from corral.api.request_bodies import json_object
 from corral.core.access.identity import AccessPolicy, Caller, scope_covers
 from corral.core.access.ratelimit import RateLimiter
 from corral.core.access.sessions import (
     DEFAULT_SESSION_HOURS, SESSION_COOKIE, SESSION_HEADER, DashboardSession, looks_like_session_part, session_expiry,
 )
 from corral.core.access.tokens import looks_like_token
-from corral.errors import CorralError, Forbidden, InvalidRequest, RateLimited, Unauthenticated
+from corral.errors import CorralError, Forbidden, RateLimited, Unauthenticated
 from corral.server.peers import PEER_KEY, PEER_KIND, PEER_REFUSED, PEER_UID, settle_peer
 
 CALLER = "corral.caller"
 CREDENTIAL_CACHE_S = 10.0  # a lookup is reused this long (revoking or logging out clears it); expiry is checked every use
-_OPEN_PATHS = ("/api/v1/health", "/api/v1/webhooks/", "/api/v1/session", *COURSE_OPEN_PATHS)
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _FORWARDED = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
 
@@ -85,6 +82,24 @@ class AuthSettings:
     """Event streams (`GET /api/v1/events`: the dashboard's live view, log follow) each user may hold (0: no limit)."""
 
 
+@dataclass(frozen=True)
+class GuardedPaths:
+    """Which requests need a caller, as the routers declare them: `api/app.py` gathers their declarations."""
+
+    prefixes: tuple[str, ...]
+    """Every request under these needs one (the API's, the tracker client's under its prefix)."""
+    changes: tuple[str, ...] = ()
+    """Only changes (not GET or HEAD) under these: routes at the root, among the dashboard's GET pages."""
+    open: tuple[str, ...] = ()
+    """Paths under those whose routes need no caller, or check their own credential: an origin check only."""
+
+    def need_caller(self, scope: Scope) -> bool:
+        path = scope["path"]
+        if path.startswith(self.prefixes):
+            return True
+        return scope["method"] not in ("GET", "HEAD") and path.startswith(self.changes)
+
+
 def caller_of(request: Request) -> Caller:
     """The request's caller (set by the middleware)."""
     caller = request.scope.get(CALLER)
@@ -100,9 +115,10 @@ def policy_of(request: Request) -> AccessPolicy:
 class Authenticate:
     """The middleware: identify, admit, rate limit; the caller goes into the scope for the routes."""
 
-    def __init__(self, app: ASGIApp, identifier: Identifier) -> None:
+    def __init__(self, app: ASGIApp, identifier: Identifier, paths: GuardedPaths) -> None:
         self.app = app
         self.identifier = identifier
+        self.paths = paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -115,10 +131,10 @@ class Authenticate:
             response.headers["Connection"] = "close"
             await response(scope, receive, send)
             return
-        if not _needs_caller(scope):
+        if not self.paths.need_caller(scope):
             await self.app(scope, receive, send)
             return
-        if scope["path"].startswith(_OPEN_PATHS):
+        if scope["path"].startswith(self.paths.open):
             try:
                 self.identifier.check_origin(scope)  # a login from another site's page is refused too
             except CorralError as exc:
@@ -145,7 +161,7 @@ class _Known:
 
 
 class Identifier:
-    """What the middleware and the login routes share: the evidence, the credential cache, the rate limits."""
+    """What the middleware and the login routes (`api/login.py`) share: the evidence, the credential cache, the rate limits."""
 
     def __init__(self, *, policy: AccessPolicy, tokens: Any, sessions: Any, settings: AuthSettings, listen_host: str,
                  clock: Callable[[], float] = time.time) -> None:
@@ -200,7 +216,7 @@ class Identifier:
                 raise Unauthenticated("the Authorization header must be 'Bearer <token>' (make one: corral token create)")
             return self.token_caller(secret.strip(), peer)
         api_key = headers.get(b"x-api-key", b"").decode("latin-1").strip()
-        if api_key:  # the same token as a header of its own, as the course's tracker client sends it
+        if api_key:  # the same token as a header of its own, as the tracker client sends it
             return self.token_caller(api_key, peer)
         cookies = _cookies(headers.get(b"cookie", b""), SESSION_COOKIE)
         if cookies:
@@ -388,14 +404,6 @@ class Identifier:
         return name
 
 
-def _needs_caller(scope: Scope) -> bool:
-    """The API's paths, the course tracker's, and its POSTs at the root (the dashboard's pages there are GETs)."""
-    path = scope["path"]
-    if path.startswith(("/api/", COURSE_PREFIX + "/")):
-        return True
-    return scope["method"] not in ("GET", "HEAD") and path.startswith(COURSE_BARE_PATHS)
-
-
 def peer_of(scope: Scope) -> str | None:
     """Whom a request's failures count against: its connection's peer (local uid, else address)."""
     key = scope.get(PEER_KEY)
@@ -421,7 +429,7 @@ def _host_name(host: str) -> str:
     return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
-# -- who am I, and the dashboard's session ----------------------------------------------------------
+# -- who am I --------------------------------------------------------------------------------------
 
 router = APIRouter(prefix="/api/v1", tags=["identity"])
 
@@ -432,32 +440,3 @@ async def whoami(request: Request) -> dict[str, object]:
     policy = policy_of(request)
     return {"user": caller.user, "scope": caller.scope, "via": caller.via, "admin": caller.is_admin,
             "personal_queue_of": policy.owner}
-
-
-@router.post("/session", summary="Log the dashboard in with an API token: a session's cookie (HttpOnly) and its key",
-             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
-                 "type": "object", "required": ["token"], "properties": {"token": {"type": "string"}}}}}}})
-async def log_in(request: Request) -> Response:
-    """The session's cookie is set; its key is in the answer (`session_key`), for the page to send as
-    `X-Corral-Session` with every request. Neither works without the other, nor as a Bearer token."""
-    body = json_object(await request.body())
-    token = body.get("token")
-    if not isinstance(token, str) or not token.strip() or len(token) > 200:
-        raise InvalidRequest("token", "is missing", "paste a token from `corral token create --scope read`")
-    auth: Identifier = request.app.state.identifier
-    session, cookie, key = await auth.open_session(token.strip(), peer_of(request.scope))
-    answer = {**session.to_dict(), "session_key": key}
-    response = Response(json.dumps(answer), media_type="application/json", headers={"Cache-Control": "no-store"})
-    response.set_cookie(SESSION_COOKIE, cookie, max_age=max(1, int(session.expires - session.created)), httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https", path="/")
-    return response
-
-
-@router.delete("/session", status_code=204, summary="Log the dashboard out: its session ends on the server")
-async def log_out(request: Request) -> Response:
-    auth: Identifier = request.app.state.identifier
-    await auth.end_session(dict(request.scope["headers"]))
-    response = Response(status_code=204)
-    response.delete_cookie(SESSION_COOKIE, path="/")
-    return response
-

@@ -15,6 +15,8 @@ from corral.api.schemas import ErrorOut, NodeOut, PriorityOut
 from corral.errors import InvalidRequest
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
+OPEN_PATHS = (f"{router.prefix}/health",)
+"""Need no caller (`api/identity.py`): whether the server is up, asked before anyone has a token."""
 
 
 @router.get("/nodes", response_model=list[NodeOut], summary="Nodes, their GPUs, and which job holds each")

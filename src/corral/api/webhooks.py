@@ -11,6 +11,8 @@ from corral.api.schemas import ErrorOut
 from corral.errors import Unauthenticated
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"], responses={401: {"model": ErrorOut}})
+OPEN_PATHS = (f"{router.prefix}/",)
+"""Need no caller (`api/identity.py`): each route checks the webhook secret itself."""
 
 
 def webhook_secret_given(request: Request) -> bool:

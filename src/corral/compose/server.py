@@ -337,10 +337,10 @@ def build_artifacts(options: ServerOptions, tracking: TrackingService) -> Artifa
 
 def import_mlflow_files(home: str, artifacts: ArtifactService) -> None:
     """Take an older corral's MLflow uploads (kept apart, in the home) into the artifact store, before
-    anything is served (`corral.tracking.mlflow_artifacts`); once they are in, this finds nothing to do."""
+    anything is served (`corral.tracking.compat.mlflow_artifacts`); once they are in, this finds nothing to do."""
     import asyncio
 
-    from corral.tracking.mlflow_artifacts import import_legacy_files
+    from corral.tracking.compat.mlflow_artifacts import import_legacy_files
 
     root = HomeLayout(home).mlflow_artifacts
     if not os.path.isdir(root):

@@ -60,7 +60,7 @@ def job_environment(
 
 def _mlflow_run_context(given: str | None, job_id: int) -> str | None:
     """MLflow's client turns `MLFLOW_RUN_CONTEXT` (JSON) into tags of every run it creates: the tag
-    `corral.job_id` attaches an MLflow run to its job (corral.tracking.mlflow_compat), as the SDK's
+    `corral.job_id` attaches an MLflow run to its job (corral.tracking.compat.mlflow_tracking), as the SDK's
     `job_id` does. Tags the user put there are kept; one that is not a JSON object is left alone."""
     context: dict[str, object] = {}
     if given:

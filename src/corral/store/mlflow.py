@@ -1,7 +1,7 @@
 """What MLflow's clients keep beyond corral's runs: experiments' lifecycle and tags, runs' lifecycle
 and key-value tags, and the raw points of a metric's history.
 
-An MLflow experiment is a corral project and an MLflow run a corral run (`corral.tracking.mlflow_compat`
+An MLflow experiment is a corral project and an MLflow run a corral run (`corral.tracking.compat.mlflow_tracking`
 translates); the tables here (`mlflow_experiments`, `mlflow_runs`, `mlflow_run_tags`) hold only what
 corral's own tables have no place for. Write methods take the caller's connection, inside the tracking
 service's transaction, and check before they write, as `RunStore`'s do.

@@ -292,7 +292,7 @@ artifacts = Table(
     sqlite_autoincrement=True,
 )
 
-# What MLflow's clients keep that corral's own model has no place for (corral.tracking.mlflow_compat):
+# What MLflow's clients keep that corral's own model has no place for (corral.tracking.compat.mlflow_tracking):
 # an experiment is a project, a run a run; these hold MLflow's lifecycle (a soft delete), an
 # experiment's tags and artifact location, and a run's key-value tags.
 mlflow_experiments = Table(

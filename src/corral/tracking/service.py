@@ -228,7 +228,7 @@ class TrackingService:
 
     async def transact(self, apply: Callable[[Connection], Any]) -> Any:
         """Run `apply` in the writer's next group commit and return what it returns (the MLflow
-        routes' writes: `corral.tracking.mlflow_compat`). It must check before it writes, as the
+        routes' writes: `corral.tracking.compat.mlflow_tracking`). It must check before it writes, as the
         store's methods do: a CorralError it raises leaves the shared transaction untouched."""
         return await self._write(lambda conn, _: apply(conn))
 

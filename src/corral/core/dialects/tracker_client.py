@@ -4,7 +4,7 @@ The course's tracker client (copied by many small trackers) speaks a handful of 
 `POST {TRACKER_API}/experiments/{id}/runs`, `/runs/{id}/metrics`, `/runs/{id}/metrics/batch`,
 `/runs/{id}/artifacts`. This module is the one place its shapes are known: each function takes the
 decoded body as the client sent it and gives the body corral's run API takes, or raises
-InvalidRequest naming the course's own field. `api/course_tracker.py` is the edge that serves it.
+InvalidRequest naming the course's own field. `api/compat/tracker_client.py` is the edge that serves it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MAX_BATCH_METRICS = 10_000
 
 
 @dataclass(frozen=True)
-class CourseRun:
+class TrackerRun:
     """A run the course's client asks for, in corral's terms."""
 
     project: str
@@ -33,7 +33,7 @@ class CourseRun:
     """The body of corral's `POST /api/v1/runs`, without job_id (the edge resolves the job)."""
 
 
-def course_run(experiment_id: str, body: Any) -> CourseRun:
+def tracker_run(experiment_id: str, body: Any) -> TrackerRun:
     """`POST /experiments/{experiment_id}/runs` with `{"slurm_job_id", "slurm_node", "config", "gpu_type"}`.
 
     Raises:
@@ -73,7 +73,7 @@ def course_run(experiment_id: str, body: Any) -> CourseRun:
     if job is not None:
         # a requeued job that starts the script again gets its run back, as corral.init's runs do
         run["resume_key"] = f"course:{experiment_id}:job:{job}"
-    return CourseRun(experiment_id, job, run)
+    return TrackerRun(experiment_id, job, run)
 
 
 def metric_body(body: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 corral unchanged; `MLFLOW_TRACKING_TOKEN` is sent as `Authorization: Bearer`, a corral API token. The
 routes are thin: each checks who may act (as corral's own run routes: anyone sees, a run's owner or
 an admin changes; creating needs the submit scope) and calls one `MlflowTracking` method
-(`corral.tracking.mlflow_compat`), which translates. Errors come back in MLflow's shape,
+(`corral.tracking.compat.mlflow_tracking`), which translates. Errors come back in MLflow's shape,
 `{"error_code": ..., "message": ...}`, with MLflow's statuses (`mlflow.exceptions`), since the client
 parses them: RESOURCE_DOES_NOT_EXIST 404, INVALID_PARAMETER_VALUE and RESOURCE_ALREADY_EXISTS 400,
 PERMISSION_DENIED 403. Left out of /openapi.json: MLflow documents this API.
@@ -24,8 +24,8 @@ from starlette.routing import Mount
 from corral.api.identity import caller_of, policy_of
 from corral.errors import Conflict, CorralError, Forbidden, InvalidRequest, NotFound, RateLimited, Unauthenticated
 from corral.tracking.artifacts import ArtifactService
-from corral.tracking.mlflow_artifacts import artifact_target
-from corral.tracking.mlflow_compat import MlflowTracking
+from corral.tracking.compat.mlflow_artifacts import artifact_target
+from corral.tracking.compat.mlflow_tracking import MlflowTracking
 
 router = APIRouter(include_in_schema=False)
 MOUNT = "/api/2.0"
@@ -238,7 +238,7 @@ async def _search_logged_models(request: Request, body: dict[str, Any]) -> Any:
 
 
 # -- artifacts: the mlflow-artifacts proxy -------------------------------------------------------
-# Kept by corral's artifact service (`corral.tracking.mlflow_artifacts`): what the mlflow client logs
+# Kept by corral's artifact service (`corral.tracking.compat.mlflow_artifacts`): what the mlflow client logs
 # is a run artifact like any other, and any uploaded artifact of the run is the mlflow client's to read.
 
 async def _artifact_run(request: Request, path: str, action: str) -> tuple[int, str, str]:

@@ -2,7 +2,7 @@
 
 A run's `artifact_uri` is `mlflow-artifacts:/<experiment>/<run>/artifacts`, so the mlflow client
 sends every artifact through the server: `PUT` a file, `GET` it back, `GET ?path=` a listing. The
-routes (`api.mlflow_routes`) check the run's owner and keep the files with `ArtifactService`, as
+routes (`api.compat.mlflow`) check the run's owner and keep the files with `ArtifactService`, as
 corral's own uploads are kept: one listing, deduplicated, within the same limits and quota. This
 module reads the proxy's paths, and takes in the files an older corral kept apart.
 
@@ -33,7 +33,7 @@ _OLD_TEMP_PREFIX = ".corral-upload-"  # an older corral's upload cut short: neve
 def artifact_target(path: str) -> tuple[str, str]:
     """(run uid, path within the run's artifacts, "" for their root) of
     `<experiment>/<run uid>/artifacts[/<path>]`, the form of every run's `artifact_uri`
-    (`corral.tracking.mlflow_compat`).
+    (`corral.tracking.compat.mlflow_tracking`).
 
     Raises:
         InvalidRequest: another form, or a path that would leave the run (`..`, absolute, empty parts).

@@ -10,13 +10,13 @@ The model, translated at this boundary only:
   only moves forward, as corral's SDK's: a point at a step not above the last is not stored);
   tags are kept as MLflow's key-value tags, `mlflow.runName` being the run's name and `mlflow.user`
   its owner. `artifact_uri` is `mlflow-artifacts:/<experiment>/<run>/artifacts`, so the client
-  uploads through the server (`corral.tracking.mlflow_artifacts`).
+  uploads through the server (`corral.tracking.compat.mlflow_artifacts`).
 - **Attached to its job**: a run whose create carries the tag `corral.job_id` (corral puts it in
   every job's `MLFLOW_RUN_CONTEXT`, which the mlflow client turns into tags; a user may set it too)
   is the job's run, checked as corral's own create checks a `job_id`: the job must exist and be
   the caller's (or an admin's or coordinator's to track).
 
-Who may do what is the caller's business (`api.mlflow_routes` checks owner/admin before a change);
+Who may do what is the caller's business (`api.compat.mlflow` checks owner/admin before a change);
 this module is handed the checks it needs (`check_job`, `may_manage`).
 """
 
