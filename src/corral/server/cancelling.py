@@ -171,7 +171,8 @@ class Cancellations:
         """End what has not started, in one transaction; returns the records made for unstarted tasks, by
         (array id, task id)."""
         now = self.clock()
-        waiting, arrays, unstarted = list(plan.waiting.values()), list(plan.arrays.values()), list(plan.unstarted.values())
+        waiting, arrays = list(plan.waiting.values()), list(plan.arrays.values())
+        unstarted = list(plan.unstarted.values())
         if not (waiting or arrays or unstarted):
             return {}
         pending_lists = [(array, array.array_pending, array.reason) for array in [*arrays, *(a for a, _ in unstarted)]]

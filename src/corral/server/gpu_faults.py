@@ -46,7 +46,8 @@ class GpuFaults:
             held = {g.index for g in node.gpus if g.parent == gpu} or ({gpu} & have)
             reason = drain_reason(faults)
             if not held:
-                log.warning("GPU %d of %s: %s (not one of the node's declared GPUs: not drained)", gpu, node.name, reason)
+                log.warning("GPU %d of %s: %s (not one of the node's declared GPUs: not drained)", gpu, node.name,
+                            reason)
                 continue
             log.error("GPU %d of %s failed: %s; drained", gpu, node.name, reason)
             self.drains.drain(node.name, [gpu], reason, HEALTH_BY)

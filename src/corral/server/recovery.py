@@ -56,7 +56,8 @@ class Recovery:
                     assert recovery.outcome is not None
                     if job.start_time is not None:
                         # ended while the server was away: the history loaded above did not hold it yet
-                        charge = scheduling.charge(_allocation_of(job, nodes), recovery.outcome.end_time - job.start_time)
+                        charge = scheduling.charge(_allocation_of(job, nodes),
+                                                   recovery.outcome.end_time - job.start_time)
                         scheduling.ledger.charge(job.spec.user, charge, recovery.outcome.end_time)
                     self.transitions.ended_as(job, recovery.outcome)
                     changed.append(job)

@@ -54,7 +54,8 @@ class Requeues:
         if job.spec.interactive is not None:  # Slurm requeues batch jobs only: its client would have no terminal
             raise Conflict(f"job {ref} is interactive (srun, salloc); only batch jobs can be requeued")
         if job.state is JobState.PENDING:
-            raise Conflict(f"job {ref} is pending; only running or ended jobs can be requeued (Job is pending execution)")
+            raise Conflict(f"job {ref} is pending; only running or ended jobs can be requeued "
+                           "(Job is pending execution)")
         if job.array_job_id is not None and job.state.is_terminal():
             raise Conflict(f"task {ref} has ended; corral requeues array tasks only while they run")
         if job.state.is_terminal():
@@ -71,9 +72,10 @@ class Requeues:
         """An ended job waits again at once, its restart count up one, its requeue (and how it had ended) on its
         timeline."""
         now = self.clock()
-        detail = requeued_detail(job.exit_code, job.signal, state=job.state.value, ended=job.end_time, by=by)
+        event = JobEvent(job.id, now, REQUEUED,
+                         requeued_detail(job.exit_code, job.signal, state=job.state.value, ended=job.end_time, by=by))
         self.transitions.move(
-            [job], JobState.PENDING, lambda: self.table.store.save_state(job, [JobEvent(job.id, now, REQUEUED, detail)]),
+            [job], JobState.PENDING, lambda: self.table.store.save_state(job, [event]),
             restarts=job.restarts + 1, reason=None, start_time=None, node=None, gpu_ids=None, exit_code=None,
             signal=None, end_time=None, held=hold)
         self.table.track(job)
