@@ -7,58 +7,70 @@ The backend says what became of each running job (`Backend.recover`): still runn
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
-from corral.backends.base import Recovered
+from corral.backends.base import Backend, Recovered
 from corral.core.jobspec.job import Job
 from corral.core.scheduling.resources import Allocation, Node
 from corral.core.jobspec.states import JobState
-from corral.server.job_table import apply_outcome
-
-if TYPE_CHECKING:
-    from corral.server.service import JobService
+from corral.server.job_table import JobTable
+from corral.server.scheduling import SchedulingPass
+from corral.server.transitions import JobTransitions
 
 log = logging.getLogger("corral.server")
 
 
-def recover(service: JobService) -> None:
-    """Load unfinished jobs and settle the ones that were running when the server stopped."""
-    now = service.clock()
-    service.scheduling.ledger.load(service.store, now, service.scheduling.gpu_mem_mb)
-    changed, ended, events = [], [], []
-    for job in service.store.active():
-        if job.state is JobState.RUNNING:
-            recovery = service.backend.recover(job)
-            if recovery.status is Recovered.RUNNING:
-                service.allocations[job.id] = _allocation_of(job, service.nodes)
-            elif recovery.status is Recovered.NEVER_STARTED:
-                job.state, job.start_time, job.node, job.gpu_ids = JobState.PENDING, None, None, None
-                changed.append(job)
-            elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
-                service.allocations[job.id] = _allocation_of(job, service.nodes)
-                events += service.scheduling.running.ending_events(job, recovery.outcome)
-                service.scheduling.requeue(job, recovery.outcome.end_time)
-                changed.append(job)
-            else:
-                assert recovery.outcome is not None
-                if job.start_time is not None:
-                    # ended while the server was away: the history loaded above did not hold it yet
-                    charge = service.scheduling.charge(_allocation_of(job, service.nodes),
-                                                       recovery.outcome.end_time - job.start_time)
-                    service.scheduling.ledger.charge(job.spec.user, charge, recovery.outcome.end_time)
-                apply_outcome(job, recovery.outcome)
-                changed.append(job)
-                ended.append(job)
-                continue
-        service.table.track(job)
-    service.store.save_states(changed, events)
-    for job in ended:
-        for listener in service.on_job_ended:
-            listener(job)
-    for array_id in list(service.table.arrays):
-        service.finish_array_if_done(array_id)  # its last task may have ended while the server was away
-    log.info("recovered %d unfinished jobs (%d running)", len(service.active), len(service.allocations))
+class Recovery:
+    def __init__(self, backend: Backend, table: JobTable, scheduling: SchedulingPass, transitions: JobTransitions, *,
+                 clock: Callable[[], float], on_job_ended: Sequence[Callable[[Job], None]]) -> None:
+        """`scheduling`: whose ledger is loaded and charged, and whose allocations the running jobs get back;
+        `on_job_ended`: told of each job that ended while the server was away."""
+        self.backend = backend
+        self.table = table
+        self.scheduling = scheduling
+        self.transitions = transitions
+        self.clock = clock
+        self.on_job_ended = on_job_ended
+
+    def recover(self) -> None:
+        """Load unfinished jobs and settle the ones that were running when the server stopped."""
+        now = self.clock()
+        scheduling, store = self.scheduling, self.table.store
+        allocations, nodes = scheduling.running.allocations, scheduling.nodes
+        scheduling.ledger.load(store, now, scheduling.gpu_mem_mb)
+        changed, ended, events = [], [], []
+        for job in store.active():
+            if job.state is JobState.RUNNING:
+                recovery = self.backend.recover(job)
+                if recovery.status is Recovered.RUNNING:
+                    allocations[job.id] = _allocation_of(job, nodes)
+                elif recovery.status is Recovered.NEVER_STARTED:
+                    self.transitions.set(job, JobState.PENDING, start_time=None, node=None, gpu_ids=None)
+                    changed.append(job)
+                elif recovery.outcome is not None and recovery.outcome.state == JobState.PREEMPTED.value:
+                    allocations[job.id] = _allocation_of(job, nodes)
+                    events += scheduling.running.ending_events(job, recovery.outcome)
+                    scheduling.requeue(job, recovery.outcome.end_time)
+                    changed.append(job)
+                else:
+                    assert recovery.outcome is not None
+                    if job.start_time is not None:
+                        # ended while the server was away: the history loaded above did not hold it yet
+                        charge = scheduling.charge(_allocation_of(job, nodes),
+                                                   recovery.outcome.end_time - job.start_time)
+                        scheduling.ledger.charge(job.spec.user, charge, recovery.outcome.end_time)
+                    self.transitions.ended_as(job, recovery.outcome)
+                    changed.append(job)
+                    ended.append(job)
+                    continue
+            self.table.track(job)
+        store.save_states(changed, events)
+        for job in ended:
+            for listener in self.on_job_ended:
+                listener(job)
+        for array_id in list(self.table.arrays):
+            self.transitions.finish_array_if_done(array_id)  # its last task may have ended while the server was away
+        log.info("recovered %d unfinished jobs (%d running)", len(self.table.active), len(allocations))
 
 
 def _allocation_of(job: Job, nodes: Sequence[Node]) -> Allocation:

@@ -5,14 +5,14 @@ writes every change through to the store before acknowledging it. All of it runs
 on the server's event loop thread, so changes never interleave; database calls
 are short and synchronous, and submits arriving together share one transaction.
 
-`JobService` holds the request methods and composes the parts that own state: the job
-table (`job_table`), the usage ledger (`usage`), submits and updates (`submission`, with
-admission in `corral.core.scheduling.admission`), the loop's timing (`loop`), corral's own pass and the
-jobs it placed (`scheduling`, `placed`) or, where the backend schedules itself, the hand-over
-(`handover`). Requests with more steps live beside it: `cancelling`, `self_scheduled` (what only
-a backend that schedules itself answers), `recovery` (start-up); what it was started with is
-one `settings.ServiceSettings`; who watches the jobs (live views, end listeners, `wait`) is told
-through `job_watchers`.
+`JobService` holds the request methods and composes the parts, each given its collaborators: the job
+table (`job_table`), the state machine that alone sets a job's state (`transitions`), the usage ledger
+(`usage`), submits and updates (`submission`), the loop's timing (`loop`), corral's own pass and the jobs it
+placed (`scheduling`, `placed`) or, where the backend schedules itself, the hand-over (`handover`) and what
+only such a backend answers (`self_scheduled`). Requests with more steps are parts of their own: `cancelling`,
+`requeueing`, `holding`, `relaunching`, `sweeping`, `forecasting`, `recovery` (start-up), `job_output`, the
+GPUs new jobs may have (`gpu_availability`, `gpu_faults`) and reservations (`reservation_requests`). What it
+was started with is one `settings.ServiceSettings`; who watches the jobs is told through `job_watchers`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from corral.backends.base import Backend, Capabilities, JobProcesses
-from corral.core.jobspec.arrays import array_state
 from corral.core.scheduling.drains import Drain
 from corral.core.monitoring.gpu_health import HealthEvent, HealthFigures
-from corral.core.monitoring.outside_use import OutsideProcess, unavailable
-from corral.core.scheduling.sharing import OverBudget, outside_holds, shareable_beside
+from corral.core.monitoring.outside_use import OutsideProcess
+from corral.core.scheduling.sharing import OverBudget
 from corral.core.access.identity import AccessPolicy, Caller
 from corral.core.jobspec.job import Job
 from corral.core.scheduling.priority import PriorityFactors
@@ -35,33 +34,37 @@ from corral.core.scheduling.reservations import Wanted
 from corral.core.scheduling.resources import Allocation, Node
 from corral.core.scheduling.schedconfig import SchedulerConfig
 from corral.core.jobspec.steps import JobStep, step_end, step_start
-from corral.core.jobspec.states import JobState, PendingReason
-from corral.errors import Conflict, CorralError, Forbidden, InvalidRequest
-from corral.server import cancelling, recovery, requeueing, self_scheduled
-from corral.server.accounts import uid_of
+from corral.errors import CorralError
+from corral.server.cancelling import Cancellations
 from corral.server.draining import Drains
-from corral.server.gpu_faults import act_on
+from corral.server.gpu_availability import GpuAvailability
+from corral.server.gpu_faults import GpuFaults
 from corral.server.gpu_health import GpuHealth
+from corral.server.reservation_requests import ReservationRequests
 from corral.server.reserving import Reservations
 from corral.server.outside_gpus import OutsideGpus
 from corral.server.share_budgets import ShareBudgets
-from corral.server.forecasting import SubmitForecast, forecast_submit
+from corral.server.forecasting import Forecasts, SubmitForecast
 from corral.server.handover import BackendHandover
+from corral.server.holding import Holds
 from corral.server.job_mail import JobMail
-from corral.server.job_table import CANCELLED_BY_USER, JobTable, pending
+from corral.server.job_output import JobOutput
+from corral.server.job_table import JobTable
 from corral.server.job_watchers import JobWatchers
-from corral.server.log_window import read_log_window
 from corral.server.loop import SchedulingLoop
-from corral.server.nodes_view import nodes_view
 from corral.server.plan_view import plan_view
 from corral.server.placed import PlacedJobs
 from corral.server.queries import JobQueries
-from corral.server.relaunching import resubmit
+from corral.server.recovery import Recovery
+from corral.server.relaunching import Relaunches
+from corral.server.requeueing import Requeues
 from corral.server.scheduling import RunningJobs, SchedulingPass
+from corral.server.self_scheduled import SelfScheduledRequests
 from corral.server.settings import ServiceSettings
 from corral.server.steps import JobSteps
 from corral.server.submission import Submissions
 from corral.server.sweeping import Sweeps
+from corral.server.transitions import JobTransitions
 from corral.server.usage import UsageLedger
 from corral.store.drains import DrainStore
 from corral.store.reservations import ReservationStore
@@ -87,22 +90,36 @@ class JobService:
         nodes = tuple(nodes)
         self.table = JobTable(store)
         self.queries = JobQueries(self.table, store, nodes)
-        self.handover = None if backend.queue is None else BackendHandover(
-            backend.queue, self.table, store, clock=clock, forget=self.forget, finish_array=self.finish_array_if_done,
-            check_dependencies=self._check_dependencies)
         ledger = UsageLedger(config.half_life_s, clock(), UsageStore(store.engine))
         self.scheduling = SchedulingPass(self.table, RunningJobs(), store, ledger, config=config, nodes=nodes,
                                          clock=clock)
         self.watchers = JobWatchers(JobMail(settings.smtp, by_backend=backend.placement is None))
         if backend.placement is not None:  # sbatch --mail-type; Slurm sends its own jobs' mail
             self.watchers.on_job_ended.append(self.watchers.mail.ended)
+        self.transitions = transitions = JobTransitions(self.table, self.scheduling, self.watchers, clock=clock)
+        self.handover = None if backend.queue is None else BackendHandover(
+            backend.queue, self.table, store, clock=clock, forget=transitions.forget,
+            finish_array=transitions.finish_array_if_done, check_dependencies=transitions.check_dependencies)
         self.submissions = Submissions(settings=settings, backend=backend, nodes=nodes, config=config, table=self.table,
                                        store=store, clock=clock, changed=self.mark_dirty)
         self.placed = None if backend.placement is None else PlacedJobs(
             backend.placement, self.table, self.scheduling, store, self.submissions.db_thread,
-            clock=clock, forget=self.forget, changed=self.mark_dirty)
+            clock=clock, forget=transitions.forget, changed=self.mark_dirty)
+        self.output = JobOutput(backend, self.queries, server_user=settings.user)
         self.steps = JobSteps(StepStore(store.engine), self.submissions.db_thread, clock=clock)
-        self.sweeps = Sweeps(SweepStore(store.engine))
+        self.sweeps = Sweeps(SweepStore(store.engine), self.submissions, access=settings.access, clock=clock)
+        self.relaunches = Relaunches(self.queries, self.submissions, self.sweeps, access=settings.access, config=config,
+                                     clock=clock)
+        self.forecasts = Forecasts(backend, self.submissions, self.table, self.scheduling, clock=clock)
+        self.recovery = Recovery(backend, self.table, self.scheduling, transitions, clock=clock,
+                                 on_job_ended=self.watchers.on_job_ended)
+        self.self_scheduled = SelfScheduledRequests(backend, self.queries, transitions, settings=settings, clock=clock,
+                                                    poll_soon=self.poll_soon)
+        self.cancellations = Cancellations(backend, self.queries, transitions, at_backend=self.self_scheduled,
+                                           placed=self.placed, clock=clock, wait=self.wait, changed=self.mark_dirty)
+        self.holds = Holds(backend, self.queries, changed=self.mark_dirty)
+        self.requeues = Requeues(backend, self.queries, transitions, placed=self.placed, clock=clock,
+                                 changed=self.mark_dirty)
         self.watchers.on_job_ended.append(self.steps.job_ended)
         self.scheduling.on_requeue += [self.watchers.mail.requeued, self.steps.run_ended]
         self.loop = SchedulingLoop(reap=self._reap_off_loop, schedule_pass=self.schedule_pass)
@@ -110,14 +127,20 @@ class JobService:
         self.reservations = Reservations(ReservationStore(store.engine), nodes, table=self.table, jobs=store,
                                          allocations=self.scheduling.running.allocations, clock=clock)
         self.submissions.check_reservation = self.reservations.check_submit
-        self._reservation_change: float | None = None  # the next moment a reservation begins or ends
+        self.reservation_requests = ReservationRequests(
+            self.reservations, self.drains, scheduling=self.scheduling, capabilities=backend.capabilities,
+            access=settings.access, clock=clock, changed=self.mark_dirty, jobs_changed=self.watchers.changed)
         # the machine the monitor samples: this one, where corral places jobs itself
         here = nodes[0].name if nodes and not self.capabilities.schedules_itself else None
         self.outside = OutsideGpus(here, settings.outside_processes)
         self.budgets = ShareBudgets(settings.sharing, fail=None if backend.placement is None else backend.placement.fail,
                                     store=store, db_thread=self.submissions.db_thread)
         self.health = GpuHealth(here)
-        self._unavailable_changed()
+        self.gpus = GpuAvailability(self.drains, self.outside, self.health,
+                                    GpuFaults(here, self.drains, self.table, self.scheduling.running, self.placed),
+                                    scheduling=self.scheduling, table=self.table, capabilities=backend.capabilities,
+                                    access=settings.access, changed=self.mark_dirty)
+        self.gpus.changed()
 
     @property
     def store(self) -> JobStore:
@@ -164,7 +187,7 @@ class JobService:
 
     def recover(self) -> None:
         """Load unfinished jobs and settle the ones that were running when the server stopped (`corral.server.recovery`)."""
-        recovery.recover(self)
+        self.recovery.recover()
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -179,11 +202,11 @@ class JobService:
 
     async def resubmit(self, ref: str, changes: Mapping[str, Any], caller: Caller, confirm_owner: object = None) -> Job:
         """Run job `ref` again as its owner, for `caller`, with changes (`corral.server.relaunching`)."""
-        return await resubmit(self, ref, changes, caller, confirm_owner)
+        return await self.relaunches.resubmit(ref, changes, caller, confirm_owner)
 
     async def submit_sweep(self, body: Mapping[str, Any], caller: Caller) -> tuple[Job, dict[str, Any]]:
         """Submit a sweep as one job array (`corral.server.sweeping`)."""
-        return await self.sweeps.submit(self, body, caller)
+        return await self.sweeps.submit(body, caller)
 
     async def sweep(self, ref: str) -> tuple[Job, dict[str, Any], list[Job]]:
         """A sweep: its array job, its definition, and its tasks that have records."""
@@ -196,7 +219,7 @@ class JobService:
                        privileged: bool = True) -> SubmitForecast:
         """When the job `request` describes would start if submitted now, without submitting it
         (`corral.server.forecasting`): built and admitted as `submit` would, refused the same way."""
-        return await forecast_submit(self, request, user or self.user, privileged)
+        return await self.forecasts.forecast(request, user or self.user, privileged)
 
     def update(self, ref: str, changes: Mapping[str, Any], privileged: bool = True) -> Job:
         """Change a pending job's limits, priority or resources (`corral update`).
@@ -205,7 +228,7 @@ class JobService:
             InvalidRequest: a bad change; Conflict: the job is not pending.
         """
         job = self.resolve(ref)
-        self._refuse_if_cancelled(job)
+        self.holds.refuse_if_cancelled(job)
         return self.submissions.update(job, ref, changes, privileged)
 
     def close(self) -> None:
@@ -244,94 +267,34 @@ class JobService:
 
     async def cancel(self, refs: Sequence[str], caller: Caller, pending_only: bool = False) -> list[Job | CorralError]:
         """Cancel jobs (`12`), arrays, tasks (`12_3`) as one request of `caller`, who may cancel each; none starts on
-        what the running ones free (`corral.server.cancelling.cancel_jobs`). Returns the job or the error, ref by ref."""
+        what the running ones free (`corral.server.cancelling`). Returns the job or the error, ref by ref."""
         def check(job: Job, ref: str) -> None:
             self.access.check_manage(caller, job.spec.user, job.spec.account, f"cancelling job {ref}")
 
         self.access.require(caller, "submit", f"cancelling job {refs[0]}" if len(refs) == 1 else "cancelling jobs")
-        return await cancelling.cancel_jobs(self, refs, caller.user, pending_only=pending_only, check=check)
+        return await self.cancellations.cancel(refs, caller.user, pending_only=pending_only, check=check)
 
     def terminal(self, ref: str, user: str, admin: bool) -> str:
-        """Where the client of interactive job `ref` (srun, salloc) connects: its owner, or an admin.
-
-        Raises:
-            NotFound; Forbidden: another user; Conflict: not interactive, or not running.
-        """
-        job = self.resolve(ref)
-        if user != job.spec.user and not admin:
-            raise Forbidden(f"job {ref} is {job.spec.user}'s: only its owner (or an admin) may connect to its terminal")
-        terminals = self.backend.terminals
-        if job.spec.interactive is None or terminals is None:
-            raise Conflict(f"job {ref} is a batch job; it has no terminal (follow its output with corral logs -f)")
-        if job.state is not JobState.RUNNING:
-            raise Conflict(f"job {ref} is {job.state.value}; its terminal is open only while it runs")
-        return terminals.terminal_socket(job.id)
+        """Where the client of interactive job `ref` (srun, salloc) connects (`corral.server.job_output`)."""
+        return self.output.terminal(ref, user, admin)
 
     async def requeue(self, ref: str | int, by: str | None = None, hold: bool = False) -> Job:
         """Queue a running or ended job again, as Slurm's requeue (`corral.server.requeueing`); `hold`: held."""
-        return await requeueing.requeue(self, str(ref), by, hold)
+        return await self.requeues.requeue(str(ref), by, hold)
 
     def hold(self, ref: str | int) -> Job:
         """Keep a pending job (or an array's waiting tasks) from starting until it is released."""
-        return self._set_held(str(ref), True)
+        return self.holds.set_held(str(ref), True)
 
     def release(self, ref: str | int) -> Job:
-        return self._set_held(str(ref), False)
-
-    def _set_held(self, ref: str, held: bool) -> Job:
-        job = self.resolve(ref)
-        queue = self.backend.queue
-        if queue is not None and job.backend_id is not None and job.state is JobState.PENDING and job.held != held:
-            # already at the backend: it is the backend that must hold it (shown as JobHeldUser) or let it go
-            queue.hold(job, held)
-            self.table.backend_reasons[job.id] = PendingReason.HELD.value if held else PendingReason.NONE.value
-        job_id = job.id
-        self._refuse_if_cancelled(job)
-        if job.is_array and "_" in ref:
-            raise Conflict(f"task {ref} has not started; hold or release the whole array {job_id}")
-        if job.state is not JobState.PENDING or job.id not in self.active:
-            raise Conflict(f"job {job_id} is {job.state.value}; only pending jobs can be held or released")
-        if job.held == held:
-            raise Conflict(f"job {job_id} is {'already' if held else 'not'} held")
-        targets = [job]
-        if job.is_array:  # and its tasks that wait with a record of their own
-            targets += [self.active[t] for t in self.table.array_tasks.get(job.id, ())
-                        if self.active[t].state is JobState.PENDING and self.active[t].held != held]
-        for target in targets:
-            target.held = held
-        try:
-            self.store.save_states(targets)
-        except Exception:
-            for target in targets:
-                target.held = not held
-            raise
-        for target in targets:
-            self.table.reservation_deleted.discard(target.id)
-            if not target.is_array:
-                self.table.queue[target.id] = pending(target)
-            self.table.reasons.pop(target.id, None)
-            if held:
-                self.table.reasons[target.id] = PendingReason.HELD
-        self.mark_dirty()
-        return self.table.current(job)
-
-    def _refuse_if_cancelled(self, job: Job) -> None:
-        if job.id in self.table.cancelled_arrays:
-            raise Conflict(f"array {job.id} is cancelled; its last tasks are stopping")
-
-    async def tracked(self, job_id: int) -> Job:
-        deadline = time.monotonic() + 10
-        while job_id not in self.active and time.monotonic() < deadline:
-            await asyncio.sleep(0.002)
-        return self.get(job_id)
+        return self.holds.set_held(str(ref), False)
 
     async def wait(self, ref: str | int, timeout: float) -> Job:
         """The job once it has ended, or as it is after `timeout` seconds."""
         job = self.resolve(str(ref))
-        job_id = job.id
         if job.state.is_terminal() or timeout <= 0:
             return job
-        return await self.watchers.wait_for_end(job_id, timeout, self.get)
+        return await self.watchers.wait_for_end(job.id, timeout, self.get)
 
     # -- steps: what srun runs inside a job (corral.server.steps) ----------------------------------
 
@@ -380,22 +343,11 @@ class JobService:
 
     def log_owner_uid(self, job: Job) -> int | None:
         """Whose a job's log files must be for the server to show them (None: its own user's job, no check)."""
-        if job.spec.user == self.user:
-            return None
-        uid = uid_of(job.spec.user)
-        return -1 if uid is None else uid  # an account that is gone owns no file: show nothing
+        return self.output.owner_uid(job)
 
     def read_log(self, ref: str, stream: str, offset: int, limit: int, tail: int | None) -> tuple[bytes, int, Job]:
         """A chunk of a job's stdout or stderr from `offset` (or its last `tail` lines); returns the next offset."""
-        if stream not in ("stdout", "stderr"):
-            raise InvalidRequest("stream", f"must be stdout or stderr, got {stream!r}")
-        if offset < 0:
-            raise InvalidRequest("offset", "must not be negative")
-        job = self.resolve(ref)
-        if job.state is JobState.PENDING:
-            return b"", 0, job
-        data, end = read_log_window(job, stream, offset, limit, tail, self.log_owner_uid(job), ref)
-        return data, end, job
+        return self.output.read_log(ref, stream, offset, limit, tail)
 
     def plan_view(self) -> dict[str, Any]:
         """Each GPU's timeline: running jobs to their time limits, reservations of pending ones (`corral.server.plan_view`)."""
@@ -405,42 +357,23 @@ class JobService:
     def nodes_view(self) -> list[dict[str, Any]]:
         """Each node, its GPUs, who holds them, what is drained and what is in use outside corral
         (`corral.server.nodes_view`)."""
-        drains = self.drains
-        return nodes_view(self.nodes, self.allocations.values(), self.active, isolation=self.settings.isolation,
-                          allocates=not self.capabilities.schedules_itself,
-                          drained={node.name: drains.of_node(node) for node in self.nodes},
-                          outside={node.name: self.outside.of_node(node.name) for node in self.nodes},
-                          shards_per_gpu=self.settings.sharing.shards_per_gpu,
-                          held_outside=self.outside.shared(self.nodes),
-                          health={node.name: self.health.of_node(node.name) for node in self.nodes},
-                          node_drains={n.name: d for n in self.nodes if (d := drains.node_drain(n.name)) is not None})
+        return self.gpus.nodes_view(self.allocations.values(), self.active, isolation=self.settings.isolation,
+                                    allocates=not self.capabilities.schedules_itself,
+                                    shards_per_gpu=self.settings.sharing.shards_per_gpu)
 
     def drain(self, caller: Caller, node: str, gpus: Sequence[int] | None, reason: object) -> list[Drain]:
         """Take GPUs (None: the whole node) out of scheduling, for an admin (`corral.server.draining`);
         jobs on them run on."""
-        self._check_drains(caller, f"draining {_what(node, gpus)}")
-        drains = self.drains.drain(node, gpus, reason, caller.user)
-        self._unavailable_changed()
-        return drains
+        return self.gpus.drain(caller, node, gpus, reason)
 
     def resume(self, caller: Caller, node: str, gpus: Sequence[int] | None) -> list[Drain]:
         """Give drained GPUs (None: the node and all its GPUs) back to scheduling, for an admin."""
-        self._check_drains(caller, f"resuming {_what(node, gpus)}")
-        lifted = self.drains.resume(node, gpus)
-        self._unavailable_changed()
-        return lifted
-
-    def _check_drains(self, caller: Caller, action: str) -> None:
-        self.access.require(caller, "admin", action)
-        if self.capabilities.schedules_itself:
-            raise Conflict(f"{action}: this server hands its jobs to {self.capabilities.name}, which places them; "
-                           "drain nodes there (scontrol update NodeName=... State=DRAIN on the cluster)")
+        return self.gpus.resume(caller, node, gpus)
 
     def gpus_in_use_outside(self, processes: Sequence[OutsideProcess]) -> None:
         """The monitor's last sample of processes outside corral on this machine's GPUs (`JobReader`): a GPU
         they use is avoided (`[node] outside_processes`) until a sample no longer shows them."""
-        if self.outside.update(processes):
-            self._unavailable_changed()
+        self.gpus.outside_sampled(processes)
 
     def gpu_memory_sampled(self, used: Mapping[int, float]) -> list[tuple[Job, OverBudget]]:
         """The monitor's last sample of each running job's own GPU memory (`JobReader`): sharing jobs over their
@@ -450,23 +383,7 @@ class JobService:
     def gpu_health(self, figures: Mapping[int, HealthFigures], at: float) -> list[HealthEvent]:
         """The monitor's last sample of this machine's GPUs' health (`JobReader`): a fatal fault drains its GPU
         and ends the jobs on it (`corral.server.gpu_faults`). Returns what happened, for the monitor's alerts."""
-        events = self.health.update(figures, at)
-        if events and act_on(self, events):
-            self._unavailable_changed()
-        return events
-
-    def _unavailable_changed(self) -> None:
-        """Drained GPUs and avoided ones (in use outside corral) are what no new job is given; shareable ones
-        (in use outside corral where the node shares them) what no whole-GPU job is given."""
-        drained = self.drains.by_node
-        # where sharing jobs may use a GPU in use outside corral: what it holds, unless an admin drained it
-        held = {node: {g: mb for g, mb in gpus.items() if g not in drained.get(node, ())}
-                for node, gpus in self.outside.shared(self.nodes).items()}
-        self.scheduling.drained = unavailable(drained, self.outside.avoided())
-        self.scheduling.shareable = shareable_beside(held)
-        self.scheduling.held_outside = outside_holds(held)
-        self.table.drained_note = "; ".join(n for n in (self.drains.note(), self.outside.note()) if n)
-        self.mark_dirty()
+        return self.gpus.health_sampled(figures, at)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -485,8 +402,7 @@ class JobService:
             self.placed.reap()
 
     async def _reap_off_loop(self) -> None:
-        if self._reservation_change is not None and self.clock() >= self._reservation_change:
-            self._reservation_change = None
+        if self.reservation_requests.due():
             self.mark_dirty()  # a reservation begins or ends: its jobs start, or it is removed
         if self.handover is not None:
             self.reap()  # the backend's watcher reads in a thread of its own already
@@ -504,11 +420,11 @@ class JobService:
         self.loop.dirty = False
         now = self.clock()
         self.watchers.mail.time_limits(self.table.active, now)
-        self._pass_reservations(now)
+        self.reservation_requests.before_pass(now)
         if not self.table.queue and not self.table.arrays:
             return
-        self._remove_past_deadline(now)
-        waiting = self._check_dependencies()
+        self.transitions.remove_past_deadline(now)
+        waiting = self.transitions.check_dependencies()
         decisions = self.scheduling.decide(waiting, now)
         decisions.reasons.update(waiting)
         assert self.placed is not None
@@ -524,38 +440,6 @@ class JobService:
         assert self.placed is not None
         self.placed.launch(started, events)
         self.watchers.mail.started(started, now)
-
-    def finish_array_if_done(self, array_id: int) -> None:
-        """An array ends when its last task does (`corral.core.jobspec.arrays.array_state` says how)."""
-        array = self.table.arrays.get(array_id)
-        if array is None or array.array_pending or self.table.array_tasks.get(array_id):
-            return
-        cancelled = array_id in self.table.cancelled_arrays
-        array.state = array_state(self.store.task_states(array_id), cancelled=cancelled)
-        array.end_time, array.reason = self.clock(), CANCELLED_BY_USER if cancelled else None
-        self.store.save_state(array)
-        self.table.cancelled_arrays.discard(array_id)
-        self.forget(array)
-
-    def _remove_past_deadline(self, now: float) -> None:
-        """Pending jobs that could no longer end by their --deadline end so (state DEADLINE), as in Slurm."""
-        late = [job_id for job_id, waiting in self.table.queue.items() if waiting.misses_deadline(now)]
-        for job_id in late:
-            job = self.table.active[job_id]
-            job.state, job.end_time, job.reason = JobState.DEADLINE, now, PendingReason.DEADLINE.value
-            self.store.save_state(job)
-            self.forget(job)
-
-    def _check_dependencies(self) -> dict[int, PendingReason]:
-        """Jobs that must wait for others, with their reason (`JobTable.waiting_on_dependencies`); cancels
-        those that asked for it when a dependency can no longer hold."""
-        waiting, never = self.table.waiting_on_dependencies()
-        for job in never:
-            job.state, job.end_time, job.reason = JobState.CANCELLED, self.clock(), PendingReason.DEPENDENCY_NEVER
-            self.store.save_state(job)
-            self.forget(job)
-            waiting.pop(job.id)
-        return waiting
 
     def usage(self, now: float) -> dict[str, float]:
         """Each user's decayed usage in GPU-hours, running jobs included up to `now`."""
@@ -580,73 +464,30 @@ class JobService:
 
     def efficiency(self, ref: str) -> dict[str, Any]:
         """CPU and memory efficiency of a job, from the backend's accounting (`corral.server.self_scheduled`)."""
-        return self_scheduled.efficiency(self, ref)
+        return self.self_scheduled.efficiency(ref)
 
     async def attach(self, backend_id: str) -> Job:
         """Track a job submitted to the backend without corral (`corral.server.self_scheduled`)."""
-        return self_scheduled.attach(self, backend_id)
-
-    # -- helpers --------------------------------------------------------------------------------
+        return self.self_scheduled.attach(backend_id)
 
     # -- reservations (`corral.server.reserving`) --------------------------------------------------
 
     def list_reservations(self) -> list[dict[str, Any]]:
-        now = self.clock()
-        return [r.to_dict(now) for r in self.reservations.all()]
+        return self.reservation_requests.list()
 
     def create_reservation(self, caller: Caller, wanted: Wanted) -> dict[str, Any]:
-        """Keep GPUs for some users over a window, for an admin (`corral.core.scheduling.reservations.plan`)."""
-        self._check_reservations(caller, f"creating reservation {wanted.name}")
-        made = self.reservations.create(wanted, caller.user, drained=self.drains.by_node,
-                                        accounts=self.access.accounts, user_exists=lambda u: uid_of(u) is not None)
-        self.mark_dirty()
-        return made.to_dict(self.clock())
+        """Keep GPUs for some users over a window, for an admin (`corral.server.reservation_requests`)."""
+        return self.reservation_requests.create(caller, wanted)
 
     def update_reservation(self, caller: Caller, name: str, body: Mapping[str, object]) -> dict[str, Any]:
-        """Change a reservation's window, GPUs or users, for an admin (`corral.server.reserving.Reservations.update`)."""
-        self._check_reservations(caller, f"updating reservation {name}")
-        made = self.reservations.update(name, body, drained=self.drains.by_node, accounts=self.access.accounts,
-                                        user_exists=lambda u: uid_of(u) is not None)
-        self.mark_dirty()
-        return made.to_dict(self.clock())
+        """Change a reservation's window, GPUs or users, for an admin."""
+        return self.reservation_requests.update(caller, name, body)
 
     def delete_reservation(self, caller: Caller, name: str) -> dict[str, Any]:
         """Remove a reservation, for an admin; the jobs waiting for it are held (ReservationDeleted)."""
-        self._check_reservations(caller, f"deleting reservation {name}")
-        reservation, _ = self.reservations.delete(name)
-        self.mark_dirty()
-        return reservation.to_dict(self.clock())
-
-    def _check_reservations(self, caller: Caller, action: str) -> None:
-        self.access.require(caller, "admin", action)
-        if self.capabilities.schedules_itself:
-            raise Conflict(f"{action}: this server hands its jobs to {self.capabilities.name}, which places them; "
-                           "make reservations there (scontrol create reservation on the cluster), and submit "
-                           "with --reservation NAME")
-
-    def _pass_reservations(self, now: float) -> None:
-        reservations = self.reservations
-        if reservations.by_name and reservations.expire(now):
-            self.watchers.changed()
-        self.scheduling.reservations = reservations.book()
-        self._reservation_change = reservations.next_change(now)
+        return self.reservation_requests.delete(caller, name)
 
     def mark_dirty(self) -> None:
         self.watchers.changed()
         self.loop.wake()
 
-    def forget(self, job: Job) -> None:
-        self.watchers.changed()
-        self.table.untrack(job)
-        allocation = self.scheduling.running.release(job.id)
-        if allocation is not None and job.start_time is not None and job.end_time is not None:
-            self.scheduling.ledger.charge(job.spec.user, self.scheduling.charge(allocation, job.end_time - job.start_time),
-                                          job.end_time)
-        self.scheduling.factors.pop(job.id, None)
-        self.watchers.let_go(job)
-        if job.array_job_id is not None:
-            self.finish_array_if_done(job.array_job_id)
-
-
-def _what(node: str, gpus: Sequence[int] | None) -> str:
-    return f"node {node}" if gpus is None else f"GPU {', '.join(map(str, gpus))} of node {node}"

@@ -6,17 +6,15 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from corral.core.tracking import sweeps as S
-from corral.core.access.identity import Caller
+from corral.core.access.identity import AccessPolicy, Caller
 from corral.core.jobspec.job import Job
 from corral.errors import InvalidRequest, NotFound
+from corral.server.submission import Submissions
 from corral.store.sweeps import SweepStore
-
-if TYPE_CHECKING:
-    from corral.server.service import JobService
 
 SWEEP_FIELDS = frozenset({"params", "method", "samples", "seed", "concurrency", "metric"})
 # what a sweep writes itself: its script runs each task's command, as an array of its tasks
@@ -25,10 +23,15 @@ MAX_METRIC = 200
 
 
 class Sweeps:
-    def __init__(self, store: SweepStore) -> None:
+    def __init__(self, store: SweepStore, submissions: Submissions, *, access: AccessPolicy,
+                 clock: Callable[[], float]) -> None:
+        """`submissions`: where a sweep's array is submitted; `access`: who may start one."""
         self.store = store
+        self.submissions = submissions
+        self.access = access
+        self.clock = clock
 
-    async def submit(self, service: JobService, body: Mapping[str, Any], caller: Caller) -> tuple[Job, dict[str, Any]]:
+    async def submit(self, body: Mapping[str, Any], caller: Caller) -> tuple[Job, dict[str, Any]]:
         """Submit a sweep as `caller`: the job request's fields plus `params`, `method`, `samples`, `seed`,
         `concurrency` (the array's %N) and `metric` (the one `sweep show` ranks by; else the first logged).
 
@@ -38,7 +41,7 @@ class Sweeps:
         Raises:
             InvalidRequest: naming the field (a parameter, the command's `{name}`, the job's own fields).
         """
-        service.access.require(caller, "submit", "starting a sweep")
+        self.access.require(caller, "submit", "starting a sweep")
         request = {k: v for k, v in body.items() if k not in SWEEP_FIELDS and v is not None}
         for field in _WRITTEN:
             if field in request:
@@ -63,11 +66,11 @@ class Sweeps:
         request["script"] = S.task_script(command, tasks, params)
         request["array"] = S.array_text(len(tasks), concurrency)
         request.setdefault("name", f"sweep-{_program(command)}")
-        job = await service.submit(request, user=caller.user, privileged=caller.is_admin)
+        job = await self.submissions.submit(request, caller.user, caller.is_admin)
         definition: dict[str, Any] = {"user": caller.user, "method": method, "seed": seed if method == "random" else None,
                       "params": [p.to_dict() for p in params], "command": list(command), "tasks": tasks,
                       "metric": metric}
-        await asyncio.to_thread(lambda: self.store.insert(job.id, now=service.clock(), **definition))
+        await asyncio.to_thread(lambda: self.store.insert(job.id, now=self.clock(), **definition))
         return job, definition
 
     def copy(self, from_job: int, to: Job, now: float) -> None:
