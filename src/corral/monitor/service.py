@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from corral.monitor.jobs import JobReader
     from corral.monitor.progress import Progress
     from corral.monitor.sampling import JobSample, JobSampler
-    from corral.server.events import EventBus
+    from corral.event_bus import EventBus
     from corral.store.runs import RunStore
     from corral.tracking.service import TrackingService
 
