@@ -12,10 +12,10 @@ import os
 import random
 import sys
 
-# What `corral up` imports before it answers (corral.compose.server.serve and the backends), so that a forked
+# What `corral up` imports before it answers (corral.compose.serve.serve and the backends), so that a forked
 # server finds it imported; anything missing here is imported by the server itself, only slower.
 PRELOAD = (
-    "corral.cli.entry", "corral.cli.main", "corral.compose.server", "corral.api.app", "corral.server.service",
+    "corral.cli.entry", "corral.cli.main", "corral.compose.serve", "corral.api.app", "corral.server.service",
     "corral.server.settings", "corral.store.migrate", "corral.store.db", "corral.store.jobs", "corral.store.runs",
     "corral.store.sessions", "corral.store.tokens", "corral.tracking.service", "corral.executor.gpus",
     "corral.executor.users", "corral.backends.registry", "corral.backends.local.backend",

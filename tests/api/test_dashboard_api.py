@@ -170,7 +170,7 @@ def test_a_log_far_ahead_is_skipped_to_its_end_at_a_line_start(tmp_path):
 
 def test_a_subscriber_that_falls_behind_is_told_to_refetch_everything():
     from corral.api.events import _coalesce
-    from corral.server.events import QUEUE_SIZE, Event, EventBus
+    from corral.event_bus import QUEUE_SIZE, Event, EventBus
 
     bus = EventBus()
     subscriber = bus.subscribe()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from corral.compose.server import ServerOptions, load_config
+from corral.compose.config import ServerOptions, load_config
 from corral.core.scheduling.resources import DeclaredInventory
 from corral.errors import InvalidRequest
 from corral.executor.gpu_topology import add_topology

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from corral.compose.server import ServerOptions, load_config
+from corral.compose.config import ServerOptions, load_config
 from corral.core.scheduling.resources import DeclaredInventory
 from corral.core.scheduling.sharing import SharingSettings
 from corral.errors import InvalidRequest

@@ -24,7 +24,7 @@ from corral.api.streams import StreamCap
 from corral.api.submit_path import SubmitPath
 from corral.core.access.identity import AccessPolicy
 from corral.monitor.service import MonitorService
-from corral.server.events import EventBus
+from corral.event_bus import EventBus
 from corral.server.service import JobService
 from corral.server.tokens import TokenService
 from corral.tracking.compat.mlflow_tracking import MlflowTracking

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import StreamingResponse
 
 from corral.api.jobs import owned_job
-from corral.server.events import Event
+from corral.event_bus import Event
 from corral.server.log_follow import MAX_LOG_TEXT, LogFollower
 
 router = APIRouter(prefix="/api/v1", tags=["events"])

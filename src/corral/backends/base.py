@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from corral.core.jobspec.job import Job, Outcome
+from corral.core.jobspec.job import Job, JobProcesses, Outcome
 from corral.core.scheduling.resources import Allocation
 from corral.core.jobspec.spec_container import ContainerSpec
 
@@ -41,16 +41,6 @@ class Recovered(enum.Enum):
 class Recovery:
     status: Recovered
     outcome: Outcome | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobProcesses:
-    """Where a running local job's processes are: its main process, and its cgroup's process list."""
-
-    pid: int
-    """The main process, also its session id."""
-    procs_file: str | None = None
-    """The job's `cgroup.procs`: every process it started, however detached; None without cgroups."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ class BackendSetup:
 
     home: str
     settings: Any
-    """The server's options (`corral.compose.server.ServerOptions`): each backend reads its own."""
+    """The server's options (`corral.compose.config.ServerOptions`): each backend reads its own."""
     nodes: Sequence[Node]
     """The nodes `BackendKind.nodes` found."""
     server_env: Mapping[str, str]

@@ -64,7 +64,7 @@ def stop_server(home: str, timeout: float) -> int | None:
 
 
 def _home_locked(home: str) -> bool:
-    """True while a server holds the home's lock (see corral.compose.server.acquire_home)."""
+    """True while a server holds the home's lock (see corral.compose.home.acquire_home)."""
     from corral.executor.files import lock_held
 
     return lock_held(HomeLayout(home).lock)

@@ -89,7 +89,8 @@ def up(ctx: click.Context, up_home: str | None, detach: bool, **options: Any) ->
         info = start_detached(home, _up_args(ctx, home, options))
         click.echo(f"corral server running at {info['url']} (pid {info['pid']}, home {home})")
         return
-    from corral.compose.server import ServerOptions, load_config, serve
+    from corral.compose.config import ServerOptions, load_config
+    from corral.compose.serve import serve
     from corral.core.scheduling.resources import DeclaredInventory
 
     explicit = {

@@ -10,8 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from corral.backends.base import JobProcesses
-    from corral.core.jobspec.job import Job
+    from corral.core.jobspec.job import Job, JobProcesses
     from corral.core.scheduling.sharing import OverBudget
     from corral.core.monitoring.gpu_health import HealthEvent, HealthFigures
     from corral.core.monitoring.outside_use import OutsideProcess

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from corral.core.jobspec.states import JobState
 from corral.monitor.progress import Progress, ProgressTracker
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from corral.monitor.runtime import Announcer
     from corral.monitor.sampling import JobSample, JobSampler
     from corral.monitor.snapshot import Snapshot, Watched
-    from corral.tracking.service import TrackingService
 
 log = logging.getLogger("corral.monitor")
 
@@ -26,10 +25,19 @@ PRUNE_EVERY_S = 3600.0
 PRUNE_BATCH = 20_000
 
 
+class SystemMetricsWriter(Protocol):
+    """Where the monitor writes runs' `system/...` metrics: the tracking service (`corral.tracking.service`), which
+    the composition root hands in; the monitor and tracking sit side by side and neither imports the other."""
+
+    def append_system_metrics(self, batches: Mapping[int, MetricsBatch], timeout_s: float = 60.0) -> None:
+        """Append the points to runs by id; returns once they are committed."""
+        ...
+
+
 class SampleRecorder:
     """Runs on the monitor's worker thread only."""
 
-    def __init__(self, *, engine: Any, store: MonitorStore, tracking: TrackingService, sampler: JobSampler | None,
+    def __init__(self, *, engine: Any, store: MonitorStore, tracking: SystemMetricsWriter, sampler: JobSampler | None,
                  retention_s: float, announcer: Announcer) -> None:
         self.engine = engine
         self.store = store

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 
 if TYPE_CHECKING:
-    from corral.server.events import EventBus
+    from corral.event_bus import EventBus
 
 
 class MonitorThreads:

@@ -25,7 +25,7 @@ from corral.monitor.alert_settings import AlertSettings
 from corral.monitor.gpu_alerts import fire_gpu_faults, fire_outside, fire_over_budget
 from corral.monitor.dispatch import DeliveryDispatcher
 from corral.monitor.queries import MonitorQueries
-from corral.monitor.recording import SampleRecorder
+from corral.monitor.recording import SampleRecorder, SystemMetricsWriter
 from corral.monitor.rules import RuleEvaluator, enrich
 from corral.monitor.runtime import Announcer, MonitorThreads
 from corral.monitor.snapshot import Snapshot, SnapshotTaker, job_facts
@@ -34,13 +34,12 @@ from corral.store.monitoring import MonitorStore
 if TYPE_CHECKING:
     from corral.core.jobspec.job import Job
     from corral.core.scheduling.sharing import OverBudget
+    from corral.event_bus import EventBus
     from corral.monitor.channels import SmtpSettings
     from corral.monitor.jobs import JobReader
     from corral.monitor.progress import Progress
     from corral.monitor.sampling import JobSample, JobSampler
-    from corral.server.events import EventBus
     from corral.store.runs import RunStore
-    from corral.tracking.service import TrackingService
 
 log = logging.getLogger("corral.monitor")
 
@@ -50,7 +49,7 @@ DEFAULT_RETENTION_DAYS = 90.0  # 50 jobs sampled every 10 s add ~430,000 rows a 
 
 class MonitorService:
     def __init__(
-        self, *, jobs: JobReader, engine: Engine, tracking: TrackingService, run_store: RunStore,
+        self, *, jobs: JobReader, engine: Engine, tracking: SystemMetricsWriter, run_store: RunStore,
         sampler: JobSampler | None, interval_s: float = DEFAULT_INTERVAL_S, smtp: SmtpSettings | None = None,
         clock: Callable[[], float] = time.time, retention_days: float = DEFAULT_RETENTION_DAYS,
     ) -> None:

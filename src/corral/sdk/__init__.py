@@ -10,6 +10,7 @@
     server_link.py  ServerLink: the sender's client, made on first use, dropped after a failure
     backoff.py      Backoff: when a spooling run next tries the server (1 s, 2 s, 4 s ...)
     batches.py      logged dicts -> columnar metric batches
+    posting.py      post_record, upload: how records go to the server, live or from the spool
     spool.py        the on-disk spool of what could not be sent
     places.py       where a user's runs spool (a shared server's per-user directory, private fallbacks)
     sync.py         sync_spool: upload spooled runs exactly once (`corral sync`)

@@ -284,12 +284,6 @@ def _merge_in_log_order(parts: list[tuple[array, array, array, array]]) -> tuple
     return array("q", (r[1] for r in rows)), array("d", (r[2] for r in rows)), array("d", (r[3] for r in rows))
 
 
-def decode_series(series: dict[str, Any]) -> tuple[list[int], list[float], list[float]]:
-    """Steps, values and times of one encoded series (tests and `corral sync` read batches back)."""
-    return (_unpack("q", series["steps_i64"]), _unpack("d", series["values_f64"]),
-            _unpack("d", series["times_f64"]) if "times_f64" in series else [])
-
-
 def chunk_records(records: Iterable[tuple[Any, float, Any]], max_points: int = MAX_BATCH_POINTS) -> list[dict[str, Any]]:
     """Encode `(step, time, dict)` records into batches of at most `max_points` points, as the sender does."""
     builder = ColumnBuilder(max_points)
@@ -316,11 +310,3 @@ def _pack(column: array) -> str:
         column = array(column.typecode, column)
         column.byteswap()
     return base64.b64encode(column.tobytes()).decode("ascii")
-
-
-def _unpack(typecode: str, text: str) -> list[Any]:
-    column = array(typecode)
-    column.frombytes(base64.b64decode(text))
-    if sys.byteorder == "big":
-        column.byteswap()
-    return column.tolist()

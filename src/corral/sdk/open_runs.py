@@ -30,11 +30,6 @@ _warned_child = False
 _lock = threading.Lock()
 
 
-def current_run() -> Run | None:
-    """The run the last `init` made, until it finishes."""
-    return _current
-
-
 def log(data: Mapping[str, Any], step: int | None = None) -> None:
     """`run.log` on the current run."""
     run = _current

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from corral.sdk.backoff import RETRY_INTERVAL_S, Backoff
 from corral.sdk.batches import MAX_BATCH_POINTS, ColumnBuilder
 from corral.sdk.files import directory_size, sha256_file
+from corral.sdk.posting import REJECTED, SKIPPED_WHY, post_record, upload
 from corral.sdk.sender_thread import SenderThread
 from corral.sdk.server_link import Connect, ServerLink
-from corral.sdk.spool import REJECTED, SKIPPED_WHY, RunSpool, post_record, upload
+from corral.sdk.spool import RunSpool
 
 if TYPE_CHECKING:
     from corral.sdk.places import SpoolPlaces

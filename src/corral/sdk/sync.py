@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from corral.core.jobspec.states import TERMINAL_STATES
 from corral.errors import InvalidRequest
 from corral.sdk.places import SpoolPlaces
-from corral.sdk.spool import RunSpool, SpoolLocked, run_dirs, upload
+from corral.sdk.posting import upload
+from corral.sdk.spool import RunSpool, SpoolLocked, run_dirs
 
 if TYPE_CHECKING:
     from corral.client import Client

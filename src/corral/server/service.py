@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from corral.backends.base import Backend, Capabilities, JobProcesses
+from corral.backends.base import Backend, Capabilities
 from corral.core.scheduling.drains import Drain
 from corral.core.monitoring.gpu_health import HealthEvent, HealthFigures
 from corral.core.monitoring.outside_use import OutsideProcess
 from corral.core.scheduling.sharing import OverBudget
 from corral.core.access.identity import AccessPolicy, Caller
-from corral.core.jobspec.job import Job
+from corral.core.jobspec.job import Job, JobProcesses
 from corral.core.scheduling.priority import PriorityFactors
 from corral.core.scheduling.reservations import Wanted
 from corral.core.scheduling.resources import Allocation, Node

@@ -1,6 +1,6 @@
 """What the job service was started with: whose server it is, where logs go, what it takes.
 
-One frozen value that the composition root (`corral.compose.server`) builds and the service only reads.
+One frozen value that the composition root (`corral.compose.serve`) builds and the service only reads.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, case, delete, func, insert, or_, select, update
 
 from corral.core.monitoring.alerts import may_use_channel
 from corral.errors import Conflict, Forbidden, NotFound
@@ -280,10 +280,6 @@ class MonitorStore:
         conn.execute(update(alert_deliveries).where(alert_deliveries.c.id == delivery_id).values(
             status="pending" if retry_at is not None else "failed", attempts=attempts, last_error=error[:2000],
             next_attempt_at=retry_at))
-
-    def failing_deliveries(self, conn: Connection) -> int:
-        d = alert_deliveries.c
-        return conn.execute(select(func.count()).where(or_(d.status == "failed", and_(d.status == "pending", d.attempts > 0)))).scalar_one()
 
 
 def thin_extremes(points: list[tuple[float, float | None]], max_points: int) -> list[tuple[float, float | None]]:

@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral.backends.base import (
-    Accounting, Capabilities, ClusterQueue, Ended, ForeignJobs, JobProcesses, Recovered, Recovery,
+    Accounting, Capabilities, ClusterQueue, Ended, ForeignJobs, Recovered, Recovery,
 )
 from corral.backends.local.containers import LocalContainers
 from corral.backends.local.owners import JobOwners
 from corral.backends.local.settings import LaunchSettings
 from corral.backends.local.supervisors import Supervisors
 from corral.backends.registry import BackendSetup
-from corral.core.jobspec.job import Job, Outcome
+from corral.core.jobspec.job import Job, JobProcesses, Outcome
 from corral.core.scheduling.resources import Allocation, Gpu, Node
 from corral.errors import InvalidRequest
 from corral.executor import files

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from corral.backends.base import JobProcesses
+from corral.core.jobspec.job import JobProcesses
 from corral.executor import files
 
 LIVENESS_CHECK_S = 2.0

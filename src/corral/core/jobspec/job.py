@@ -23,6 +23,17 @@ class Outcome:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JobProcesses:
+    """Where a running local job's processes are: its main process, and its cgroup's process list (a backend finds
+    them, the monitor samples them)."""
+
+    pid: int
+    """The main process, also its session id."""
+    procs_file: str | None = None
+    """The job's `cgroup.procs`: every process it started, however detached; None without cgroups."""
+
+
 @dataclass(slots=True)
 class Job:
     id: int

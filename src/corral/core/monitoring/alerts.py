@@ -60,11 +60,6 @@ class Condition:
     threshold: float | None = None
     for_s: float = 0.0
 
-    @property
-    def running_only(self) -> bool:
-        """Meaningful only while the job runs: the episode ends when the job does."""
-        return self.kind not in ("state", "queue_wait")
-
 
 @dataclass(frozen=True)
 class Scope:

@@ -4,6 +4,9 @@ Publishers on the event loop call `publish`; threads (the tracking writer, the m
 `publish_threadsafe`. Each subscriber has a small queue: one that falls behind loses the oldest
 events, never slows a publisher, and catches up by refetching (an event says *what* changed,
 not the new state).
+
+It sits low in the layers, using the standard library alone: the API makes the bus, and the monitor, below
+the server, publishes on it.
 """
 
 from __future__ import annotations
