@@ -313,7 +313,7 @@ def test_a_command_that_overruns_is_killed_with_everything_it_started(tmp_path: 
     assert time.monotonic() - started < 10  # killed at the limit, not left to its 60 s
 
     child = int(pid_file.read_text())
-    wait_for(lambda: not _running(child), timeout=5)
+    wait_for(lambda: not _running(child), timeout=15)
 
 
 def test_a_finished_command_is_not_held_up_by_a_helper_it_left_running(tmp_path: Path) -> None:

@@ -262,7 +262,7 @@ def test_a_cancelled_job_sends_what_it_logged_before_it_dies_and_its_run_ends_cr
     ended = client.wait(job["id"], timeout=30)
     assert ended["state"] == "CANCELLED"
     assert read_all(client, run_id, "loss")[0] == list(range(500))  # flushed on SIGTERM, not lost with the process
-    assert wait_for(lambda: client.get_run(run_id)["state"] == "crashed", timeout=10)
+    assert wait_for(lambda: client.get_run(run_id)["state"] == "crashed", timeout=30)
 
 
 KILLED_OFFLINE = """
