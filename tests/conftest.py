@@ -57,19 +57,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in alone or item.path.parent.name == "web":
             item.add_marker(pytest.mark.serial)
-    # Workers take files in this order (scripts/test.sh: --no-loadscope-reorder): the few files that take minutes
-    # first, so that none of them is the one still running after the others are done, then the rest, most tests
-    # first (xdist's own order).
+    # Workers take files in this order (scripts/test.sh: --no-loadscope-reorder): the files that take minutes
+    # first, the longest first, so that none of them is the one still running after the others are done, then the
+    # rest, most tests first (xdist's own order).
     per_file = collections.Counter(str(item.path) for item in items)
-    items.sort(key=lambda item: (not str(item.path.relative_to(TESTS)).startswith(LONG_FILES), -per_file[str(item.path)]))
+    items.sort(key=lambda item: (_long_rank(item.path), -per_file[str(item.path)]))
+
+
+def _long_rank(path: pathlib.Path) -> int:
+    """Where the file stands in LONG_FILES (the first entry it falls under), or after all of them."""
+    relative = str(path.relative_to(TESTS))
+    return next((rank for rank, prefix in enumerate(LONG_FILES) if relative.startswith(prefix)), len(LONG_FILES))
 
 
 TESTS = pathlib.Path(__file__).parent
-# Each takes a minute or more of one worker: a Slurm time limit counts in minutes, training frameworks start up.
-# Not the interactive srun tests: relaying a terminal is what a machine this loaded (all of these at once) disturbs.
-LONG_FILES = ("backends/slurm/test_against_slurm.py", "integrations/", "examples/", "api/test_fuzz.py",
-              "executor/test_container_races.py",
-              "cli/test_monitoring_cli.py", "sdk/test_sender.py")
+# Each takes a minute or more of one worker, the longest first (their times on two workers at the last look: 3.5 min
+# for the container races down to half a minute): a Slurm time limit counts in minutes, training frameworks start
+# up, some hold few tests but long ones (MLflow's client, GPU faults, server restarts), which by their count of
+# tests alone would start last. A file falls under the first entry it matches (integrations/ takes the rest of
+# that folder). Not the interactive srun tests: relaying a terminal is what a machine this loaded (all of these at
+# once) disturbs.
+LONG_FILES = ("executor/test_container_races.py", "backends/slurm/test_against_slurm.py",
+              "integrations/test_snakemake.py", "examples/", "api/test_fuzz.py", "api/test_mlflow_api.py",
+              "integrations/test_submitit.py", "integrations/test_srun_frameworks.py", "sdk/test_shared_server.py",
+              "cli/slurm/test_gpu_faults.py", "cli/test_monitoring_cli.py", "integrations/", "sdk/test_sender.py")
 
 
 @contextlib.contextmanager

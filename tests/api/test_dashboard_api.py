@@ -71,13 +71,18 @@ def test_the_cluster_shows_who_holds_each_gpu_and_the_totals(server_factory):
     client.cancel(job)
 
 
-def read_events(server, path: str, until, timeout: float = 20.0) -> list[tuple[str, dict]]:
-    """Open an event stream and collect events until `until(events)` holds."""
+def read_events(server, path: str, until, timeout: float = 20.0, subscribed=None) -> list[tuple[str, dict]]:
+    """Open an event stream and collect events until `until(events)` holds; `subscribed()` is called once the
+    stream hears of changes (its first line comes after it subscribed), for a test to make some."""
     parts = urllib.parse.urlsplit(server.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     conn.request("GET", path)
     response = conn.getresponse()
     assert response.status == 200 and response.getheader("Content-Type").startswith("text/event-stream")
+    if subscribed is not None:
+        # the raw chunked body: a chunk's size on a line of its own, then its text
+        assert any(line.startswith(b"retry: ") for line in iter(response.fp.readline, b""))
+        subscribed()
     events, name, deadline = [], None, time.monotonic() + timeout
     while time.monotonic() < deadline and not until(events):
         line = response.fp.readline().decode().rstrip("\n")
@@ -92,29 +97,32 @@ def read_events(server, path: str, until, timeout: float = 20.0) -> list[tuple[s
 
 @pytest.mark.serial  # measures a job's CPU share or a live view's pace: alone on the machine
 def test_events_tell_of_job_changes_stored_metrics_and_a_jobs_new_log_lines(server_factory):
-    import threading
-
     server = server_factory(extra=["--sample-interval", "0.3"])
     client = server.client()
     job = client.submit([sys.executable, "-u", "-c", "import time\nfor i in range(100):\n print('line', i); time.sleep(0.2)"])
     wait_for(lambda: client.get(job["id"])["state"] == "RUNNING")
     run = client.create_run(project="p", job_id=job["id"])
 
-    def later() -> None:
-        time.sleep(1)
+    def changes() -> None:  # made once the stream listens, so that they reach it as changes
         client.log_metrics(run["id"], {"points": [{"key": "loss", "step": 7, "value": 0.5}]})
         client.submit(["true"])
 
-    threading.Thread(target=later, daemon=True).start()
     kinds = lambda evs: {n for n, _ in evs}  # noqa: E731
     logged = {"id": run["id"], "uid": run["uid"], "job_id": job["id"], "last_step": 7}
     runs_of = lambda evs: [r for n, d in evs if n == "runs" for r in d["runs"]]  # noqa: E731
+    stdout_of = lambda evs: "".join(d["text"] for n, d in evs if n == "log" and d["stream"] == "stdout")  # noqa: E731
+    sampled = {"id": run["id"], "job_id": job["id"]}
+    # read until every event asserted below has come, each in its own time (log lines every 0.2 s, samples
+    # every 0.3 s), not for as long as a machine at rest takes to send them
     events = read_events(server, f"/api/v1/events?job={job['id']}",
-                         lambda evs: {"jobs", "log", "samples"} <= kinds(evs) and logged in runs_of(evs))
+                         lambda evs: ({"jobs", "log", "samples"} <= kinds(evs) and logged in runs_of(evs)
+                                      and sampled in runs_of(evs) and ("line 0" in (t := stdout_of(evs))
+                                                                      or "line 1" in t)),
+                         subscribed=changes)
     assert {"jobs", "runs", "log", "samples"} <= kinds(events)
     assert logged in runs_of(events)  # the metrics that were stored, with the run's job and uid
-    assert {"id": run["id"], "job_id": job["id"]} in runs_of(events)  # its system metrics, from the monitor
-    text = "".join(d["text"] for n, d in events if n == "log" and d["stream"] == "stdout")
+    assert sampled in runs_of(events)  # its system metrics, from the monitor
+    text = stdout_of(events)
     assert "line 0" in text or "line 1" in text
     status, _, body = client._raw("GET", "/api/v1/events?job=99999")
     assert status == 404

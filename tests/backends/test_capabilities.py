@@ -91,7 +91,7 @@ class FakeCluster:
 
 def _watch(watcher: SlurmWatcher, submitted):
     assert watcher.watch(submitted) is None  # the read starts in the watcher's thread
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # it returns as soon as the read is back: a loaded machine may take seconds
     while time.monotonic() < deadline:
         updates = watcher.watch(submitted)
         if updates is not None:

@@ -140,14 +140,14 @@ def test_cancel_stops_the_whole_process_tree(backend, short_tmp):
     child = int(read(marker))
     backend.cancel(job)
     assert finish(backend, job).state == "CANCELLED"
-    wait_for(lambda: not _alive(child), timeout=5)
+    wait_for(lambda: not _alive(child), timeout=15)
 
 
 def test_leftover_background_processes_die_with_the_job(backend, short_tmp):
     marker = os.path.join(short_tmp, "bg.pid")
     job = start(backend, command=["sh", "-c", f"sleep 60 & echo $! > {marker}"])
     assert finish(backend, job).state == "COMPLETED"
-    wait_for(lambda: not _alive(int(read(marker))), timeout=5)
+    wait_for(lambda: not _alive(int(read(marker))), timeout=15)
 
 
 def test_a_cancel_that_arrives_before_the_fork_means_the_job_never_runs(short_tmp):
@@ -186,7 +186,7 @@ def test_recovery_of_a_job_whose_supervisor_was_killed_reports_node_fail_and_kil
                          LaunchSettings(kill_grace_s=1, server_env={}, server_url=lambda: None))
     recovery = fresh.recover(job)
     assert recovery.status is Recovered.LOST and recovery.outcome.state == "NODE_FAIL"
-    wait_for(lambda: not _alive(started["pid"]), timeout=5)
+    wait_for(lambda: not _alive(started["pid"]), timeout=15)
 
 
 def test_recovery_of_a_job_never_launched_requeues_it(backend):
@@ -236,7 +236,7 @@ def test_a_job_whose_gpu_failed_ends_node_fail_its_stderr_saying_so_in_slurms_wo
     backend.fail_node(job, "GPU 0 of n1 failed: XID 79: GPU has fallen off the bus")
     outcome = finish(backend, job)
     assert (outcome.state, outcome.signal) == ("NODE_FAIL", signal.SIGTERM)
-    wait_for(lambda: not _alive(int(read(marker))), timeout=5)  # its processes die with it, as with a cancel
+    wait_for(lambda: not _alive(int(read(marker))), timeout=15)  # its processes die with it, as with a cancel
     last = read(job.log_path("stderr")).splitlines()[-1]
     assert last.startswith(f"slurmstepd: error: *** JOB {job.id} ON n1 CANCELLED AT ")
     assert last.endswith(" DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***")

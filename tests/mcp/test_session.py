@@ -463,7 +463,7 @@ def test_a_corral_server_that_never_answers_delays_neither_start_nor_tools_for_l
                     return ready, None
                 started = time.monotonic()
                 text = await refused(agent, "queue")
-                assert time.monotonic() - started < 5
+                assert time.monotonic() - started < 10  # its 1 s, not the client's 60
                 return ready, text
 
     async def both(url: str) -> list[tuple[float, str | None]]:
@@ -479,7 +479,9 @@ def test_a_corral_server_that_never_answers_delays_neither_start_nor_tools_for_l
 
     with silent_server() as url:
         (ready, _), (_, text) = anyio.run(both, url)
-    assert ready < 10  # with the default options: the start-up check gives up after 3 s (the client's is 60)
+    # with the default options: the start-up check gives up after 3 s (the client's is 60); the rest is an
+    # interpreter importing the CLI and the MCP SDK (a second and more of CPU), two at once on a loaded machine
+    assert ready < 20
     assert text == f"cannot reach the corral server at {url}: timed out; check the URL"
 
 

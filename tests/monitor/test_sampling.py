@@ -19,6 +19,7 @@ from corral.monitor import processes
 from corral.monitor.nvml import gpu_source_from_env
 from corral.monitor.processes import process_usage, snapshot_processes
 from corral.monitor.sampling import SAMPLE_FIELDS, JobSample, JobSampler, WatchedJob
+from tests.helpers import wait_for
 
 FIXTURE = Path(__file__).parent / "data" / "nvml_8gpu.jsonl"
 # The fixture's pids are above Linux's PID_MAX_LIMIT (4,194,304), so they can never be real;
@@ -235,23 +236,26 @@ def test_cpu_time_never_goes_back_when_a_worker_ends_unwaited(jobs):
         "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
         "worker = os.fork()\n"
         "if worker == 0:\n"
-        "    end = time.time() + 0.8\n"
-        "    while time.time() < end:\n"
+        "    while time.process_time() < 0.5:  # half a second of CPU, however long the machine takes to give it\n"
         "        pass\n"
+        "    os.write(1, b'spun\\n')\n"
+        "    os.read(0, 1)  # then ends when the test says\n"
         "    os._exit(0)\n"
         "print(worker, flush=True)\n"
         "time.sleep(120)\n"
     )
-    main = jobs.started_with_output(code)
-    worker = int(line(main))
+    main = jobs.started_with_output(code, stdin=subprocess.PIPE)
+    said = {line(main), line(main)}  # its pid, and the worker's word that it spun (in either order)
+    said.remove("spun")
+    worker = int(said.pop())
     sampler = JobSampler()
     job = watch(main, start_time=time.time())
-    time.sleep(0.5)
     [during] = sampler.sample([job])
     assert during.processes == 2 and during.cpu_time_s >= 0.3
-    deadline = time.monotonic() + 5
-    while psutil.pid_exists(worker) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert main.stdin is not None
+    main.stdin.write(b"x")
+    main.stdin.flush()
+    wait_for(lambda: not psutil.pid_exists(worker), timeout=10)
     assert not psutil.pid_exists(worker)
 
     [after] = sampler.sample([job])

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ import corral
 from corral.errors import InvalidRequest
 from corral.sdk.sync import sync_spool
 from tests.helpers import wait_for
+from tests.sdk.conftest import spooled_files
 
 pytestmark = pytest.mark.usefixtures("sdk_env")
 FAST = {"flush_interval_s": 0.05, "retry_interval_s": 0.2}
@@ -119,7 +119,8 @@ def test_server_killed_mid_run_loses_and_duplicates_no_point(server_factory, sho
         client = server.client()
         wait_for(lambda: (client.get_run(run_id)["last_step"] or 0) >= 200, timeout=30)
         server.kill9()
-        time.sleep(1.0)  # the child logs on into its spool
+        # the child logs on into its spool: the outage is seen (and warned of) once a batch is there
+        wait_for(lambda: any("/batches/" in f for f in spooled_files(spool)), timeout=30)
         server.start()
         client = server.client()
         before = client.get_run(run_id)["last_step"]
@@ -261,7 +262,7 @@ def test_a_cancelled_job_sends_what_it_logged_before_it_dies_and_its_run_ends_cr
     ended = client.wait(job["id"], timeout=30)
     assert ended["state"] == "CANCELLED"
     assert read_all(client, run_id, "loss")[0] == list(range(500))  # flushed on SIGTERM, not lost with the process
-    assert wait_for(lambda: client.get_run(run_id)["state"] == "crashed", timeout=10)
+    assert wait_for(lambda: client.get_run(run_id)["state"] == "crashed", timeout=30)
 
 
 KILLED_OFFLINE = """

@@ -297,10 +297,12 @@ def test_corral_log_and_finish_act_on_the_current_run(fake):
 def test_log_costs_microseconds(sdk_env):
     run = corral.init(project="p", mode="offline", **FAST)
     log = run.log
-    started = time.perf_counter()
+    # the CPU time this process spent (the loop and the run's background thread), not the wall clock: on a
+    # loaded machine the wall clock counts the other programs' turns on the CPU too
+    started = time.process_time()
     for i in range(200_000):
         log({"loss": 0.1, "acc": 0.2}, step=i)
-    per_call_us = (time.perf_counter() - started) / 200_000 * 1e6
+    per_call_us = (time.process_time() - started) / 200_000 * 1e6
     run.finish()
     assert per_call_us < 25  # the benchmark (bench/sdk_log.py) holds the real figure
 

@@ -34,7 +34,7 @@ def relay():
 
 
 def subjects(collector: MailCollector, count: int) -> list[str]:
-    wait_for(lambda: len(collector.envelopes) >= count, timeout=10)
+    wait_for(lambda: len(collector.envelopes) >= count, timeout=30)
     return [collector.message(i)["Subject"] for i in range(len(collector.envelopes))]
 
 

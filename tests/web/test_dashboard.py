@@ -395,7 +395,10 @@ def test_the_runs_table_fits_a_1400_px_window(site, imported, page):
     page.locator("[data-testid=run-row]").first.wait_for()
     assert page.locator("[data-testid=run-row]").count() >= 4  # configs that differ, seven metrics
     page.wait_for_function("document.querySelectorAll('[data-testid=run-row]').length >= 4")
-    time.sleep(1.5)  # a refresh (the running run logs) redraws it
+    # a refresh (the running run logs) redraws it, as a new table: measure that one
+    page.evaluate("document.querySelector('table.runs').dataset.drawn = 'first'")
+    page.wait_for_function("document.querySelector('table.runs') && "
+                           "document.querySelector('table.runs').dataset.drawn !== 'first'", timeout=30_000)
     right = page.evaluate("document.querySelector('table.runs').getBoundingClientRect().right")
     box = page.evaluate("document.querySelector('table.runs').parentElement.getBoundingClientRect().right")
     assert right <= box <= 1400, (right, box)

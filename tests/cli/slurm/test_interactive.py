@@ -47,6 +47,26 @@ def _shell(home: str, terminal, *options: str) -> pexpect.spawn:
     return child
 
 
+def _in_the_foreground(job_id: str, *argv: str) -> bool:
+    """A process of the job runs `argv` as the foreground process group of its terminal."""
+    wanted, job = ("\0".join(argv) + "\0").encode(), f"SLURM_JOB_ID={job_id}\0".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() != wanted:
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if job not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[2] == fields[5]:  # its process group is the one its terminal reads for
+            return True
+    return False
+
+
 def test_a_pty_shell_gets_its_gpus_a_terminal_resizes_ctrl_c_and_exits_with_its_code(server_factory, terminal):
     server = server_factory(gpus=2)
     child = _shell(server.home, terminal, "-G", "1")
@@ -59,11 +79,11 @@ def test_a_pty_shell_gets_its_gpus_a_terminal_resizes_ctrl_c_and_exits_with_its_
     child.sendline("trap 'echo winched' WINCH; stty size")
     child.expect(r"40 120")
     child.sendline("sleep 300")
-    time.sleep(0.5)
+    wait_for(lambda: _in_the_foreground(job_id, "sleep", "300"))  # a key sent sooner would reach bash, not it
     child.sendcontrol("c")  # to the job's foreground process, not to srun
     child.expect(PROMPT)
     child.sendline("sleep 301")
-    time.sleep(0.5)
+    wait_for(lambda: _in_the_foreground(job_id, "sleep", "301"))
     child.sendcontrol("z")  # job control: the shell stops its foreground job and gets the terminal back
     child.expect(r"Stopped\s+sleep 301")
     child.expect(PROMPT)
@@ -105,8 +125,7 @@ def test_it_waits_in_the_queue_is_granted_and_ctrl_c_while_waiting_cancels_it(se
     server = server_factory(gpus=1)
     client = server.client()
     blocker = client.submit(["sleep", "300"], gpus=1)
-    while client.get(blocker["id"])["state"] != "RUNNING":
-        time.sleep(0.1)
+    wait_for(lambda: client.get(blocker["id"])["state"] == "RUNNING", timeout=30)
     child = terminal(server.home, ["srun", "-G", "1", "--pty", "bash", "--norc", "--noprofile"])
     child.expect(r"srun: job (\d+) queued and waiting for resources")
     waiting = child.match.group(1)
@@ -120,8 +139,7 @@ def test_it_waits_in_the_queue_is_granted_and_ctrl_c_while_waiting_cancels_it(se
     assert child.exitstatus == 0
 
     holder = client.submit(["sleep", "300"], gpus=1)
-    while client.get(holder["id"])["state"] != "RUNNING":
-        time.sleep(0.1)
+    wait_for(lambda: client.get(holder["id"])["state"] == "RUNNING", timeout=30)
     impatient = terminal(server.home, ["srun", "-G", "1", "--pty", "bash"])
     impatient.expect(r"srun: job (\d+) queued and waiting for resources")
     revoked = impatient.match.group(1)

@@ -29,7 +29,7 @@ with open(os.path.join(folder, "task." + rank), "w") as f:
 
 BATCH = """#!/bin/bash
 #SBATCH --ntasks=2
-#SBATCH --time=0:30
+#SBATCH --time=0:40
 #SBATCH --signal={signal}
 trap 'echo USR1 >> {folder}/batch; touch {folder}/stop' USR1
 trap 'echo TERM >> {folder}/batch' TERM
@@ -51,9 +51,9 @@ def _read(path) -> str:
 
 
 NO_STEP = """#!/bin/bash
-#SBATCH --time=0:30
-#SBATCH --signal=USR1@26
-sleep 6  # past the warning, which goes to steps and it has none: nothing gets it (bash would die of it)
+#SBATCH --time=0:40
+#SBATCH --signal=USR1@30
+sleep 12  # past the warning, which goes to steps and it has none: nothing gets it (bash would die of it)
 echo lived
 """
 
@@ -61,9 +61,10 @@ echo lived
 def test_the_warning_reaches_each_step_task_once_and_with_b_the_batch_shell_alone(server_factory, tmp_path):
     server = server_factory(gpus=0, extra=["--cpus", "5"])
     client = server.client()
-    # 4 s after the start: both jobs' tasks are up by then, their batch shells waiting on their srun
-    steps = _job(client, tmp_path / "steps", "USR1@26")
-    batch = _job(client, tmp_path / "batch", "B:USR1@26")
+    # 10 s after the start: both jobs' tasks are up by then, their batch shells waiting on their srun, even
+    # where a loaded machine takes seconds to start an srun and its two tasks
+    steps = _job(client, tmp_path / "steps", "USR1@30")
+    batch = _job(client, tmp_path / "batch", "B:USR1@30")
     alone = client.submit(script=NO_STEP, workdir=str(tmp_path), stdout="alone.out")["id"]
     for job in (steps, batch, alone):
         ended = client.wait(job, timeout=60)
