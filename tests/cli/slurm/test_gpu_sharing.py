@@ -164,7 +164,9 @@ def test_a_sharing_job_over_its_budget_is_warned_then_stopped_with_the_reason(
     ended = wait_for(lambda: (j := client.get(job_id))["state"] != "RUNNING" and j, timeout=30)
     assert ended["state"] == "FAILED"
     assert ended["reason"] == "GPU memory 24.1 GB over its budget of 20 GB (--gpu-mem)"
-    kinds = [(e["kind"], e.get("action")) for e in client.get(job_id)["events"]]
+    # its events are recorded off the loop, just after the state they explain
+    kinds = wait_for(lambda: ("gpu_over_budget", "stopped") in (k := [(e["kind"], e.get("action"))
+                                                                       for e in client.get(job_id)["events"]]) and k)
     assert ("gpu_over_budget", "warned") in kinds and ("gpu_over_budget", "stopped") in kinds
     # Slurm writes a reason's spaces as underscores
     assert " Reason=GPU_memory_24.1_GB_over_its_budget_of_20_GB_(--gpu-mem) " in \
@@ -190,7 +192,9 @@ def test_warn_only_keeps_the_job_running_and_forgives_it_once_it_drops_back(serv
     # over again: warned again, but its owner was alerted once while it runs (not at every crossing)
     frames(replay, [{"pid": pid, "usedGpuMemory": 11 * GIB}])
     assert wait_for(lambda: client.get(job_id)["reason"]) == "GPU memory 11 GB over its budget of 10 GB (--gpu-mem)"
-    warned = [e for e in client.get(job_id)["events"] if e["kind"] == "gpu_over_budget"]
+    # the reason changes in memory at once; the event that says so is recorded off the loop, just after
+    warned = wait_for(lambda: len(w := [e for e in client.get(job_id)["events"] if e["kind"] == "gpu_over_budget"]) >= 2
+                      and w)
     assert [e["action"] for e in warned] == ["warned", "warned"]
     assert [f["value"] for f in client.alerts(job=job_id) if f["rule"] == "gpu-share-budget"] == ["12 GB"]
     client.cancel(job_id)
